@@ -1,0 +1,239 @@
+//! The `tokensel` command line.
+//!
+//! Exit codes: 0 success, 1 a run failed (e.g. a non-finite value), 2 bad input
+//! (unknown flag, bad config value, unreadable or malformed file).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::config::{Config, Group, Mode, Preset};
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+use crate::train::Trainer;
+use crate::trajectory::{ByNoise, Summary, Trajectory};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tokensel",
+    version,
+    about = "Token-selection attention: trainer, twin and checks"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Train the model (f64) on a config and report accuracy and token selection.
+    Run(RunArgs),
+    /// Print a config (the default, a preset, or a file with overrides) as TOML.
+    Config(ConfigArgs),
+}
+
+/// Where the run's config comes from.
+#[derive(Args, Debug, Clone)]
+struct ConfigArgs {
+    /// TOML file; its keys override the preset (default: the balanced setting).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Embedded preset: balanced, large-noise, large-signal.
+    #[arg(long, value_name = "NAME", default_value = "balanced")]
+    preset: String,
+    /// Override the seed.
+    #[arg(long, value_name = "S")]
+    seed: Option<u64>,
+    /// Override the number of steps.
+    #[arg(long, value_name = "N")]
+    steps: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Print exactly one JSON object (the summary) on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Write the full trajectory (trajectory.json, trajectory.csv) into DIR.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+impl ConfigArgs {
+    fn load(&self) -> Result<Config> {
+        let preset = Preset::from_name(&self.preset)?;
+        let mut cfg = match &self.config {
+            None => preset.config(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                Config::from_toml_str_over_preset(&text, path, preset)?
+            }
+        };
+        if let Some(seed) = self.seed {
+            cfg.seed = seed;
+        }
+        if let Some(steps) = self.steps {
+            cfg.steps = steps;
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+/// Run the command line with the process arguments; returns the exit code.
+pub fn main() -> i32 {
+    main_with(std::env::args_os())
+}
+
+/// Run the command line with the given arguments (first = program name).
+pub fn main_with<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    let result = match cli.command {
+        Command::Run(args) => run(&args),
+        Command::Config(args) => args.load().map(|c| print!("{}", c.to_toml())),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            if is_input_error(&e) { 2 } else { 1 }
+        }
+    }
+}
+
+/// Bad config values, unparsable files and unreadable input files are the user's.
+fn is_input_error(e: &Error) -> bool {
+    e.is_input_error()
+        || matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
+
+fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} steps ({eta} left)")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+fn run(args: &RunArgs) -> Result<()> {
+    let cfg = args.config.load()?;
+    let t0 = Instant::now();
+    let data = Dataset::generate(&cfg);
+    let bar = progress_bar(cfg.steps, args.quiet);
+    let traj = Trainer::run(&cfg, &data, &mut |s| bar.set_position(s))?;
+    bar.finish_and_clear();
+    let secs = t0.elapsed().as_secs_f64();
+    if let Some(dir) = &args.out {
+        traj.write_to_dir(dir)?;
+    }
+    let summary = Summary::of(&traj);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&summary).expect("summary serialises")
+        );
+    } else {
+        print!("{}", summary_table(&summary, &traj));
+        if let Some(dir) = &args.out {
+            println!(
+                "trajectory written to {}",
+                dir.join("trajectory.json").display()
+            );
+        }
+    }
+    eprintln!(
+        "wall time {:.2} s ({:.1} us per step)",
+        secs,
+        1e6 * secs / cfg.steps.max(1) as f64
+    );
+    Ok(())
+}
+
+fn fmt_row(label: &str, v: Option<crate::trajectory::PerGroup>) -> String {
+    match v {
+        None => format!("  {label:<22}{:>10}\n", "(none)"),
+        Some(p) => {
+            let cells: String = Group::ALL
+                .iter()
+                .map(|g| format!("{:>12.4}", p.get(*g)))
+                .collect();
+            format!("  {label:<22}{cells}\n")
+        }
+    }
+}
+
+fn group_table(title: &str, by: &ByNoise, n_clean: usize, n_noisy: usize) -> String {
+    let head: String = Group::ALL
+        .iter()
+        .map(|g| format!("{:>12}", g.name()))
+        .collect();
+    format!(
+        "  {title:<22}{head}\n{}{}",
+        fmt_row(&format!("clean ({n_clean})"), by.clean),
+        fmt_row(&format!("noisy ({n_noisy})"), by.noisy)
+    )
+}
+
+/// The human-readable end-of-run report.
+fn summary_table(s: &Summary, t: &Trajectory) -> String {
+    let c = &s.config;
+    let n_clean = c.n_train - s.n_noisy;
+    let mode = match c.mode {
+        Mode::P => "p-mode (W fixed)",
+        Mode::W => "W-mode (p fixed)",
+    };
+    let mut out = format!(
+        "tokensel run: {} steps, seed {}, {mode}, f64 {:?}\n  d = {}, ||mu|| = {}, T = {}, n = {} ({} noisy), rho = {}, eta = {}, sigma = {}, alpha = {:e}\n\n",
+        s.steps,
+        s.seed,
+        t.trainer.formulation,
+        c.d,
+        c.mu_norm,
+        c.layout.tokens,
+        c.n_train,
+        s.n_noisy,
+        c.rho,
+        c.eta,
+        c.sigma,
+        c.step_size
+    );
+    out += &format!(
+        "  train accuracy {:>8.4}   (against observed labels Y)\n  test accuracy  {:>8.4}   (against true labels Y*, {} samples)\n  train loss     {:>8.4}\n\n",
+        s.train_accuracy, s.test_accuracy, c.n_test, s.train_loss
+    );
+    out += &group_table("top-token group", &s.selection, n_clean, s.n_noisy);
+    out += "\n";
+    out += &group_table("mean attention mass", &s.attention, n_clean, s.n_noisy);
+    out += &format!("\n  trajectory digest {}\n", s.trajectory_digest);
+    out
+}
+
+/// Read and validate a config file (convenience for tests and tools).
+pub fn load_config(path: &Path) -> Result<Config> {
+    Config::from_file(path)
+}

@@ -1,0 +1,526 @@
+//! The one description of a run, shared by every trainer and command.
+//!
+//! A [`Config`] is read from TOML as an *overlay* on the embedded default (the paper's
+//! balanced setting, `src/presets/balanced.toml`): a file only names what it changes.
+//! Unknown keys, wrong types and out-of-domain values are errors naming the field.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Largest amount of memory the data set (plus a dense `W`) may take, in bytes.
+///
+/// Larger configs are refused before anything is allocated.
+pub const MAX_DATA_BYTES: u64 = 8 << 30;
+
+/// Largest number of gradient steps a config may ask for.
+pub const MAX_STEPS: u64 = 1_000_000_000;
+
+/// A complete description of one training run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Master seed; every random stream is derived from it (see [`crate::rng`]).
+    pub seed: u64,
+    /// Token dimension d.
+    pub d: usize,
+    /// Token-group layout of every sequence (T and the group sizes).
+    pub layout: Layout,
+    /// Number of training samples n.
+    pub n_train: usize,
+    /// Number of (clean) test samples.
+    pub n_test: usize,
+    /// Signal norm ||mu||.
+    pub mu_norm: f64,
+    /// How the two orthogonal class signals are chosen.
+    pub signals: Signals,
+    /// Weak-relevance factor rho of the W-tokens.
+    pub rho: f64,
+    /// Noise standard deviation sigma.
+    pub sigma: f64,
+    /// Label-noise rate eta, in [0, 1).
+    pub eta: f64,
+    /// How label flips are drawn.
+    pub flips: FlipRule,
+    /// Gradient-descent step size alpha.
+    pub step_size: f64,
+    /// Number of full-batch gradient steps.
+    pub steps: u64,
+    /// Which parameter is trained.
+    pub mode: Mode,
+    /// f64 formulation of softmax and gradient.
+    pub formulation: Formulation,
+    /// Initial values of p and W.
+    pub init: Init,
+    /// What the trajectory records.
+    pub record: Record,
+}
+
+/// Token groups of a sequence, in position order R, W_{Y*}, W_{-Y*}, I.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Layout {
+    /// Sequence length T; must equal the sum of the group sizes.
+    pub tokens: usize,
+    /// Relevant tokens: x = mu_{Y*} + eps.
+    pub relevant: usize,
+    /// Weakly relevant tokens of the true class: x = rho mu_{Y*} + eps.
+    pub weak_same: usize,
+    /// Weakly relevant tokens of the opposite class: x = rho mu_{-Y*} + eps.
+    pub weak_opposite: usize,
+    /// Irrelevant tokens: x = eps.
+    pub irrelevant: usize,
+}
+
+/// One of the four token groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Group {
+    /// Relevant (R).
+    R,
+    /// Weakly relevant, true class (W_{Y*}).
+    WSame,
+    /// Weakly relevant, opposite class (W_{-Y*}).
+    WOpposite,
+    /// Irrelevant (I).
+    I,
+}
+
+impl Group {
+    /// All groups in layout order.
+    pub const ALL: [Group; 4] = [Group::R, Group::WSame, Group::WOpposite, Group::I];
+
+    /// Stable name used in JSON/CSV output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Group::R => "R",
+            Group::WSame => "W_same",
+            Group::WOpposite => "W_opposite",
+            Group::I => "I",
+        }
+    }
+
+    /// Index in [`Group::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl Layout {
+    /// Group sizes in [`Group::ALL`] order.
+    pub fn sizes(&self) -> [usize; 4] {
+        [
+            self.relevant,
+            self.weak_same,
+            self.weak_opposite,
+            self.irrelevant,
+        ]
+    }
+
+    /// The group of token position `t` (0-based).
+    pub fn group_of(&self, t: usize) -> Group {
+        let mut end = 0;
+        for (g, size) in Group::ALL.into_iter().zip(self.sizes()) {
+            end += size;
+            if t < end {
+                return g;
+            }
+        }
+        Group::I
+    }
+
+    /// The group of every position, in order.
+    pub fn groups(&self) -> Vec<Group> {
+        (0..self.tokens).map(|t| self.group_of(t)).collect()
+    }
+}
+
+/// Choice of the class signals mu_{+1}, mu_{-1}.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Signals {
+    /// mu_{+1} = ||mu|| e_1, mu_{-1} = ||mu|| e_2 (the official code).
+    Axis,
+    /// A random orthonormal pair (Gram-Schmidt on Gaussian vectors), scaled by ||mu||.
+    Random,
+}
+
+/// How the noisy training labels are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlipRule {
+    /// Exactly ceil(eta n) labels flipped, at uniformly random positions.
+    Exact,
+    /// Each label flipped independently with probability eta.
+    Bernoulli,
+}
+
+/// Which parameter gradient descent moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    /// Train the token p, W fixed.
+    #[serde(rename = "p")]
+    P,
+    /// Train the key-query matrix W, p fixed.
+    #[serde(rename = "W", alias = "w")]
+    W,
+}
+
+/// The f64 formulation of softmax, 1 - s and df/dq (SPEC section 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Formulation {
+    /// Max-subtracted softmax, `1 - s_top`, f = sum s g, and the backprop gradient
+    /// `sum s g x - f sum s x` (what most frameworks compute).
+    Naive,
+    /// Max-subtracted softmax, `1 - s_top` as the sum of the others, f centred on the top
+    /// token and the centred gradient `sum_{j != top} s_j (g_j - g_top)(x_j - xbar)`.
+    Stable,
+}
+
+/// Initial parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Init {
+    /// Initial p.
+    pub p: PInit,
+    /// Scale of a Gaussian p: p ~ N(0, p_scale^2 I_d).
+    pub p_scale: f64,
+    /// Initial W.
+    pub w: WInit,
+}
+
+/// Initial value of p.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PInit {
+    /// p(0) = 0 (uniform attention; the paper's default).
+    Zero,
+    /// p(0) ~ N(0, p_scale^2 I_d) from the `init` stream.
+    Gaussian,
+}
+
+/// Initial value of W.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WInit {
+    /// W(0) = I (the paper's first version).
+    Identity,
+    /// Entries U(-1/sqrt(d), 1/sqrt(d)) from the `init` stream (PyTorch's Kaiming-uniform).
+    KaimingUniform,
+}
+
+/// What the trajectory records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    /// Checkpoints per decade of steps (log spacing); step 0 and the last step are
+    /// always recorded.
+    pub checkpoints_per_decade: u32,
+}
+
+/// A named embedded configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preset {
+    /// The paper's balanced setting, Figure 3(a): the default.
+    Balanced,
+    /// Large noise (harmful overfitting), Figure 3(b).
+    LargeNoise,
+    /// Large signal (no overfitting), Figure 3(c).
+    LargeSignal,
+}
+
+impl Preset {
+    /// All presets.
+    pub const ALL: [Preset; 3] = [Preset::Balanced, Preset::LargeNoise, Preset::LargeSignal];
+
+    /// The preset's command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Balanced => "balanced",
+            Preset::LargeNoise => "large-noise",
+            Preset::LargeSignal => "large-signal",
+        }
+    }
+
+    /// Look a preset up by name.
+    pub fn from_name(name: &str) -> Result<Preset> {
+        Preset::ALL
+            .into_iter()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<_> = Preset::ALL.iter().map(|p| p.name()).collect();
+                Error::config(
+                    "preset",
+                    format!("unknown preset `{name}` (known: {})", names.join(", ")),
+                )
+            })
+    }
+
+    /// The preset's TOML overlay text.
+    pub fn toml(self) -> &'static str {
+        match self {
+            Preset::Balanced => BALANCED_TOML,
+            Preset::LargeNoise => include_str!("presets/large_noise.toml"),
+            Preset::LargeSignal => include_str!("presets/large_signal.toml"),
+        }
+    }
+
+    /// The preset as a validated config.
+    pub fn config(self) -> Config {
+        Config::from_toml_str(self.toml(), Path::new(self.name()))
+            .expect("embedded presets are valid (tested)")
+    }
+}
+
+const BALANCED_TOML: &str = include_str!("presets/balanced.toml");
+
+impl Default for Config {
+    /// The paper's balanced setting (`src/presets/balanced.toml`).
+    fn default() -> Self {
+        let table: toml::Table = toml::from_str(BALANCED_TOML).expect("embedded default parses");
+        table.try_into().expect("embedded default is complete")
+    }
+}
+
+/// Deep-merge `overlay` into `base` (tables merge key by key, other values replace).
+fn merge(base: &mut toml::Table, overlay: toml::Table) {
+    for (key, value) in overlay {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(key, v);
+            }
+        }
+    }
+}
+
+impl Config {
+    /// Parse a TOML overlay on the default config and validate it.
+    ///
+    /// `origin` names the source in error messages.
+    pub fn from_toml_str(text: &str, origin: &Path) -> Result<Config> {
+        Config::from_toml_str_over(text, origin, BALANCED_TOML)
+    }
+
+    /// Parse a TOML overlay on a preset and validate it.
+    pub fn from_toml_str_over_preset(text: &str, origin: &Path, preset: Preset) -> Result<Config> {
+        let mut base: toml::Table = toml::from_str(BALANCED_TOML).expect("embedded default parses");
+        let preset_table: toml::Table = toml::from_str(preset.toml()).expect("presets parse");
+        merge(&mut base, preset_table);
+        let base_text = toml::to_string(&base).expect("table serialises");
+        Config::from_toml_str_over(text, origin, &base_text)
+    }
+
+    fn from_toml_str_over(text: &str, origin: &Path, base: &str) -> Result<Config> {
+        let parse_err = |message: String| Error::Parse {
+            what: "config",
+            path: origin.to_path_buf(),
+            message,
+        };
+        let overlay: toml::Table = toml::from_str(text).map_err(|e| parse_err(e.to_string()))?;
+        let mut table: toml::Table = toml::from_str(base).expect("embedded default parses");
+        merge(&mut table, overlay);
+        let config: Config = Config::deserialize(toml::Value::Table(table))
+            .map_err(|e| parse_err(e.to_string().trim_end().to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Read a TOML overlay file (see [`Config::from_toml_str`]).
+    pub fn from_file(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::from_toml_str(&text, path)
+    }
+
+    /// The config as TOML text (round-trips through [`Config::from_toml_str`]).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("config serialises")
+    }
+
+    /// Sequence length T.
+    pub fn tokens(&self) -> usize {
+        self.layout.tokens
+    }
+
+    /// Number of training labels flipped under [`FlipRule::Exact`]: ceil(eta n).
+    ///
+    /// eta n is rounded to the nearest integer first when it is within 1e-9 of it, so
+    /// that the decimal intent of eta (0.1 * 30 = 3, not 4) wins over binary rounding.
+    pub fn exact_flip_count(&self) -> usize {
+        let x = self.eta * self.n_train as f64;
+        let r = x.round();
+        if (x - r).abs() <= 1e-9 * x.max(1.0) {
+            r as usize
+        } else {
+            x.ceil() as usize
+        }
+    }
+
+    /// Bytes the data set (train and test tokens) and a dense W would take.
+    pub fn data_bytes(&self) -> u64 {
+        let tokens = (self.n_train as u128 + self.n_test as u128)
+            * self.layout.tokens as u128
+            * self.d as u128;
+        let w = match (self.mode, self.init.w) {
+            (Mode::P, WInit::Identity) => 0,
+            _ => self.d as u128 * self.d as u128,
+        };
+        ((tokens + w) * 8).min(u64::MAX as u128) as u64
+    }
+
+    /// Check every field's domain; the error names the first bad field.
+    pub fn validate(&self) -> Result<()> {
+        let finite = |field: &str, v: f64| {
+            if v.is_finite() {
+                Ok(())
+            } else {
+                Err(Error::config(field, format!("must be finite, got {v}")))
+            }
+        };
+        if self.d == 0 {
+            return Err(Error::config("d", "must be at least 1"));
+        }
+        if self.signals == Signals::Axis && self.d < 2 {
+            return Err(Error::config(
+                "d",
+                "axis signals mu_{+1} = ||mu|| e_1, mu_{-1} = ||mu|| e_2 need d >= 2",
+            ));
+        }
+        if self.signals == Signals::Random && self.d < 2 {
+            return Err(Error::config("d", "two orthogonal signals need d >= 2"));
+        }
+        let l = &self.layout;
+        let sum: usize = l.sizes().iter().sum();
+        if l.tokens == 0 {
+            return Err(Error::config("layout.tokens", "must be at least 1"));
+        }
+        if sum != l.tokens {
+            return Err(Error::config(
+                "layout",
+                format!(
+                    "group sizes relevant + weak_same + weak_opposite + irrelevant = {} + {} + {} + {} = {sum} must equal tokens = {}",
+                    l.relevant, l.weak_same, l.weak_opposite, l.irrelevant, l.tokens
+                ),
+            ));
+        }
+        if self.n_train == 0 {
+            return Err(Error::config("n_train", "must be at least 1"));
+        }
+        if self.n_test == 0 {
+            return Err(Error::config("n_test", "must be at least 1"));
+        }
+        finite("mu_norm", self.mu_norm)?;
+        if self.mu_norm <= 0.0 {
+            return Err(Error::config("mu_norm", "must be > 0 (nu divides by it)"));
+        }
+        finite("rho", self.rho)?;
+        finite("sigma", self.sigma)?;
+        if self.sigma < 0.0 {
+            return Err(Error::config("sigma", "must be >= 0"));
+        }
+        finite("eta", self.eta)?;
+        if !(0.0..1.0).contains(&self.eta) {
+            return Err(Error::config(
+                "eta",
+                format!("must lie in [0, 1), got {}", self.eta),
+            ));
+        }
+        finite("step_size", self.step_size)?;
+        if self.step_size <= 0.0 {
+            return Err(Error::config("step_size", "must be > 0"));
+        }
+        if self.steps > MAX_STEPS {
+            return Err(Error::config(
+                "steps",
+                format!("must be at most {MAX_STEPS}"),
+            ));
+        }
+        finite("init.p_scale", self.init.p_scale)?;
+        if self.init.p_scale < 0.0 {
+            return Err(Error::config("init.p_scale", "must be >= 0"));
+        }
+        if self.mode == Mode::W && (self.init.p == PInit::Zero || self.init.p_scale == 0.0) {
+            return Err(Error::config(
+                "init.p",
+                "mode = \"W\" trains W with p fixed; p = 0 gives dL/dW = p (dL/dq)^T = 0. \
+                 Set init.p = \"gaussian\" with init.p_scale > 0",
+            ));
+        }
+        if self.record.checkpoints_per_decade == 0 {
+            return Err(Error::config(
+                "record.checkpoints_per_decade",
+                "must be at least 1",
+            ));
+        }
+        let bytes = self.data_bytes();
+        if bytes > MAX_DATA_BYTES {
+            return Err(Error::config(
+                "d",
+                format!(
+                    "the data set (n_train + n_test) * tokens * d{} needs {:.2} GiB, more than the limit of {} GiB",
+                    if self.data_bytes_has_w() {
+                        " plus d * d for W"
+                    } else {
+                        ""
+                    },
+                    bytes as f64 / (1u64 << 30) as f64,
+                    MAX_DATA_BYTES >> 30
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn data_bytes_has_w(&self) -> bool {
+        !(self.mode == Mode::P && self.init.w == WInit::Identity)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_are_valid_and_differ_where_the_paper_says() {
+        let a = Preset::Balanced.config();
+        let b = Preset::LargeNoise.config();
+        let c = Preset::LargeSignal.config();
+        assert_eq!(a, Config::default());
+        assert_eq!((b.d, b.mu_norm), (4500, 5.0));
+        assert_eq!((c.d, c.mu_norm), (1000, 80.0));
+        assert_eq!(b.eta, a.eta);
+    }
+
+    #[test]
+    fn toml_round_trip() {
+        let a = Config::default();
+        let b = Config::from_toml_str(&a.to_toml(), Path::new("x")).unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn flip_count_follows_decimal_intent() {
+        let mut c = Config::default();
+        assert_eq!(c.exact_flip_count(), 4);
+        c.n_train = 30;
+        c.eta = 0.1;
+        assert_eq!(c.exact_flip_count(), 3);
+        c.eta = 0.11;
+        assert_eq!(c.exact_flip_count(), 4);
+    }
+
+    #[test]
+    fn layout_groups_in_order() {
+        let l = Config::default().layout;
+        let g = l.groups();
+        assert_eq!(g[0], Group::R);
+        assert_eq!(g[1], Group::WSame);
+        assert_eq!(g[2], Group::WOpposite);
+        assert!(g[3..].iter().all(|&x| x == Group::I));
+    }
+}

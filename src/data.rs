@@ -1,0 +1,244 @@
+//! The paper's synthetic data model (SPEC section 2).
+//!
+//! Each sequence has T tokens in four groups at fixed positions (R, W_{Y*}, W_{-Y*}, I):
+//! x_t = c_t mu_{Y*} or c_t mu_{-Y*} plus N(0, sigma^2 I_d) noise. Training labels are
+//! flipped with rate eta (the noisy set); test labels are clean.
+
+use ndarray::{Array1, Array2, Array3, ArrayView2};
+
+use crate::config::{Config, FlipRule, Group, Signals};
+use crate::linalg;
+use crate::rng::{self, Stream};
+
+/// One split (train or test): tokens, labels and the fixed head values g_t = <nu, x_t>.
+#[derive(Debug, Clone)]
+pub struct Split {
+    /// Tokens, shape (n, T, d).
+    pub x: Array3<f64>,
+    /// True labels Y* in {+1, -1}.
+    pub y_true: Vec<i8>,
+    /// Observed labels Y (equal to `y_true` on the test split).
+    pub y: Vec<i8>,
+    /// Head values g_{i,t} = <nu, x_{i,t}>, shape (n, T).
+    pub g: Array2<f64>,
+}
+
+impl Split {
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.y.len()
+    }
+
+    /// True when the split has no samples.
+    pub fn is_empty(&self) -> bool {
+        self.y.is_empty()
+    }
+
+    /// Tokens of sample `i`, shape (T, d).
+    pub fn tokens(&self, i: usize) -> ArrayView2<'_, f64> {
+        self.x.index_axis(ndarray::Axis(0), i)
+    }
+
+    /// Whether sample `i` carries a flipped label (belongs to the noisy set N).
+    pub fn is_noisy(&self, i: usize) -> bool {
+        self.y[i] != self.y_true[i]
+    }
+}
+
+/// The signals, the head and both splits of one run.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    /// Class signal mu_{+1}.
+    pub mu_pos: Array1<f64>,
+    /// Class signal mu_{-1}.
+    pub mu_neg: Array1<f64>,
+    /// Fixed linear head nu = (mu_{+1} - mu_{-1}) / (||mu_{+1} - mu_{-1}|| ||mu||).
+    pub nu: Array1<f64>,
+    /// Group of each token position.
+    pub groups: Vec<Group>,
+    /// Training split (with label noise).
+    pub train: Split,
+    /// Test split (clean labels).
+    pub test: Split,
+}
+
+impl Dataset {
+    /// Draw the data set of `cfg` from its seeded streams. `cfg` must be validated.
+    pub fn generate(cfg: &Config) -> Dataset {
+        let (mu_pos, mu_neg) = signals(cfg);
+        let diff: Vec<f64> = mu_pos.iter().zip(&mu_neg).map(|(a, b)| a - b).collect();
+        let scale = linalg::norm(&diff) * cfg.mu_norm;
+        let nu = Array1::from_iter(diff.iter().map(|v| v / scale));
+        let groups = cfg.layout.groups();
+
+        let mut labels = rng::stream(cfg.seed, Stream::TrainLabels);
+        let y_true: Vec<i8> = (0..cfg.n_train).map(|_| coin(&mut labels)).collect();
+        let flipped: Vec<usize> = match cfg.flips {
+            FlipRule::Exact => rng::choose(&mut labels, cfg.n_train, cfg.exact_flip_count()),
+            FlipRule::Bernoulli => (0..cfg.n_train)
+                .filter(|_| rng::uniform(&mut labels) < cfg.eta)
+                .collect(),
+        };
+        let mut y = y_true.clone();
+        for &i in &flipped {
+            y[i] = -y[i];
+        }
+        let train = draw_split(cfg, Stream::TrainTokens, y_true, y, &mu_pos, &mu_neg, &nu);
+
+        let mut test_labels = rng::stream(cfg.seed, Stream::TestLabels);
+        let y_test: Vec<i8> = (0..cfg.n_test).map(|_| coin(&mut test_labels)).collect();
+        let test = draw_split(
+            cfg,
+            Stream::TestTokens,
+            y_test.clone(),
+            y_test,
+            &mu_pos,
+            &mu_neg,
+            &nu,
+        );
+        Dataset {
+            mu_pos,
+            mu_neg,
+            nu,
+            groups,
+            train,
+            test,
+        }
+    }
+
+    /// Signal of class `y`.
+    pub fn mu(&self, y: i8) -> &Array1<f64> {
+        if y > 0 { &self.mu_pos } else { &self.mu_neg }
+    }
+}
+
+fn coin<R: rand_core::Rng>(rng: &mut R) -> i8 {
+    if rng.next_u64() >> 63 == 1 { 1 } else { -1 }
+}
+
+fn signals(cfg: &Config) -> (Array1<f64>, Array1<f64>) {
+    let d = cfg.d;
+    match cfg.signals {
+        Signals::Axis => {
+            let mut a = Array1::zeros(d);
+            let mut b = Array1::zeros(d);
+            a[0] = cfg.mu_norm;
+            b[1] = cfg.mu_norm;
+            (a, b)
+        }
+        Signals::Random => {
+            let mut r = rng::stream(cfg.seed, Stream::Signals);
+            let mut a = vec![0.0; d];
+            let mut b = vec![0.0; d];
+            rng::fill_normal(&mut r, 1.0, &mut a);
+            rng::fill_normal(&mut r, 1.0, &mut b);
+            let na = linalg::norm(&a);
+            a.iter_mut().for_each(|v| *v /= na);
+            let proj = linalg::dot(&a, &b);
+            linalg::axpy(-proj, &a, &mut b);
+            let nb = linalg::norm(&b);
+            b.iter_mut().for_each(|v| *v /= nb);
+            (
+                Array1::from_iter(a.iter().map(|v| v * cfg.mu_norm)),
+                Array1::from_iter(b.iter().map(|v| v * cfg.mu_norm)),
+            )
+        }
+    }
+}
+
+fn draw_split(
+    cfg: &Config,
+    stream: Stream,
+    y_true: Vec<i8>,
+    y: Vec<i8>,
+    mu_pos: &Array1<f64>,
+    mu_neg: &Array1<f64>,
+    nu: &Array1<f64>,
+) -> Split {
+    let (n, t_len, d) = (y.len(), cfg.layout.tokens, cfg.d);
+    let groups = cfg.layout.groups();
+    let mut rng = rng::stream(cfg.seed, stream);
+    let mut x = Array3::<f64>::zeros((n, t_len, d));
+    let mut g = Array2::<f64>::zeros((n, t_len));
+    let nu = nu.as_slice().expect("contiguous");
+    for i in 0..n {
+        let (same, other) = if y_true[i] > 0 {
+            (mu_pos, mu_neg)
+        } else {
+            (mu_neg, mu_pos)
+        };
+        for t in 0..t_len {
+            let mut row = x.slice_mut(ndarray::s![i, t, ..]);
+            let row = row.as_slice_mut().expect("contiguous");
+            rng::fill_normal(&mut rng, cfg.sigma, row);
+            let signal = match groups[t] {
+                Group::R => Some((1.0, same)),
+                Group::WSame => Some((cfg.rho, same)),
+                Group::WOpposite => Some((cfg.rho, other)),
+                Group::I => None,
+            };
+            if let Some((c, mu)) = signal {
+                for (v, m) in row.iter_mut().zip(mu) {
+                    *v += c * m;
+                }
+            }
+            g[[i, t]] = linalg::dot(nu, row);
+        }
+    }
+    Split { x, y_true, y, g }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> Config {
+        let mut c = Config::default();
+        c.d = 50;
+        c.n_test = 30;
+        c
+    }
+
+    #[test]
+    fn same_seed_same_bits_and_streams_are_independent() {
+        let c = small();
+        let a = Dataset::generate(&c);
+        let b = Dataset::generate(&c);
+        assert_eq!(a.train.x, b.train.x);
+        let mut c2 = c.clone();
+        c2.n_test = 60;
+        let e = Dataset::generate(&c2);
+        assert_eq!(
+            a.train.x, e.train.x,
+            "more test samples must not change training data"
+        );
+        assert_eq!(a.train.y, e.train.y);
+    }
+
+    #[test]
+    fn exact_flips_and_head_norm() {
+        let c = small();
+        let ds = Dataset::generate(&c);
+        let noisy = (0..ds.train.len())
+            .filter(|&i| ds.train.is_noisy(i))
+            .count();
+        assert_eq!(noisy, c.exact_flip_count());
+        assert!((0..ds.test.len()).all(|i| !ds.test.is_noisy(i)));
+        let nn = linalg::norm(ds.nu.as_slice().unwrap());
+        assert!((nn - 1.0 / c.mu_norm).abs() < 1e-15);
+    }
+
+    #[test]
+    fn relevant_token_carries_the_true_signal() {
+        let mut c = small();
+        c.sigma = 0.0;
+        let ds = Dataset::generate(&c);
+        for i in 0..ds.train.len() {
+            let x = ds.train.tokens(i);
+            let mu = ds.mu(ds.train.y_true[i]);
+            assert_eq!(x.row(0), mu.view());
+            let opp = ds.mu(-ds.train.y_true[i]);
+            assert_eq!(x.row(2).to_owned(), opp.mapv(|v| v * c.rho));
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! The library's error type.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in tokensel, as a typed value.
+///
+/// Input errors ([`Error::InvalidConfig`], [`Error::Parse`]) are the user's to fix;
+/// the CLI maps them to exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A configuration value is out of its domain.
+    #[error("invalid config: `{field}`: {reason}")]
+    InvalidConfig {
+        /// Dotted name of the offending field, e.g. `layout.relevant`.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A file could not be parsed (TOML or JSON).
+    #[error("cannot parse {what} `{path}`: {message}")]
+    Parse {
+        /// What kind of file (e.g. "config", "trajectory").
+        what: &'static str,
+        /// Where it came from.
+        path: PathBuf,
+        /// The parser's message (names the field or line).
+        message: String,
+    },
+    /// A file could not be read or written.
+    #[error("I/O error on `{path}`: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A quantity became NaN or infinite during training.
+    #[error("non-finite {quantity} at step {step} (sample {sample:?}): training stopped")]
+    NonFinite {
+        /// The step (number of updates done) at which it was found.
+        step: u64,
+        /// Name of the quantity (e.g. "loss", "grad_q").
+        quantity: &'static str,
+        /// Training sample index, where the quantity belongs to one.
+        sample: Option<usize>,
+    },
+}
+
+impl Error {
+    /// Shorthand for [`Error::InvalidConfig`].
+    pub fn config(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::InvalidConfig {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// True for errors caused by bad user input (the CLI exits with code 2 for these).
+    pub fn is_input_error(&self) -> bool {
+        matches!(self, Error::InvalidConfig { .. } | Error::Parse { .. })
+    }
+}
+
+/// Result alias with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,31 @@
+//! tokensel: a reference implementation of the token-selection attention model of
+//! Sakamoto & Sato, "Benign or Not-Benign Overfitting in Token Selection of Attention
+//! Mechanism" (arXiv 2409.17625).
+//!
+//! f(X; p, W) = nu^T X^T softmax(X W^T p), trained by gradient descent on p or on W,
+//! on the paper's synthetic data model.
+//!
+//! Module map (the math is in `proofs-notes/`):
+//! - [`config`]: the one description of a run, TOML overlays, presets, validation;
+//! - [`rng`]: seeded ChaCha streams, platform-independent Gaussians;
+//! - [`data`]: the synthetic data model;
+//! - [`linalg`]: f64 kernels with a fixed summation order;
+//! - [`model`]: scores, softmax, output, loss and **the softmax gradient** (`grad_q`);
+//! - [`train`]: the fast f64 trainer;
+//! - [`trajectory`]: the trajectory format every trainer emits, and the run summary;
+//! - [`cli`]: the `tokensel` command line.
+
+#![warn(missing_docs)]
+
+pub mod cli;
+pub mod config;
+pub mod data;
+pub mod error;
+pub mod linalg;
+pub mod model;
+pub mod rng;
+pub mod train;
+pub mod trajectory;
+
+pub use config::Config;
+pub use error::{Error, Result};

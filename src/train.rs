@@ -1,0 +1,320 @@
+//! The fast f64 trainer: full-batch gradient descent on p (W fixed) or on W (p fixed).
+//!
+//! One step (SPEC section 3), with q = W^T p:
+//!
+//! ```text
+//! for each training sample i (in order):
+//!     z, s, f = forward(X_i, q)               (model::scores, softmax, output)
+//!     u_i = Y_i f_i,  c_i = l'(u_i) Y_i / n
+//!     v_i = c_i df_i/dq                        (model::grad_q)
+//! L = (sum_i l(u_i)) / n,   dL/dq = sum_i v_i   (summed in sample order)
+//! p-mode: p <- p - alpha W dL/dq               W-mode: W <- W - alpha p (dL/dq)^T
+//! ```
+//!
+//! The twin (`crate::twin::train`) implements the same loop in MPFR.
+
+use ndarray::{Array1, Array2};
+
+use crate::config::{Config, Formulation, Mode, PInit, WInit};
+use crate::data::{Dataset, Split};
+use crate::error::{Error, Result};
+use crate::linalg;
+use crate::model::{self, Attention};
+use crate::rng::{self, Stream};
+use crate::trajectory::{self, Checkpoint, SampleState, TrainerInfo, Trajectory};
+
+/// Trainable parameters. `w = None` means W = I (never stored).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// The token p.
+    pub p: Array1<f64>,
+    /// The key-query matrix W (d x d), or `None` for the identity.
+    pub w: Option<Array2<f64>>,
+}
+
+impl Params {
+    /// Initial parameters of `cfg` (p from `init.p`, W from `init.w`), from the `init`
+    /// stream: p first, then W row by row.
+    pub fn init(cfg: &Config) -> Params {
+        let d = cfg.d;
+        let mut r = rng::stream(cfg.seed, Stream::Init);
+        let mut p = Array1::zeros(d);
+        if cfg.init.p == PInit::Gaussian {
+            rng::fill_normal(
+                &mut r,
+                cfg.init.p_scale,
+                p.as_slice_mut().expect("contiguous"),
+            );
+        }
+        let w = match (cfg.mode, cfg.init.w) {
+            (Mode::P, WInit::Identity) => None,
+            (_, WInit::Identity) => Some(Array2::eye(d)),
+            (_, WInit::KaimingUniform) => {
+                let bound = 1.0 / (d as f64).sqrt();
+                Some(Array2::from_shape_simple_fn((d, d), || {
+                    (2.0 * rng::uniform(&mut r) - 1.0) * bound
+                }))
+            }
+        };
+        Params { p, w }
+    }
+
+    /// q = W^T p, accumulated row by row: q = sum_m p_m W[m, :] in order m = 0..d.
+    pub fn q(&self, q: &mut [f64]) {
+        match &self.w {
+            None => q.copy_from_slice(self.p.as_slice().expect("contiguous")),
+            Some(w) => {
+                q.fill(0.0);
+                for (pm, row) in self.p.iter().zip(w.rows()) {
+                    linalg::axpy(*pm, row.as_slice().expect("contiguous"), q);
+                }
+            }
+        }
+    }
+}
+
+/// Forward pass of one sample: fills `z` and `s`, returns the attention summary and f.
+pub fn forward(
+    split: &Split,
+    i: usize,
+    q: &[f64],
+    form: Formulation,
+    z: &mut [f64],
+    s: &mut [f64],
+) -> (Attention, f64) {
+    model::scores(split.tokens(i), q, z);
+    let att = model::softmax(z, s, form);
+    let g = split.g.row(i);
+    let f = model::output(s, g.as_slice().expect("contiguous"), att.top, form);
+    (att, f)
+}
+
+/// Accuracy of sign(f) against the true labels Y* of `split` at parameters `q`.
+pub fn accuracy(split: &Split, q: &[f64], form: Formulation) -> f64 {
+    let t = split.x.dim().1;
+    let (mut z, mut s) = (vec![0.0; t], vec![0.0; t]);
+    let correct = (0..split.len())
+        .filter(|&i| {
+            model::predict(forward(split, i, q, form, &mut z, &mut s).1) == split.y_true[i]
+        })
+        .count();
+    correct as f64 / split.len() as f64
+}
+
+/// The f64 trainer's state; [`Trainer::run`] drives it.
+#[derive(Debug, Clone)]
+pub struct Trainer<'a> {
+    cfg: &'a Config,
+    data: &'a Dataset,
+    /// Current parameters.
+    pub params: Params,
+    /// q = W^T p at the current parameters.
+    pub q: Vec<f64>,
+    /// dL/dq at the current parameters (after [`Trainer::forward_backward`]).
+    pub grad_q: Vec<f64>,
+    /// Empirical risk at the current parameters.
+    pub loss: f64,
+    /// Scores z, shape (n, T).
+    pub z: Array2<f64>,
+    /// Attention s, shape (n, T).
+    pub s: Array2<f64>,
+    /// Attention summary per sample.
+    pub att: Vec<Attention>,
+    /// Output f per sample.
+    pub f: Vec<f64>,
+    /// Per-sample gradient contributions v_i = c_i df_i/dq, shape (n, d).
+    contrib: Array2<f64>,
+    scratch: Vec<f64>,
+    /// Steps done.
+    pub step: u64,
+}
+
+impl<'a> Trainer<'a> {
+    /// A trainer at step 0 with the config's initial parameters.
+    pub fn new(cfg: &'a Config, data: &'a Dataset) -> Self {
+        let (n, t, d) = data.train.x.dim();
+        let params = Params::init(cfg);
+        let mut q = vec![0.0; d];
+        params.q(&mut q);
+        Trainer {
+            cfg,
+            data,
+            params,
+            q,
+            grad_q: vec![0.0; d],
+            loss: f64::NAN,
+            z: Array2::zeros((n, t)),
+            s: Array2::zeros((n, t)),
+            att: vec![
+                Attention {
+                    top: 0,
+                    rest: 0.0,
+                    gap: 0.0
+                };
+                n
+            ],
+            f: vec![0.0; n],
+            contrib: Array2::zeros((n, d)),
+            scratch: vec![0.0; d],
+            step: 0,
+        }
+    }
+
+    /// Evaluate loss, per-sample states and dL/dq at the current parameters.
+    pub fn forward_backward(&mut self) -> Result<()> {
+        let train = &self.data.train;
+        let form = self.cfg.formulation;
+        let n = train.len();
+        let mut loss_sum = 0.0;
+        for i in 0..n {
+            let mut z = self.z.row_mut(i);
+            let mut s = self.s.row_mut(i);
+            let (zs, ss) = (
+                z.as_slice_mut().expect("contiguous"),
+                s.as_slice_mut().expect("contiguous"),
+            );
+            let (att, f) = forward(train, i, &self.q, form, zs, ss);
+            if !f.is_finite() {
+                return Err(self.non_finite("f", Some(i)));
+            }
+            let y = train.y[i] as f64;
+            let u = y * f;
+            loss_sum += model::loss(u);
+            let coef = (model::loss_derivative(u) * y) / n as f64;
+            let mut v = self.contrib.row_mut(i);
+            model::grad_q(
+                train.tokens(i),
+                ss,
+                train.g.row(i).as_slice().expect("contiguous"),
+                &att,
+                f,
+                coef,
+                form,
+                &mut self.scratch,
+                v.as_slice_mut().expect("contiguous"),
+            );
+            self.att[i] = att;
+            self.f[i] = f;
+        }
+        self.loss = loss_sum / n as f64;
+        self.grad_q.fill(0.0);
+        for v in self.contrib.rows() {
+            for (gk, vk) in self.grad_q.iter_mut().zip(v) {
+                *gk += vk;
+            }
+        }
+        if !self.loss.is_finite() {
+            return Err(self.non_finite("loss", None));
+        }
+        if self.grad_q.iter().any(|g| !g.is_finite()) {
+            return Err(self.non_finite("grad_q", None));
+        }
+        Ok(())
+    }
+
+    fn non_finite(&self, quantity: &'static str, sample: Option<usize>) -> Error {
+        Error::NonFinite {
+            step: self.step,
+            quantity,
+            sample,
+        }
+    }
+
+    /// One gradient step from the gradient of the last [`Trainer::forward_backward`].
+    ///
+    /// p-mode: p_m -= alpha (W dL/dq)_m. W-mode: W[m, k] -= (alpha p_m) (dL/dq)_k.
+    pub fn update(&mut self) -> Result<()> {
+        let alpha = self.cfg.step_size;
+        let g = &self.grad_q;
+        match self.cfg.mode {
+            Mode::P => match &self.params.w {
+                None => linalg::axpy(-alpha, g, self.params.p.as_slice_mut().expect("c")),
+                Some(w) => {
+                    for (pm, row) in self.params.p.iter_mut().zip(w.rows()) {
+                        *pm -= alpha * linalg::dot(row.as_slice().expect("contiguous"), g);
+                    }
+                }
+            },
+            Mode::W => {
+                let w = self.params.w.as_mut().expect("W-mode stores W");
+                for (pm, mut row) in self.params.p.iter().zip(w.rows_mut()) {
+                    let a = alpha * pm;
+                    for (wk, gk) in row.iter_mut().zip(g) {
+                        *wk -= a * gk;
+                    }
+                }
+            }
+        }
+        self.params.q(&mut self.q);
+        self.step += 1;
+        if self.q.iter().any(|v| !v.is_finite()) {
+            return Err(self.non_finite("q", None));
+        }
+        Ok(())
+    }
+
+    /// Record a checkpoint from the last [`Trainer::forward_backward`] (evaluates the
+    /// test set).
+    pub fn checkpoint(&self) -> Checkpoint {
+        let groups = &self.data.groups;
+        let samples = (0..self.f.len())
+            .map(|i| {
+                let s = self.s.row(i);
+                SampleState {
+                    f: self.f[i],
+                    top: self.att[i].top,
+                    gap: self.att[i].gap,
+                    rest: self.att[i].rest,
+                    mass: trajectory::group_mass(s.as_slice().expect("contiguous"), groups),
+                }
+            })
+            .collect();
+        Checkpoint::new(
+            self.step,
+            self.loss,
+            accuracy(&self.data.test, &self.q, self.cfg.formulation),
+            linalg::norm(&self.q),
+            linalg::norm(&self.grad_q),
+            samples,
+            groups,
+            &self.data.train.y,
+            &self.data.train.y_true,
+        )
+    }
+
+    /// Train for `cfg.steps` steps, recording the checkpoints of
+    /// [`trajectory::schedule`]. `progress(step)` is called every 100 steps and at the end.
+    pub fn run(cfg: &Config, data: &Dataset, progress: &mut dyn FnMut(u64)) -> Result<Trajectory> {
+        let schedule = trajectory::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
+        let mut next = schedule.iter().peekable();
+        let mut tr = Trainer::new(cfg, data);
+        let mut checkpoints = Vec::with_capacity(schedule.len());
+        loop {
+            tr.forward_backward()?;
+            if next.peek() == Some(&&tr.step) {
+                checkpoints.push(tr.checkpoint());
+                next.next();
+            }
+            if tr.step == cfg.steps {
+                break;
+            }
+            tr.update()?;
+            if tr.step % 100 == 0 {
+                progress(tr.step);
+            }
+        }
+        progress(tr.step);
+        Ok(Trajectory {
+            format: trajectory::FORMAT.to_string(),
+            trainer: TrainerInfo {
+                kind: "f64".into(),
+                prec_bits: 53,
+                formulation: cfg.formulation,
+            },
+            config: cfg.clone(),
+            y_true: data.train.y_true.clone(),
+            y: data.train.y.clone(),
+            checkpoints,
+        })
+    }
+}

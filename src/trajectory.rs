@@ -1,0 +1,425 @@
+//! The trajectory format that every trainer emits, and the run summary.
+//!
+//! A [`Trajectory`] holds the config, the labels and a list of [`Checkpoint`]s
+//! (log-spaced steps). Quantities are f64 whatever the trainer's precision (the twin
+//! rounds its values to nearest), so trajectories of both trainers compare directly.
+//! Written as JSON (everything) and CSV (one row per checkpoint).
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::config::{Config, Formulation, Group};
+use crate::error::{Error, Result};
+
+/// Format tag written into every trajectory file.
+pub const FORMAT: &str = "tokensel-trajectory/1";
+
+/// One number per token group.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct PerGroup {
+    /// Relevant tokens.
+    #[serde(rename = "R")]
+    pub r: f64,
+    /// Weakly relevant tokens of the true class.
+    #[serde(rename = "W_same")]
+    pub w_same: f64,
+    /// Weakly relevant tokens of the opposite class.
+    #[serde(rename = "W_opposite")]
+    pub w_opposite: f64,
+    /// Irrelevant tokens.
+    #[serde(rename = "I")]
+    pub i: f64,
+}
+
+impl PerGroup {
+    /// From values in [`Group::ALL`] order.
+    pub fn from_array(v: [f64; 4]) -> Self {
+        PerGroup {
+            r: v[0],
+            w_same: v[1],
+            w_opposite: v[2],
+            i: v[3],
+        }
+    }
+
+    /// Values in [`Group::ALL`] order.
+    pub fn to_array(self) -> [f64; 4] {
+        [self.r, self.w_same, self.w_opposite, self.i]
+    }
+
+    /// The value of group `g`.
+    pub fn get(&self, g: Group) -> f64 {
+        self.to_array()[g.index()]
+    }
+}
+
+/// A per-group quantity for clean and for noisy training samples (`None` if the set is
+/// empty).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ByNoise {
+    /// Over clean training samples (Y = Y*).
+    pub clean: Option<PerGroup>,
+    /// Over noisy training samples (Y != Y*).
+    pub noisy: Option<PerGroup>,
+}
+
+/// State of one training sample at a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SampleState {
+    /// Model output f(X_i).
+    pub f: f64,
+    /// Position of the highest-attention token.
+    pub top: usize,
+    /// Score gap z_top - max_{j != top} z_j.
+    pub gap: f64,
+    /// 1 - s_top.
+    pub rest: f64,
+    /// Attention mass sum_{t in group} s_t of each group.
+    pub mass: PerGroup,
+}
+
+/// Everything recorded at one step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Number of gradient steps done.
+    pub step: u64,
+    /// Empirical logistic risk on the training set.
+    pub train_loss: f64,
+    /// Fraction of training samples with sign(f) = Y (observed labels).
+    pub train_accuracy: f64,
+    /// Fraction of test samples with sign(f) = Y*.
+    pub test_accuracy: f64,
+    /// ||q|| with q = W^T p.
+    pub q_norm: f64,
+    /// ||dL/dq||.
+    pub grad_norm: f64,
+    /// Mean attention mass per group.
+    pub attention: ByNoise,
+    /// Fraction of samples whose top token lies in each group.
+    pub selection: ByNoise,
+    /// Per training sample.
+    pub samples: Vec<SampleState>,
+}
+
+/// Which trainer produced a trajectory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrainerInfo {
+    /// "f64" or "mpfr".
+    pub kind: String,
+    /// Significand precision in bits (53 for f64).
+    pub prec_bits: u32,
+    /// Softmax/gradient formulation.
+    pub formulation: Formulation,
+}
+
+/// A whole training trajectory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trajectory {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// The trainer.
+    pub trainer: TrainerInfo,
+    /// The run's config.
+    pub config: Config,
+    /// True training labels Y*.
+    pub y_true: Vec<i8>,
+    /// Observed training labels Y.
+    pub y: Vec<i8>,
+    /// Recorded checkpoints, in increasing step order.
+    pub checkpoints: Vec<Checkpoint>,
+}
+
+/// Log-spaced checkpoint steps: 0, then round(10^(k / per_decade)) for k = 0, 1, ...,
+/// deduplicated, and always `steps` itself.
+pub fn schedule(steps: u64, per_decade: u32) -> Vec<u64> {
+    let mut out = vec![0];
+    let mut k = 0u32;
+    loop {
+        let s = 10f64.powf(k as f64 / per_decade as f64).round() as u64;
+        if s >= steps {
+            break;
+        }
+        if s > *out.last().expect("non-empty") {
+            out.push(s);
+        }
+        k += 1;
+    }
+    if steps > 0 {
+        out.push(steps);
+    }
+    out
+}
+
+impl Checkpoint {
+    /// Aggregate per-sample states into a checkpoint.
+    ///
+    /// `groups[t]` is the group of position t; `y`, `y_true` the training labels.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        step: u64,
+        train_loss: f64,
+        test_accuracy: f64,
+        q_norm: f64,
+        grad_norm: f64,
+        samples: Vec<SampleState>,
+        groups: &[Group],
+        y: &[i8],
+        y_true: &[i8],
+    ) -> Checkpoint {
+        let n = samples.len();
+        let correct = samples
+            .iter()
+            .zip(y)
+            .filter(|(s, yi)| crate::model::predict(s.f) == **yi)
+            .count();
+        let aggregate = |noisy: bool, value: &dyn Fn(&SampleState) -> [f64; 4]| {
+            let members: Vec<&SampleState> = samples
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| (y[*i] != y_true[*i]) == noisy)
+                .map(|(_, s)| s)
+                .collect();
+            if members.is_empty() {
+                return None;
+            }
+            let mut acc = [0.0; 4];
+            for s in &members {
+                for (a, v) in acc.iter_mut().zip(value(s)) {
+                    *a += v;
+                }
+            }
+            Some(PerGroup::from_array(acc.map(|a| a / members.len() as f64)))
+        };
+        let mass = |s: &SampleState| s.mass.to_array();
+        let selected = |s: &SampleState| {
+            let mut v = [0.0; 4];
+            v[groups[s.top].index()] = 1.0;
+            v
+        };
+        Checkpoint {
+            step,
+            train_loss,
+            train_accuracy: correct as f64 / n as f64,
+            test_accuracy,
+            q_norm,
+            grad_norm,
+            attention: ByNoise {
+                clean: aggregate(false, &mass),
+                noisy: aggregate(true, &mass),
+            },
+            selection: ByNoise {
+                clean: aggregate(false, &selected),
+                noisy: aggregate(true, &selected),
+            },
+            samples,
+        }
+    }
+
+    /// Every f64 of the checkpoint, in a fixed order (for digests and diffs).
+    pub fn numbers(&self) -> Vec<f64> {
+        let mut v = vec![
+            self.step as f64,
+            self.train_loss,
+            self.train_accuracy,
+            self.test_accuracy,
+            self.q_norm,
+            self.grad_norm,
+        ];
+        for s in &self.samples {
+            v.extend([s.f, s.top as f64, s.gap, s.rest]);
+            v.extend(s.mass.to_array());
+        }
+        v
+    }
+}
+
+/// Group masses of one attention vector `s` under `groups`.
+pub fn group_mass(s: &[f64], groups: &[Group]) -> PerGroup {
+    let mut m = [0.0; 4];
+    for (st, g) in s.iter().zip(groups) {
+        m[g.index()] += st;
+    }
+    PerGroup::from_array(m)
+}
+
+impl Trajectory {
+    /// The last checkpoint.
+    pub fn last(&self) -> &Checkpoint {
+        self.checkpoints
+            .last()
+            .expect("a trajectory has checkpoint 0")
+    }
+
+    /// SHA-256 (hex) of the bit patterns of every recorded f64, little endian, in
+    /// checkpoint order: equal digests mean bit-identical trajectories.
+    pub fn digest(&self) -> String {
+        let mut h = Sha256::new();
+        for c in &self.checkpoints {
+            for v in c.numbers() {
+                h.update(v.to_bits().to_le_bytes());
+            }
+        }
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The trajectory as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("trajectory serialises")
+    }
+
+    /// Parse a trajectory from JSON text.
+    pub fn from_json(text: &str, origin: &Path) -> Result<Trajectory> {
+        let t: Trajectory = serde_json::from_str(text).map_err(|e| Error::Parse {
+            what: "trajectory",
+            path: origin.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        if t.format != FORMAT {
+            return Err(Error::Parse {
+                what: "trajectory",
+                path: origin.to_path_buf(),
+                message: format!("format `{}` is not `{FORMAT}`", t.format),
+            });
+        }
+        Ok(t)
+    }
+
+    /// One CSV row per checkpoint: step, loss, accuracies, norms, then mean attention
+    /// mass and selection fraction per group for clean and noisy samples.
+    pub fn to_csv(&self) -> String {
+        let mut head = vec![
+            "step",
+            "train_loss",
+            "train_accuracy",
+            "test_accuracy",
+            "q_norm",
+            "grad_norm",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+        for what in ["attention", "selection"] {
+            for set in ["clean", "noisy"] {
+                for g in Group::ALL {
+                    head.push(format!("{what}_{set}_{}", g.name()));
+                }
+            }
+        }
+        let mut out = head.join(",") + "\n";
+        for c in &self.checkpoints {
+            let mut row = vec![
+                c.step.to_string(),
+                c.train_loss.to_string(),
+                c.train_accuracy.to_string(),
+                c.test_accuracy.to_string(),
+                c.q_norm.to_string(),
+                c.grad_norm.to_string(),
+            ];
+            for by in [&c.attention, &c.selection] {
+                for set in [by.clean, by.noisy] {
+                    for g in Group::ALL {
+                        row.push(set.map(|p| p.get(g).to_string()).unwrap_or_default());
+                    }
+                }
+            }
+            out += &(row.join(",") + "\n");
+        }
+        out
+    }
+
+    /// Write `trajectory.json` and `trajectory.csv` into `dir` (created if missing),
+    /// each atomically.
+    pub fn write_to_dir(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        write_atomic(&dir.join("trajectory.json"), self.to_json().as_bytes())?;
+        write_atomic(&dir.join("trajectory.csv"), self.to_csv().as_bytes())
+    }
+}
+
+/// Write `bytes` to `path` atomically: a temporary file in the same directory, synced,
+/// then renamed over `path`. A crash leaves either the old file or the new one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir
+        .map(|d| d.join(format!(".{name}.tmp{}", std::process::id())))
+        .unwrap_or_else(|| format!(".{name}.tmp{}", std::process::id()).into());
+    let mut file = std::fs::File::create(&tmp).map_err(io)?;
+    file.write_all(bytes).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    drop(file);
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// The end-of-run summary printed by `tokensel run --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Training accuracy against the observed labels Y.
+    pub train_accuracy: f64,
+    /// Test accuracy against the true labels Y*.
+    pub test_accuracy: f64,
+    /// Final empirical risk.
+    pub train_loss: f64,
+    /// Steps done.
+    pub steps: u64,
+    /// Master seed.
+    pub seed: u64,
+    /// Fraction of clean / noisy training samples whose top token lies in each group.
+    pub selection: ByNoise,
+    /// Mean attention mass per group at the end.
+    pub attention: ByNoise,
+    /// Number of noisy training samples.
+    pub n_noisy: usize,
+    /// SHA-256 of the trajectory's f64 bits ([`Trajectory::digest`]).
+    pub trajectory_digest: String,
+    /// The config of the run.
+    pub config: Config,
+}
+
+impl Summary {
+    /// Summarise a trajectory by its last checkpoint.
+    pub fn of(t: &Trajectory) -> Summary {
+        let c = t.last();
+        Summary {
+            train_accuracy: c.train_accuracy,
+            test_accuracy: c.test_accuracy,
+            train_loss: c.train_loss,
+            steps: c.step,
+            seed: t.config.seed,
+            selection: c.selection,
+            attention: c.attention,
+            n_noisy: t.y.iter().zip(&t.y_true).filter(|(a, b)| a != b).count(),
+            trajectory_digest: t.digest(),
+            config: t.config.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_is_log_spaced_and_complete() {
+        let s = schedule(30000, 10);
+        assert_eq!(s[..4], [0, 1, 2, 3]);
+        assert_eq!(*s.last().unwrap(), 30000);
+        assert!(s.windows(2).all(|w| w[0] < w[1]));
+        assert!(s.contains(&10) && s.contains(&100) && s.contains(&1000));
+        assert_eq!(schedule(0, 10), vec![0]);
+        assert_eq!(schedule(1, 10), vec![0, 1]);
+    }
+}
