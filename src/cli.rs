@@ -166,6 +166,8 @@ fn run(args: &RunArgs) -> Result<()> {
             );
         }
     }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
     eprintln!(
         "wall time {:.2} s ({:.1} us per step)",
         secs,

@@ -193,10 +193,11 @@ mod tests {
     use super::*;
 
     fn small() -> Config {
-        let mut c = Config::default();
-        c.d = 50;
-        c.n_test = 30;
-        c
+        Config {
+            d: 50,
+            n_test: 30,
+            ..Config::default()
+        }
     }
 
     #[test]

@@ -69,9 +69,7 @@ mod tests {
     #[test]
     fn dot_order_is_the_documented_one() {
         let a: Vec<f64> = (0..11).map(|k| 1.0 + (k as f64) * 1e-3).collect();
-        let b: Vec<f64> = (0..11)
-            .map(|k| 1e16f64.powi((k % 3) as i32) * 0.7)
-            .collect();
+        let b: Vec<f64> = (0..11).map(|k| 1e16f64.powi(k % 3) * 0.7).collect();
         let mut acc = [0.0; 4];
         for k in 0..11 {
             acc[k % 4] += a[k] * b[k];

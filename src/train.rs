@@ -160,6 +160,12 @@ impl<'a> Trainer<'a> {
         }
     }
 
+    /// Replace the parameters (and recompute q); the step counter is kept.
+    pub fn set_params(&mut self, params: Params) {
+        self.params = params;
+        self.params.q(&mut self.q);
+    }
+
     /// Evaluate loss, per-sample states and dL/dq at the current parameters.
     pub fn forward_backward(&mut self) -> Result<()> {
         let train = &self.data.train;
@@ -299,7 +305,7 @@ impl<'a> Trainer<'a> {
                 break;
             }
             tr.update()?;
-            if tr.step % 100 == 0 {
+            if tr.step.is_multiple_of(100) {
                 progress(tr.step);
             }
         }

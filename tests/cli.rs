@@ -1,0 +1,190 @@
+//! The command line: README commands, JSON output, determinism, bad input.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn tokensel(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tokensel"))
+        .args(args)
+        .output()
+        .expect("binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "failed: {}", stderr(o));
+    serde_json::from_slice(&o.stdout).expect("stdout is one JSON object")
+}
+
+fn readme() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap()
+}
+
+/// Every `cargo run --release -- ARGS` line of the README runs (as the built binary
+/// with ARGS) and exits 0; the README's test command is what .ci/run runs.
+#[test]
+fn readme_commands_work() {
+    let text = readme();
+    let commands: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("cargo run --release -- "))
+        .collect();
+    assert!(commands.len() >= 2, "README lists its run commands");
+    assert!(
+        commands.contains(&"run"),
+        "README's main command is `cargo run --release -- run`"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    for cmd in commands {
+        let out = Command::new(env!("CARGO_BIN_EXE_tokensel"))
+            .args(cmd.split_whitespace())
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "`{cmd}` failed: {}", stderr(&out));
+        assert!(!out.stdout.is_empty(), "`{cmd}` printed nothing");
+    }
+    assert!(
+        text.contains("```sh\ncargo test\n```"),
+        "README's test command"
+    );
+    let ci =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/run")).unwrap();
+    assert!(
+        ci.lines().any(|l| l.trim() == "cargo test"),
+        ".ci/run runs the README's test command"
+    );
+}
+
+#[test]
+fn json_summary_has_the_documented_keys_and_is_byte_identical() {
+    let args = ["run", "--json", "--steps", "300", "--seed", "3", "--quiet"];
+    let a = tokensel(&args);
+    let b = tokensel(&args);
+    assert_eq!(a.stdout, b.stdout, "same seed, same bytes");
+    let v = json(&a);
+    for key in [
+        "train_accuracy",
+        "test_accuracy",
+        "train_loss",
+        "steps",
+        "seed",
+        "selection",
+        "trajectory_digest",
+    ] {
+        assert!(v.get(key).is_some(), "missing key {key}");
+    }
+    assert_eq!(v["steps"], 300);
+    assert_eq!(v["seed"], 3);
+    for set in ["clean", "noisy"] {
+        let sel = &v["selection"][set];
+        let total: f64 = ["R", "W_same", "W_opposite", "I"]
+            .iter()
+            .map(|g| sel[g].as_f64().expect("a number per group"))
+            .sum();
+        assert!(
+            (total - 1.0).abs() < 1e-12,
+            "{set} selection fractions sum to {total}"
+        );
+    }
+    let c = json(&tokensel(&[
+        "run", "--json", "--steps", "300", "--seed", "4", "--quiet",
+    ]));
+    assert_ne!(v["trajectory_digest"], c["trajectory_digest"]);
+}
+
+#[test]
+fn out_dir_gets_json_and_csv_trajectories() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("traj");
+    let o = tokensel(&[
+        "run",
+        "--steps",
+        "100",
+        "--quiet",
+        "--out",
+        dir.to_str().unwrap(),
+        "--json",
+    ]);
+    let summary = json(&o);
+    let text = std::fs::read_to_string(dir.join("trajectory.json")).unwrap();
+    let t = tokensel::trajectory::Trajectory::from_json(&text, &dir).unwrap();
+    assert_eq!(t.digest(), summary["trajectory_digest"].as_str().unwrap());
+    let csv = std::fs::read_to_string(dir.join("trajectory.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows.len(), t.checkpoints.len() + 1);
+    let width = rows[0].split(',').count();
+    assert!(rows.iter().all(|r| r.split(',').count() == width));
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(leftovers.len(), 2, "no temporary files left: {leftovers:?}");
+}
+
+fn bad_config(body: &str) -> Output {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("bad.toml");
+    std::fs::write(&path, body).unwrap();
+    tokensel(&["run", "--quiet", "--config", path.to_str().unwrap()])
+}
+
+/// Bad input: exit code 2, a message naming the field, no panic.
+#[test]
+fn bad_configs_are_refused_with_the_field_named() {
+    let cases = [
+        ("d = 0", "`d`"),
+        ("eta = 1.0", "`eta`"),
+        ("eta = -0.1", "`eta`"),
+        ("sigma = nan", "`sigma`"),
+        ("step_size = inf", "`step_size`"),
+        ("mu_norm = 0.0", "`mu_norm`"),
+        ("n_train = 0", "`n_train`"),
+        ("[layout]\nirrelevant = 4", "`layout`"),
+        (
+            "[layout]\ntokens = 0\nrelevant = 0\nweak_same = 0\nweak_opposite = 0\nirrelevant = 0",
+            "`layout.tokens`",
+        ),
+        ("colour = 3", "colour"),
+        ("[init]\nq = \"zero\"", "q"),
+        ("d = \"big\"", "d"),
+        ("d = -5", "d"),
+        ("mode = \"q\"", "mode"),
+        ("mode = \"W\"", "`init.p`"),
+        ("d = 100000000\nn_test = 100000", "GiB"),
+        ("seed = ", "line 1"),
+    ];
+    for (body, needle) in cases {
+        let o = bad_config(body);
+        let err = stderr(&o);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "`{body}` → exit {:?}: {err}",
+            o.status.code()
+        );
+        assert!(
+            err.contains(needle),
+            "`{body}`: message does not name {needle}: {err}"
+        );
+        assert!(!err.contains("panicked"), "`{body}` panicked: {err}");
+        assert!(o.stdout.is_empty(), "`{body}` printed output");
+    }
+}
+
+#[test]
+fn bad_flags_and_files_exit_2() {
+    for args in [
+        vec!["run", "--steps", "many"],
+        vec!["run", "--frobnicate"],
+        vec!["run", "--preset", "nope"],
+        vec!["run", "--config", "/nonexistent/config.toml"],
+        vec!["fly"],
+    ] {
+        let o = tokensel(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+}

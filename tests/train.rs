@@ -1,0 +1,146 @@
+//! The f64 trainer on the paper's balanced setting, and its gradient.
+
+use ndarray::Array2;
+use tokensel::config::{Config, Mode, PInit, WInit};
+use tokensel::data::Dataset;
+use tokensel::train::{Params, Trainer};
+
+/// Paper Figure 3(a) / SPEC 2b (derivation: proofs-notes/settings.md): on the balanced
+/// setting the model fits every label, clean samples select their relevant token,
+/// noisy samples select the W_{-Y*} token, and the test error stays small.
+#[test]
+fn default_balanced_run_fits_noise_benignly() {
+    let cfg = Config::default();
+    let data = Dataset::generate(&cfg);
+    let traj = Trainer::run(&cfg, &data, &mut |_| {}).unwrap();
+    let end = traj.last();
+    assert_eq!(end.step, cfg.steps);
+    assert_eq!(end.train_accuracy, 1.0, "train accuracy");
+    assert!(
+        end.test_accuracy >= 0.99,
+        "test accuracy {}",
+        end.test_accuracy
+    );
+    let clean = end.selection.clean.unwrap();
+    let noisy = end.selection.noisy.unwrap();
+    assert!(clean.r >= 0.95, "clean samples selecting R: {}", clean.r);
+    assert!(
+        noisy.w_opposite >= 0.90,
+        "noisy samples selecting W_-Y*: {}",
+        noisy.w_opposite
+    );
+    // the head bounds |f| < 1/sqrt(2), so the logistic risk cannot reach log(1 + e^{-1/sqrt 2})
+    let floor = (1.0 + (-std::f64::consts::FRAC_1_SQRT_2).exp()).ln();
+    assert!(
+        end.train_loss > floor,
+        "loss {} below the head's floor {floor}",
+        end.train_loss
+    );
+    // at step 0 attention is uniform: every group's mass is its share of T
+    let start = traj.checkpoints[0].attention.clean.unwrap();
+    assert!((start.r - 1.0 / 8.0).abs() < 1e-15 && (start.i - 5.0 / 8.0).abs() < 1e-15);
+}
+
+fn small(mode: Mode) -> Config {
+    let mut c = Config {
+        d: 24,
+        n_train: 7,
+        n_test: 5,
+        mu_norm: 3.0,
+        mode,
+        ..Config::default()
+    };
+    c.init.p = PInit::Gaussian;
+    c.init.p_scale = 0.3;
+    c.init.w = WInit::KaimingUniform;
+    c
+}
+
+fn loss_at(cfg: &Config, data: &Dataset, params: Params) -> f64 {
+    let mut tr = Trainer::new(cfg, data);
+    tr.set_params(params);
+    tr.forward_backward().unwrap();
+    tr.loss
+}
+
+/// SPEC section 3: dL/dp = W dL/dq, checked against central differences of L.
+#[test]
+fn p_gradient_matches_central_differences() {
+    let cfg = small(Mode::P);
+    let data = Dataset::generate(&cfg);
+    let mut tr = Trainer::new(&cfg, &data);
+    tr.forward_backward().unwrap();
+    let w = tr.params.w.clone().unwrap();
+    let grad_p = w.dot(&ndarray::Array1::from(tr.grad_q.clone()));
+    let h = 1e-5;
+    for m in 0..cfg.d {
+        let (mut plus, mut minus) = (tr.params.clone(), tr.params.clone());
+        plus.p[m] += h;
+        minus.p[m] -= h;
+        let fd = (loss_at(&cfg, &data, plus) - loss_at(&cfg, &data, minus)) / (2.0 * h);
+        assert!(
+            (fd - grad_p[m]).abs() <= 1e-8 + 1e-6 * grad_p[m].abs(),
+            "coordinate {m}: finite difference {fd}, gradient {}",
+            grad_p[m]
+        );
+    }
+}
+
+/// SPEC section 3: dL/dW = p (dL/dq)^T, checked against central differences of L.
+#[test]
+fn w_gradient_matches_central_differences() {
+    let cfg = small(Mode::W);
+    let data = Dataset::generate(&cfg);
+    let mut tr = Trainer::new(&cfg, &data);
+    tr.forward_backward().unwrap();
+    let p = tr.params.p.clone();
+    let g = tr.grad_q.clone();
+    let h = 1e-5;
+    for (a, b) in [(0, 0), (3, 7), (11, 2), (23, 23), (5, 19)] {
+        let bump = |delta: f64| {
+            let mut params = tr.params.clone();
+            let w: &mut Array2<f64> = params.w.as_mut().unwrap();
+            w[[a, b]] += delta;
+            params
+        };
+        let fd = (loss_at(&cfg, &data, bump(h)) - loss_at(&cfg, &data, bump(-h))) / (2.0 * h);
+        let exact = p[a] * g[b];
+        assert!(
+            (fd - exact).abs() <= 1e-8 + 1e-6 * exact.abs(),
+            "W[{a},{b}]: finite difference {fd}, gradient {exact}"
+        );
+    }
+}
+
+/// SPEC section 7: same seed and config give bit-identical trajectories; another seed
+/// gives other data.
+#[test]
+fn same_seed_same_trajectory_bits() {
+    let mut cfg = small(Mode::P);
+    cfg.steps = 200;
+    let run = |c: &Config| {
+        let data = Dataset::generate(c);
+        Trainer::run(c, &data, &mut |_| {}).unwrap().digest()
+    };
+    assert_eq!(run(&cfg), run(&cfg));
+    let mut other = cfg.clone();
+    other.seed += 1;
+    assert_ne!(run(&cfg), run(&other));
+}
+
+/// W-mode moves W (not p) and lowers the loss on a small problem.
+#[test]
+fn w_mode_trains_w_and_lowers_the_loss() {
+    let mut cfg = small(Mode::W);
+    cfg.steps = 300;
+    cfg.step_size = 0.05;
+    let data = Dataset::generate(&cfg);
+    let traj = Trainer::run(&cfg, &data, &mut |_| {}).unwrap();
+    let (first, last) = (&traj.checkpoints[0], traj.last());
+    assert!(
+        last.train_loss < first.train_loss,
+        "{} !< {}",
+        last.train_loss,
+        first.train_loss
+    );
+}
