@@ -52,6 +52,8 @@ pub struct Dataset {
     pub mu_pos: Array1<f64>,
     /// Class signal mu_{-1}.
     pub mu_neg: Array1<f64>,
+    /// Signal norm ||mu|| (the config's `mu_norm`).
+    pub mu_norm: f64,
     /// Fixed linear head nu = (mu_{+1} - mu_{-1}) / (||mu_{+1} - mu_{-1}|| ||mu||).
     pub nu: Array1<f64>,
     /// Group of each token position.
@@ -99,6 +101,7 @@ impl Dataset {
         Dataset {
             mu_pos,
             mu_neg,
+            mu_norm: cfg.mu_norm,
             nu,
             groups,
             train,

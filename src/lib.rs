@@ -12,6 +12,7 @@
 //! - [`linalg`]: f64 kernels with a fixed summation order;
 //! - [`model`]: scores, softmax, output, loss and **the softmax gradient** (`grad_q`);
 //! - [`train`]: the fast f64 trainer;
+//! - [`twin`]: the high-precision MPFR twin of the trainer (truth and f64-predictor modes);
 //! - [`trajectory`]: the trajectory format every trainer emits, and the run summary;
 //! - [`cli`]: the `tokensel` command line.
 
@@ -26,6 +27,7 @@ pub mod model;
 pub mod rng;
 pub mod train;
 pub mod trajectory;
+pub mod twin;
 
 pub use config::Config;
 pub use error::{Error, Result};

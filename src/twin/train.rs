@@ -1,0 +1,420 @@
+//! The twin trainer: `crate::train` in MPFR, step for step on the same f64 data.
+//!
+//! Read side by side with `src/train.rs`. The head nu and the values g_t = <nu, x_t>
+//! are recomputed here in the twin's arithmetic from the f64 signals and tokens (the
+//! data); the initial parameters are the f64 trainer's, converted exactly.
+
+use rug::Float;
+
+use super::Arith;
+use super::model::{self, Attention, Work};
+use crate::config::{Config, Formulation, Mode};
+use crate::data::{Dataset, Split};
+use crate::error::{Error, Result};
+use crate::train::Params;
+use crate::trajectory::{self, Checkpoint, PerGroup, SampleState, TrainerInfo, Trajectory};
+
+/// The head nu and g_t = <nu, x_t> for every token of `split`, in `ar` (mirror of
+/// `Dataset::generate`).
+pub fn head_values(ar: &Arith, data: &Dataset, split: &Split, w: &mut Work) -> Vec<Float> {
+    let d = data.mu_pos.len();
+    let mut diff = ar.zeros(d);
+    for ((v, a), b) in diff.iter_mut().zip(&data.mu_pos).zip(&data.mu_neg) {
+        ar.set(v, *a);
+        ar.sub(v, *b);
+    }
+    let mut scale = ar.zero();
+    model::dot(ar, &diff, &diff, w, &mut scale);
+    ar.sqrt(&mut scale);
+    ar.mul(&mut scale, data.mu_norm);
+    for v in diff.iter_mut() {
+        ar.div(v, &scale);
+    }
+    let nu = diff;
+    let (n, t_len, _) = split.x.dim();
+    let mut g = ar.zeros(n * t_len);
+    for i in 0..n {
+        let x = split.tokens(i);
+        for t in 0..t_len {
+            let row = x.row(t);
+            model::dot_f64(
+                ar,
+                row.as_slice().expect("contiguous"),
+                &nu,
+                w,
+                &mut g[i * t_len + t],
+            );
+        }
+    }
+    g
+}
+
+/// Twin of [`crate::train::forward`] for sample `i` of `split` (g: that split's head values).
+#[allow(clippy::too_many_arguments)]
+pub fn forward(
+    ar: &Arith,
+    split: &Split,
+    g: &[Float],
+    i: usize,
+    q: &[Float],
+    form: Formulation,
+    w: &mut Work,
+    z: &mut [Float],
+    s: &mut [Float],
+    att: &mut Attention,
+    f: &mut Float,
+) {
+    let t_len = z.len();
+    model::scores(ar, split.tokens(i), q, w, z);
+    model::softmax(ar, z, s, form, w, att);
+    model::output(ar, s, &g[i * t_len..(i + 1) * t_len], att.top, form, w, f);
+}
+
+/// The twin trainer's state.
+#[derive(Debug, Clone)]
+pub struct TwinTrainer<'a> {
+    cfg: &'a Config,
+    data: &'a Dataset,
+    /// The arithmetic (precision, f64 emulation).
+    pub ar: Arith,
+    /// The formulation this twin runs.
+    pub form: Formulation,
+    /// p.
+    pub p: Vec<Float>,
+    /// W, row-major d x d (`None`: the identity).
+    pub w: Option<Vec<Float>>,
+    /// q = W^T p.
+    pub q: Vec<Float>,
+    /// dL/dq (after [`TwinTrainer::forward_backward`]).
+    pub grad_q: Vec<Float>,
+    /// Empirical risk.
+    pub loss: Float,
+    /// Scores, n x T row-major.
+    pub z: Vec<Float>,
+    /// Attention, n x T row-major.
+    pub s: Vec<Float>,
+    /// Attention summaries.
+    pub att: Vec<Attention>,
+    /// Outputs f_i.
+    pub f: Vec<Float>,
+    g_train: Vec<Float>,
+    g_test: Vec<Float>,
+    contrib: Vec<Float>,
+    scratch: Vec<Float>,
+    work: Work,
+    tmp: [Float; 3],
+    /// Steps done.
+    pub step: u64,
+}
+
+impl<'a> TwinTrainer<'a> {
+    /// A twin at step 0 with the f64 trainer's initial parameters (exactly converted).
+    pub fn new(cfg: &'a Config, data: &'a Dataset, ar: Arith, form: Formulation) -> Self {
+        let (n, t, d) = data.train.x.dim();
+        let mut work = Work::new(&ar);
+        let params = Params::init(cfg);
+        let conv = |v: &[f64]| v.iter().map(|x| ar.from_f64(*x)).collect::<Vec<_>>();
+        let p = conv(params.p.as_slice().expect("contiguous"));
+        let w = params
+            .w
+            .as_ref()
+            .map(|w| conv(w.as_slice().expect("standard layout")));
+        let g_train = head_values(&ar, data, &data.train, &mut work);
+        let g_test = head_values(&ar, data, &data.test, &mut work);
+        let mut tr = TwinTrainer {
+            cfg,
+            data,
+            ar,
+            form,
+            p,
+            w,
+            q: ar.zeros(d),
+            grad_q: ar.zeros(d),
+            loss: ar.zero(),
+            z: ar.zeros(n * t),
+            s: ar.zeros(n * t),
+            att: vec![Attention::new(&ar); n],
+            f: ar.zeros(n),
+            g_train,
+            g_test,
+            contrib: ar.zeros(n * d),
+            scratch: ar.zeros(d),
+            work,
+            tmp: std::array::from_fn(|_| ar.zero()),
+            step: 0,
+        };
+        tr.compute_q();
+        tr
+    }
+
+    /// Twin of [`Params::q`]: q = sum_m p_m W[m, :] in order m = 0..d.
+    fn compute_q(&mut self) {
+        let ar = self.ar;
+        match &self.w {
+            None => {
+                for (qk, pk) in self.q.iter_mut().zip(&self.p) {
+                    ar.set(qk, pk);
+                }
+            }
+            Some(w) => {
+                let d = self.q.len();
+                for qk in self.q.iter_mut() {
+                    ar.set(qk, 0.0);
+                }
+                let t = &mut self.tmp[0];
+                for (m, pm) in self.p.iter().enumerate() {
+                    for (qk, wmk) in self.q.iter_mut().zip(&w[m * d..(m + 1) * d]) {
+                        ar.set(t, pm * wmk);
+                        ar.add(qk, &*t);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Twin of [`crate::train::Trainer::forward_backward`].
+    pub fn forward_backward(&mut self) -> Result<()> {
+        let ar = self.ar;
+        let train = &self.data.train;
+        let (n, t_len, d) = train.x.dim();
+        let [u, coef, lsum] = &mut self.tmp;
+        ar.set(lsum, 0.0);
+        for i in 0..n {
+            let z = &mut self.z[i * t_len..(i + 1) * t_len];
+            let s = &mut self.s[i * t_len..(i + 1) * t_len];
+            let (att, f) = (&mut self.att[i], &mut self.f[i]);
+            forward(
+                &ar,
+                train,
+                &self.g_train,
+                i,
+                &self.q,
+                self.form,
+                &mut self.work,
+                z,
+                s,
+                att,
+                f,
+            );
+            if !f.is_finite() {
+                return Err(non_finite(self.step, "f", Some(i)));
+            }
+            let y = train.y[i] as f64;
+            ar.set(u, &*f * y);
+            model::loss(&ar, u, &mut self.work, coef);
+            ar.add(lsum, &*coef);
+            model::loss_derivative(&ar, u, &mut self.work, coef);
+            ar.mul(coef, y);
+            ar.div(coef, n as f64);
+            model::grad_q(
+                &ar,
+                train.tokens(i),
+                s,
+                &self.g_train[i * t_len..(i + 1) * t_len],
+                att,
+                f,
+                coef,
+                self.form,
+                &mut self.work,
+                &mut self.scratch,
+                &mut self.contrib[i * d..(i + 1) * d],
+            );
+        }
+        ar.set(&mut self.loss, &*lsum);
+        ar.div(&mut self.loss, n as f64);
+        for gk in self.grad_q.iter_mut() {
+            ar.set(gk, 0.0);
+        }
+        for i in 0..n {
+            for (gk, vk) in self
+                .grad_q
+                .iter_mut()
+                .zip(&self.contrib[i * d..(i + 1) * d])
+            {
+                ar.add(gk, vk);
+            }
+        }
+        if !self.loss.is_finite() {
+            return Err(non_finite(self.step, "loss", None));
+        }
+        if self.grad_q.iter().any(|g| !g.is_finite()) {
+            return Err(non_finite(self.step, "grad_q", None));
+        }
+        Ok(())
+    }
+
+    /// Twin of [`crate::train::Trainer::update`].
+    pub fn update(&mut self) {
+        let ar = self.ar;
+        let alpha = self.cfg.step_size;
+        let d = self.q.len();
+        let [t, a, _] = &mut self.tmp;
+        match self.cfg.mode {
+            Mode::P => match &self.w {
+                None => {
+                    // linalg::axpy(-alpha, g, p): p_k += (-alpha) g_k
+                    for (pk, gk) in self.p.iter_mut().zip(&self.grad_q) {
+                        ar.set(t, gk * -alpha);
+                        ar.add(pk, &*t);
+                    }
+                }
+                Some(w) => {
+                    for (m, pm) in self.p.iter_mut().enumerate() {
+                        model::dot(&ar, &w[m * d..(m + 1) * d], &self.grad_q, &mut self.work, a);
+                        ar.mul(a, alpha);
+                        ar.sub(pm, &*a);
+                    }
+                }
+            },
+            Mode::W => {
+                let w = self.w.as_mut().expect("W-mode stores W");
+                for (m, pm) in self.p.iter().enumerate() {
+                    ar.set(a, pm * alpha);
+                    for (wk, gk) in w[m * d..(m + 1) * d].iter_mut().zip(&self.grad_q) {
+                        ar.set(t, &*a * gk);
+                        ar.sub(wk, &*t);
+                    }
+                }
+            }
+        }
+        self.compute_q();
+        self.step += 1;
+    }
+
+    /// ||v|| in the twin's arithmetic (mirror of `linalg::norm`), rounded to f64.
+    fn norm(&mut self, which: Which) -> f64 {
+        let v = match which {
+            Which::Q => &self.q,
+            Which::Grad => &self.grad_q,
+        };
+        let out = &mut self.tmp[0];
+        model::dot(&self.ar, v, v, &mut self.work, out);
+        self.ar.sqrt(out);
+        out.to_f64()
+    }
+
+    /// Accuracy on the test split against Y*, in the twin's arithmetic.
+    pub fn test_accuracy(&mut self) -> f64 {
+        let test = &self.data.test;
+        let t_len = test.x.dim().1;
+        let ar = self.ar;
+        let mut z = ar.zeros(t_len);
+        let mut s = ar.zeros(t_len);
+        let mut att = Attention::new(&ar);
+        let mut f = ar.zero();
+        let mut correct = 0;
+        for i in 0..test.len() {
+            forward(
+                &ar,
+                test,
+                &self.g_test,
+                i,
+                &self.q,
+                self.form,
+                &mut self.work,
+                &mut z,
+                &mut s,
+                &mut att,
+                &mut f,
+            );
+            if crate::model::predict(f.to_f64()) == test.y_true[i] {
+                correct += 1;
+            }
+        }
+        correct as f64 / test.len() as f64
+    }
+
+    /// Twin of [`crate::train::Trainer::checkpoint`]; values rounded to f64.
+    pub fn checkpoint(&mut self) -> Checkpoint {
+        let groups = self.data.groups.clone();
+        let t_len = groups.len();
+        let ar = self.ar;
+        let mut mass = ar.zeros(4);
+        let samples = (0..self.f.len())
+            .map(|i| {
+                for m in mass.iter_mut() {
+                    ar.set(m, 0.0);
+                }
+                for (st, g) in self.s[i * t_len..(i + 1) * t_len].iter().zip(&groups) {
+                    ar.add(&mut mass[g.index()], st);
+                }
+                SampleState {
+                    f: self.f[i].to_f64(),
+                    top: self.att[i].top,
+                    gap: self.att[i].gap.to_f64(),
+                    rest: self.att[i].rest.to_f64(),
+                    mass: PerGroup::from_array(std::array::from_fn(|k| mass[k].to_f64())),
+                }
+            })
+            .collect();
+        let test_accuracy = self.test_accuracy();
+        Checkpoint::new(
+            self.step,
+            self.loss.to_f64(),
+            test_accuracy,
+            self.norm(Which::Q),
+            self.norm(Which::Grad),
+            samples,
+            &groups,
+            &self.data.train.y,
+            &self.data.train.y_true,
+        )
+    }
+
+    /// Twin of [`crate::train::Trainer::run`].
+    pub fn run(
+        cfg: &Config,
+        data: &Dataset,
+        ar: Arith,
+        form: Formulation,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<Trajectory> {
+        let schedule = trajectory::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
+        let mut next = schedule.iter().peekable();
+        let mut tr = TwinTrainer::new(cfg, data, ar, form);
+        let mut checkpoints = Vec::with_capacity(schedule.len());
+        loop {
+            tr.forward_backward()?;
+            if next.peek() == Some(&&tr.step) {
+                checkpoints.push(tr.checkpoint());
+                next.next();
+            }
+            if tr.step == cfg.steps {
+                break;
+            }
+            tr.update();
+            progress(tr.step);
+        }
+        Ok(Trajectory {
+            format: trajectory::FORMAT.to_string(),
+            trainer: TrainerInfo {
+                kind: if ar.emulates_f64() {
+                    "mpfr-f64-predictor"
+                } else {
+                    "mpfr"
+                }
+                .into(),
+                prec_bits: ar.prec(),
+                formulation: form,
+            },
+            config: cfg.clone(),
+            y_true: data.train.y_true.clone(),
+            y: data.train.y.clone(),
+            checkpoints,
+        })
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Which {
+    Q,
+    Grad,
+}
+
+fn non_finite(step: u64, quantity: &'static str, sample: Option<usize>) -> Error {
+    Error::NonFinite {
+        step,
+        quantity,
+        sample,
+    }
+}
