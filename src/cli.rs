@@ -30,8 +30,54 @@ struct Cli {
 enum Command {
     /// Train the model (f64) on a config and report accuracy and token selection.
     Run(RunArgs),
+    /// Run the f64 trainer and the MPFR twin step by step and report f64's error.
+    Compare(CompareArgs),
+    /// Sweep the score gap on one sequence: where does each f64 formulation break?
+    Saturation(SaturationArgs),
     /// Print a config (the default, a preset, or a file with overrides) as TOML.
     Config(ConfigArgs),
+}
+
+#[derive(Args, Debug)]
+struct CompareArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Precision of the truth twin in bits.
+    #[arg(long, value_name = "BITS", default_value_t = crate::twin::DEFAULT_PREC)]
+    prec: u32,
+    /// Relative error that counts as a failure.
+    #[arg(long, value_name = "X", default_value_t = 1e-8)]
+    tol: f64,
+    /// Skip the 53-bit f64 predictor (bit-equality check).
+    #[arg(long)]
+    no_predictor: bool,
+    /// Print exactly one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args, Debug)]
+struct SaturationArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Precision of the truth twin in bits.
+    #[arg(long, value_name = "BITS", default_value_t = crate::twin::DEFAULT_PREC)]
+    prec: u32,
+    /// Relative error that counts as a failure.
+    #[arg(long, value_name = "X", default_value_t = 1e-8)]
+    tol: f64,
+    /// Training sample whose sequence is swept.
+    #[arg(long, value_name = "I", default_value_t = 0)]
+    sample: usize,
+    /// Number of grid points (log-spaced gaps 1..1100).
+    #[arg(long, value_name = "N", default_value_t = 60)]
+    points: usize,
+    /// Print exactly one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Where the run's config comes from.
@@ -110,6 +156,8 @@ where
     };
     let result = match cli.command {
         Command::Run(args) => run(&args),
+        Command::Compare(args) => compare(&args),
+        Command::Saturation(args) => saturation(&args),
         Command::Config(args) => args.load().map(|c| print!("{}", c.to_toml())),
     };
     match result {
@@ -173,6 +221,150 @@ fn run(args: &RunArgs) -> Result<()> {
         secs,
         1e6 * secs / cfg.steps.max(1) as f64
     );
+    Ok(())
+}
+
+fn check_tol(tol: f64) -> Result<()> {
+    if tol.is_finite() && tol > 0.0 {
+        Ok(())
+    } else {
+        Err(Error::config(
+            "tol",
+            format!("must be finite and > 0, got {tol}"),
+        ))
+    }
+}
+
+fn compare(args: &CompareArgs) -> Result<()> {
+    let cfg = args.config.load()?;
+    check_tol(args.tol)?;
+    crate::twin::Arith::truth(args.prec)?;
+    let t0 = Instant::now();
+    let data = Dataset::generate(&cfg);
+    let bar = progress_bar(cfg.steps, args.quiet);
+    let opts = crate::compare::Options {
+        prec: args.prec,
+        tol: args.tol,
+        predictor: !args.no_predictor,
+    };
+    let report = crate::compare::compare(&cfg, &data, opts, &mut |s| bar.set_position(s))?;
+    bar.finish_and_clear();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else {
+        print!("{}", compare_table(&report));
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    eprintln!("wall time {:.2} s", t0.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn compare_table(r: &crate::compare::Report) -> String {
+    let mut out = format!(
+        "tokensel compare: f64 ({:?}) vs {}-bit twin (centred), {} steps, tolerance {:e}\n\n",
+        r.formulation, r.prec_bits, r.steps, r.tolerance
+    );
+    out += &format!(
+        "  {:<8}{:>14}{:>16}{:>16}{:>14}\n",
+        "quantity", "max rel err", "max (2^-53)", "mean (2^-53)", "first > tol"
+    );
+    for q in crate::compare::QUANTITIES {
+        let ulps = r.error_ulps[q];
+        let first = r.first_exceed[q].map_or("-".to_string(), |s| s.to_string());
+        out += &format!(
+            "  {q:<8}{:>14.3e}{:>16.3e}{:>16.3e}{first:>14}\n",
+            r.max_rel_err[q], ulps.max, ulps.mean
+        );
+    }
+    let s = &r.saturation;
+    out += &match (s.detected, s.step, s.score_gap, &s.quantity) {
+        (true, Some(step), Some(gap), Some(q)) => format!(
+            "\n  verdict: f64 error passes {:e} first at step {step} in `{q}` (score gap {gap:.2})\n",
+            r.tolerance
+        ),
+        _ => format!(
+            "\n  verdict: f64 stays within {:e} of the twin on every quantity\n",
+            r.tolerance
+        ),
+    };
+    let a = &r.absorption;
+    out += &format!(
+        "  update absorption: first partial {}, first total {}, max fraction {:.3}\n",
+        a.first_partial_step.map_or("-".into(), |s| s.to_string()),
+        a.first_total_step.map_or("-".into(), |s| s.to_string()),
+        a.max_fraction
+    );
+    if let Some(p) = &r.predictor {
+        out += &match &p.first_mismatch {
+            None => {
+                "  f64 predictor (53-bit twin): every f64 quantity equal bit for bit\n".to_string()
+            }
+            Some((step, q)) => {
+                format!("  f64 predictor: first bit mismatch at step {step} in `{q}`\n")
+            }
+        };
+    }
+    out
+}
+
+fn saturation(args: &SaturationArgs) -> Result<()> {
+    let cfg = args.config.load()?;
+    check_tol(args.tol)?;
+    if args.sample >= cfg.n_train {
+        return Err(Error::config(
+            "sample",
+            format!("must be below n_train = {}", cfg.n_train),
+        ));
+    }
+    if args.points < 2 {
+        return Err(Error::config("points", "must be at least 2"));
+    }
+    let data = Dataset::generate(&cfg);
+    let grid = crate::saturation::default_grid(args.points);
+    let r = crate::saturation::sweep(&data.train, args.sample, args.prec, args.tol, &grid)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&r).expect("report serialises"));
+        return Ok(());
+    }
+    let mut out = format!(
+        "tokensel saturation: sample {} (T = {}, d = {}), q along its relevant token, judged by the {}-bit twin\n\n",
+        args.sample, r.tokens, r.d, r.prec_bits
+    );
+    out += &format!(
+        "  {:<14}{:>22}{:>22}\n",
+        "quantity",
+        format!("gap: err > {:e}", r.tolerance),
+        "gap: all digits lost"
+    );
+    let show = |v: Option<f64>| v.map_or("beyond 1100".to_string(), |g| format!("{g:.2}"));
+    for (k, t) in &r.thresholds {
+        out += &format!(
+            "  {k:<14}{:>22}{:>22}\n",
+            show(t.over_tol),
+            show(t.all_digits_lost)
+        );
+    }
+    out += &format!(
+        "\n  {:>9}{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}\n",
+        "gap", "1 - s_top", "naive rest", "naive grad", "naive cos", "stable rest", "stable grad"
+    );
+    for row in &r.rows {
+        out += &format!(
+            "  {:>9.2}{:>12.3e}{:>12.2e}{:>12.2e}{:>12.4}{:>12.2e}{:>12.2e}\n",
+            row.gap,
+            row.rest,
+            row.naive.rest,
+            row.naive.grad,
+            row.naive.grad_cosine,
+            row.stable.rest,
+            row.stable.grad
+        );
+    }
+    print!("{out}");
     Ok(())
 }
 

@@ -13,18 +13,22 @@
 //! - [`model`]: scores, softmax, output, loss and **the softmax gradient** (`grad_q`);
 //! - [`train`]: the fast f64 trainer;
 //! - [`twin`]: the high-precision MPFR twin of the trainer (truth and f64-predictor modes);
+//! - [`compare`]: f64 trainer vs twin step by step (the saturation detector on runs);
+//! - [`saturation`]: the gap sweep that locates each formulation's breaking point;
 //! - [`trajectory`]: the trajectory format every trainer emits, and the run summary;
 //! - [`cli`]: the `tokensel` command line.
 
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod compare;
 pub mod config;
 pub mod data;
 pub mod error;
 pub mod linalg;
 pub mod model;
 pub mod rng;
+pub mod saturation;
 pub mod train;
 pub mod trajectory;
 pub mod twin;

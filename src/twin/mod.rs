@@ -208,3 +208,24 @@ pub fn rel_err(a: f64, b: &Float) -> f64 {
     diff /= b;
     diff.abs().to_f64()
 }
+
+/// Normwise relative error ||a - b|| / ||b|| of an f64 vector against a twin vector,
+/// evaluated in MPFR (so it stays meaningful when b is far below f64's range).
+pub fn normwise_rel_err(a: &[f64], b: &[Float]) -> f64 {
+    let prec = b.first().map_or(64, |v| v.prec().max(64));
+    let (mut num, mut den) = (Float::new(prec), Float::new(prec));
+    let mut diff = Float::new(prec);
+    for (x, y) in a.iter().zip(b) {
+        diff.assign(*x);
+        diff -= y;
+        diff.square_mut();
+        num += &diff;
+        diff.assign(y.square_ref());
+        den += &diff;
+    }
+    if den.is_zero() {
+        return if num.is_zero() { 0.0 } else { f64::INFINITY };
+    }
+    num /= &den;
+    num.sqrt().to_f64()
+}

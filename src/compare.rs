@@ -1,0 +1,337 @@
+//! Step-by-step comparison of the f64 trainer with the MPFR twin: the saturation
+//! detector on whole trajectories.
+//!
+//! Three trainers run in lockstep on the same data: the f64 trainer (the config's
+//! formulation), the truth twin (centred formulas at `prec` bits, the judge) and,
+//! optionally, the f64 predictor (53-bit twin, same formulation as the f64 trainer,
+//! which must agree bit for bit). After every forward/backward pass the f64 values are
+//! measured against the truth twin; the first step where a quantity's relative error
+//! passes the tolerance is reported with the score gap at that step.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Config, Formulation};
+use crate::data::Dataset;
+use crate::error::Result;
+use crate::train::Trainer;
+use crate::trajectory;
+use crate::twin::train::TwinTrainer;
+use crate::twin::{Arith, normwise_rel_err, rel_err};
+
+/// Names of the compared quantities, in report order.
+pub const QUANTITIES: [&str; 7] = ["q", "scores", "s", "rest", "f", "grad", "loss"];
+
+/// Unit roundoff of f64, 2^-53.
+pub const U64: f64 = 1.0 / (1u64 << 53) as f64;
+
+/// Options of [`compare`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Options {
+    /// Precision of the truth twin in bits.
+    pub prec: u32,
+    /// Relative-error tolerance that counts as a failure.
+    pub tol: f64,
+    /// Also run the f64 predictor and check bit equality.
+    pub predictor: bool,
+}
+
+/// Max and mean of an error in units of 2^-53 (the Boost.Math / SciPy error table).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct UlpStats {
+    /// Largest relative error over all steps, in units of 2^-53.
+    pub max: f64,
+    /// Mean over all steps of the relative error, in units of 2^-53.
+    pub mean: f64,
+}
+
+/// Where f64 first left the tolerance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Saturation {
+    /// Whether any quantity passed the tolerance.
+    pub detected: bool,
+    /// First step at which one did.
+    pub step: Option<u64>,
+    /// Largest score gap z_top - z_second over training samples at that step (twin).
+    pub score_gap: Option<f64>,
+    /// The quantity that passed first (report order breaks ties).
+    pub quantity: Option<String>,
+}
+
+/// Update absorption: f64 q stops moving while the twin's gradient is nonzero.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Absorption {
+    /// First step whose f64 update left some coordinate of q unchanged although the
+    /// twin's gradient coordinate was nonzero.
+    pub first_partial_step: Option<u64>,
+    /// First step whose f64 update left q entirely unchanged while the twin's moved.
+    pub first_total_step: Option<u64>,
+    /// Largest fraction of absorbed coordinates in one step.
+    pub max_fraction: f64,
+}
+
+/// The f64 predictor's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Predictor {
+    /// Every compared f64 quantity equal to the predictor's, bit for bit, at every step.
+    pub bits_equal: bool,
+    /// First step and quantity that differed.
+    pub first_mismatch: Option<(u64, String)>,
+}
+
+/// Errors at one checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// Step.
+    pub step: u64,
+    /// Largest score gap over training samples (twin).
+    pub max_gap: f64,
+    /// Relative error of each quantity.
+    pub rel_err: BTreeMap<String, f64>,
+}
+
+/// The report of `tokensel compare`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Precision of the truth twin.
+    pub prec_bits: u32,
+    /// Steps run.
+    pub steps: u64,
+    /// Tolerance.
+    pub tolerance: f64,
+    /// The f64 trainer's formulation.
+    pub formulation: Formulation,
+    /// Largest relative error of each quantity over the run.
+    pub max_rel_err: BTreeMap<String, f64>,
+    /// First step at which each quantity passed the tolerance.
+    pub first_exceed: BTreeMap<String, Option<u64>>,
+    /// Error table in units of 2^-53.
+    pub error_ulps: BTreeMap<String, UlpStats>,
+    /// First tolerance failure.
+    pub saturation: Saturation,
+    /// Update absorption.
+    pub absorption: Absorption,
+    /// The f64 predictor's verdict (when run).
+    pub predictor: Option<Predictor>,
+    /// Errors at the log-spaced checkpoints.
+    pub checkpoints: Vec<Row>,
+}
+
+/// Componentwise max relative error.
+fn componentwise<'a>(pairs: impl Iterator<Item = (f64, &'a rug::Float)>) -> f64 {
+    pairs.map(|(a, b)| rel_err(a, b)).fold(0.0, f64::max)
+}
+
+/// Relative errors of the f64 trainer against the truth twin, in [`QUANTITIES`] order.
+pub fn errors(a: &Trainer<'_>, b: &TwinTrainer<'_>) -> [f64; 7] {
+    let t_len = a.z.dim().1;
+    let n = a.f.len();
+    let z = a.z.as_slice().expect("standard layout");
+    let scores = (0..n)
+        .map(|i| {
+            let (za, zb) = (
+                &z[i * t_len..(i + 1) * t_len],
+                &b.z[i * t_len..(i + 1) * t_len],
+            );
+            let scale = zb.iter().map(|v| v.to_f64().abs()).fold(0.0, f64::max);
+            let diff = za
+                .iter()
+                .zip(zb)
+                .map(|(x, y)| {
+                    let mut d = rug::Float::with_val(y.prec().max(64), *x);
+                    d -= y;
+                    d.to_f64().abs()
+                })
+                .fold(0.0, f64::max);
+            if scale == 0.0 {
+                if diff == 0.0 { 0.0 } else { f64::INFINITY }
+            } else {
+                diff / scale
+            }
+        })
+        .fold(0.0, f64::max);
+    [
+        normwise_rel_err(&a.q, &b.q),
+        scores,
+        componentwise(a.s.iter().copied().zip(&b.s)),
+        componentwise(
+            a.att
+                .iter()
+                .map(|t| t.rest)
+                .zip(b.att.iter().map(|t| &t.rest)),
+        ),
+        componentwise(a.f.iter().copied().zip(&b.f)),
+        normwise_rel_err(&a.grad_q, &b.grad_q),
+        rel_err(a.loss, &b.loss),
+    ]
+}
+
+/// First quantity whose f64 bits differ from the predictor's, if any.
+fn predictor_mismatch(a: &Trainer<'_>, p: &TwinTrainer<'_>) -> Option<&'static str> {
+    let same = |x: f64, y: &rug::Float| x.to_bits() == y.to_f64().to_bits();
+    let all = |xs: &[f64], ys: &[rug::Float]| xs.iter().zip(ys).all(|(x, y)| same(*x, y));
+    if !all(&a.q, &p.q) {
+        Some("q")
+    } else if !all(a.z.as_slice().expect("layout"), &p.z) {
+        Some("scores")
+    } else if !all(a.s.as_slice().expect("layout"), &p.s) {
+        Some("s")
+    } else if !a.att.iter().zip(&p.att).all(|(x, y)| same(x.rest, &y.rest)) {
+        Some("rest")
+    } else if !all(&a.f, &p.f) {
+        Some("f")
+    } else if !all(&a.grad_q, &p.grad_q) {
+        Some("grad")
+    } else if !same(a.loss, &p.loss) {
+        Some("loss")
+    } else {
+        None
+    }
+}
+
+/// True when `err` is above `tol` or NaN (an error that cannot be measured fails).
+pub fn exceeds(err: f64, tol: f64) -> bool {
+    use std::cmp::Ordering::{Equal, Less};
+    !matches!(err.partial_cmp(&tol), Some(Less | Equal))
+}
+
+/// Run the f64 trainer, the truth twin and (optionally) the predictor in lockstep.
+pub fn compare(
+    cfg: &Config,
+    data: &Dataset,
+    opts: Options,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Report> {
+    let truth = Arith::truth(opts.prec)?;
+    let mut a = Trainer::new(cfg, data);
+    let mut b = TwinTrainer::new(cfg, data, truth, Formulation::Stable);
+    let mut p = opts
+        .predictor
+        .then(|| TwinTrainer::new(cfg, data, Arith::f64_predictor(), cfg.formulation));
+    let schedule = trajectory::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
+    let mut next = schedule.iter().peekable();
+
+    let mut max = [0.0f64; 7];
+    let mut sum = [0.0f64; 7];
+    let mut first: [Option<u64>; 7] = [None; 7];
+    let mut saturation = Saturation {
+        detected: false,
+        step: None,
+        score_gap: None,
+        quantity: None,
+    };
+    let mut absorption = Absorption {
+        first_partial_step: None,
+        first_total_step: None,
+        max_fraction: 0.0,
+    };
+    let mut predictor = p.as_ref().map(|_| Predictor {
+        bits_equal: true,
+        first_mismatch: None,
+    });
+    let mut rows = Vec::new();
+    let mut q_before = vec![0.0; cfg.d];
+    loop {
+        let step = a.step;
+        a.forward_backward()?;
+        b.forward_backward()?;
+        let errs = errors(&a, &b);
+        let gap = b.att.iter().map(|t| t.gap.to_f64()).fold(0.0, f64::max);
+        for k in 0..7 {
+            max[k] = max[k].max(errs[k]);
+            sum[k] += errs[k];
+            if first[k].is_none() && exceeds(errs[k], opts.tol) {
+                first[k] = Some(step);
+                if !saturation.detected {
+                    saturation = Saturation {
+                        detected: true,
+                        step: Some(step),
+                        score_gap: Some(gap),
+                        quantity: Some(QUANTITIES[k].to_string()),
+                    };
+                }
+            }
+        }
+        if let (Some(pt), Some(verdict)) = (p.as_mut(), predictor.as_mut()) {
+            pt.forward_backward()?;
+            if let Some(q) = predictor_mismatch(&a, pt).filter(|_| verdict.bits_equal) {
+                verdict.bits_equal = false;
+                verdict.first_mismatch = Some((step, q.to_string()));
+            }
+        }
+        if next.peek() == Some(&&step) {
+            rows.push(Row {
+                step,
+                max_gap: gap,
+                rel_err: QUANTITIES
+                    .iter()
+                    .zip(errs)
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect(),
+            });
+            next.next();
+        }
+        if step == cfg.steps {
+            break;
+        }
+        q_before.copy_from_slice(&a.q);
+        a.update()?;
+        b.update();
+        if let Some(pt) = p.as_mut() {
+            pt.update();
+        }
+        let moving = b.grad_q.iter().filter(|g| !g.is_zero()).count();
+        let absorbed =
+            a.q.iter()
+                .zip(&q_before)
+                .zip(&b.grad_q)
+                .filter(|((new, old), g)| new == old && !g.is_zero())
+                .count();
+        if absorbed > 0 {
+            absorption.first_partial_step.get_or_insert(step);
+            absorption.max_fraction = absorption.max_fraction.max(absorbed as f64 / cfg.d as f64);
+            if absorbed == moving {
+                absorption.first_total_step.get_or_insert(step);
+            }
+        }
+        progress(a.step);
+    }
+    let count = (cfg.steps + 1) as f64;
+    let named = |v: [f64; 7]| -> BTreeMap<String, f64> {
+        QUANTITIES
+            .iter()
+            .zip(v)
+            .map(|(k, x)| (k.to_string(), x))
+            .collect()
+    };
+    Ok(Report {
+        prec_bits: opts.prec,
+        steps: cfg.steps,
+        tolerance: opts.tol,
+        formulation: cfg.formulation,
+        max_rel_err: named(max),
+        first_exceed: QUANTITIES
+            .iter()
+            .zip(first)
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        error_ulps: QUANTITIES
+            .iter()
+            .enumerate()
+            .map(|(k, name)| {
+                (
+                    name.to_string(),
+                    UlpStats {
+                        max: max[k] / U64,
+                        mean: sum[k] / count / U64,
+                    },
+                )
+            })
+            .collect(),
+        saturation,
+        absorption,
+        predictor,
+        checkpoints: rows,
+    })
+}

@@ -1,0 +1,259 @@
+//! Softmax saturation analysis: at which score gap does each f64 formulation break?
+//!
+//! A gap sweep fixes one training sequence X and pushes q = lambda u along the direction
+//! u = x_r of its relevant token, so every score gap grows linearly in lambda. At each
+//! gap Delta = z_top - max_{j != top} z_j the f64 `Naive` and `Stable` formulations
+//! (softmax complement 1 - s_top, output f, gradient df/dq) are measured against the
+//! truth twin (centred formulas at `prec` bits) at the same f64 q. For every
+//! (formulation, quantity) the sweep reports the first gap at which the relative
+//! error passes the tolerance and the first at which all digits are lost (relative
+//! error >= 1/2), each refined by bisection between grid points.
+//! Theory of the thresholds: proofs-notes/saturation.md.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Formulation;
+use crate::data::Split;
+use crate::linalg;
+use crate::model;
+use crate::twin::model as tm;
+use crate::twin::{Arith, normwise_rel_err, rel_err};
+
+/// Relative errors of one formulation at one gap.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Errors {
+    /// 1 - s_top.
+    pub rest: f64,
+    /// Output f.
+    pub f: f64,
+    /// df/dq, normwise.
+    pub grad: f64,
+    /// Cosine between the f64 and the twin's df/dq (1 = same direction).
+    pub grad_cosine: f64,
+}
+
+impl Errors {
+    /// The error of quantity `name` ("rest", "f" or "grad").
+    pub fn get(&self, name: &str) -> f64 {
+        match name {
+            "rest" => self.rest,
+            "f" => self.f,
+            _ => self.grad,
+        }
+    }
+}
+
+/// One gap of the sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// The twin's score gap at this q.
+    pub gap: f64,
+    /// The twin's 1 - s_top.
+    pub rest: f64,
+    /// Naive f64 errors.
+    pub naive: Errors,
+    /// Stable f64 errors.
+    pub stable: Errors,
+}
+
+/// Break points of one (formulation, quantity).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Threshold {
+    /// First gap where the relative error exceeds the tolerance (None: never in range).
+    pub over_tol: Option<f64>,
+    /// First gap where the relative error reaches 1/2: no correct digit left.
+    pub all_digits_lost: Option<f64>,
+}
+
+/// The report of `tokensel saturation`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Precision of the truth twin.
+    pub prec_bits: u32,
+    /// Tolerance.
+    pub tolerance: f64,
+    /// Tokens T and dimension d of the swept sequence.
+    pub tokens: usize,
+    /// Dimension d.
+    pub d: usize,
+    /// Thresholds keyed "naive.rest", "stable.grad", ...
+    pub thresholds: BTreeMap<String, Threshold>,
+    /// The grid.
+    pub rows: Vec<Row>,
+}
+
+/// Quantities swept.
+pub const QUANTITIES: [&str; 3] = ["rest", "f", "grad"];
+
+/// A sequence to sweep: tokens, head values, and the unit gap of direction u.
+struct Probe<'a> {
+    x: ndarray::ArrayView2<'a, f64>,
+    g: Vec<f64>,
+    u: Vec<f64>,
+    unit_gap: f64,
+    ar: Arith,
+}
+
+impl Probe<'_> {
+    /// q = (gap / unit_gap) u in f64.
+    fn q(&self, gap: f64) -> Vec<f64> {
+        let lambda = gap / self.unit_gap;
+        self.u.iter().map(|v| lambda * v).collect()
+    }
+
+    /// f64 errors of both formulations and the twin's gap and 1 - s_top at target `gap`.
+    fn eval(&self, gap: f64) -> Row {
+        let q = self.q(gap);
+        let (t_len, d) = self.x.dim();
+        // truth twin, centred formulas
+        let ar = &self.ar;
+        let mut w = tm::Work::new(ar);
+        let qf: Vec<rug::Float> = q.iter().map(|v| ar.from_f64(*v)).collect();
+        let gf: Vec<rug::Float> = self.g.iter().map(|v| ar.from_f64(*v)).collect();
+        let mut z = ar.zeros(t_len);
+        let mut s = ar.zeros(t_len);
+        let mut att = tm::Attention::new(ar);
+        let mut f = ar.zero();
+        tm::scores(ar, self.x, &qf, &mut w, &mut z);
+        tm::softmax(ar, &z, &mut s, Formulation::Stable, &mut w, &mut att);
+        tm::output(ar, &s, &gf, att.top, Formulation::Stable, &mut w, &mut f);
+        let one = ar.from_f64(1.0);
+        let mut scratch = ar.zeros(d);
+        let mut grad = ar.zeros(d);
+        tm::grad_q(
+            ar,
+            self.x,
+            &s,
+            &gf,
+            &att,
+            &f,
+            &one,
+            Formulation::Stable,
+            &mut w,
+            &mut scratch,
+            &mut grad,
+        );
+        let truth: Vec<f64> = grad.iter().map(|v| v.to_f64()).collect();
+        let errors = |form: Formulation| {
+            let mut z64 = vec![0.0; t_len];
+            let mut s64 = vec![0.0; t_len];
+            model::scores(self.x, &q, &mut z64);
+            let a = model::softmax(&z64, &mut s64, form);
+            let f64v = model::output(&s64, &self.g, a.top, form);
+            let mut scratch = vec![0.0; d];
+            let mut g64 = vec![0.0; d];
+            model::grad_q(
+                self.x,
+                &s64,
+                &self.g,
+                &a,
+                f64v,
+                1.0,
+                form,
+                &mut scratch,
+                &mut g64,
+            );
+            let cos = linalg::dot(&g64, &truth) / (linalg::norm(&g64) * linalg::norm(&truth));
+            Errors {
+                rest: rel_err(a.rest, &att.rest),
+                f: rel_err(f64v, &f),
+                grad: normwise_rel_err(&g64, &grad),
+                grad_cosine: if cos.is_finite() { cos } else { 0.0 },
+            }
+        };
+        Row {
+            gap: att.gap.to_f64(),
+            rest: att.rest.to_f64(),
+            naive: errors(Formulation::Naive),
+            stable: errors(Formulation::Stable),
+        }
+    }
+}
+
+/// Default sweep grid: `points` log-spaced gaps from 1 to 1100.
+pub fn default_grid(points: usize) -> Vec<f64> {
+    let (lo, hi) = (0f64, 1100f64.log10());
+    (0..points)
+        .map(|k| 10f64.powf(lo + (hi - lo) * k as f64 / (points - 1) as f64))
+        .collect()
+}
+
+/// Sweep the gap on training sample `sample` of `split`.
+///
+/// `prec` is the truth twin's precision. Errors past the tolerance are located on `grid`
+/// and refined by 40 bisection steps between the last passing and the first failing gap.
+pub fn sweep(
+    split: &Split,
+    sample: usize,
+    prec: u32,
+    tol: f64,
+    grid: &[f64],
+) -> crate::Result<Report> {
+    let ar = Arith::truth(prec)?;
+    let x = split.tokens(sample);
+    let u = x.row(0).to_vec();
+    let mut z = vec![0.0; x.nrows()];
+    model::scores(x, &u, &mut z);
+    let top = model::argmax(&z);
+    let second = z
+        .iter()
+        .enumerate()
+        .filter(|(t, _)| *t != top)
+        .map(|(_, v)| *v)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let probe = Probe {
+        x,
+        g: split.g.row(sample).to_vec(),
+        u,
+        unit_gap: z[top] - second,
+        ar,
+    };
+    let rows: Vec<Row> = grid.iter().map(|&gap| probe.eval(gap)).collect();
+    let mut thresholds = BTreeMap::new();
+    for (form, name) in [
+        (Formulation::Naive, "naive"),
+        (Formulation::Stable, "stable"),
+    ] {
+        let pick = |r: &Row| match form {
+            Formulation::Naive => r.naive,
+            Formulation::Stable => r.stable,
+        };
+        for q in QUANTITIES {
+            let locate = |limit: f64| {
+                let k = rows
+                    .iter()
+                    .position(|r| crate::compare::exceeds(pick(r).get(q), limit))?;
+                if k == 0 {
+                    return Some(grid[0]);
+                }
+                let (mut lo, mut hi) = (grid[k - 1], grid[k]);
+                for _ in 0..40 {
+                    let mid = 0.5 * (lo + hi);
+                    if !crate::compare::exceeds(pick(&probe.eval(mid)).get(q), limit) {
+                        lo = mid;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                Some(probe.eval(hi).gap)
+            };
+            thresholds.insert(
+                format!("{name}.{q}"),
+                Threshold {
+                    over_tol: locate(tol),
+                    all_digits_lost: locate(0.5),
+                },
+            );
+        }
+    }
+    Ok(Report {
+        prec_bits: prec,
+        tolerance: tol,
+        tokens: x.nrows(),
+        d: x.ncols(),
+        thresholds,
+        rows,
+    })
+}
