@@ -15,6 +15,7 @@
 //! - [`twin`]: the high-precision MPFR twin of the trainer (truth and f64-predictor modes);
 //! - [`compare`]: f64 trainer vs twin step by step (the saturation detector on runs);
 //! - [`saturation`]: the gap sweep that locates each formulation's breaking point;
+//! - [`exact`]: exact rational cross-checks and a rigorous enclosure of exp;
 //! - [`trajectory`]: the trajectory format every trainer emits, and the run summary;
 //! - [`cli`]: the `tokensel` command line.
 
@@ -25,6 +26,7 @@ pub mod compare;
 pub mod config;
 pub mod data;
 pub mod error;
+pub mod exact;
 pub mod linalg;
 pub mod model;
 pub mod rng;
