@@ -212,8 +212,8 @@ mod tests {
         // e = 2.718281828459045235360287...; exp(0) = 1 exactly inside
         let (lo, hi) = exp_enclosure(&BigRational::one(), 200);
         assert!(lo < hi);
-        let e_hi = rat(2.7182818284590455); // next f64 above e
-        let e_lo = rat(2.718281828459045); // f64 below e
+        let e_lo = rat(std::f64::consts::E); // the f64 nearest e lies below it
+        let e_hi = rat(f64::from_bits(std::f64::consts::E.to_bits() + 1));
         assert!(e_lo < lo && hi < e_hi);
         let (lo, hi) = exp_enclosure(&BigRational::zero(), 100);
         assert!(lo <= BigRational::one() && BigRational::one() <= hi);
