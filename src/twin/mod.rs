@@ -116,7 +116,8 @@ impl Arith {
             x.assign(if neg { -v } else { v });
         } else if e < -1021 {
             x.subnormalize_ieee_round(dir, Round::Nearest);
-        } else if *x > f64::MAX || *x < -f64::MAX {
+        } else if e > 1024 {
+            // a 53-bit |x| >= 2^1024 is above f64::MAX = (1 - 2^-53) 2^1024
             x.assign(if x.is_sign_negative() {
                 f64::NEG_INFINITY
             } else {
@@ -228,4 +229,60 @@ pub fn normwise_rel_err(a: &[f64], b: &[Float]) -> f64 {
     }
     num /= &den;
     num.sqrt().to_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::{self, Stream};
+
+    /// The f64 emulation rounds like binary64 in the normal, subnormal, underflow and
+    /// overflow ranges (products, quotients, sums of random magnitudes).
+    #[test]
+    fn f64_predictor_ops_match_binary64() {
+        let ar = Arith::f64_predictor();
+        let mut r = rng::stream(9, Stream::Init);
+        let mut x = ar.zero();
+        let mut special = vec![
+            (f64::from_bits(1), 0.5),
+            (f64::from_bits(1), 0.75),
+            (f64::from_bits(3), 0.5),
+            (f64::MIN_POSITIVE, 0.5 + f64::EPSILON),
+            (f64::MAX, 2.0),
+            (f64::MAX, 1.0 + f64::EPSILON),
+        ];
+        for _ in 0..20000 {
+            let e1 = (rng::uniform(&mut r) * 1400.0 - 700.0) as i32;
+            let e2 = (rng::uniform(&mut r) * 1400.0 - 700.0) as i32;
+            let a = (1.0 + rng::uniform(&mut r)) * 2f64.powi(e1);
+            let b = (rng::uniform(&mut r) - 0.5) * 2f64.powi(e2);
+            special.push((a, b));
+        }
+        for (a, b) in special {
+            let fa = ar.from_f64(a);
+            ar.set(&mut x, &fa * b);
+            assert_eq!(x.to_f64().to_bits(), (a * b).to_bits(), "{a:e} * {b:e}");
+            ar.set(&mut x, a);
+            ar.div(&mut x, b);
+            assert_eq!(x.to_f64().to_bits(), (a / b).to_bits(), "{a:e} / {b:e}");
+            ar.set(&mut x, a * 1e-300);
+            ar.add(&mut x, b * 1e-300);
+            assert_eq!(
+                x.to_f64().to_bits(),
+                (a * 1e-300 + b * 1e-300).to_bits(),
+                "sum"
+            );
+        }
+        // exp into the subnormal range and to underflow, against CORE-MATH
+        for k in 0..2000 {
+            let v = -700.0 - 0.025 * k as f64;
+            ar.set(&mut x, v);
+            ar.exp(&mut x);
+            assert_eq!(
+                x.to_f64().to_bits(),
+                core_math::exp(v).to_bits(),
+                "exp({v})"
+            );
+        }
+    }
 }
