@@ -167,8 +167,8 @@ pub fn errors(a: &Trainer<'_>, b: &TwinTrainer<'_>) -> [f64; 7] {
     ]
 }
 
-/// First quantity whose f64 bits differ from the predictor's, if any.
-fn predictor_mismatch(a: &Trainer<'_>, p: &TwinTrainer<'_>) -> Option<&'static str> {
+/// First quantity (in [`QUANTITIES`] order) whose f64 bits differ from the predictor's.
+pub fn predictor_mismatch(a: &Trainer<'_>, p: &TwinTrainer<'_>) -> Option<&'static str> {
     let same = |x: f64, y: &rug::Float| x.to_bits() == y.to_f64().to_bits();
     let all = |xs: &[f64], ys: &[rug::Float]| xs.iter().zip(ys).all(|(x, y)| same(*x, y));
     if !all(&a.q, &p.q) {

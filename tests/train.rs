@@ -39,6 +39,12 @@ fn default_balanced_run_fits_noise_benignly() {
     // at step 0 attention is uniform: every group's mass is its share of T
     let start = traj.checkpoints[0].attention.clean.unwrap();
     assert!((start.r - 1.0 / 8.0).abs() < 1e-15 && (start.i - 5.0 / 8.0).abs() < 1e-15);
+    // bit-exact regression: SHA-256 of every recorded f64 (issue 7). The f64 trainer uses
+    // only IEEE operations in a fixed order and correctly rounded CORE-MATH functions, so
+    // this digest is the same on every platform. Regenerate only for an intended change:
+    // `cargo run --release -- run --json | jq -r .trajectory_digest`.
+    let committed = include_str!("../snapshots/default_trajectory.digest").trim();
+    assert_eq!(traj.digest(), committed, "default trajectory bits changed");
 }
 
 fn small(mode: Mode) -> Config {

@@ -1,0 +1,151 @@
+//! Issue 7 / SPEC section 7: the 53-bit twin with binary64's range emulated predicts
+//! the f64 trainer bit for bit, on random small configs (both modes, both formulations,
+//! step sizes large enough to drive exp into the subnormal range and to underflow).
+
+use proptest::prelude::*;
+use tokensel::compare::predictor_mismatch;
+use tokensel::config::{Config, Formulation, Layout, Mode, PInit, WInit};
+use tokensel::data::Dataset;
+use tokensel::train::Trainer;
+use tokensel::twin::Arith;
+use tokensel::twin::train::TwinTrainer;
+
+prop_compose! {
+    fn configs()(
+        seed in 0u64..1000,
+        d in 2usize..24,
+        sizes in proptest::array::uniform4(0usize..3),
+        n_train in 1usize..6,
+        mu_norm in 0.5f64..30.0,
+        rho in 0.0f64..1.0,
+        sigma in 0.0f64..2.0,
+        eta in 0.0f64..0.9,
+        log_alpha in -4.0f64..3.0,
+        steps in 1u64..25,
+        w_mode in any::<bool>(),
+        naive in any::<bool>(),
+    ) -> Config {
+        let mut sizes = sizes;
+        if sizes.iter().sum::<usize>() == 0 {
+            sizes[0] = 1;
+        }
+        let mut c = Config {
+            seed,
+            d,
+            n_train,
+            n_test: 3,
+            mu_norm,
+            rho,
+            sigma,
+            eta,
+            step_size: 10f64.powf(log_alpha),
+            steps,
+            mode: if w_mode { Mode::W } else { Mode::P },
+            formulation: if naive { Formulation::Naive } else { Formulation::Stable },
+            layout: Layout {
+                tokens: sizes.iter().sum(),
+                relevant: sizes[0],
+                weak_same: sizes[1],
+                weak_opposite: sizes[2],
+                irrelevant: sizes[3],
+            },
+            ..Config::default()
+        };
+        if w_mode {
+            c.init.p = PInit::Gaussian;
+            c.init.p_scale = 1.0;
+            c.init.w = WInit::KaimingUniform;
+        }
+        c
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn predictor_matches_f64_bit_for_bit(cfg in configs()) {
+        cfg.validate().unwrap();
+        let data = Dataset::generate(&cfg);
+        let mut a = Trainer::new(&cfg, &data);
+        let mut p = TwinTrainer::new(&cfg, &data, Arith::f64_predictor(), cfg.formulation);
+        for step in 0..=cfg.steps {
+            let (ra, rp) = (a.forward_backward(), p.forward_backward());
+            // both stop on the same non-finite value, or neither does
+            prop_assert_eq!(ra.is_err(), rp.is_err(), "step {}", step);
+            if ra.is_err() {
+                break;
+            }
+            prop_assert_eq!(predictor_mismatch(&a, &p), None, "step {}", step);
+            if step < cfg.steps {
+                let ok = a.update().is_ok();
+                p.update();
+                if !ok {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Runs whose attention reaches f64's subnormal range and underflows (gaps ~700-900):
+/// the predictor still matches bit for bit, so the range emulation is exercised.
+#[test]
+fn predictor_matches_through_subnormal_attention() {
+    let (mut subnormal, mut zero) = (false, false);
+    for alpha in (140..=220).step_by(4) {
+        let cfg = Config {
+            d: 12,
+            n_train: 3,
+            n_test: 2,
+            step_size: alpha as f64,
+            steps: 4,
+            ..Config::default()
+        };
+        let data = Dataset::generate(&cfg);
+        let mut a = Trainer::new(&cfg, &data);
+        let mut p = TwinTrainer::new(&cfg, &data, Arith::f64_predictor(), cfg.formulation);
+        for step in 0..=cfg.steps {
+            a.forward_backward().unwrap();
+            p.forward_backward().unwrap();
+            assert_eq!(
+                predictor_mismatch(&a, &p),
+                None,
+                "alpha {alpha}, step {step}"
+            );
+            subnormal |= a.s.iter().any(|v| v.is_subnormal());
+            zero |= a.s.iter().any(|v| *v == 0.0);
+            if step < cfg.steps {
+                a.update().unwrap();
+                p.update();
+            }
+        }
+    }
+    assert!(
+        subnormal && zero,
+        "reached subnormal ({subnormal}) and zero ({zero}) attention"
+    );
+}
+
+/// The paper's default setting (d = 2000, n = 20, 1000 test samples), first 15 steps:
+/// the predictor's trajectory (every checkpoint, test accuracy included) has the same
+/// digest as the f64 trainer's. (All 30,000 steps would take ~90 min of MPFR time.)
+#[test]
+fn predictor_reproduces_the_default_trajectory_digest() {
+    let cfg = Config {
+        steps: 15,
+        ..Config::default()
+    };
+    let data = Dataset::generate(&cfg);
+    let a = Trainer::run(&cfg, &data, &mut |_| {}).unwrap();
+    let p = TwinTrainer::run(
+        &cfg,
+        &data,
+        Arith::f64_predictor(),
+        cfg.formulation,
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(a.checkpoints, p.checkpoints);
+    assert_eq!(a.digest(), p.digest());
+}
