@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::linalg;
 use crate::model::{self, Attention};
 use crate::rng::{self, Stream};
-use crate::trajectory::{self, Checkpoint, SampleState, TrainerInfo, Trajectory};
+use crate::trajectory::{self, Checkpoint, Cumulative, SampleState, TrainerInfo, Trajectory};
 
 /// Trainable parameters. `w = None` means W = I (never stored).
 #[derive(Debug, Clone, PartialEq)]
@@ -259,19 +259,33 @@ impl<'a> Trainer<'a> {
         Ok(())
     }
 
+    /// Attention mass per group of training sample `i` (last forward pass).
+    pub fn mass(&self, i: usize) -> trajectory::PerGroup {
+        let s = self.s.row(i);
+        trajectory::group_mass(s.as_slice().expect("contiguous"), &self.data.groups)
+    }
+
+    /// Definition 4.1 scores S_i of every training sample (last forward pass).
+    pub fn selection_scores(&self) -> Vec<f64> {
+        (0..self.f.len())
+            .map(|i| trajectory::selection_score(&self.mass(i)))
+            .collect()
+    }
+
     /// Record a checkpoint from the last [`Trainer::forward_backward`] (evaluates the
-    /// test set).
-    pub fn checkpoint(&self) -> Checkpoint {
+    /// test set); `cumulative` holds the Definition 4.1 sums up to this step.
+    pub fn checkpoint(&self, cumulative: Cumulative) -> Checkpoint {
         let groups = &self.data.groups;
         let samples = (0..self.f.len())
             .map(|i| {
-                let s = self.s.row(i);
+                let mass = self.mass(i);
                 SampleState {
                     f: self.f[i],
                     top: self.att[i].top,
                     gap: self.att[i].gap,
                     rest: self.att[i].rest,
-                    mass: trajectory::group_mass(s.as_slice().expect("contiguous"), groups),
+                    mass,
+                    selection_score: trajectory::selection_score(&mass),
                 }
             })
             .collect();
@@ -281,6 +295,7 @@ impl<'a> Trainer<'a> {
             accuracy(&self.data.test, &self.q, self.cfg.formulation),
             linalg::norm(&self.q),
             linalg::norm(&self.grad_q),
+            cumulative,
             samples,
             groups,
             &self.data.train.y,
@@ -295,10 +310,13 @@ impl<'a> Trainer<'a> {
         let mut next = schedule.iter().peekable();
         let mut tr = Trainer::new(cfg, data);
         let mut checkpoints = Vec::with_capacity(schedule.len());
+        let mut cumulative = Cumulative::default();
+        let (y, y_true) = (&data.train.y, &data.train.y_true);
         loop {
             tr.forward_backward()?;
+            cumulative.add(&tr.selection_scores(), y, y_true);
             if next.peek() == Some(&&tr.step) {
-                checkpoints.push(tr.checkpoint());
+                checkpoints.push(tr.checkpoint(cumulative));
                 next.next();
             }
             if tr.step == cfg.steps {

@@ -79,6 +79,54 @@ pub struct SampleState {
     pub rest: f64,
     /// Attention mass sum_{t in group} s_t of each group.
     pub mass: PerGroup,
+    /// The paper's Definition 4.1: S_i = (sum_{t in R} s_t)(1 - sum_{t in R} s_t), with
+    /// 1 - sum_R s formed as the sum of the other groups' masses (no cancellation).
+    pub selection_score: f64,
+}
+
+/// S = m_R (1 - m_R) from group masses, with 1 - m_R = m_W_same + m_W_opposite + m_I.
+pub fn selection_score(mass: &PerGroup) -> f64 {
+    mass.r * (mass.w_same + mass.w_opposite + mass.i)
+}
+
+/// Sums of the Definition 4.1 score S_i(tau') over steps tau' = 0..=tau and over the
+/// samples of each set (clean / noisy training samples; true class +1 / -1).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Cumulative {
+    /// Over clean samples.
+    pub clean: f64,
+    /// Over noisy samples.
+    pub noisy: f64,
+    /// Over samples of true class +1.
+    pub class_pos: f64,
+    /// Over samples of true class -1.
+    pub class_neg: f64,
+}
+
+impl Cumulative {
+    /// Add one step's scores `s[i]` (training samples in order).
+    pub fn add(&mut self, scores: &[f64], y: &[i8], y_true: &[i8]) {
+        for ((si, yi), ti) in scores.iter().zip(y).zip(y_true) {
+            if yi == ti {
+                self.clean += si;
+            } else {
+                self.noisy += si;
+            }
+            if *ti > 0 {
+                self.class_pos += si;
+            } else {
+                self.class_neg += si;
+            }
+        }
+    }
+
+    /// Per-sample ratio of the clean to the noisy cumulative score,
+    /// (clean / |C|) / (noisy / |N|) (`None` without noisy samples or before any
+    /// noisy score).
+    pub fn clean_to_noisy(&self, n_clean: usize, n_noisy: usize) -> Option<f64> {
+        (n_clean > 0 && n_noisy > 0 && self.noisy > 0.0)
+            .then(|| (self.clean / n_clean as f64) / (self.noisy / n_noisy as f64))
+    }
 }
 
 /// Everything recorded at one step.
@@ -100,6 +148,8 @@ pub struct Checkpoint {
     pub attention: ByNoise,
     /// Fraction of samples whose top token lies in each group.
     pub selection: ByNoise,
+    /// Cumulative Definition 4.1 scores up to this step.
+    pub cumulative: Cumulative,
     /// Per training sample.
     pub samples: Vec<SampleState>,
 }
@@ -164,6 +214,7 @@ impl Checkpoint {
         test_accuracy: f64,
         q_norm: f64,
         grad_norm: f64,
+        cumulative: Cumulative,
         samples: Vec<SampleState>,
         groups: &[Group],
         y: &[i8],
@@ -214,6 +265,7 @@ impl Checkpoint {
                 clean: aggregate(false, &selected),
                 noisy: aggregate(true, &selected),
             },
+            cumulative,
             samples,
         }
     }
@@ -227,9 +279,13 @@ impl Checkpoint {
             self.test_accuracy,
             self.q_norm,
             self.grad_norm,
+            self.cumulative.clean,
+            self.cumulative.noisy,
+            self.cumulative.class_pos,
+            self.cumulative.class_neg,
         ];
         for s in &self.samples {
-            v.extend([s.f, s.top as f64, s.gap, s.rest]);
+            v.extend([s.f, s.top as f64, s.gap, s.rest, s.selection_score]);
             v.extend(s.mass.to_array());
         }
         v
@@ -301,6 +357,14 @@ impl Trajectory {
         .into_iter()
         .map(String::from)
         .collect::<Vec<_>>();
+        for what in [
+            "cumulative_S_clean",
+            "cumulative_S_noisy",
+            "cumulative_S_class_pos",
+            "cumulative_S_class_neg",
+        ] {
+            head.push(what.to_string());
+        }
         for what in ["attention", "selection"] {
             for set in ["clean", "noisy"] {
                 for g in Group::ALL {
@@ -317,6 +381,10 @@ impl Trajectory {
                 c.test_accuracy.to_string(),
                 c.q_norm.to_string(),
                 c.grad_norm.to_string(),
+                c.cumulative.clean.to_string(),
+                c.cumulative.noisy.to_string(),
+                c.cumulative.class_pos.to_string(),
+                c.cumulative.class_neg.to_string(),
             ];
             for by in [&c.attention, &c.selection] {
                 for set in [by.clean, by.noisy] {

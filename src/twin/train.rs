@@ -12,7 +12,9 @@ use crate::config::{Config, Formulation, Mode};
 use crate::data::{Dataset, Split};
 use crate::error::{Error, Result};
 use crate::train::Params;
-use crate::trajectory::{self, Checkpoint, PerGroup, SampleState, TrainerInfo, Trajectory};
+use crate::trajectory::{
+    self, Checkpoint, Cumulative, PerGroup, SampleState, TrainerInfo, Trajectory,
+};
 
 /// The head nu and g_t = <nu, x_t> for every token of `split`, in `ar` (mirror of
 /// `Dataset::generate`).
@@ -145,6 +147,19 @@ impl<'a> TwinTrainer<'a> {
         };
         tr.compute_q();
         tr
+    }
+
+    /// Twin of [`crate::train::Trainer::set_params`]: replace p and W (exactly converted)
+    /// and recompute q.
+    pub fn set_params(&mut self, params: &Params) {
+        let ar = self.ar;
+        let conv = |v: &[f64]| v.iter().map(|x| ar.from_f64(*x)).collect::<Vec<_>>();
+        self.p = conv(params.p.as_slice().expect("contiguous"));
+        self.w = params
+            .w
+            .as_ref()
+            .map(|w| conv(w.as_slice().expect("standard layout")));
+        self.compute_q();
     }
 
     /// Twin of [`Params::q`]: q = sum_m p_m W[m, :] in order m = 0..d.
@@ -324,27 +339,57 @@ impl<'a> TwinTrainer<'a> {
         correct as f64 / test.len() as f64
     }
 
-    /// Twin of [`crate::train::Trainer::checkpoint`]; values rounded to f64.
-    pub fn checkpoint(&mut self) -> Checkpoint {
-        let groups = self.data.groups.clone();
+    /// Attention mass per group of training sample `i`, summed in the twin's arithmetic
+    /// (mirror of `trajectory::group_mass`) and rounded to f64.
+    pub fn mass(&self, i: usize) -> PerGroup {
+        let groups = &self.data.groups;
         let t_len = groups.len();
         let ar = self.ar;
         let mut mass = ar.zeros(4);
-        let samples = (0..self.f.len())
+        for (st, g) in self.s[i * t_len..(i + 1) * t_len].iter().zip(groups) {
+            ar.add(&mut mass[g.index()], st);
+        }
+        PerGroup::from_array(std::array::from_fn(|k| mass[k].to_f64()))
+    }
+
+    /// Definition 4.1 scores S_i = m_R (m_W_same + m_W_opposite + m_I), evaluated in the
+    /// twin's arithmetic and rounded to f64.
+    pub fn selection_scores(&self) -> Vec<f64> {
+        let groups = &self.data.groups;
+        let t_len = groups.len();
+        let ar = self.ar;
+        let mut mass = ar.zeros(4);
+        (0..self.f.len())
             .map(|i| {
                 for m in mass.iter_mut() {
                     ar.set(m, 0.0);
                 }
-                for (st, g) in self.s[i * t_len..(i + 1) * t_len].iter().zip(&groups) {
+                for (st, g) in self.s[i * t_len..(i + 1) * t_len].iter().zip(groups) {
                     ar.add(&mut mass[g.index()], st);
                 }
-                SampleState {
-                    f: self.f[i].to_f64(),
-                    top: self.att[i].top,
-                    gap: self.att[i].gap.to_f64(),
-                    rest: self.att[i].rest.to_f64(),
-                    mass: PerGroup::from_array(std::array::from_fn(|k| mass[k].to_f64())),
-                }
+                let [r, ws, wo, irr] = &mut mass[..] else {
+                    unreachable!("four groups")
+                };
+                ar.add(ws, &*wo);
+                ar.add(ws, &*irr);
+                ar.mul(ws, &*r);
+                ws.to_f64()
+            })
+            .collect()
+    }
+
+    /// Twin of [`crate::train::Trainer::checkpoint`]; values rounded to f64.
+    pub fn checkpoint(&mut self, cumulative: Cumulative) -> Checkpoint {
+        let groups = self.data.groups.clone();
+        let scores = self.selection_scores();
+        let samples = (0..self.f.len())
+            .map(|i| SampleState {
+                f: self.f[i].to_f64(),
+                top: self.att[i].top,
+                gap: self.att[i].gap.to_f64(),
+                rest: self.att[i].rest.to_f64(),
+                mass: self.mass(i),
+                selection_score: scores[i],
             })
             .collect();
         let test_accuracy = self.test_accuracy();
@@ -354,6 +399,7 @@ impl<'a> TwinTrainer<'a> {
             test_accuracy,
             self.norm(Which::Q),
             self.norm(Which::Grad),
+            cumulative,
             samples,
             &groups,
             &self.data.train.y,
@@ -373,10 +419,13 @@ impl<'a> TwinTrainer<'a> {
         let mut next = schedule.iter().peekable();
         let mut tr = TwinTrainer::new(cfg, data, ar, form);
         let mut checkpoints = Vec::with_capacity(schedule.len());
+        let mut cumulative = Cumulative::default();
+        let (y, y_true) = (&data.train.y, &data.train.y_true);
         loop {
             tr.forward_backward()?;
+            cumulative.add(&tr.selection_scores(), y, y_true);
             if next.peek() == Some(&&tr.step) {
-                checkpoints.push(tr.checkpoint());
+                checkpoints.push(tr.checkpoint(cumulative));
                 next.next();
             }
             if tr.step == cfg.steps {

@@ -1,0 +1,169 @@
+//! The paper's Lemma A.6 (W <-> p equivalence), SPEC section 4.
+//! Derivation: proofs-notes/lemma-a6.md.
+//!
+//! With q = W^T p: W-mode (p fixed, step alpha) moves q by -alpha ||p||^2 dL/dq, exactly
+//! as p-mode with W = I, p(0) = q(0) and step alpha ||p||^2; and
+//! W(tau) = W(0) + p (q(tau) - q(0))^T / ||p||^2.
+
+use ndarray::Array2;
+use num_rational::BigRational;
+use num_traits::Zero;
+use tokensel::config::{Config, Mode, PInit, WInit};
+use tokensel::data::Dataset;
+use tokensel::exact::rat;
+use tokensel::linalg;
+use tokensel::train::{Params, Trainer};
+use tokensel::twin::Arith;
+use tokensel::twin::train::TwinTrainer;
+
+/// A fixed p with ||p||^2 = 2 exactly (entries +-1/2 and +-1/4), so that the p-mode step
+/// alpha ||p||^2 is exact in f64 and the twin compares the lemma itself, not a rounded
+/// step size.
+fn exact_p(d: usize) -> ndarray::Array1<f64> {
+    assert_eq!(d, 20);
+    ndarray::Array1::from_iter((0..d).map(|k| {
+        let sign = if (k * 7) % 3 == 0 { -1.0 } else { 1.0 };
+        sign * if k < 4 { 0.5 } else { 0.25 }
+    }))
+}
+
+fn configs(d: usize, steps: u64) -> (Config, Config) {
+    let mut w_mode = Config {
+        d,
+        n_train: 6,
+        n_test: 10,
+        mu_norm: 4.0,
+        step_size: 0.02,
+        steps,
+        mode: Mode::W,
+        ..Config::default()
+    };
+    w_mode.init.p = PInit::Gaussian;
+    w_mode.init.p_scale = 0.7;
+    w_mode.init.w = WInit::KaimingUniform;
+    let mut p_mode = w_mode.clone();
+    p_mode.mode = Mode::P;
+    p_mode.init.w = WInit::Identity;
+    p_mode.init.p = PInit::Zero;
+    p_mode.step_size = w_mode.step_size * 2.0; // alpha ||p||^2, exact
+    (w_mode, p_mode)
+}
+
+/// Lemma A.6 on a whole trajectory, in f64 and in the 256-bit twin. f64 agreement is
+/// limited by rounding: each step computes q = W^T p (d-term sums) in W-mode, so the two
+/// q's drift apart by ~ steps * d * 2^-53 relative at most (we allow 4x that); in the
+/// twin the same bound with 2^-256 holds, and W(tau) matches the mapping.
+#[test]
+fn w_mode_and_p_mode_agree_on_whole_trajectories() {
+    let (wc, pc) = configs(20, 200);
+    let data = Dataset::generate(&wc);
+    let w_params = Params {
+        p: exact_p(wc.d),
+        w: Params::init(&wc).w,
+    };
+    assert_eq!(w_params.p.dot(&w_params.p), 2.0);
+    let mut w_run = Trainer::new(&wc, &data);
+    w_run.set_params(w_params.clone());
+    let q0 = w_run.q.clone();
+    let mut p_run = Trainer::new(&pc, &data);
+    p_run.set_params(Params {
+        p: q0.clone().into(),
+        w: None,
+    });
+    let prec = 256;
+    let ar = Arith::truth(prec).unwrap();
+    let mut w_twin = TwinTrainer::new(&wc, &data, ar, wc.formulation);
+    w_twin.set_params(&w_params);
+    let mut p_twin = TwinTrainer::new(&pc, &data, ar, pc.formulation);
+    // p(0) = the twin's own q(0) = W(0)^T p (W = I in p-mode, so q = p)
+    p_twin.p = w_twin.q.clone();
+    p_twin.q = w_twin.q.clone();
+    let tol64 = 4.0 * (wc.steps as f64) * (wc.d as f64) * f64::EPSILON / 2.0;
+    let mut moved = 0.0f64;
+    for step in 0..wc.steps {
+        for t in [&mut w_run, &mut p_run] {
+            t.forward_backward().unwrap();
+            t.update().unwrap();
+        }
+        for t in [&mut w_twin, &mut p_twin] {
+            t.forward_backward().unwrap();
+            t.update();
+        }
+        let diff: Vec<f64> = w_run.q.iter().zip(&p_run.q).map(|(a, b)| a - b).collect();
+        let rel = linalg::norm(&diff) / linalg::norm(&w_run.q);
+        assert!(
+            rel <= tol64,
+            "f64 step {step}: |q_W - q_p| / |q| = {rel:e} > {tol64:e}"
+        );
+        let mut worst = rug::Float::new(prec);
+        for (a, b) in w_twin.q.iter().zip(&p_twin.q) {
+            let d = rug::Float::with_val(prec, a - b).abs();
+            if d > worst {
+                worst = d;
+            }
+        }
+        assert!(
+            worst < rug::Float::with_val(prec, rug::Float::i_exp(1, -200)),
+            "twin step {step}"
+        );
+        let dq: Vec<f64> = w_run.q.iter().zip(&q0).map(|(a, b)| a - b).collect();
+        moved = linalg::norm(&dq);
+    }
+    assert!(moved > 0.1, "q moved by {moved}: the check is not vacuous");
+    // the mapping W(tau) = W(0) + p (q(tau) - q(0))^T / ||p||^2, in f64
+    let p = w_run.params.p.clone();
+    let p2 = p.dot(&p);
+    let w0 = Params::init(&wc).w.unwrap();
+    let dq = ndarray::Array1::from_iter(w_run.q.iter().zip(&q0).map(|(a, b)| a - b));
+    let mapped: Array2<f64> = &w0
+        + &(p
+            .view()
+            .insert_axis(ndarray::Axis(1))
+            .dot(&dq.view().insert_axis(ndarray::Axis(0)))
+            / p2);
+    let w = w_run.params.w.as_ref().unwrap();
+    let err = (&mapped - w).iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let scale = w.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    assert!(err <= tol64 * scale, "W mapping error {err:e}");
+}
+
+/// Lemma A.6 for one step in exact rational arithmetic: with the gradient g = dL/dq
+/// taken as given (the f64 value, exactly), one W-mode step and one p-mode step with
+/// step alpha ||p||^2 give the same q exactly, and W(1) = W(0) + p (q(1) - q(0))^T / ||p||^2.
+#[test]
+fn one_step_is_exact_in_rationals() {
+    let (wc, _) = configs(6, 1);
+    let data = Dataset::generate(&wc);
+    let mut tr = Trainer::new(&wc, &data);
+    tr.forward_backward().unwrap();
+    let d = wc.d;
+    let p: Vec<BigRational> = tr.params.p.iter().map(|v| rat(*v)).collect();
+    let w0 = tr.params.w.as_ref().unwrap();
+    let w0: Vec<Vec<BigRational>> = (0..d)
+        .map(|m| (0..d).map(|k| rat(w0[[m, k]])).collect())
+        .collect();
+    let g: Vec<BigRational> = tr.grad_q.iter().map(|v| rat(*v)).collect();
+    let alpha = rat(wc.step_size);
+    let q_of = |w: &Vec<Vec<BigRational>>| -> Vec<BigRational> {
+        (0..d)
+            .map(|k| (0..d).fold(BigRational::zero(), |acc, m| acc + &w[m][k] * &p[m]))
+            .collect()
+    };
+    let q0 = q_of(&w0);
+    // W-mode step
+    let w1: Vec<Vec<BigRational>> = (0..d)
+        .map(|m| (0..d).map(|k| &w0[m][k] - &alpha * &p[m] * &g[k]).collect())
+        .collect();
+    let q_w = q_of(&w1);
+    // p-mode step from p(0) = q(0) with step alpha ||p||^2
+    let p2 = p.iter().fold(BigRational::zero(), |a, v| a + v * v);
+    let q_p: Vec<BigRational> = (0..d).map(|k| &q0[k] - &alpha * &p2 * &g[k]).collect();
+    assert_eq!(q_w, q_p);
+    assert!(q_w != q0, "the step moved q");
+    for m in 0..d {
+        for k in 0..d {
+            let mapped = &w0[m][k] + &p[m] * (&q_p[k] - &q0[k]) / &p2;
+            assert_eq!(mapped, w1[m][k], "W[{m},{k}]");
+        }
+    }
+}
