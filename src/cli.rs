@@ -34,8 +34,31 @@ enum Command {
     Compare(CompareArgs),
     /// Sweep the score gap on one sequence: where does each f64 formulation break?
     Saturation(SaturationArgs),
+    /// Train at several label-noise rates and seeds; CSV, JSON and an SVG plot.
+    Sweep(SweepArgs),
     /// Print a config (the default, a preset, or a file with overrides) as TOML.
     Config(ConfigArgs),
+}
+
+#[derive(Args, Debug)]
+struct SweepArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Label-noise rates, comma separated.
+    #[arg(long, value_name = "ETAS", value_delimiter = ',', default_values_t = [0.5, 0.6, 0.65, 0.7, 0.725, 0.75, 0.8, 0.85])]
+    etas: Vec<f64>,
+    /// Seeds, comma separated.
+    #[arg(long, value_name = "SEEDS", value_delimiter = ',', default_values_t = [0u64, 1, 2])]
+    seeds: Vec<u64>,
+    /// Write sweep.csv, sweep.json and sweep.svg into DIR.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print exactly one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -86,9 +109,10 @@ struct ConfigArgs {
     /// TOML file; its keys override the preset (default: the balanced setting).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Embedded preset: balanced, large-noise, large-signal.
-    #[arg(long, value_name = "NAME", default_value = "balanced")]
-    preset: String,
+    /// Embedded preset: balanced (default; `sweep`: label-noise-sweep), large-noise,
+    /// large-signal, label-noise-sweep.
+    #[arg(long, value_name = "NAME")]
+    preset: Option<String>,
     /// Override the seed.
     #[arg(long, value_name = "S")]
     seed: Option<u64>,
@@ -114,7 +138,14 @@ struct RunArgs {
 
 impl ConfigArgs {
     fn load(&self) -> Result<Config> {
-        let preset = Preset::from_name(&self.preset)?;
+        self.load_with_default(Preset::Balanced)
+    }
+
+    fn load_with_default(&self, default: Preset) -> Result<Config> {
+        let preset = match &self.preset {
+            Some(name) => Preset::from_name(name)?,
+            None => default,
+        };
         let mut cfg = match &self.config {
             None => preset.config(),
             Some(path) => {
@@ -157,6 +188,7 @@ where
     let result = match cli.command {
         Command::Run(args) => run(&args),
         Command::Compare(args) => compare(&args),
+        Command::Sweep(args) => sweep(&args),
         Command::Saturation(args) => saturation(&args),
         Command::Config(args) => args.load().map(|c| print!("{}", c.to_toml())),
     };
@@ -221,6 +253,74 @@ fn run(args: &RunArgs) -> Result<()> {
         secs,
         1e6 * secs / cfg.steps.max(1) as f64
     );
+    Ok(())
+}
+
+fn sweep(args: &SweepArgs) -> Result<()> {
+    let base = args.config.load_with_default(Preset::LabelNoiseSweep)?;
+    for &eta in &args.etas {
+        Config {
+            eta,
+            ..base.clone()
+        }
+        .validate()?;
+    }
+    let t0 = Instant::now();
+    let total = (args.etas.len() * args.seeds.len()) as u64;
+    let bar = progress_bar(total, args.quiet);
+    let report = crate::sweep::sweep(&base, &args.etas, &args.seeds, &mut |done, _| {
+        bar.set_position(done as u64)
+    })?;
+    bar.finish_and_clear();
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        let json = serde_json::to_string_pretty(&report).expect("report serialises");
+        crate::trajectory::write_atomic(&dir.join("sweep.json"), json.as_bytes())?;
+        crate::trajectory::write_atomic(&dir.join("sweep.csv"), report.to_csv().as_bytes())?;
+        crate::trajectory::write_atomic(
+            &dir.join("sweep.svg"),
+            report.chart().to_svg().as_bytes(),
+        )?;
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else {
+        let c = &report.config;
+        let mut out = format!(
+            "tokensel sweep: d = {}, ||mu|| = {}, rho = {}, n = {}, {} steps, seeds {:?}\n\n  {:>7}{:>12}{:>10}{:>10}{:>12}{:>12}\n",
+            c.d,
+            c.mu_norm,
+            c.rho,
+            c.n_train,
+            c.steps,
+            args.seeds,
+            "eta",
+            "test mean",
+            "min",
+            "max",
+            "train mean",
+            "clean on R"
+        );
+        for p in &report.points {
+            out += &format!(
+                "  {:>7}{:>12.4}{:>10.4}{:>10.4}{:>12.4}{:>12.4}\n",
+                p.eta, p.test_mean, p.test_min, p.test_max, p.train_mean, p.clean_r_mean
+            );
+        }
+        if let Some(dir) = &args.out {
+            out += &format!("\n  written: {}/sweep.{{csv,json,svg}}\n", dir.display());
+        }
+        print!("{out}");
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    eprintln!("wall time {:.2} s", t0.elapsed().as_secs_f64());
     Ok(())
 }
 
@@ -298,6 +398,11 @@ fn compare_table(r: &crate::compare::Report) -> String {
         a.first_total_step.map_or("-".into(), |s| s.to_string()),
         a.max_fraction
     );
+    if let Some(step) = r.judge_out_of_range {
+        out += &format!(
+            "  WARNING: from step {step} the score gap exceeds the twin's own exponent range; exp underflows in MPFR too and agreement there proves nothing\n"
+        );
+    }
     if let Some(p) = &r.predictor {
         out += &match &p.first_mismatch {
             None => {

@@ -114,6 +114,10 @@ pub struct Report {
     pub absorption: Absorption,
     /// The f64 predictor's verdict (when run).
     pub predictor: Option<Predictor>,
+    /// First step at which a score gap exceeded what the twin itself can represent
+    /// (exp(-gap) below MPFR's smallest exponent): from there on the judge underflows
+    /// too, and agreement on 0 proves nothing.
+    pub judge_out_of_range: Option<u64>,
     /// Errors at the log-spaced checkpoints.
     pub checkpoints: Vec<Row>,
 }
@@ -232,12 +236,17 @@ pub fn compare(
     });
     let mut rows = Vec::new();
     let mut q_before = vec![0.0; cfg.d];
+    let mut judge_out_of_range = None;
+    let gap_limit = -(rug::float::exp_min() as f64) * std::f64::consts::LN_2;
     loop {
         let step = a.step;
         a.forward_backward()?;
         b.forward_backward()?;
         let errs = errors(&a, &b);
         let gap = b.att.iter().map(|t| t.gap.to_f64()).fold(0.0, f64::max);
+        if gap > gap_limit && judge_out_of_range.is_none() {
+            judge_out_of_range = Some(step);
+        }
         for k in 0..7 {
             max[k] = max[k].max(errs[k]);
             sum[k] += errs[k];
@@ -332,6 +341,7 @@ pub fn compare(
         saturation,
         absorption,
         predictor,
+        judge_out_of_range,
         checkpoints: rows,
     })
 }

@@ -229,11 +229,18 @@ pub enum Preset {
     LargeNoise,
     /// Large signal (no overfitting), Figure 3(c).
     LargeSignal,
+    /// The label-noise sweep setting (d = 6000, ||mu|| = 100, rho = 0.05, n = 100).
+    LabelNoiseSweep,
 }
 
 impl Preset {
     /// All presets.
-    pub const ALL: [Preset; 3] = [Preset::Balanced, Preset::LargeNoise, Preset::LargeSignal];
+    pub const ALL: [Preset; 4] = [
+        Preset::Balanced,
+        Preset::LargeNoise,
+        Preset::LargeSignal,
+        Preset::LabelNoiseSweep,
+    ];
 
     /// The preset's command-line name.
     pub fn name(self) -> &'static str {
@@ -241,6 +248,7 @@ impl Preset {
             Preset::Balanced => "balanced",
             Preset::LargeNoise => "large-noise",
             Preset::LargeSignal => "large-signal",
+            Preset::LabelNoiseSweep => "label-noise-sweep",
         }
     }
 
@@ -264,6 +272,7 @@ impl Preset {
             Preset::Balanced => BALANCED_TOML,
             Preset::LargeNoise => include_str!("presets/large_noise.toml"),
             Preset::LargeSignal => include_str!("presets/large_signal.toml"),
+            Preset::LabelNoiseSweep => include_str!("presets/label_noise_sweep.toml"),
         }
     }
 

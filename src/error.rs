@@ -36,7 +36,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A quantity became NaN or infinite during training.
-    #[error("non-finite {quantity} at step {step} (sample {sample:?}): training stopped")]
+    #[error("non-finite {quantity} at step {step}{}: training stopped", sample_text(.sample))]
     NonFinite {
         /// The step (number of updates done) at which it was found.
         step: u64,
@@ -45,6 +45,10 @@ pub enum Error {
         /// Training sample index, where the quantity belongs to one.
         sample: Option<usize>,
     },
+}
+
+fn sample_text(sample: &Option<usize>) -> String {
+    sample.map_or(String::new(), |i| format!(", training sample {i}"))
 }
 
 impl Error {

@@ -17,6 +17,8 @@
 //! - [`saturation`]: the gap sweep that locates each formulation's breaking point;
 //! - [`exact`]: exact rational cross-checks and a rigorous enclosure of exp;
 //! - [`trajectory`]: the trajectory format every trainer emits, and the run summary;
+//! - [`sweep`]: label-noise sweeps over eta and seeds;
+//! - [`plot`]: dependency-free SVG charts;
 //! - [`cli`]: the `tokensel` command line.
 
 #![warn(missing_docs)]
@@ -29,8 +31,10 @@ pub mod error;
 pub mod exact;
 pub mod linalg;
 pub mod model;
+pub mod plot;
 pub mod rng;
 pub mod saturation;
+pub mod sweep;
 pub mod train;
 pub mod trajectory;
 pub mod twin;

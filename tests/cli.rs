@@ -188,3 +188,108 @@ fn bad_flags_and_files_exit_2() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn sweep_writes_csv_json_and_svg() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("tiny.toml");
+    std::fs::write(
+        &cfg,
+        "d = 30\nn_train = 10\nn_test = 40\nmu_norm = 5.0\nsteps = 40\n",
+    )
+    .unwrap();
+    let dir = tmp.path().join("sweep");
+    let o = tokensel(&[
+        "sweep",
+        "--quiet",
+        "--json",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--etas",
+        "0.1,0.3",
+        "--seeds",
+        "0,1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let v = json(&o);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 4);
+    assert_eq!(v["points"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        v["config"]["layout"]["relevant"], 2,
+        "sweep defaults to the sweep preset"
+    );
+    let csv = std::fs::read_to_string(dir.join("sweep.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 5);
+    let svg = std::fs::read_to_string(dir.join("sweep.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert!(svg.contains("polyline"));
+    let bad = tokensel(&["sweep", "--etas", "1.5", "--quiet"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("`eta`"));
+}
+
+/// Non-finite guard: a step so large that q overflows stops the run with exit code 1
+/// and a message naming the step, the quantity and the sample; nothing on stdout.
+#[test]
+fn non_finite_values_stop_the_run_with_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("huge.toml");
+    std::fs::write(
+        &cfg,
+        "d = 20\nn_train = 4\nn_test = 4\nstep_size = 1.7e308\nsteps = 10\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let o = tokensel(&[
+        "run",
+        "--quiet",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("non-finite f at step 1, training sample 0"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+    assert!(!out.exists(), "no output written for a failed run");
+}
+
+/// When score gaps pass MPFR's own exponent range the compare report says the judge is
+/// out of range instead of reporting agreement on underflowed zeros.
+#[test]
+fn compare_flags_a_judge_out_of_range() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("wild.toml");
+    std::fs::write(
+        &cfg,
+        "d = 20\nn_train = 4\nn_test = 4\nstep_size = 1e305\nsteps = 3\n",
+    )
+    .unwrap();
+    let v = json(&tokensel(&[
+        "compare",
+        "--quiet",
+        "--json",
+        "--config",
+        cfg.to_str().unwrap(),
+    ]));
+    assert_eq!(v["judge_out_of_range"], 1);
+    let ok = json(&tokensel(&[
+        "compare", "--quiet", "--json", "--steps", "3", "--prec", "128",
+    ]));
+    assert!(ok["judge_out_of_range"].is_null());
+    assert_eq!(ok["prec_bits"], 128);
+    for key in [
+        "max_rel_err",
+        "first_exceed",
+        "saturation",
+        "error_ulps",
+        "predictor",
+    ] {
+        assert!(ok.get(key).is_some(), "missing {key}");
+    }
+}

@@ -1,0 +1,192 @@
+//! Minimal, dependency-free SVG line charts (deterministic text output).
+
+use std::fmt::Write;
+
+/// One line of a chart.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// Legend label.
+    pub label: String,
+    /// Points (x, y); non-finite points are skipped.
+    pub points: Vec<(f64, f64)>,
+    /// SVG colour.
+    pub color: &'static str,
+    /// Dashed line.
+    pub dashed: bool,
+}
+
+/// A chart: axes ranges, labels and series.
+#[derive(Debug, Clone)]
+pub struct Chart {
+    /// Title above the plot.
+    pub title: String,
+    /// x-axis label.
+    pub x_label: String,
+    /// y-axis label.
+    pub y_label: String,
+    /// x range.
+    pub x_range: (f64, f64),
+    /// y range.
+    pub y_range: (f64, f64),
+    /// Logarithmic x axis (base 10).
+    pub log_x: bool,
+    /// The lines.
+    pub series: Vec<Series>,
+    /// Vertical marker lines (x, label).
+    pub markers: Vec<(f64, String)>,
+}
+
+const W: f64 = 720.0;
+const H: f64 = 440.0;
+const L: f64 = 70.0;
+const R: f64 = 180.0;
+const T: f64 = 40.0;
+const B: f64 = 55.0;
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+impl Chart {
+    fn px(&self, x: f64) -> f64 {
+        let (a, b) = self.x_range;
+        let t = if self.log_x {
+            (x.log10() - a.log10()) / (b.log10() - a.log10())
+        } else {
+            (x - a) / (b - a)
+        };
+        L + t * (W - L - R)
+    }
+
+    fn py(&self, y: f64) -> f64 {
+        let (a, b) = self.y_range;
+        H - B - (y - a) / (b - a) * (H - T - B)
+    }
+
+    /// The chart as an SVG document.
+    pub fn to_svg(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">"#
+        );
+        let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="22" text-anchor="middle" font-size="14">{}</text>"#,
+            (L + W - R) / 2.0,
+            esc(&self.title)
+        );
+        let (x0, x1, y0, y1) = (L, W - R, T, H - B);
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x0}" y="{y0}" width="{}" height="{}" fill="none" stroke="black"/>"#,
+            x1 - x0,
+            y1 - y0
+        );
+        // y ticks: 5 intervals
+        for k in 0..=5 {
+            let v = self.y_range.0 + (self.y_range.1 - self.y_range.0) * k as f64 / 5.0;
+            let y = self.py(v);
+            let _ = writeln!(
+                s,
+                r##"<line x1="{x0}" y1="{y:.1}" x2="{x1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+                x0 - 6.0,
+                y + 4.0,
+                fmt_tick(v)
+            );
+        }
+        // x ticks: decades on a log axis, 5 intervals otherwise
+        let ticks: Vec<f64> = if self.log_x {
+            let (a, b) = (
+                self.x_range.0.log10().ceil() as i32,
+                self.x_range.1.log10().floor() as i32,
+            );
+            (a..=b).map(|e| 10f64.powi(e)).collect()
+        } else {
+            (0..=5)
+                .map(|k| self.x_range.0 + (self.x_range.1 - self.x_range.0) * k as f64 / 5.0)
+                .collect()
+        };
+        for v in ticks {
+            let x = self.px(v);
+            let _ = writeln!(
+                s,
+                r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{y1}" stroke="#eee"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
+                y1 + 16.0,
+                fmt_tick(v)
+            );
+        }
+        for (v, label) in &self.markers {
+            let x = self.px(*v);
+            let _ = writeln!(
+                s,
+                r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{y1}" stroke="#c00" stroke-dasharray="4 3"/><text x="{:.1}" y="{}" fill="#c00">{}</text>"##,
+                x + 3.0,
+                y0 + 14.0,
+                esc(label)
+            );
+        }
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+            (x0 + x1) / 2.0,
+            H - 12.0,
+            esc(&self.x_label)
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="16" y="{}" text-anchor="middle" transform="rotate(-90 16 {})">{}</text>"#,
+            (y0 + y1) / 2.0,
+            (y0 + y1) / 2.0,
+            esc(&self.y_label)
+        );
+        for (k, ser) in self.series.iter().enumerate() {
+            let pts: Vec<String> = ser
+                .points
+                .iter()
+                .filter(|(x, y)| x.is_finite() && y.is_finite() && (!self.log_x || *x > 0.0))
+                .map(|(x, y)| format!("{:.2},{:.2}", self.px(*x), self.py(*y)))
+                .collect();
+            let dash = if ser.dashed {
+                r#" stroke-dasharray="6 4""#
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                s,
+                r#"<polyline fill="none" stroke="{}" stroke-width="2"{dash} points="{}"/>"#,
+                ser.color,
+                pts.join(" ")
+            );
+            let ly = y0 + 10.0 + 18.0 * k as f64;
+            let _ = writeln!(
+                s,
+                r#"<line x1="{}" y1="{ly}" x2="{}" y2="{ly}" stroke="{}" stroke-width="2"{dash}/><text x="{}" y="{}">{}</text>"#,
+                x1 + 10.0,
+                x1 + 34.0,
+                ser.color,
+                x1 + 40.0,
+                ly + 4.0,
+                esc(&ser.label)
+            );
+        }
+        s + "</svg>\n"
+    }
+}
+
+fn fmt_tick(v: f64) -> String {
+    if v != 0.0 && (v.abs() >= 1e4 || v.abs() < 1e-2) {
+        format!("{v:.0e}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// A fixed palette.
+pub const COLORS: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f",
+];

@@ -1,0 +1,210 @@
+//! Label-noise sweep: train at several eta and seeds, report accuracy and token
+//! selection per run, summarise the seed spread per eta (SPEC section 5: the paper's
+//! abrupt benign -> harmful change between eta = 0.70 and 0.75).
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+use crate::plot::{COLORS, Chart, Series};
+use crate::train::Trainer;
+use crate::trajectory::PerGroup;
+
+/// One run of the sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// Label-noise rate.
+    pub eta: f64,
+    /// Seed.
+    pub seed: u64,
+    /// Final training accuracy (observed labels).
+    pub train_accuracy: f64,
+    /// Final test accuracy (true labels).
+    pub test_accuracy: f64,
+    /// Fraction of clean samples whose top token lies in each group.
+    pub clean_selection: Option<PerGroup>,
+    /// Fraction of noisy samples whose top token lies in each group.
+    pub noisy_selection: Option<PerGroup>,
+}
+
+/// Seed spread at one eta.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// Label-noise rate.
+    pub eta: f64,
+    /// Mean test accuracy over seeds.
+    pub test_mean: f64,
+    /// Lowest test accuracy over seeds.
+    pub test_min: f64,
+    /// Highest test accuracy over seeds.
+    pub test_max: f64,
+    /// Mean train accuracy over seeds.
+    pub train_mean: f64,
+    /// Mean fraction of clean samples selecting a relevant token.
+    pub clean_r_mean: f64,
+}
+
+/// The sweep's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Every run, eta-major.
+    pub runs: Vec<Run>,
+    /// Per eta.
+    pub points: Vec<Point>,
+    /// The base config (eta and seed varied).
+    pub config: Config,
+}
+
+/// Run `base` at every eta and seed. `progress(done, total)` after each run.
+pub fn sweep(
+    base: &Config,
+    etas: &[f64],
+    seeds: &[u64],
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Report> {
+    if etas.is_empty() || seeds.is_empty() {
+        return Err(Error::config(
+            "eta/seeds",
+            "need at least one eta and one seed",
+        ));
+    }
+    let total = etas.len() * seeds.len();
+    let mut runs = Vec::with_capacity(total);
+    for &eta in etas {
+        for &seed in seeds {
+            let cfg = Config {
+                eta,
+                seed,
+                ..base.clone()
+            };
+            cfg.validate()?;
+            let data = Dataset::generate(&cfg);
+            let t = Trainer::run(&cfg, &data, &mut |_| {})?;
+            let end = t.last();
+            runs.push(Run {
+                eta,
+                seed,
+                train_accuracy: end.train_accuracy,
+                test_accuracy: end.test_accuracy,
+                clean_selection: end.selection.clean,
+                noisy_selection: end.selection.noisy,
+            });
+            progress(runs.len(), total);
+        }
+    }
+    let points = etas
+        .iter()
+        .map(|&eta| {
+            let rs: Vec<&Run> = runs.iter().filter(|r| r.eta == eta).collect();
+            let n = rs.len() as f64;
+            let test: Vec<f64> = rs.iter().map(|r| r.test_accuracy).collect();
+            Point {
+                eta,
+                test_mean: test.iter().sum::<f64>() / n,
+                test_min: test.iter().copied().fold(f64::INFINITY, f64::min),
+                test_max: test.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                train_mean: rs.iter().map(|r| r.train_accuracy).sum::<f64>() / n,
+                clean_r_mean: rs
+                    .iter()
+                    .map(|r| r.clean_selection.map_or(0.0, |p| p.r))
+                    .sum::<f64>()
+                    / n,
+            }
+        })
+        .collect();
+    Ok(Report {
+        runs,
+        points,
+        config: base.clone(),
+    })
+}
+
+impl Report {
+    /// One CSV row per run.
+    pub fn to_csv(&self) -> String {
+        let mut out = String::from(
+            "eta,seed,train_accuracy,test_accuracy,clean_R,clean_W_same,clean_W_opposite,clean_I,noisy_R,noisy_W_same,noisy_W_opposite,noisy_I\n",
+        );
+        for r in &self.runs {
+            let cells = |p: Option<PerGroup>| {
+                p.map_or(",,,".to_string(), |p| {
+                    p.to_array().map(|v| v.to_string()).join(",")
+                })
+            };
+            out += &format!(
+                "{},{},{},{},{},{}\n",
+                r.eta,
+                r.seed,
+                r.train_accuracy,
+                r.test_accuracy,
+                cells(r.clean_selection),
+                cells(r.noisy_selection)
+            );
+        }
+        out
+    }
+
+    /// Accuracy against eta: test mean, min and max over seeds, train mean, and the
+    /// fraction of clean samples selecting R.
+    pub fn chart(&self) -> Chart {
+        let pts = |f: &dyn Fn(&Point) -> f64| self.points.iter().map(|p| (p.eta, f(p))).collect();
+        let (lo, hi) = self
+            .points
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+                (a.min(p.eta), b.max(p.eta))
+            });
+        Chart {
+            title: format!(
+                "label-noise sweep: d = {}, ||mu|| = {}, n = {}, {} seed(s)",
+                self.config.d,
+                self.config.mu_norm,
+                self.config.n_train,
+                self.runs.len() / self.points.len().max(1)
+            ),
+            x_label: "label noise eta".into(),
+            y_label: "accuracy / fraction".into(),
+            x_range: if hi > lo {
+                (lo, hi)
+            } else {
+                (lo - 0.05, lo + 0.05)
+            },
+            y_range: (0.0, 1.0),
+            log_x: false,
+            series: vec![
+                Series {
+                    label: "test (mean)".into(),
+                    points: pts(&|p| p.test_mean),
+                    color: COLORS[0],
+                    dashed: false,
+                },
+                Series {
+                    label: "test (min)".into(),
+                    points: pts(&|p| p.test_min),
+                    color: COLORS[0],
+                    dashed: true,
+                },
+                Series {
+                    label: "test (max)".into(),
+                    points: pts(&|p| p.test_max),
+                    color: COLORS[7],
+                    dashed: true,
+                },
+                Series {
+                    label: "train (mean)".into(),
+                    points: pts(&|p| p.train_mean),
+                    color: COLORS[1],
+                    dashed: false,
+                },
+                Series {
+                    label: "clean on R".into(),
+                    points: pts(&|p| p.clean_r_mean),
+                    color: COLORS[2],
+                    dashed: false,
+                },
+            ],
+            markers: vec![],
+        }
+    }
+}
