@@ -14,6 +14,7 @@
 //! The twin (`crate::twin::train`) implements the same loop in MPFR.
 
 use ndarray::{Array1, Array2};
+use rayon::prelude::*;
 
 use crate::config::{Config, Formulation, Mode, PInit, WInit};
 use crate::data::{Dataset, Split};
@@ -124,7 +125,10 @@ pub struct Trainer<'a> {
     pub f: Vec<f64>,
     /// Per-sample gradient contributions v_i = c_i df_i/dq, shape (n, d).
     contrib: Array2<f64>,
-    scratch: Vec<f64>,
+    /// Per-sample work space (xbar), shape (n, d).
+    scratch: Array2<f64>,
+    /// Per-sample loss terms l(Y_i f_i).
+    loss_terms: Vec<f64>,
     /// Steps done.
     pub step: u64,
 }
@@ -155,7 +159,8 @@ impl<'a> Trainer<'a> {
             ],
             f: vec![0.0; n],
             contrib: Array2::zeros((n, d)),
-            scratch: vec![0.0; d],
+            scratch: Array2::zeros((n, d)),
+            loss_terms: vec![0.0; n],
             step: 0,
         }
     }
@@ -167,40 +172,68 @@ impl<'a> Trainer<'a> {
     }
 
     /// Evaluate loss, per-sample states and dL/dq at the current parameters.
+    ///
+    /// Samples are processed in parallel (rayon), each into its own buffers; the loss
+    /// terms and the per-sample gradients v_i are then summed in sample order, so the
+    /// result is bit-identical for every thread count.
     pub fn forward_backward(&mut self) -> Result<()> {
         let train = &self.data.train;
         let form = self.cfg.formulation;
-        let n = train.len();
+        let (n, t, d) = train.x.dim();
+        let q = &self.q;
+        self.z
+            .as_slice_mut()
+            .expect("standard layout")
+            .par_chunks_mut(t)
+            .zip(
+                self.s
+                    .as_slice_mut()
+                    .expect("standard layout")
+                    .par_chunks_mut(t),
+            )
+            .zip(
+                self.contrib
+                    .as_slice_mut()
+                    .expect("standard layout")
+                    .par_chunks_mut(d),
+            )
+            .zip(
+                self.scratch
+                    .as_slice_mut()
+                    .expect("standard layout")
+                    .par_chunks_mut(d),
+            )
+            .zip(self.att.par_iter_mut())
+            .zip(self.f.par_iter_mut())
+            .zip(self.loss_terms.par_iter_mut())
+            .enumerate()
+            .for_each(|(i, ((((((z, s), v), scratch), att), f), loss_i))| {
+                let (a, fi) = forward(train, i, q, form, z, s);
+                let y = train.y[i] as f64;
+                let u = y * fi;
+                *loss_i = model::loss(u);
+                let coef = (model::loss_derivative(u) * y) / n as f64;
+                let g = train.g.row(i);
+                model::grad_q(
+                    train.tokens(i),
+                    s,
+                    g.as_slice().expect("contiguous"),
+                    &a,
+                    fi,
+                    coef,
+                    form,
+                    scratch,
+                    v,
+                );
+                *att = a;
+                *f = fi;
+            });
+        if let Some(i) = self.f.iter().position(|f| !f.is_finite()) {
+            return Err(self.non_finite("f", Some(i)));
+        }
         let mut loss_sum = 0.0;
-        for i in 0..n {
-            let mut z = self.z.row_mut(i);
-            let mut s = self.s.row_mut(i);
-            let (zs, ss) = (
-                z.as_slice_mut().expect("contiguous"),
-                s.as_slice_mut().expect("contiguous"),
-            );
-            let (att, f) = forward(train, i, &self.q, form, zs, ss);
-            if !f.is_finite() {
-                return Err(self.non_finite("f", Some(i)));
-            }
-            let y = train.y[i] as f64;
-            let u = y * f;
-            loss_sum += model::loss(u);
-            let coef = (model::loss_derivative(u) * y) / n as f64;
-            let mut v = self.contrib.row_mut(i);
-            model::grad_q(
-                train.tokens(i),
-                ss,
-                train.g.row(i).as_slice().expect("contiguous"),
-                &att,
-                f,
-                coef,
-                form,
-                &mut self.scratch,
-                v.as_slice_mut().expect("contiguous"),
-            );
-            self.att[i] = att;
-            self.f[i] = f;
+        for l in &self.loss_terms {
+            loss_sum += l;
         }
         self.loss = loss_sum / n as f64;
         self.grad_q.fill(0.0);
@@ -212,8 +245,9 @@ impl<'a> Trainer<'a> {
         if !self.loss.is_finite() {
             return Err(self.non_finite("loss", None));
         }
-        if self.grad_q.iter().any(|g| !g.is_finite()) {
-            return Err(self.non_finite("grad_q", None));
+        if let Some(k) = self.grad_q.iter().position(|g| !g.is_finite()) {
+            let sample = self.contrib.column(k).iter().position(|v| !v.is_finite());
+            return Err(self.non_finite("grad_q", sample));
         }
         Ok(())
     }

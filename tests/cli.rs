@@ -156,6 +156,26 @@ fn bad_configs_are_refused_with_the_field_named() {
         ("mode = \"W\"", "`init.p`"),
         ("d = 100000000\nn_test = 100000", "GiB"),
         ("seed = ", "line 1"),
+        ("n_test = 0", "`n_test`"),
+        ("sigma = -1.0", "`sigma`"),
+        ("steps = 2000000000", "`steps`"),
+        (
+            "[record]\ncheckpoints_per_decade = 0",
+            "`record.checkpoints_per_decade`",
+        ),
+        ("[init]\np_scale = -1.0", "`init.p_scale`"),
+        ("d = 1", "`d`"),
+        ("signals = \"diagonal\"", "signals"),
+        ("flips = \"sometimes\"", "flips"),
+        ("[layout]\ntokens = \"8\"", "tokens"),
+        ("eta = nan", "`eta`"),
+        ("rho = inf", "`rho`"),
+        ("[layout", "line 1"),
+        ("d = 1e3", "d"),
+        ("seed = -1", "seed"),
+        ("mu_norm = -5.0", "`mu_norm`"),
+        ("formulation = \"fast\"", "formulation"),
+        ("[init]\nw = \"random\"", "w"),
     ];
     for (body, needle) in cases {
         let o = bad_config(body);
@@ -183,6 +203,15 @@ fn bad_flags_and_files_exit_2() {
         vec!["run", "--preset", "nope"],
         vec!["run", "--config", "/nonexistent/config.toml"],
         vec!["fly"],
+        vec!["compare", "--prec", "10"],
+        vec!["compare", "--tol", "0"],
+        vec!["compare", "--tol", "nan"],
+        vec!["saturation", "--sample", "99"],
+        vec!["saturation", "--points", "1"],
+        vec!["run", "--seed", "-3"],
+        vec!["sweep", "--seeds", "a"],
+        vec!["sweep", "--etas", "0.2,x"],
+        vec!["run", "--config"],
     ] {
         let o = tokensel(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));

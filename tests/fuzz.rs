@@ -1,0 +1,57 @@
+//! Random input to the parsers (config TOML, trajectory JSON): errors, never panics.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use tokensel::config::Config;
+use tokensel::trajectory::Trajectory;
+
+const VALID: &str =
+    "seed = 3\nd = 40\nn_train = 5\neta = 0.2\n[layout]\ntokens = 8\n[init]\np = \"gaussian\"\n";
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_never_panic_the_parsers(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        let text = String::from_utf8_lossy(&bytes);
+        let _ = Config::from_toml_str(&text, Path::new("fuzz"));
+        let _ = Trajectory::from_json(&text, Path::new("fuzz"));
+    }
+
+    /// Mutating one byte of a valid config, or truncating it, gives a valid config or a
+    /// typed error; whatever parses also validates.
+    #[test]
+    fn mutated_configs_parse_or_fail_cleanly(pos in 0usize..VALID.len(), byte in any::<u8>(), cut in 0usize..VALID.len()) {
+        let mut b = VALID.as_bytes().to_vec();
+        b[pos] = byte;
+        for text in [String::from_utf8_lossy(&b).into_owned(), VALID[..cut].to_string()] {
+            if let Ok(cfg) = Config::from_toml_str(&text, Path::new("fuzz")) {
+                prop_assert!(cfg.validate().is_ok());
+            }
+        }
+    }
+}
+
+/// Truncated and corrupted trajectory files are refused with a parse error.
+#[test]
+fn corrupted_trajectories_are_refused() {
+    let cfg = Config {
+        d: 10,
+        n_train: 3,
+        n_test: 3,
+        steps: 5,
+        ..Config::default()
+    };
+    let data = tokensel::data::Dataset::generate(&cfg);
+    let t = tokensel::train::Trainer::run(&cfg, &data, &mut |_| {}).unwrap();
+    let text = t.to_json();
+    assert_eq!(Trajectory::from_json(&text, Path::new("t")).unwrap(), t);
+    for cut in [0, 1, text.len() / 3, text.len() - 2] {
+        let e = Trajectory::from_json(&text[..cut], Path::new("t")).unwrap_err();
+        assert!(e.is_input_error(), "{e}");
+    }
+    let wrong = text.replace("tokensel-trajectory/1", "tokensel-trajectory/0");
+    let e = Trajectory::from_json(&wrong, Path::new("t")).unwrap_err();
+    assert!(e.to_string().contains("format"), "{e}");
+}
