@@ -30,6 +30,8 @@ struct Cli {
 enum Command {
     /// Train the model (f64) on a config and report accuracy and token selection.
     Run(RunArgs),
+    /// Train with the MPFR twin (slow, any precision); checkpoint and resume long runs.
+    Twin(TwinArgs),
     /// Run the f64 trainer and the MPFR twin step by step and report f64's error.
     Compare(CompareArgs),
     /// Sweep the score gap on one sequence: where does each f64 formulation break?
@@ -38,6 +40,39 @@ enum Command {
     Sweep(SweepArgs),
     /// Print a config (the default, a preset, or a file with overrides) as TOML.
     Config(ConfigArgs),
+}
+
+#[derive(Args, Debug)]
+struct TwinArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Precision in bits.
+    #[arg(long, value_name = "BITS", default_value_t = crate::twin::DEFAULT_PREC)]
+    prec: u32,
+    /// Use the 53-bit f64-predictor arithmetic instead (ignores --prec).
+    #[arg(long)]
+    predictor: bool,
+    /// State file: saved atomically every --save-every steps.
+    #[arg(long, value_name = "FILE")]
+    state: Option<PathBuf>,
+    /// Steps between state saves.
+    #[arg(long, value_name = "K", default_value_t = 100)]
+    save_every: u64,
+    /// Continue from --state if it exists (bit-identical to an uninterrupted run).
+    #[arg(long)]
+    resume: bool,
+    /// Print exactly one JSON object (the summary) on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Write the trajectory into DIR.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+    /// Testing aid: exit abruptly (code 3) after step N, as a crash would.
+    #[arg(long, hide = true, value_name = "N")]
+    stop_after: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -187,6 +222,7 @@ where
     };
     let result = match cli.command {
         Command::Run(args) => run(&args),
+        Command::Twin(args) => twin(&args),
         Command::Compare(args) => compare(&args),
         Command::Sweep(args) => sweep(&args),
         Command::Saturation(args) => saturation(&args),
@@ -253,6 +289,59 @@ fn run(args: &RunArgs) -> Result<()> {
         secs,
         1e6 * secs / cfg.steps.max(1) as f64
     );
+    Ok(())
+}
+
+fn twin(args: &TwinArgs) -> Result<()> {
+    use crate::twin::train::{TwinState, TwinTrainer};
+    let cfg = args.config.load()?;
+    let ar = if args.predictor {
+        crate::twin::Arith::f64_predictor()
+    } else {
+        crate::twin::Arith::truth(args.prec)?
+    };
+    if args.save_every == 0 {
+        return Err(Error::config("save-every", "must be at least 1"));
+    }
+    if args.resume && args.state.is_none() {
+        return Err(Error::config("resume", "needs --state FILE"));
+    }
+    let resume = match (&args.state, args.resume) {
+        (Some(path), true) if path.exists() => Some(TwinState::load(path)?),
+        (Some(path), true) => {
+            eprintln!("no state at {}: starting from step 0", path.display());
+            None
+        }
+        _ => None,
+    };
+    let t0 = Instant::now();
+    let data = Dataset::generate(&cfg);
+    let bar = progress_bar(cfg.steps, args.quiet);
+    let save = args.state.as_deref().map(|p| (p, args.save_every));
+    let stop = args.stop_after;
+    let traj =
+        TwinTrainer::run_resumable(&cfg, &data, ar, cfg.formulation, resume, save, &mut |s| {
+            bar.set_position(s);
+            if stop == Some(s) {
+                std::process::exit(3);
+            }
+        })?;
+    bar.finish_and_clear();
+    if let Some(dir) = &args.out {
+        traj.write_to_dir(dir)?;
+    }
+    let summary = Summary::of(&traj);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&summary).expect("summary serialises")
+        );
+    } else {
+        print!("{}", summary_table(&summary, &traj));
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    eprintln!("wall time {:.2} s", t0.elapsed().as_secs_f64());
     Ok(())
 }
 
@@ -498,6 +587,14 @@ fn group_table(title: &str, by: &ByNoise, n_clean: usize, n_noisy: usize) -> Str
     )
 }
 
+fn trainer_name(t: &crate::trajectory::TrainerInfo) -> String {
+    match t.kind.as_str() {
+        "f64" => "f64".into(),
+        "mpfr" => format!("MPFR {} bits", t.prec_bits),
+        other => other.into(),
+    }
+}
+
 /// The human-readable end-of-run report.
 fn summary_table(s: &Summary, t: &Trajectory) -> String {
     let c = &s.config;
@@ -507,9 +604,15 @@ fn summary_table(s: &Summary, t: &Trajectory) -> String {
         Mode::W => "W-mode (p fixed)",
     };
     let mut out = format!(
-        "tokensel run: {} steps, seed {}, {mode}, f64 {:?}\n  d = {}, ||mu|| = {}, T = {}, n = {} ({} noisy), rho = {}, eta = {}, sigma = {}, alpha = {:e}\n\n",
+        "tokensel {}: {} steps, seed {}, {mode}, {} {:?}\n  d = {}, ||mu|| = {}, T = {}, n = {} ({} noisy), rho = {}, eta = {}, sigma = {}, alpha = {:e}\n\n",
+        if t.trainer.kind == "f64" {
+            "run"
+        } else {
+            "twin"
+        },
         s.steps,
         s.seed,
+        trainer_name(&t.trainer),
         t.trainer.formulation,
         c.d,
         c.mu_norm,

@@ -4,7 +4,10 @@
 //! are recomputed here in the twin's arithmetic from the f64 signals and tokens (the
 //! data); the initial parameters are the f64 trainer's, converted exactly.
 
+use std::path::Path;
+
 use rug::Float;
+use serde::{Deserialize, Serialize};
 
 use super::Arith;
 use super::model::{self, Attention, Work};
@@ -415,11 +418,33 @@ impl<'a> TwinTrainer<'a> {
         form: Formulation,
         progress: &mut dyn FnMut(u64),
     ) -> Result<Trajectory> {
+        TwinTrainer::run_resumable(cfg, data, ar, form, None, None, progress)
+    }
+
+    /// [`TwinTrainer::run`] that can start from a saved [`TwinState`] and save its state
+    /// every `save.1` steps to `save.0` (atomically: temporary file, then rename).
+    /// A resumed run is bit-identical to an uninterrupted one.
+    pub fn run_resumable(
+        cfg: &Config,
+        data: &Dataset,
+        ar: Arith,
+        form: Formulation,
+        resume: Option<TwinState>,
+        save: Option<(&Path, u64)>,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<Trajectory> {
         let schedule = trajectory::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
-        let mut next = schedule.iter().peekable();
         let mut tr = TwinTrainer::new(cfg, data, ar, form);
         let mut checkpoints = Vec::with_capacity(schedule.len());
         let mut cumulative = Cumulative::default();
+        if let Some(state) = resume {
+            state.check(cfg, &ar, form)?;
+            tr.restore(&state)?;
+            checkpoints = state.checkpoints;
+            cumulative = state.cumulative;
+        }
+        let start = tr.step;
+        let mut next = schedule.iter().filter(|s| **s >= start).peekable();
         let (y, y_true) = (&data.train.y, &data.train.y_true);
         loop {
             tr.forward_backward()?;
@@ -432,6 +457,11 @@ impl<'a> TwinTrainer<'a> {
                 break;
             }
             tr.update();
+            if let Some((path, every)) = save {
+                if tr.step.is_multiple_of(every) {
+                    tr.state(cumulative, &checkpoints).save(path)?;
+                }
+            }
             progress(tr.step);
         }
         Ok(Trajectory {
@@ -451,6 +481,144 @@ impl<'a> TwinTrainer<'a> {
             y: data.train.y.clone(),
             checkpoints,
         })
+    }
+
+    /// The resumable state after the last update: step, p, W (exact, hexadecimal), the
+    /// Definition 4.1 sums and the checkpoints recorded so far.
+    pub fn state(&self, cumulative: Cumulative, checkpoints: &[Checkpoint]) -> TwinState {
+        let hex = |v: &[Float]| v.iter().map(|x| x.to_string_radix(16, None)).collect();
+        TwinState {
+            format: STATE_FORMAT.to_string(),
+            config: self.cfg.clone(),
+            prec_bits: self.ar.prec(),
+            f64_predictor: self.ar.emulates_f64(),
+            formulation: self.form,
+            step: self.step,
+            p: hex(&self.p),
+            w: self.w.as_ref().map(|w| hex(w)),
+            cumulative,
+            checkpoints: checkpoints.to_vec(),
+        }
+    }
+
+    /// Restore p, W and the step from a state (q is recomputed).
+    pub fn restore(&mut self, st: &TwinState) -> Result<()> {
+        let prec = self.ar.prec();
+        let parse = |v: &[String], what: &str| -> Result<Vec<Float>> {
+            v.iter()
+                .map(|s| {
+                    Float::parse_radix(s, 16)
+                        .map(|x| Float::with_val(prec, x))
+                        .map_err(|e| state_error(format!("bad {what} value `{s}`: {e}")))
+                })
+                .collect()
+        };
+        let p = parse(&st.p, "p")?;
+        if p.len() != self.p.len() {
+            return Err(state_error(format!(
+                "p has {} entries, d = {}",
+                p.len(),
+                self.p.len()
+            )));
+        }
+        let w = match (&st.w, &self.w) {
+            (Some(w), Some(cur)) if w.len() == cur.len() => Some(parse(w, "W")?),
+            (None, None) => None,
+            _ => return Err(state_error("W does not match the config's mode".into())),
+        };
+        self.p = p;
+        self.w = w;
+        self.step = st.step;
+        self.compute_q();
+        Ok(())
+    }
+}
+
+/// Format tag of twin state files.
+pub const STATE_FORMAT: &str = "tokensel-twin-state/1";
+
+/// A resumable snapshot of a twin run (see [`TwinTrainer::run_resumable`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TwinState {
+    /// Always [`STATE_FORMAT`].
+    pub format: String,
+    /// The run's config (a resumed run must use the same).
+    pub config: Config,
+    /// Precision in bits.
+    pub prec_bits: u32,
+    /// f64-predictor arithmetic.
+    pub f64_predictor: bool,
+    /// Formulation.
+    pub formulation: Formulation,
+    /// Steps done.
+    pub step: u64,
+    /// p, exact hexadecimal MPFR strings.
+    pub p: Vec<String>,
+    /// W (row-major), exact hexadecimal MPFR strings.
+    pub w: Option<Vec<String>>,
+    /// Definition 4.1 sums over steps 0..step-1.
+    pub cumulative: Cumulative,
+    /// Checkpoints recorded so far.
+    pub checkpoints: Vec<Checkpoint>,
+}
+
+fn state_error(message: String) -> Error {
+    Error::Parse {
+        what: "twin state",
+        path: "(state)".into(),
+        message,
+    }
+}
+
+impl TwinState {
+    /// Write atomically.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string(self).expect("state serialises");
+        trajectory::write_atomic(path, text.as_bytes())
+    }
+
+    /// Read a state file.
+    pub fn load(path: &Path) -> Result<TwinState> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let st: TwinState = serde_json::from_str(&text).map_err(|e| Error::Parse {
+            what: "twin state",
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        if st.format != STATE_FORMAT {
+            return Err(Error::Parse {
+                what: "twin state",
+                path: path.to_path_buf(),
+                message: format!("format `{}` is not `{STATE_FORMAT}`", st.format),
+            });
+        }
+        Ok(st)
+    }
+
+    /// Refuse to resume under another config, precision or formulation.
+    pub fn check(&self, cfg: &Config, ar: &Arith, form: Formulation) -> Result<()> {
+        let mismatch = |what: &str| {
+            Err(Error::config(
+                "resume",
+                format!("the saved state has another {what} than this run"),
+            ))
+        };
+        if &self.config != cfg {
+            return mismatch("config");
+        }
+        if self.prec_bits != ar.prec() || self.f64_predictor != ar.emulates_f64() {
+            return mismatch("precision");
+        }
+        if self.formulation != form {
+            return mismatch("formulation");
+        }
+        if self.step > cfg.steps {
+            return mismatch("step count");
+        }
+        Ok(())
     }
 }
 
