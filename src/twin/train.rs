@@ -457,10 +457,8 @@ impl<'a> TwinTrainer<'a> {
                 break;
             }
             tr.update();
-            if let Some((path, every)) = save {
-                if tr.step.is_multiple_of(every) {
-                    tr.state(cumulative, &checkpoints).save(path)?;
-                }
+            if let Some((path, _)) = save.filter(|(_, every)| tr.step.is_multiple_of(*every)) {
+                tr.state(cumulative, &checkpoints).save(path)?;
             }
             progress(tr.step);
         }
