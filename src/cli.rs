@@ -38,8 +38,36 @@ enum Command {
     Saturation(SaturationArgs),
     /// Train at several label-noise rates and seeds; CSV, JSON and an SVG plot.
     Sweep(SweepArgs),
+    /// Compare two saved trajectories; exit 0 when they agree within --rtol, 1 if not.
+    Diff(DiffArgs),
+    /// Draw a trajectory (attention per group) or a compare report (error) as SVG.
+    Plot(PlotArgs),
     /// Print a config (the default, a preset, or a file with overrides) as TOML.
     Config(ConfigArgs),
+}
+
+#[derive(Args, Debug)]
+struct DiffArgs {
+    /// First trajectory.json.
+    a: PathBuf,
+    /// Second trajectory.json.
+    b: PathBuf,
+    /// Relative deviation that counts as a divergence.
+    #[arg(long, value_name = "X", default_value_t = 1e-12)]
+    rtol: f64,
+    /// Print exactly one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct PlotArgs {
+    /// A trajectory.json (from `run --out` / `twin --out`) or a compare report
+    /// (`compare --json > report.json`).
+    input: PathBuf,
+    /// Output SVG file.
+    #[arg(long, value_name = "FIG.svg")]
+    out: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -225,6 +253,8 @@ where
         Command::Twin(args) => twin(&args),
         Command::Compare(args) => compare(&args),
         Command::Sweep(args) => sweep(&args),
+        Command::Diff(args) => diff(&args),
+        Command::Plot(args) => plot(&args),
         Command::Saturation(args) => saturation(&args),
         Command::Config(args) => args.load().map(|c| print!("{}", c.to_toml())),
     };
@@ -342,6 +372,75 @@ fn twin(args: &TwinArgs) -> Result<()> {
     use std::io::Write;
     let _ = std::io::stdout().flush();
     eprintln!("wall time {:.2} s", t0.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn read_text(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn load_trajectory(path: &Path) -> Result<Trajectory> {
+    Trajectory::from_json(&read_text(path)?, path)
+}
+
+/// `Err(Diverged)` carries exit code 1 without an error message of its own.
+fn diff(args: &DiffArgs) -> Result<()> {
+    check_tol(args.rtol)?;
+    let (a, b) = (load_trajectory(&args.a)?, load_trajectory(&args.b)?);
+    let r = crate::diff::diff(&a, &b, args.rtol);
+    if args.json {
+        println!("{}", serde_json::to_string(&r).expect("report serialises"));
+    } else {
+        let mut out = format!(
+            "tokensel diff: {} common checkpoints, rtol {:e}{}\n",
+            r.common_steps,
+            r.rtol,
+            if r.same_config {
+                ""
+            } else {
+                " (configs differ)"
+            }
+        );
+        out += &match (r.first_divergence, &r.first_quantity) {
+            (Some(s), Some(q)) => format!("  first divergence: step {s} in `{q}`\n"),
+            _ if r.bit_identical => "  bit-identical on every common checkpoint\n".to_string(),
+            _ => "  within rtol on every common checkpoint\n".to_string(),
+        };
+        out += "\n  quantity          max rel dev\n";
+        for (k, v) in &r.max_rel_dev {
+            out += &format!("  {k:<16}{v:>13.3e}\n");
+        }
+        out += "\n  group mass        max abs dev\n";
+        for (k, v) in &r.max_group_mass_dev {
+            out += &format!("  {k:<16}{v:>13.3e}\n");
+        }
+        print!("{out}");
+    }
+    if r.first_divergence.is_some() || r.common_steps == 0 {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+fn plot(args: &PlotArgs) -> Result<()> {
+    if args.out.extension().and_then(|e| e.to_str()) != Some("svg") {
+        return Err(Error::config("out", "only .svg output is supported"));
+    }
+    let text = read_text(&args.input)?;
+    let chart = match Trajectory::from_json(&text, &args.input) {
+        Ok(t) => crate::plot::attention_chart(&t),
+        Err(first) => match serde_json::from_str::<crate::compare::Report>(&text) {
+            Ok(r) => crate::plot::error_chart(&r),
+            Err(_) => return Err(first),
+        },
+    };
+    crate::trajectory::write_atomic(&args.out, chart.to_svg().as_bytes())?;
+    println!("wrote {}", args.out.display());
     Ok(())
 }
 

@@ -17,6 +17,7 @@
 //! - [`saturation`]: the gap sweep that locates each formulation's breaking point;
 //! - [`exact`]: exact rational cross-checks and a rigorous enclosure of exp;
 //! - [`trajectory`]: the trajectory format every trainer emits, and the run summary;
+//! - [`diff`]: comparison of two saved trajectories;
 //! - [`sweep`]: label-noise sweeps over eta and seeds;
 //! - [`plot`]: dependency-free SVG charts;
 //! - [`cli`]: the `tokensel` command line.
@@ -27,6 +28,7 @@ pub mod cli;
 pub mod compare;
 pub mod config;
 pub mod data;
+pub mod diff;
 pub mod error;
 pub mod exact;
 pub mod linalg;

@@ -190,3 +190,96 @@ fn fmt_tick(v: f64) -> String {
 pub const COLORS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f",
 ];
+
+/// The paper's Figure 3 style: mean attention mass per token group over steps (log
+/// axis), clean samples solid, noisy samples dashed.
+pub fn attention_chart(t: &crate::trajectory::Trajectory) -> Chart {
+    use crate::config::Group;
+    let mut series = Vec::new();
+    for (k, g) in Group::ALL.into_iter().enumerate() {
+        for noisy in [false, true] {
+            let points = t
+                .checkpoints
+                .iter()
+                .filter(|c| c.step > 0)
+                .filter_map(|c| {
+                    let by = if noisy {
+                        c.attention.noisy
+                    } else {
+                        c.attention.clean
+                    };
+                    by.map(|p| (c.step as f64, p.get(g)))
+                })
+                .collect::<Vec<_>>();
+            if !points.is_empty() {
+                series.push(Series {
+                    label: format!("{} {}", if noisy { "noisy" } else { "clean" }, g.name()),
+                    points,
+                    color: COLORS[k],
+                    dashed: noisy,
+                });
+            }
+        }
+    }
+    let last = t.last().step.max(10) as f64;
+    Chart {
+        title: format!(
+            "attention per token group ({} {} bits, d = {}, ||mu|| = {}, seed {})",
+            t.trainer.kind, t.trainer.prec_bits, t.config.d, t.config.mu_norm, t.config.seed
+        ),
+        x_label: "step".into(),
+        y_label: "mean attention mass".into(),
+        x_range: (1.0, last),
+        y_range: (0.0, 1.0),
+        log_x: true,
+        series,
+        markers: vec![],
+    }
+}
+
+/// f64-vs-twin relative error over steps (log10, log step axis) from a compare report,
+/// with the first tolerance failure marked.
+pub fn error_chart(r: &crate::compare::Report) -> Chart {
+    let mut series = Vec::new();
+    for (k, q) in crate::compare::QUANTITIES.iter().enumerate() {
+        let points = r
+            .checkpoints
+            .iter()
+            .filter(|c| c.step > 0)
+            .map(|c| (c.step as f64, c.rel_err[*q].max(1e-18).log10()))
+            .collect();
+        series.push(Series {
+            label: (*q).to_string(),
+            points,
+            color: COLORS[k],
+            dashed: false,
+        });
+    }
+    let tol = Series {
+        label: format!("tolerance {:e}", r.tolerance),
+        points: vec![
+            (1.0, r.tolerance.log10()),
+            (r.steps.max(10) as f64, r.tolerance.log10()),
+        ],
+        color: "#000",
+        dashed: true,
+    };
+    series.push(tol);
+    let markers = match (r.saturation.step, r.saturation.score_gap) {
+        (Some(s), Some(gap)) if s > 0 => vec![(s as f64, format!("step {s}, gap {gap:.1}"))],
+        _ => vec![],
+    };
+    Chart {
+        title: format!(
+            "f64 ({:?}) vs {}-bit twin: relative error",
+            r.formulation, r.prec_bits
+        ),
+        x_label: "step".into(),
+        y_label: "log10 relative error".into(),
+        x_range: (1.0, r.steps.max(10) as f64),
+        y_range: (-18.0, 1.0),
+        log_x: true,
+        series,
+        markers,
+    }
+}

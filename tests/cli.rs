@@ -322,3 +322,94 @@ fn compare_flags_a_judge_out_of_range() {
         assert!(ok.get(key).is_some(), "missing {key}");
     }
 }
+
+/// `diff`: identical files are bit-identical (exit 0); f64 vs the 128-bit twin agree to
+/// 1e-12 but not bit for bit (exit 0); two seeds diverge at step 0 (exit 1); a corrupted
+/// file is bad input (exit 2). `plot` draws both kinds of input as SVG.
+#[test]
+fn diff_and_plot_saved_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = |n: &str| tmp.path().join(n).to_str().unwrap().to_string();
+    std::fs::write(
+        p("small.toml"),
+        "d = 60\nn_train = 8\nn_test = 40\nmu_norm = 5.0\n",
+    )
+    .unwrap();
+    let cfg = p("small.toml");
+    for (cmd, dir, seed) in [("run", "a", "0"), ("twin", "b", "0"), ("run", "c", "1")] {
+        let o = tokensel(
+            &[
+                cmd,
+                "--quiet",
+                "--config",
+                &cfg,
+                "--steps",
+                "20",
+                "--prec",
+                "128",
+                "--seed",
+                seed,
+                "--out",
+                &p(dir),
+            ]
+            .iter()
+            .copied()
+            .filter(|a| cmd == "twin" || (*a != "--prec" && *a != "128"))
+            .collect::<Vec<_>>(),
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let traj = |d: &str| format!("{}/trajectory.json", p(d));
+    let same = json(&tokensel(&["diff", "--json", &traj("a"), &traj("a")]));
+    assert_eq!(same["bit_identical"], true);
+    let twin = tokensel(&["diff", "--json", &traj("a"), &traj("b")]);
+    let v = json(&twin);
+    assert_eq!(v["bit_identical"], false);
+    assert!(v["first_divergence"].is_null(), "{v}");
+    let seeds = tokensel(&["diff", "--json", &traj("a"), &traj("c")]);
+    assert_eq!(seeds.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&seeds.stdout).unwrap();
+    assert_eq!(v["first_divergence"], 0);
+    std::fs::write(p("bad.json"), "{\"format\": ").unwrap();
+    assert_eq!(
+        tokensel(&["diff", &traj("a"), &p("bad.json")])
+            .status
+            .code(),
+        Some(2)
+    );
+
+    let o = tokensel(&["plot", &traj("a"), "--out", &p("att.svg")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(p("att.svg")).unwrap();
+    assert_eq!(
+        svg.matches("<polyline").count(),
+        8,
+        "4 groups x clean/noisy"
+    );
+    let report = tokensel(&[
+        "compare", "--quiet", "--json", "--config", &cfg, "--steps", "5", "--prec", "128",
+    ]);
+    std::fs::write(p("report.json"), &report.stdout).unwrap();
+    assert!(
+        tokensel(&["plot", &p("report.json"), "--out", &p("err.svg")])
+            .status
+            .success()
+    );
+    assert!(
+        std::fs::read_to_string(p("err.svg"))
+            .unwrap()
+            .contains("relative error")
+    );
+    assert_eq!(
+        tokensel(&["plot", &traj("a"), "--out", &p("x.png")])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        tokensel(&["plot", &p("bad.json"), "--out", &p("y.svg")])
+            .status
+            .code(),
+        Some(2)
+    );
+}
