@@ -38,12 +38,23 @@ enum Command {
     Saturation(SaturationArgs),
     /// Train at several label-noise rates and seeds; CSV, JSON and an SVG plot.
     Sweep(SweepArgs),
+    /// Check a claims file: exit 0 when every claim holds, 1 when one fails, 2 on a bad file.
+    Check(CheckArgs),
     /// Compare two saved trajectories; exit 0 when they agree within --rtol, 1 if not.
     Diff(DiffArgs),
     /// Draw a trajectory (attention per group) or a compare report (error) as SVG.
     Plot(PlotArgs),
     /// Print a config (the default, a preset, or a file with overrides) as TOML.
     Config(ConfigArgs),
+}
+
+#[derive(Args, Debug)]
+struct CheckArgs {
+    /// The claims file (TOML, see `claims/paper.toml`).
+    file: PathBuf,
+    /// Print exactly one JSON array of outcomes on stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -253,6 +264,7 @@ where
         Command::Twin(args) => twin(&args),
         Command::Compare(args) => compare(&args),
         Command::Sweep(args) => sweep(&args),
+        Command::Check(args) => check(&args),
         Command::Diff(args) => diff(&args),
         Command::Plot(args) => plot(&args),
         Command::Saturation(args) => saturation(&args),
@@ -386,7 +398,47 @@ fn load_trajectory(path: &Path) -> Result<Trajectory> {
     Trajectory::from_json(&read_text(path)?, path)
 }
 
-/// `Err(Diverged)` carries exit code 1 without an error message of its own.
+fn check(args: &CheckArgs) -> Result<()> {
+    let text = read_text(&args.file)?;
+    let (file, configs) = crate::claims::ClaimsFile::parse(&text, &args.file)?;
+    let t0 = Instant::now();
+    let outcomes = crate::claims::check(&file, &configs, &args.file, &mut |k, n, name| {
+        eprintln!("[{}/{n}] {name}", k + 1)
+    })?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&outcomes).expect("outcomes serialise")
+        );
+    } else {
+        let mut out = format!(
+            "  {:<6}{:<66}{:>14}  {}\n",
+            "", "claim", "measured", "expected"
+        );
+        for o in &outcomes {
+            out += &format!(
+                "  {:<6}{:<66}{:>14}  {}  ({})\n",
+                if o.pass { "pass" } else { "FAIL" },
+                o.name,
+                o.measured
+                    .map_or("null".to_string(), |m| format!("{m:.6e}")),
+                o.expect,
+                o.quantity
+            );
+        }
+        let failed = outcomes.iter().filter(|o| !o.pass).count();
+        out += &format!("\n  {} passed, {failed} failed\n", outcomes.len() - failed);
+        print!("{out}");
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    eprintln!("wall time {:.2} s", t0.elapsed().as_secs_f64());
+    if outcomes.iter().any(|o| !o.pass) {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
 fn diff(args: &DiffArgs) -> Result<()> {
     check_tol(args.rtol)?;
     let (a, b) = (load_trajectory(&args.a)?, load_trajectory(&args.b)?);

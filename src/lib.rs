@@ -20,10 +20,12 @@
 //! - [`diff`]: comparison of two saved trajectories;
 //! - [`sweep`]: label-noise sweeps over eta and seeds;
 //! - [`plot`]: dependency-free SVG charts;
+//! - [`claims`]: claim files checked by `tokensel check`;
 //! - [`cli`]: the `tokensel` command line.
 
 #![warn(missing_docs)]
 
+pub mod claims;
 pub mod cli;
 pub mod compare;
 pub mod config;

@@ -1,0 +1,328 @@
+//! Claim files: numerical claims about runs, checked by `tokensel check CLAIMS.toml`.
+//!
+//! ```toml
+//! [[claim]]
+//! name = "balanced: noisy samples select W_-Y*"
+//! preset = "balanced"                 # optional (default balanced)
+//! config = { steps = 30000 }          # optional overrides, as in a config file
+//! source = "run"                      # run | compare | saturation | lemma_a6
+//! quantity = "selection/noisy/W_opposite"   # '/'-separated path into the output
+//! op = ">="                           # == != < <= > >=
+//! bound = 0.9
+//! step = 10000                        # optional (run): read a checkpoint instead
+//! prec = 256                          # optional (compare, saturation, lemma_a6)
+//! tol = 1e-8                          # optional (compare, saturation)
+//! ```
+//!
+//! Outputs: `run` the summary of `run --json` (or, with `step`, that checkpoint of the
+//! trajectory); `compare` and `saturation` their JSON reports; `lemma_a6` an object
+//! {"max_rel_q_diff": ...} from W-mode vs p-mode with step alpha ||p||^2 (f64).
+//! Identical (source, config, options) are computed once.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Config, Mode, PInit, Preset};
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+use crate::train::{Params, Trainer};
+use crate::trajectory::Summary;
+
+/// A claims file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimsFile {
+    /// The claims, in order.
+    pub claim: Vec<Claim>,
+}
+
+/// One claim.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    /// Human-readable name.
+    pub name: String,
+    /// Preset the config starts from.
+    #[serde(default)]
+    pub preset: Option<String>,
+    /// Config overrides.
+    #[serde(default)]
+    pub config: Option<toml::Table>,
+    /// Which computation.
+    pub source: Source,
+    /// '/'-separated path into the source's JSON output.
+    pub quantity: String,
+    /// Comparison operator.
+    pub op: String,
+    /// The bound.
+    pub bound: f64,
+    /// Checkpoint step (run only).
+    #[serde(default)]
+    pub step: Option<u64>,
+    /// Twin precision (default 256).
+    #[serde(default)]
+    pub prec: Option<u32>,
+    /// Tolerance (default 1e-8).
+    #[serde(default)]
+    pub tol: Option<f64>,
+}
+
+/// Computations a claim can read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// The f64 trainer (`run`).
+    Run,
+    /// f64 vs twin (`compare`).
+    Compare,
+    /// The gap sweep (`saturation`, training sample 0, 60 grid points).
+    Saturation,
+    /// W-mode vs p-mode (Lemma A.6) in f64.
+    LemmaA6,
+}
+
+/// The verdict on one claim.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Outcome {
+    /// Claim name.
+    pub name: String,
+    /// Quantity path.
+    pub quantity: String,
+    /// Operator and bound, e.g. ">= 0.9".
+    pub expect: String,
+    /// Measured value (None when the output holds null there, e.g. "never").
+    pub measured: Option<f64>,
+    /// Whether it holds.
+    pub pass: bool,
+}
+
+const OPS: [&str; 6] = ["==", "!=", "<", "<=", ">", ">="];
+
+fn claim_error(path: &Path, k: usize, name: &str, field: &str, reason: String) -> Error {
+    Error::Parse {
+        what: "claims",
+        path: path.to_path_buf(),
+        message: format!("claim {} (`{name}`): `{field}`: {reason}", k + 1),
+    }
+}
+
+impl ClaimsFile {
+    /// Parse and validate a claims file (each claim's config is built and validated).
+    pub fn parse(text: &str, path: &Path) -> Result<(ClaimsFile, Vec<Config>)> {
+        let file: ClaimsFile = toml::from_str(text).map_err(|e| Error::Parse {
+            what: "claims",
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        if file.claim.is_empty() {
+            return Err(claim_error(
+                path,
+                0,
+                "",
+                "claim",
+                "no claims in the file".into(),
+            ));
+        }
+        let mut configs = Vec::new();
+        for (k, c) in file.claim.iter().enumerate() {
+            let err = |field: &str, reason: String| claim_error(path, k, &c.name, field, reason);
+            if !OPS.contains(&c.op.as_str()) {
+                return Err(err(
+                    "op",
+                    format!("`{}` is not one of {}", c.op, OPS.join(" ")),
+                ));
+            }
+            if !c.bound.is_finite() {
+                return Err(err("bound", "must be finite".into()));
+            }
+            if c.quantity.trim().is_empty() {
+                return Err(err("quantity", "empty path".into()));
+            }
+            if c.step.is_some() && c.source != Source::Run {
+                return Err(err("step", "only `run` claims read a checkpoint".into()));
+            }
+            if let Some(p) = c.prec {
+                crate::twin::Arith::truth(p).map_err(|e| err("prec", e.to_string()))?;
+            }
+            if let Some(t) = c.tol.filter(|t| !(t.is_finite() && *t > 0.0)) {
+                return Err(err("tol", format!("must be finite and > 0, got {t}")));
+            }
+            let preset = Preset::from_name(c.preset.as_deref().unwrap_or("balanced"))
+                .map_err(|e| err("preset", e.to_string()))?;
+            let overlay = c
+                .config
+                .as_ref()
+                .map(|t| toml::to_string(t).expect("table serialises"))
+                .unwrap_or_default();
+            let cfg = Config::from_toml_str_over_preset(&overlay, path, preset)
+                .map_err(|e| err("config", e.to_string()))?;
+            if let Some(s) = c.step.filter(|s| *s > cfg.steps) {
+                return Err(err(
+                    "step",
+                    format!("{s} is past the run's {} steps", cfg.steps),
+                ));
+            }
+            configs.push(cfg);
+        }
+        Ok((file, configs))
+    }
+}
+
+/// Follow a '/'-separated path into a JSON value.
+pub fn lookup<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
+    path.split('/')
+        .filter(|p| !p.is_empty())
+        .try_fold(v, |v, key| match v {
+            serde_json::Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i)),
+            _ => v.get(key),
+        })
+}
+
+fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
+    let prec = claim.prec.unwrap_or(crate::twin::DEFAULT_PREC);
+    let tol = claim.tol.unwrap_or(1e-8);
+    let data = Dataset::generate(cfg);
+    Ok(match claim.source {
+        Source::Run => {
+            let t = Trainer::run(cfg, &data, &mut |_| {})?;
+            match claim.step {
+                None => json(&Summary::of(&t)),
+                Some(step) => {
+                    let c = t
+                        .checkpoints
+                        .iter()
+                        .find(|c| c.step == step)
+                        .ok_or_else(|| {
+                            Error::config(
+                                "step",
+                                format!("step {step} is not a recorded checkpoint"),
+                            )
+                        })?;
+                    json(c)
+                }
+            }
+        }
+        Source::Compare => {
+            let opts = crate::compare::Options {
+                prec,
+                tol,
+                predictor: true,
+            };
+            json(&crate::compare::compare(cfg, &data, opts, &mut |_| {})?)
+        }
+        Source::Saturation => {
+            let grid = crate::saturation::default_grid(60);
+            json(&crate::saturation::sweep(&data.train, 0, prec, tol, &grid)?)
+        }
+        Source::LemmaA6 => {
+            let mut w_cfg = cfg.clone();
+            w_cfg.mode = Mode::W;
+            if w_cfg.init.p == PInit::Zero {
+                w_cfg.init.p = PInit::Gaussian;
+            }
+            let mut w_run = Trainer::new(&w_cfg, &data);
+            let p = w_run.params.p.clone();
+            let mut p_cfg = cfg.clone();
+            p_cfg.mode = Mode::P;
+            p_cfg.init.w = crate::config::WInit::Identity;
+            p_cfg.step_size = w_cfg.step_size * p.dot(&p);
+            let mut p_run = Trainer::new(&p_cfg, &data);
+            p_run.set_params(Params {
+                p: w_run.q.clone().into(),
+                w: None,
+            });
+            let mut worst = 0.0f64;
+            for _ in 0..cfg.steps {
+                for t in [&mut w_run, &mut p_run] {
+                    t.forward_backward()?;
+                    t.update()?;
+                }
+                let diff: Vec<f64> = w_run.q.iter().zip(&p_run.q).map(|(a, b)| a - b).collect();
+                worst = worst.max(crate::linalg::norm(&diff) / crate::linalg::norm(&w_run.q));
+            }
+            serde_json::json!({ "max_rel_q_diff": worst })
+        }
+    })
+}
+
+fn json<T: Serialize>(v: &T) -> serde_json::Value {
+    serde_json::to_value(v).expect("outputs serialise")
+}
+
+fn compact(v: f64) -> String {
+    if v != 0.0 && (v.abs() < 1e-3 || v.abs() >= 1e6) {
+        format!("{v:e}")
+    } else {
+        v.to_string()
+    }
+}
+
+fn holds(measured: f64, op: &str, bound: f64) -> bool {
+    match op {
+        "==" => measured == bound,
+        "!=" => measured != bound,
+        "<" => measured < bound,
+        "<=" => measured <= bound,
+        ">" => measured > bound,
+        _ => measured >= bound,
+    }
+}
+
+/// Check every claim; `progress(k, total, name)` before each.
+pub fn check(
+    file: &ClaimsFile,
+    configs: &[Config],
+    path: &Path,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Vec<Outcome>> {
+    let mut cache: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (k, (claim, cfg)) in file.claim.iter().zip(configs).enumerate() {
+        progress(k, file.claim.len(), &claim.name);
+        let key = serde_json::to_string(&(
+            claim.source,
+            cfg.to_toml(),
+            claim.step,
+            claim.prec,
+            claim.tol.map(f64::to_bits),
+        ))
+        .expect("key serialises");
+        if !cache.contains_key(&key) {
+            let v = compute(claim, cfg)?;
+            cache.insert(key.clone(), v);
+        }
+        let value = lookup(&cache[&key], &claim.quantity).ok_or_else(|| {
+            claim_error(
+                path,
+                k,
+                &claim.name,
+                "quantity",
+                format!("no `{}` in the {:?} output", claim.quantity, claim.source),
+            )
+        })?;
+        let measured = match value {
+            serde_json::Value::Null => None,
+            serde_json::Value::Bool(b) => Some(if *b { 1.0 } else { 0.0 }),
+            serde_json::Value::Number(n) => n.as_f64(),
+            other => {
+                return Err(claim_error(
+                    path,
+                    k,
+                    &claim.name,
+                    "quantity",
+                    format!("`{}` is not a number: {other}", claim.quantity),
+                ));
+            }
+        };
+        out.push(Outcome {
+            name: claim.name.clone(),
+            quantity: claim.quantity.clone(),
+            expect: format!("{} {}", claim.op, compact(claim.bound)),
+            measured,
+            pass: measured.is_some_and(|m| holds(m, &claim.op, claim.bound)),
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,100 @@
+//! Claim files (`tokensel check`): the shipped paper claims hold; failures and bad
+//! files give exit codes 1 and 2 with the claim and field named.
+
+use std::process::{Command, Output};
+
+fn tokensel(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tokensel"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("binary runs")
+}
+
+/// Every claim of claims/paper.toml holds (the paper's Figure 3 settings, Lemma A.6,
+/// the saturation thresholds, the detector and the predictor).
+#[test]
+fn paper_claims_hold() {
+    let o = tokensel(&["check", "claims/paper.toml", "--json"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{err}\n{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let outcomes = v.as_array().unwrap();
+    assert!(outcomes.len() >= 15);
+    assert!(outcomes.iter().all(|o| o["pass"] == true));
+}
+
+const SMALL: &str = "config = { d = 20, n_train = 4, n_test = 10, steps = 30 }\n";
+
+fn claims(body: &str) -> Output {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("c.toml");
+    std::fs::write(&path, body).unwrap();
+    tokensel(&["check", path.to_str().unwrap()])
+}
+
+#[test]
+fn a_failing_claim_exits_1_and_is_shown() {
+    let o = claims(&format!(
+        "[[claim]]\nname = \"ok\"\n{SMALL}source = \"run\"\nquantity = \"steps\"\nop = \"==\"\nbound = 30\n\n[[claim]]\nname = \"impossible\"\n{SMALL}source = \"run\"\nquantity = \"train_accuracy\"\nop = \">\"\nbound = 1.0\n"
+    ));
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("FAIL  impossible"), "{out}");
+    assert!(out.contains("pass  ok"), "{out}");
+    assert!(out.contains("1 passed, 1 failed"), "{out}");
+}
+
+#[test]
+fn bad_claim_files_exit_2_naming_claim_and_field() {
+    let claim = |extra: &str, q: &str, op: &str| {
+        format!(
+            "[[claim]]\nname = \"c1\"\n{SMALL}source = \"run\"\nquantity = \"{q}\"\nop = \"{op}\"\nbound = 1\n{extra}"
+        )
+    };
+    let cases = [
+        (claim("", "train_accuracy", "=>"), "`op`"),
+        (claim("", "no/such/thing", ">="), "`quantity`"),
+        (claim("", "selection", ">="), "not a number"),
+        (claim("prec = 4\n", "train_accuracy", ">="), "`prec`"),
+        (claim("step = 31\n", "train_accuracy", ">="), "`step`"),
+        (claim("colour = 1\n", "train_accuracy", ">="), "colour"),
+        (
+            claim("preset = \"nope\"\n", "train_accuracy", ">="),
+            "`preset`",
+        ),
+        (
+            claim("", "train_accuracy", ">=").replace("d = 20", "d = 0"),
+            "`config`",
+        ),
+        (
+            claim("", "train_accuracy", ">=").replace("source = \"run\"", "source = \"guess\""),
+            "source",
+        ),
+        (
+            claim("", "train_accuracy", ">=").replace("bound = 1", "bound = nan"),
+            "`bound`",
+        ),
+        (claim("tol = -1.0\n", "train_accuracy", ">="), "`tol`"),
+        ("claim = []\n".to_string(), "no claims"),
+        ("[[claim]]\nname = \"x\"\n".to_string(), "missing field"),
+        ("not toml at all [".to_string(), "claims"),
+    ];
+    for (body, needle) in cases {
+        let o = claims(&body);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{body}\n→ {err}");
+        assert!(
+            err.contains(needle),
+            "{body}\n→ message lacks {needle}: {err}"
+        );
+        assert!(!err.contains("panicked"));
+    }
+    let o = tokensel(&["check", "/nonexistent/claims.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+}
