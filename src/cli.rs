@@ -44,8 +44,28 @@ enum Command {
     Diff(DiffArgs),
     /// Draw a trajectory (attention per group) or a compare report (error) as SVG.
     Plot(PlotArgs),
+    /// Measure one gradient step: f64 vs the twin at several precisions (a benchmark).
+    Cost(CostArgs),
     /// Print a config (the default, a preset, or a file with overrides) as TOML.
     Config(ConfigArgs),
+}
+
+#[derive(Args, Debug)]
+struct CostArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Twin precisions in bits (53 = the f64 predictor), comma separated.
+    #[arg(long, value_name = "BITS", value_delimiter = ',', default_values_t = [53u32, 64, 128, 256, 512, 1024])]
+    precs: Vec<u32>,
+    /// Timed blocks of 20 f64 steps (median reported).
+    #[arg(long, value_name = "N", default_value_t = 15)]
+    reps: usize,
+    /// Timed twin steps per precision (median reported).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    twin_reps: usize,
+    /// Print exactly one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -265,6 +285,7 @@ where
         Command::Compare(args) => compare(&args),
         Command::Sweep(args) => sweep(&args),
         Command::Check(args) => check(&args),
+        Command::Cost(args) => cost(&args),
         Command::Diff(args) => diff(&args),
         Command::Plot(args) => plot(&args),
         Command::Saturation(args) => saturation(&args),
@@ -396,6 +417,47 @@ fn read_text(path: &Path) -> Result<String> {
 
 fn load_trajectory(path: &Path) -> Result<Trajectory> {
     Trajectory::from_json(&read_text(path)?, path)
+}
+
+fn cost(args: &CostArgs) -> Result<()> {
+    let cfg = args.config.load()?;
+    for &p in &args.precs {
+        if p != 53 {
+            crate::twin::Arith::truth(p)?;
+        }
+    }
+    let r = crate::cost::measure(&cfg, &args.precs, args.reps, args.twin_reps, &mut |name| {
+        eprintln!("timing {name}")
+    })?;
+    if args.json {
+        println!("{}", serde_json::to_string(&r).expect("report serialises"));
+        return Ok(());
+    }
+    let mut out = format!(
+        "tokensel cost: one gradient step, n = {}, T = {}, d = {} ({:.3e} flops per f64 step, {:.2} GFLOP/s achieved)\n\n  {:<24}{:>16}{:>14}\n",
+        r.n,
+        r.tokens,
+        r.d,
+        r.flops_per_step,
+        r.f64_gflops,
+        "trainer",
+        "time per step",
+        "ratio to f64"
+    );
+    for row in &r.rows {
+        let t = row.seconds_per_step;
+        let shown = if t < 1e-3 {
+            format!("{:.1} us", t * 1e6)
+        } else {
+            format!("{:.2} ms", t * 1e3)
+        };
+        out += &format!(
+            "  {:<24}{shown:>16}{:>14.0}\n",
+            row.trainer, row.ratio_to_f64
+        );
+    }
+    print!("{out}");
+    Ok(())
 }
 
 fn check(args: &CheckArgs) -> Result<()> {

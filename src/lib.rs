@@ -18,6 +18,7 @@
 //! - [`exact`]: exact rational cross-checks and a rigorous enclosure of exp;
 //! - [`trajectory`]: the trajectory format every trainer emits, and the run summary;
 //! - [`diff`]: comparison of two saved trajectories;
+//! - [`cost`]: the f64 vs MPFR cost table (`tokensel cost`);
 //! - [`sweep`]: label-noise sweeps over eta and seeds;
 //! - [`plot`]: dependency-free SVG charts;
 //! - [`claims`]: claim files checked by `tokensel check`;
@@ -29,6 +30,7 @@ pub mod claims;
 pub mod cli;
 pub mod compare;
 pub mod config;
+pub mod cost;
 pub mod data;
 pub mod diff;
 pub mod error;

@@ -38,6 +38,16 @@ fn readme_commands_work() {
         "README's main command is `cargo run --release -- run`"
     );
     let tmp = tempfile::tempdir().unwrap();
+    let claims = Path::new(env!("CARGO_MANIFEST_DIR")).join("claims");
+    std::fs::create_dir(tmp.path().join("claims")).unwrap();
+    for entry in std::fs::read_dir(&claims).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(
+            entry.path(),
+            tmp.path().join("claims").join(entry.file_name()),
+        )
+        .unwrap();
+    }
     for cmd in commands {
         let out = Command::new(env!("CARGO_BIN_EXE_tokensel"))
             .args(cmd.split_whitespace())
