@@ -42,7 +42,7 @@ enum Command {
     Check(CheckArgs),
     /// Compare two saved trajectories; exit 0 when they agree within --rtol, 1 if not.
     Diff(DiffArgs),
-    /// Draw a trajectory (attention per group) or a compare report (error) as SVG.
+    /// Draw a trajectory (attention per group) or a compare report (error), SVG or PNG.
     Plot(PlotArgs),
     /// Measure one gradient step: f64 vs the twin at several precisions (a benchmark).
     Cost(CostArgs),
@@ -96,8 +96,8 @@ struct PlotArgs {
     /// A trajectory.json (from `run --out` / `twin --out`) or a compare report
     /// (`compare --json > report.json`).
     input: PathBuf,
-    /// Output SVG file.
-    #[arg(long, value_name = "FIG.svg")]
+    /// Output file: .svg or .png.
+    #[arg(long, value_name = "FIG.svg|png")]
     out: PathBuf,
 }
 
@@ -542,8 +542,9 @@ fn diff(args: &DiffArgs) -> Result<()> {
 }
 
 fn plot(args: &PlotArgs) -> Result<()> {
-    if args.out.extension().and_then(|e| e.to_str()) != Some("svg") {
-        return Err(Error::config("out", "only .svg output is supported"));
+    let ext = args.out.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if ext != "svg" && ext != "png" {
+        return Err(Error::config("out", "must end in .svg or .png"));
     }
     let text = read_text(&args.input)?;
     let chart = match Trajectory::from_json(&text, &args.input) {
@@ -553,7 +554,16 @@ fn plot(args: &PlotArgs) -> Result<()> {
             Err(_) => return Err(first),
         },
     };
-    crate::trajectory::write_atomic(&args.out, chart.to_svg().as_bytes())?;
+    let svg = chart.to_svg();
+    let bytes = if ext == "png" {
+        crate::plot::svg_to_png(&svg).map_err(|e| Error::Io {
+            path: args.out.clone(),
+            source: std::io::Error::other(e),
+        })?
+    } else {
+        svg.into_bytes()
+    };
+    crate::trajectory::write_atomic(&args.out, &bytes)?;
     println!("wrote {}", args.out.display());
     Ok(())
 }

@@ -283,3 +283,24 @@ pub fn error_chart(r: &crate::compare::Report) -> Chart {
         markers,
     }
 }
+
+/// Rasterise an SVG document to PNG bytes (resvg; text with the system's fonts, e.g.
+/// Debian's fonts-dejavu-core).
+pub fn svg_to_png(svg: &str) -> Result<Vec<u8>, String> {
+    use resvg::{tiny_skia, usvg};
+    let mut opt = usvg::Options::default();
+    let db = opt.fontdb_mut();
+    db.load_system_fonts();
+    // fontdb maps the generic `sans-serif` to Arial; use DejaVu Sans where Arial is absent
+    db.set_sans_serif_family("DejaVu Sans");
+    let tree = usvg::Tree::from_str(svg, &opt).map_err(|e| e.to_string())?;
+    let size = tree.size().to_int_size();
+    let mut pixmap = tiny_skia::Pixmap::new(size.width(), size.height())
+        .ok_or_else(|| "empty image".to_string())?;
+    resvg::render(
+        &tree,
+        tiny_skia::Transform::identity(),
+        &mut pixmap.as_mut(),
+    );
+    pixmap.encode_png().map_err(|e| e.to_string())
+}

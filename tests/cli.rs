@@ -410,8 +410,13 @@ fn diff_and_plot_saved_outputs() {
             .unwrap()
             .contains("relative error")
     );
+    let o = tokensel(&["plot", &traj("a"), "--out", &p("x.png")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let png = std::fs::read(p("x.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(png.len() > 5000, "a real picture, not an empty canvas");
     assert_eq!(
-        tokensel(&["plot", &traj("a"), "--out", &p("x.png")])
+        tokensel(&["plot", &traj("a"), "--out", &p("x.jpg")])
             .status
             .code(),
         Some(2)
