@@ -306,6 +306,43 @@ fn is_input_error(e: &Error) -> bool {
         || matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }
 
+/// Write a finished run's trajectory (with `out`) and print its summary (JSON or table).
+fn report_trajectory(traj: &Trajectory, out: Option<&Path>, json: bool) -> Result<()> {
+    if let Some(dir) = out {
+        traj.write_to_dir(dir)?;
+    }
+    let summary = Summary::of(traj);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&summary).expect("summary serialises")
+        );
+    } else {
+        print!("{}", summary_table(&summary, traj));
+        if let Some(dir) = out {
+            println!(
+                "trajectory written to {}",
+                dir.join("trajectory.json").display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Flush stdout, then report the wall time (and time per step) on stderr.
+fn finish(t0: Instant, steps: Option<u64>) {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let secs = t0.elapsed().as_secs_f64();
+    match steps {
+        Some(n) => eprintln!(
+            "wall time {secs:.2} s ({:.1} us per step)",
+            1e6 * secs / n.max(1) as f64
+        ),
+        None => eprintln!("wall time {secs:.2} s"),
+    }
+}
+
 fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
     if quiet {
         return ProgressBar::hidden();
@@ -326,32 +363,8 @@ fn run(args: &RunArgs) -> Result<()> {
     let bar = progress_bar(cfg.steps, args.quiet);
     let traj = Trainer::run(&cfg, &data, &mut |s| bar.set_position(s))?;
     bar.finish_and_clear();
-    let secs = t0.elapsed().as_secs_f64();
-    if let Some(dir) = &args.out {
-        traj.write_to_dir(dir)?;
-    }
-    let summary = Summary::of(&traj);
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&summary).expect("summary serialises")
-        );
-    } else {
-        print!("{}", summary_table(&summary, &traj));
-        if let Some(dir) = &args.out {
-            println!(
-                "trajectory written to {}",
-                dir.join("trajectory.json").display()
-            );
-        }
-    }
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    eprintln!(
-        "wall time {:.2} s ({:.1} us per step)",
-        secs,
-        1e6 * secs / cfg.steps.max(1) as f64
-    );
+    report_trajectory(&traj, args.out.as_deref(), args.json)?;
+    finish(t0, Some(cfg.steps));
     Ok(())
 }
 
@@ -390,21 +403,8 @@ fn twin(args: &TwinArgs) -> Result<()> {
             }
         })?;
     bar.finish_and_clear();
-    if let Some(dir) = &args.out {
-        traj.write_to_dir(dir)?;
-    }
-    let summary = Summary::of(&traj);
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&summary).expect("summary serialises")
-        );
-    } else {
-        print!("{}", summary_table(&summary, &traj));
-    }
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    eprintln!("wall time {:.2} s", t0.elapsed().as_secs_f64());
+    report_trajectory(&traj, args.out.as_deref(), args.json)?;
+    finish(t0, None);
     Ok(())
 }
 
@@ -492,9 +492,7 @@ fn check(args: &CheckArgs) -> Result<()> {
         out += &format!("\n  {} passed, {failed} failed\n", outcomes.len() - failed);
         print!("{out}");
     }
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    eprintln!("wall time {:.2} s", t0.elapsed().as_secs_f64());
+    finish(t0, None);
     if outcomes.iter().any(|o| !o.pass) {
         std::process::exit(1);
     }
@@ -630,9 +628,7 @@ fn sweep(args: &SweepArgs) -> Result<()> {
         }
         print!("{out}");
     }
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    eprintln!("wall time {:.2} s", t0.elapsed().as_secs_f64());
+    finish(t0, None);
     Ok(())
 }
 
@@ -669,9 +665,7 @@ fn compare(args: &CompareArgs) -> Result<()> {
     } else {
         print!("{}", compare_table(&report));
     }
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    eprintln!("wall time {:.2} s", t0.elapsed().as_secs_f64());
+    finish(t0, None);
     Ok(())
 }
 

@@ -15,7 +15,7 @@ use crate::twin::train::TwinTrainer;
 /// One row of the cost table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
-    /// "f64", "mpfr-53-f64-predictor" or "mpfr-<bits>".
+    /// `f64`, `mpfr-53-f64-predictor` or `mpfr-BITS`.
     pub trainer: String,
     /// Median seconds per step (forward, backward, update).
     pub seconds_per_step: f64,

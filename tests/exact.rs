@@ -24,6 +24,16 @@ fn setup() -> (Config, Dataset, Vec<f64>) {
     (c, data, q)
 }
 
+/// The direction u = x_r (relevant token) and the score gap of q = u: scaling q by
+/// gap / unit_gap gives a sequence whose attention has that gap.
+fn direction(x: ndarray::ArrayView2<f64>) -> (Vec<f64>, f64) {
+    let u = x.row(0).to_vec();
+    let mut z = vec![0.0; x.nrows()];
+    model::scores(x, &u, &mut z);
+    z.sort_by(f64::total_cmp);
+    (u, z[z.len() - 1] - z[z.len() - 2])
+}
+
 /// Scores: |fl(x.q) - x.q| <= gamma_{ceil(d/4)+2} sum |x_k q_k| in f64 (u = 2^-53)
 /// and in the twin at 64 bits (u = 2^-64); the exact value is the judge.
 #[test]
@@ -66,12 +76,8 @@ fn naive_gradient_assembly_within_bound_and_bound_explains_cancellation() {
     let x = data.train.tokens(0);
     let g64: Vec<f64> = data.train.g.row(0).to_vec();
     let g: Vec<BigRational> = g64.iter().map(|v| rat(*v)).collect();
-    let u = x.row(0).to_vec();
+    let (u, unit_gap) = direction(x);
     let mut z = vec![0.0; x.nrows()];
-    model::scores(x, &u, &mut z);
-    let mut sorted = z.clone();
-    sorted.sort_by(f64::total_cmp);
-    let unit_gap = sorted[sorted.len() - 1] - sorted[sorted.len() - 2];
     let ar = Arith::truth(80).unwrap();
     let mut ratio_at = Vec::new();
     for gap in [5.0, 40.0] {
@@ -156,12 +162,8 @@ fn naive_gradient_assembly_within_bound_and_bound_explains_cancellation() {
 fn softmax_values_lie_in_the_rational_enclosure() {
     let (_, data, _) = setup();
     let x = data.train.tokens(1);
-    let u = x.row(0).to_vec();
+    let (u, unit_gap) = direction(x);
     let mut z = vec![0.0; x.nrows()];
-    model::scores(x, &u, &mut z);
-    let mut sorted = z.clone();
-    sorted.sort_by(f64::total_cmp);
-    let unit_gap = sorted[sorted.len() - 1] - sorted[sorted.len() - 2];
     let ar = Arith::truth(256).unwrap();
     let mut w = tm::Work::new(&ar);
     let t_len = z.len() as i64;
