@@ -16,6 +16,7 @@
 //! - [`compare`]: f64 trainer vs twin step by step (the saturation detector on runs);
 //! - [`saturation`]: the gap sweep that locates each formulation's breaking point;
 //! - [`exact`]: exact rational cross-checks and a rigorous enclosure of exp;
+//! - [`theory`]: explicit constructions from the paper's theorems (Theorem 4.1);
 //! - [`trajectory`]: the trajectory format every trainer emits, and the run summary;
 //! - [`diff`]: comparison of two saved trajectories;
 //! - [`cost`]: the f64 vs MPFR cost table (`tokensel cost`);
@@ -41,6 +42,7 @@ pub mod plot;
 pub mod rng;
 pub mod saturation;
 pub mod sweep;
+pub mod theory;
 pub mod train;
 pub mod trajectory;
 pub mod twin;
