@@ -376,6 +376,7 @@ fn twin(args: &TwinArgs) -> Result<()> {
     } else {
         crate::twin::Arith::truth(args.prec)?
     };
+    crate::twin::check_twin_memory(&cfg, ar.prec())?;
     if args.save_every == 0 {
         return Err(Error::config("save-every", "must be at least 1"));
     }
@@ -647,6 +648,7 @@ fn compare(args: &CompareArgs) -> Result<()> {
     let cfg = args.config.load()?;
     check_tol(args.tol)?;
     crate::twin::Arith::truth(args.prec)?;
+    crate::twin::check_twin_memory(&cfg, args.prec)?;
     let t0 = Instant::now();
     let data = Dataset::generate(&cfg);
     let bar = progress_bar(cfg.steps, args.quiet);

@@ -222,6 +222,8 @@ fn bad_flags_and_files_exit_2() {
         vec!["sweep", "--seeds", "a"],
         vec!["sweep", "--etas", "0.2,x"],
         vec!["run", "--config"],
+        vec!["twin", "--prec", "2000000"],
+        vec!["compare", "--prec", "2"],
     ] {
         let o = tokensel(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -296,6 +298,27 @@ fn non_finite_values_stop_the_run_with_a_clear_error() {
     );
     assert!(o.stdout.is_empty());
     assert!(!out.exists(), "no output written for a failed run");
+}
+
+/// A twin whose MPFR state would not fit in memory is refused before allocation, with
+/// the size stated.
+#[test]
+fn oversized_twin_runs_are_refused_up_front() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("wide.toml");
+    std::fs::write(&cfg, "d = 2000000\nn_train = 20\nn_test = 1\n").unwrap();
+    for cmd in ["twin", "compare"] {
+        let o = tokensel(&[
+            cmd,
+            "--quiet",
+            "--prec",
+            "4096",
+            "--config",
+            cfg.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+        assert!(stderr(&o).contains("GiB"), "{}", stderr(&o));
+    }
 }
 
 /// When score gaps pass MPFR's own exponent range the compare report says the judge is

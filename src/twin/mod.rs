@@ -29,6 +29,44 @@ pub const MAX_PREC: u32 = 1 << 20;
 /// Default precision of the truth twin.
 pub const DEFAULT_PREC: u32 = 256;
 
+/// Largest memory the twin's MPFR state may take, in bytes (refused beyond, before
+/// anything is allocated).
+pub const MAX_TWIN_BYTES: u64 = 12 << 30;
+
+/// Approximate bytes of a twin run's MPFR values: p, q, the gradient and scratch (4d),
+/// per-sample contributions (n d), scores and attention (2 n T), W (d^2 unless W = I in
+/// p-mode); each MPFR number takes 32 bytes plus its limbs.
+pub fn twin_bytes(cfg: &crate::Config, prec: u32) -> u64 {
+    let per = 32 + 8 * prec.div_ceil(64) as u128;
+    let (n, t, d) = (
+        cfg.n_train as u128,
+        cfg.layout.tokens as u128,
+        cfg.d as u128,
+    );
+    let dense_w =
+        !(cfg.mode == crate::config::Mode::P && cfg.init.w == crate::config::WInit::Identity);
+    let count = 4 * d + n * d + 2 * n * t + if dense_w { d * d } else { 0 };
+    (count * per).min(u64::MAX as u128) as u64
+}
+
+/// Refuse a twin run whose MPFR state would exceed [`MAX_TWIN_BYTES`].
+pub fn check_twin_memory(cfg: &crate::Config, prec: u32) -> crate::Result<()> {
+    let bytes = twin_bytes(cfg, prec);
+    if bytes > MAX_TWIN_BYTES {
+        return Err(crate::Error::config(
+            "prec",
+            format!(
+                "the twin at {prec} bits needs about {:.1} GiB for d = {}, n = {} (limit {} GiB)",
+                bytes as f64 / (1u64 << 30) as f64,
+                cfg.d,
+                cfg.n_train,
+                MAX_TWIN_BYTES >> 30
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The twin's arithmetic: precision and exponent-range emulation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Arith {
