@@ -204,7 +204,7 @@ struct ConfigArgs {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Embedded preset: balanced (default; `sweep`: label-noise-sweep), large-noise,
-    /// large-signal, label-noise-sweep.
+    /// large-signal, label-noise-sweep, official-final.
     #[arg(long, value_name = "NAME")]
     preset: Option<String>,
     /// Override the seed.
@@ -821,6 +821,7 @@ fn summary_table(s: &Summary, t: &Trajectory) -> String {
     let mode = match c.mode {
         Mode::P => "p-mode (W fixed)",
         Mode::W => "W-mode (p fixed)",
+        Mode::Joint => "joint (p and W trained)",
     };
     let mut out = format!(
         "tokensel {}: {} steps, seed {}, {mode}, {} {:?}\n  d = {}, ||mu|| = {}, T = {}, n = {} ({} noisy), rho = {}, eta = {}, sigma = {}, alpha = {:e}\n\n",

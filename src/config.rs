@@ -42,6 +42,8 @@ pub struct Config {
     pub sigma: f64,
     /// Label-noise rate eta, in [0, 1).
     pub eta: f64,
+    /// How the true labels are drawn.
+    pub labels: LabelRule,
     /// How label flips are drawn.
     pub flips: FlipRule,
     /// Gradient-descent step size alpha.
@@ -146,6 +148,16 @@ pub enum Signals {
     Random,
 }
 
+/// How the true training labels Y* are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LabelRule {
+    /// Y* = +1 or -1 with probability 1/2 each.
+    Random,
+    /// The first ceil(n/2) samples +1, the rest -1 (the official code's later version).
+    HalfSplit,
+}
+
 /// How the noisy training labels are chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -154,6 +166,9 @@ pub enum FlipRule {
     Exact,
     /// Each label flipped independently with probability eta.
     Bernoulli,
+    /// The first floor(m/2) samples of each class, m = ceil(eta n) (the official code's
+    /// later version; deterministic).
+    PerClassFirst,
 }
 
 /// Which parameter gradient descent moves.
@@ -165,6 +180,9 @@ pub enum Mode {
     /// Train the key-query matrix W, p fixed.
     #[serde(rename = "W", alias = "w")]
     W,
+    /// Train p and W together (the official code's later version).
+    #[serde(rename = "joint")]
+    Joint,
 }
 
 /// The f64 formulation of softmax, 1 - s and df/dq (SPEC section 6).
@@ -231,15 +249,18 @@ pub enum Preset {
     LargeSignal,
     /// The label-noise sweep setting (d = 6000, ||mu|| = 100, rho = 0.05, n = 100).
     LabelNoiseSweep,
+    /// The official code as of 2025: p and W trained jointly from a Kaiming-uniform W.
+    OfficialFinal,
 }
 
 impl Preset {
     /// All presets.
-    pub const ALL: [Preset; 4] = [
+    pub const ALL: [Preset; 5] = [
         Preset::Balanced,
         Preset::LargeNoise,
         Preset::LargeSignal,
         Preset::LabelNoiseSweep,
+        Preset::OfficialFinal,
     ];
 
     /// The preset's command-line name.
@@ -249,6 +270,7 @@ impl Preset {
             Preset::LargeNoise => "large-noise",
             Preset::LargeSignal => "large-signal",
             Preset::LabelNoiseSweep => "label-noise-sweep",
+            Preset::OfficialFinal => "official-final",
         }
     }
 
@@ -273,6 +295,7 @@ impl Preset {
             Preset::LargeNoise => include_str!("presets/large_noise.toml"),
             Preset::LargeSignal => include_str!("presets/large_signal.toml"),
             Preset::LabelNoiseSweep => include_str!("presets/label_noise_sweep.toml"),
+            Preset::OfficialFinal => include_str!("presets/official_final.toml"),
         }
     }
 

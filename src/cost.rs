@@ -46,7 +46,7 @@ pub struct Report {
 pub fn flops_per_step(cfg: &Config) -> f64 {
     let (n, t, d) = (cfg.n_train as f64, cfg.layout.tokens as f64, cfg.d as f64);
     let mut f = 2.0 * n * t * d + 6.0 * n * (t - 1.0) * d + n * d + 2.0 * d;
-    if cfg.mode == Mode::W {
+    if cfg.mode != Mode::P {
         f += 4.0 * d * d; // rank-one update and q = W^T p
     }
     f

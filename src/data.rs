@@ -6,7 +6,7 @@
 
 use ndarray::{Array1, Array2, Array3, ArrayView2};
 
-use crate::config::{Config, FlipRule, Group, Signals};
+use crate::config::{Config, FlipRule, Group, LabelRule, Signals};
 use crate::linalg;
 use crate::rng::{self, Stream};
 
@@ -74,12 +74,31 @@ impl Dataset {
         let groups = cfg.layout.groups();
 
         let mut labels = rng::stream(cfg.seed, Stream::TrainLabels);
-        let y_true: Vec<i8> = (0..cfg.n_train).map(|_| coin(&mut labels)).collect();
+        let y_true: Vec<i8> = match cfg.labels {
+            LabelRule::Random => (0..cfg.n_train).map(|_| coin(&mut labels)).collect(),
+            LabelRule::HalfSplit => (0..cfg.n_train)
+                .map(|i| if i < cfg.n_train.div_ceil(2) { 1 } else { -1 })
+                .collect(),
+        };
         let flipped: Vec<usize> = match cfg.flips {
             FlipRule::Exact => rng::choose(&mut labels, cfg.n_train, cfg.exact_flip_count()),
             FlipRule::Bernoulli => (0..cfg.n_train)
                 .filter(|_| rng::uniform(&mut labels) < cfg.eta)
                 .collect(),
+            FlipRule::PerClassFirst => {
+                let per_class = cfg.exact_flip_count() / 2;
+                let mut out: Vec<usize> = [1i8, -1]
+                    .iter()
+                    .flat_map(|c| {
+                        (0..cfg.n_train)
+                            .filter(|&i| y_true[i] == *c)
+                            .take(per_class)
+                            .collect::<Vec<_>>()
+                    })
+                    .collect();
+                out.sort_unstable();
+                out
+            }
         };
         let mut y = y_true.clone();
         for &i in &flipped {

@@ -263,6 +263,7 @@ impl<'a> Trainer<'a> {
     /// One gradient step from the gradient of the last [`Trainer::forward_backward`].
     ///
     /// p-mode: p_m -= alpha (W dL/dq)_m. W-mode: W[m, k] -= (alpha p_m) (dL/dq)_k.
+    /// Joint: both, with both gradients taken at the current (p, W).
     pub fn update(&mut self) -> Result<()> {
         let alpha = self.cfg.step_size;
         let g = &self.grad_q;
@@ -282,6 +283,18 @@ impl<'a> Trainer<'a> {
                     for (wk, gk) in row.iter_mut().zip(g) {
                         *wk -= a * gk;
                     }
+                }
+            }
+            Mode::Joint => {
+                // both gradients at the current point: row m of W and p_m only meet here
+                let w = self.params.w.as_mut().expect("joint mode stores W");
+                for (pm, mut row) in self.params.p.iter_mut().zip(w.rows_mut()) {
+                    let dp = alpha * linalg::dot(row.as_slice().expect("contiguous"), g);
+                    let a = alpha * *pm;
+                    for (wk, gk) in row.iter_mut().zip(g) {
+                        *wk -= a * gk;
+                    }
+                    *pm -= dp;
                 }
             }
         }

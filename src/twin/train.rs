@@ -266,7 +266,7 @@ impl<'a> TwinTrainer<'a> {
         let ar = self.ar;
         let alpha = self.cfg.step_size;
         let d = self.q.len();
-        let [t, a, _] = &mut self.tmp;
+        let [t, a, b] = &mut self.tmp;
         match self.cfg.mode {
             Mode::P => match &self.w {
                 None => {
@@ -292,6 +292,20 @@ impl<'a> TwinTrainer<'a> {
                         ar.set(t, &*a * gk);
                         ar.sub(wk, &*t);
                     }
+                }
+            }
+            Mode::Joint => {
+                let w = self.w.as_mut().expect("joint mode stores W");
+                for (m, pm) in self.p.iter_mut().enumerate() {
+                    let row = &mut w[m * d..(m + 1) * d];
+                    model::dot(&ar, row, &self.grad_q, &mut self.work, a);
+                    ar.mul(a, alpha);
+                    ar.set(b, &*pm * alpha);
+                    for (wk, gk) in row.iter_mut().zip(&self.grad_q) {
+                        ar.set(t, &*b * gk);
+                        ar.sub(wk, &*t);
+                    }
+                    ar.sub(pm, &*a);
                 }
             }
         }
