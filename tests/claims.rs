@@ -12,7 +12,9 @@ fn tokensel(args: &[&str]) -> Output {
 }
 
 /// Every claim of claims/paper.toml holds (the paper's Figure 3 settings, Lemma A.6,
-/// the saturation thresholds, the detector and the predictor).
+/// the saturation thresholds, the detector and the predictor). This is also the
+/// README's `cargo run --release -- check claims/paper.toml`, which the README test
+/// leaves to this test.
 #[test]
 fn paper_claims_hold() {
     let o = tokensel(&["check", "claims/paper.toml", "--json"]);
