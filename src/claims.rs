@@ -15,7 +15,7 @@
 //! ```
 //!
 //! Outputs: `run` the summary of `run --json` (or, with `step`, that checkpoint of the
-//! trajectory); `compare` and `saturation` their JSON reports; `lemma_a6` an object
+//! trajectory; one run serves all claims on the same config); `compare` and `saturation` their JSON reports; `lemma_a6` an object
 //! {"max_rel_q_diff": ...} from W-mode vs p-mode with step alpha ||p||^2 (f64).
 //! Identical (source, config, options) are computed once.
 
@@ -186,23 +186,14 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
     let data = Dataset::generate(cfg);
     Ok(match claim.source {
         Source::Run => {
+            // one run serves every claim on this config: the summary and each checkpoint
             let t = Trainer::run(cfg, &data, &mut |_| {})?;
-            match claim.step {
-                None => json(&Summary::of(&t)),
-                Some(step) => {
-                    let c = t
-                        .checkpoints
-                        .iter()
-                        .find(|c| c.step == step)
-                        .ok_or_else(|| {
-                            Error::config(
-                                "step",
-                                format!("step {step} is not a recorded checkpoint"),
-                            )
-                        })?;
-                    json(c)
-                }
-            }
+            let checkpoints: serde_json::Map<String, serde_json::Value> = t
+                .checkpoints
+                .iter()
+                .map(|c| (c.step.to_string(), json(c)))
+                .collect();
+            serde_json::json!({ "summary": json(&Summary::of(&t)), "checkpoints": checkpoints })
         }
         Source::Compare => {
             let opts = crate::compare::Options {
@@ -284,7 +275,6 @@ pub fn check(
         let key = serde_json::to_string(&(
             claim.source,
             cfg.to_toml(),
-            claim.step,
             claim.prec,
             claim.tol.map(f64::to_bits),
         ))
@@ -293,7 +283,22 @@ pub fn check(
             let v = compute(claim, cfg)?;
             cache.insert(key.clone(), v);
         }
-        let value = lookup(&cache[&key], &claim.quantity).ok_or_else(|| {
+        let output = match (claim.source, claim.step) {
+            (Source::Run, None) => &cache[&key]["summary"],
+            (Source::Run, Some(step)) => cache[&key]["checkpoints"]
+                .get(step.to_string())
+                .ok_or_else(|| {
+                    claim_error(
+                        path,
+                        k,
+                        &claim.name,
+                        "step",
+                        format!("step {step} is not a recorded checkpoint"),
+                    )
+                })?,
+            _ => &cache[&key],
+        };
+        let value = lookup(output, &claim.quantity).ok_or_else(|| {
             claim_error(
                 path,
                 k,

@@ -65,6 +65,10 @@ fn bad_claim_files_exit_2_naming_claim_and_field() {
         (claim("", "selection", ">="), "not a number"),
         (claim("prec = 4\n", "train_accuracy", ">="), "`prec`"),
         (claim("step = 31\n", "train_accuracy", ">="), "`step`"),
+        (
+            claim("step = 29\n", "train_accuracy", ">="),
+            "not a recorded checkpoint",
+        ),
         (claim("colour = 1\n", "train_accuracy", ">="), "colour"),
         (
             claim("preset = \"nope\"\n", "train_accuracy", ">="),
