@@ -120,15 +120,8 @@ struct TwinArgs {
     /// Continue from --state if it exists (bit-identical to an uninterrupted run).
     #[arg(long)]
     resume: bool,
-    /// Print exactly one JSON object (the summary) on stdout.
-    #[arg(long)]
-    json: bool,
-    /// Write the trajectory into DIR.
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(long)]
-    quiet: bool,
+    #[command(flatten)]
+    output: RunOutput,
     /// Testing aid: exit abruptly (code 3) after step N, as a crash would.
     #[arg(long, hide = true, value_name = "N")]
     stop_after: Option<u64>,
@@ -219,6 +212,13 @@ struct ConfigArgs {
 struct RunArgs {
     #[command(flatten)]
     config: ConfigArgs,
+    #[command(flatten)]
+    output: RunOutput,
+}
+
+/// Output options shared by the trainers (`run`, `twin`).
+#[derive(Args, Debug)]
+struct RunOutput {
     /// Print exactly one JSON object (the summary) on stdout.
     #[arg(long)]
     json: bool,
@@ -360,10 +360,10 @@ fn run(args: &RunArgs) -> Result<()> {
     let cfg = args.config.load()?;
     let t0 = Instant::now();
     let data = Dataset::generate(&cfg);
-    let bar = progress_bar(cfg.steps, args.quiet);
+    let bar = progress_bar(cfg.steps, args.output.quiet);
     let traj = Trainer::run(&cfg, &data, &mut |s| bar.set_position(s))?;
     bar.finish_and_clear();
-    report_trajectory(&traj, args.out.as_deref(), args.json)?;
+    report_trajectory(&traj, args.output.out.as_deref(), args.output.json)?;
     finish(t0, Some(cfg.steps));
     Ok(())
 }
@@ -393,7 +393,7 @@ fn twin(args: &TwinArgs) -> Result<()> {
     };
     let t0 = Instant::now();
     let data = Dataset::generate(&cfg);
-    let bar = progress_bar(cfg.steps, args.quiet);
+    let bar = progress_bar(cfg.steps, args.output.quiet);
     let save = args.state.as_deref().map(|p| (p, args.save_every));
     let stop = args.stop_after;
     let traj =
@@ -404,7 +404,7 @@ fn twin(args: &TwinArgs) -> Result<()> {
             }
         })?;
     bar.finish_and_clear();
-    report_trajectory(&traj, args.out.as_deref(), args.json)?;
+    report_trajectory(&traj, args.output.out.as_deref(), args.output.json)?;
     finish(t0, None);
     Ok(())
 }

@@ -359,31 +359,32 @@ impl<'a> TwinTrainer<'a> {
     /// Attention mass per group of training sample `i`, summed in the twin's arithmetic
     /// (mirror of `trajectory::group_mass`) and rounded to f64.
     pub fn mass(&self, i: usize) -> PerGroup {
+        let mut mass = self.ar.zeros(4);
+        self.group_mass_into(i, &mut mass);
+        PerGroup::from_array(std::array::from_fn(|k| mass[k].to_f64()))
+    }
+
+    /// Twin of `trajectory::group_mass`: sum_{t in group} s_t of sample `i` into `mass`
+    /// (four values, group order), in token order.
+    fn group_mass_into(&self, i: usize, mass: &mut [Float]) {
         let groups = &self.data.groups;
         let t_len = groups.len();
-        let ar = self.ar;
-        let mut mass = ar.zeros(4);
-        for (st, g) in self.s[i * t_len..(i + 1) * t_len].iter().zip(groups) {
-            ar.add(&mut mass[g.index()], st);
+        for m in mass.iter_mut() {
+            self.ar.set(m, 0.0);
         }
-        PerGroup::from_array(std::array::from_fn(|k| mass[k].to_f64()))
+        for (st, g) in self.s[i * t_len..(i + 1) * t_len].iter().zip(groups) {
+            self.ar.add(&mut mass[g.index()], st);
+        }
     }
 
     /// Definition 4.1 scores S_i = m_R (m_W_same + m_W_opposite + m_I), evaluated in the
     /// twin's arithmetic and rounded to f64.
     pub fn selection_scores(&self) -> Vec<f64> {
-        let groups = &self.data.groups;
-        let t_len = groups.len();
         let ar = self.ar;
         let mut mass = ar.zeros(4);
         (0..self.f.len())
             .map(|i| {
-                for m in mass.iter_mut() {
-                    ar.set(m, 0.0);
-                }
-                for (st, g) in self.s[i * t_len..(i + 1) * t_len].iter().zip(groups) {
-                    ar.add(&mut mass[g.index()], st);
-                }
+                self.group_mass_into(i, &mut mass);
                 let [r, ws, wo, irr] = &mut mass[..] else {
                     unreachable!("four groups")
                 };
