@@ -1,103 +1,127 @@
-//! One gradient step (forward, backward, update) of the f64 trainer and of the MPFR
-//! twin at several precisions, on the paper's balanced setting.
-//! Run: `cargo bench --bench step`. The cost table of the README comes from
-//! `cargo run --release -- cost` (same measurement, printed as a ratio table).
+//! One gradient step (forward, backward, update) of the one trainer in each arithmetic
+//! and method. Run: `cargo bench --bench step`. The README's cost table comes from
+//! `cargo run --release -- cost` (the same measurement, printed as a ratio table).
 
-use criterion::{Criterion, criterion_group, criterion_main};
-use tokensel::config::{Config, Formulation};
+use criterion::{
+    BenchmarkGroup, Criterion, criterion_group, criterion_main, measurement::WallTime,
+};
+use tokensel::arith::{Arith, F64, Mpfr};
+use tokensel::config::{Config, Method, Preset};
 use tokensel::data::Dataset;
 use tokensel::train::Trainer;
-use tokensel::twin::Arith;
-use tokensel::twin::train::TwinTrainer;
 
+/// Bench one step of `ar` in `method` on `cfg` under `name`.
+fn bench_step<A: Arith>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    cfg: &Config,
+    data: &Dataset,
+    ar: A,
+    method: Method,
+) {
+    let mut tr = Trainer::with_method(cfg, data, ar, cfg.formulation, method).unwrap();
+    group.bench_function(name, |b| {
+        b.iter(|| {
+            tr.forward_backward().unwrap();
+            tr.update().unwrap();
+        })
+    });
+}
+
+/// The default (balanced) setting: f64 and MPFR, direct and span.
 fn step(c: &mut Criterion) {
     let cfg = Config::default();
     let data = Dataset::generate(&cfg);
     let mut group = c.benchmark_group("step/balanced");
     group.sample_size(10);
-    let mut f64_trainer = Trainer::new(&cfg, &data);
-    group.bench_function("f64", |b| {
-        b.iter(|| {
-            f64_trainer.forward_backward().unwrap();
-            f64_trainer.update().unwrap();
-        })
-    });
-    for prec in [53u32, 64, 128, 256, 512, 1024] {
-        let ar = if prec == 53 {
-            Arith::f64_predictor()
-        } else {
-            Arith::truth(prec).unwrap()
-        };
-        let mut twin = TwinTrainer::new(&cfg, &data, ar, Formulation::Stable);
-        let name = if prec == 53 {
-            "mpfr-f64-predictor".to_string()
-        } else {
-            format!("mpfr-{prec}")
-        };
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                twin.forward_backward().unwrap();
-                twin.update();
-            })
-        });
+    for method in [Method::Direct, Method::Span] {
+        let m = method.name();
+        bench_step(&mut group, &format!("f64/{m}"), &cfg, &data, F64, method);
+        bench_step(
+            &mut group,
+            &format!("predictor/{m}"),
+            &cfg,
+            &data,
+            Mpfr::predictor(),
+            method,
+        );
+    }
+    for prec in [128u32, 256, 1024] {
+        let ar = Mpfr::truth(prec).unwrap();
+        bench_step(
+            &mut group,
+            &format!("mpfr-{prec}/span"),
+            &cfg,
+            &data,
+            ar,
+            Method::Span,
+        );
     }
     group.finish();
 }
 
-/// How the f64 and the 256-bit twin step grow with n, T and d (small sizes).
-fn growth(c: &mut Criterion) {
-    let mut group = c.benchmark_group("growth");
+/// Joint mode (official-final, d = 2000): direct vs span, f64.
+fn joint(c: &mut Criterion) {
+    let cfg = Config {
+        n_test: 10,
+        ..Preset::OfficialFinal.config()
+    };
+    let data = Dataset::generate(&cfg);
+    let mut group = c.benchmark_group("step/joint-d2000");
     group.sample_size(10);
-    let base = Config::default();
-    let variants = [
-        ("n10_T8_d500", 10, 8, 500),
-        ("n40_T8_d500", 40, 8, 500),
-        ("n10_T16_d500", 10, 16, 500),
-        ("n10_T8_d2000", 10, 8, 2000),
-    ];
-    for (name, n, t, d) in variants {
-        let mut cfg = Config {
-            n_train: n,
-            n_test: 10,
+    for method in [Method::Direct, Method::Span] {
+        bench_step(
+            &mut group,
+            &format!("f64/{}", method.name()),
+            &cfg,
+            &data,
+            F64,
+            method,
+        );
+    }
+    group.finish();
+}
+
+/// The span step's cost does not grow with d (n = 20, T = 8).
+fn span_in_d(c: &mut Criterion) {
+    let mut group = c.benchmark_group("step/span-by-d");
+    group.sample_size(10);
+    for d in [1_000usize, 10_000, 100_000] {
+        let cfg = Config {
             d,
-            ..base.clone()
+            n_test: 10,
+            ..Config::default()
         };
-        cfg.layout.tokens = t;
-        cfg.layout.irrelevant = t - 3;
         let data = Dataset::generate(&cfg);
-        let mut f = Trainer::new(&cfg, &data);
-        group.bench_function(format!("f64/{name}"), |b| {
-            b.iter(|| {
-                f.forward_backward().unwrap();
-                f.update().unwrap();
-            })
-        });
-        let mut twin =
-            TwinTrainer::new(&cfg, &data, Arith::truth(256).unwrap(), Formulation::Stable);
-        group.bench_function(format!("mpfr-256/{name}"), |b| {
-            b.iter(|| {
-                twin.forward_backward().unwrap();
-                twin.update();
-            })
-        });
+        bench_step(
+            &mut group,
+            &format!("f64/d{d}"),
+            &cfg,
+            &data,
+            F64,
+            Method::Span,
+        );
     }
     group.finish();
 }
 
 /// A whole short run (200 steps, checkpoints and test evaluation included).
 fn short_run(c: &mut Criterion) {
-    let cfg = Config {
-        steps: 200,
-        ..Config::default()
-    };
-    let data = Dataset::generate(&cfg);
     let mut group = c.benchmark_group("run");
     group.sample_size(10);
-    group.bench_function("f64/balanced_200_steps", |b| {
-        b.iter(|| Trainer::run(&cfg, &data, &mut |_| {}).unwrap())
-    });
+    for method in [Method::Direct, Method::Span] {
+        let cfg = Config {
+            steps: 200,
+            method,
+            ..Config::default()
+        };
+        let data = Dataset::generate(&cfg);
+        group.bench_function(format!("f64/balanced_200_steps/{}", method.name()), |b| {
+            b.iter(|| Trainer::run(&cfg, &data, F64, &mut |_| {}).unwrap())
+        });
+    }
     group.finish();
 }
 
-criterion_group!(benches, step, growth, short_run);
+criterion_group!(benches, step, joint, span_in_d, short_run);
 criterion_main!(benches);

@@ -9,11 +9,12 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::config::{Config, Group, Mode, Preset};
+use crate::arith::{Arith, F64, Mpfr};
+use crate::config::{Config, Group, Method, Mode, Preset};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+use crate::io::trajectory::{ByNoise, Summary, Trajectory};
 use crate::train::Trainer;
-use crate::trajectory::{ByNoise, Summary, Trajectory};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -106,7 +107,7 @@ struct TwinArgs {
     #[command(flatten)]
     config: ConfigArgs,
     /// Precision in bits.
-    #[arg(long, value_name = "BITS", default_value_t = crate::twin::DEFAULT_PREC)]
+    #[arg(long, value_name = "BITS", default_value_t = crate::arith::DEFAULT_PREC)]
     prec: u32,
     /// Use the 53-bit f64-predictor arithmetic instead (ignores --prec).
     #[arg(long)]
@@ -153,14 +154,19 @@ struct CompareArgs {
     #[command(flatten)]
     config: ConfigArgs,
     /// Precision of the truth twin in bits.
-    #[arg(long, value_name = "BITS", default_value_t = crate::twin::DEFAULT_PREC)]
+    #[arg(long, value_name = "BITS", default_value_t = crate::arith::DEFAULT_PREC)]
     prec: u32,
     /// Relative error that counts as a failure.
     #[arg(long, value_name = "X", default_value_t = 1e-8)]
     tol: f64,
-    /// Skip the 53-bit f64 predictor (bit-equality check).
+    /// Skip the 53-bit f64 predictor (bit-equality check; it runs in the f64 trainer's
+    /// method at MPFR speed).
     #[arg(long)]
     no_predictor: bool,
+    /// The truth twin's step: span (default; the same trajectory in exact arithmetic,
+    /// cost independent of d) or direct (d-space quantities compared at every step).
+    #[arg(long, value_name = "direct|span", value_parser = parse_method, default_value = "span")]
+    twin_method: Method,
     /// Print exactly one JSON object on stdout.
     #[arg(long)]
     json: bool,
@@ -174,7 +180,7 @@ struct SaturationArgs {
     #[command(flatten)]
     config: ConfigArgs,
     /// Precision of the truth twin in bits.
-    #[arg(long, value_name = "BITS", default_value_t = crate::twin::DEFAULT_PREC)]
+    #[arg(long, value_name = "BITS", default_value_t = crate::arith::DEFAULT_PREC)]
     prec: u32,
     /// Relative error that counts as a failure.
     #[arg(long, value_name = "X", default_value_t = 1e-8)]
@@ -206,6 +212,18 @@ struct ConfigArgs {
     /// Override the number of steps.
     #[arg(long, value_name = "N")]
     steps: Option<u64>,
+    /// Override the step method: direct (d-space) or span (Gram space, same trajectory
+    /// in exact arithmetic, cost independent of d).
+    #[arg(long, value_name = "direct|span", value_parser = parse_method)]
+    method: Option<Method>,
+}
+
+fn parse_method(s: &str) -> std::result::Result<Method, String> {
+    match s {
+        "direct" => Ok(Method::Direct),
+        "span" => Ok(Method::Span),
+        _ => Err(format!("`{s}` is not a method (direct, span)")),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -255,6 +273,9 @@ impl ConfigArgs {
         }
         if let Some(steps) = self.steps {
             cfg.steps = steps;
+        }
+        if let Some(method) = self.method {
+            cfg.method = method;
         }
         cfg.validate()?;
         Ok(cfg)
@@ -361,7 +382,7 @@ fn run(args: &RunArgs) -> Result<()> {
     let t0 = Instant::now();
     let data = Dataset::generate(&cfg);
     let bar = progress_bar(cfg.steps, args.output.quiet);
-    let traj = Trainer::run(&cfg, &data, &mut |s| bar.set_position(s))?;
+    let traj = Trainer::run(&cfg, &data, F64, &mut |s| bar.set_position(s))?;
     bar.finish_and_clear();
     report_trajectory(&traj, args.output.out.as_deref(), args.output.json)?;
     finish(t0, Some(cfg.steps));
@@ -369,14 +390,14 @@ fn run(args: &RunArgs) -> Result<()> {
 }
 
 fn twin(args: &TwinArgs) -> Result<()> {
-    use crate::twin::train::{TwinState, TwinTrainer};
+    use crate::train::State;
     let cfg = args.config.load()?;
     let ar = if args.predictor {
-        crate::twin::Arith::f64_predictor()
+        Mpfr::predictor()
     } else {
-        crate::twin::Arith::truth(args.prec)?
+        Mpfr::truth(args.prec)?
     };
-    crate::twin::check_twin_memory(&cfg, ar.prec())?;
+    crate::train::check_memory(&cfg, ar.kind(), ar.prec(), cfg.method)?;
     if args.save_every == 0 {
         return Err(Error::config("save-every", "must be at least 1"));
     }
@@ -384,7 +405,7 @@ fn twin(args: &TwinArgs) -> Result<()> {
         return Err(Error::config("resume", "needs --state FILE"));
     }
     let resume = match (&args.state, args.resume) {
-        (Some(path), true) if path.exists() => Some(TwinState::load(path)?),
+        (Some(path), true) if path.exists() => Some(State::load(path)?),
         (Some(path), true) => {
             eprintln!("no state at {}: starting from step 0", path.display());
             None
@@ -396,13 +417,13 @@ fn twin(args: &TwinArgs) -> Result<()> {
     let bar = progress_bar(cfg.steps, args.output.quiet);
     let save = args.state.as_deref().map(|p| (p, args.save_every));
     let stop = args.stop_after;
-    let traj =
-        TwinTrainer::run_resumable(&cfg, &data, ar, cfg.formulation, resume, save, &mut |s| {
-            bar.set_position(s);
-            if stop == Some(s) {
-                std::process::exit(3);
-            }
-        })?;
+    let mut tr = Trainer::new(&cfg, &data, ar, cfg.formulation)?;
+    let traj = tr.run_from(resume, save, &mut |s| {
+        bar.set_position(s);
+        if stop == Some(s) {
+            std::process::exit(3);
+        }
+    })?;
     bar.finish_and_clear();
     report_trajectory(&traj, args.output.out.as_deref(), args.output.json)?;
     finish(t0, None);
@@ -422,26 +443,40 @@ fn load_trajectory(path: &Path) -> Result<Trajectory> {
 
 fn cost(args: &CostArgs) -> Result<()> {
     let cfg = args.config.load()?;
+    let methods = match args.config.method {
+        Some(m) => vec![m],
+        None => vec![Method::Direct, Method::Span],
+    };
     for &p in &args.precs {
-        if p != 53 {
-            crate::twin::Arith::truth(p)?;
+        let ar = Mpfr::for_prec(p)?;
+        for &m in &methods {
+            crate::train::check_memory(&cfg, ar.kind(), p, m)?;
         }
     }
-    let r = crate::cost::measure(&cfg, &args.precs, args.reps, args.twin_reps, &mut |name| {
-        eprintln!("timing {name}")
-    })?;
+    let r = crate::experiments::cost::measure(
+        &cfg,
+        &args.precs,
+        &methods,
+        args.reps,
+        args.twin_reps,
+        &mut |name| eprintln!("timing {name}"),
+    )?;
     if args.json {
         println!("{}", serde_json::to_string(&r).expect("report serialises"));
         return Ok(());
     }
     let mut out = format!(
-        "tokensel cost: one gradient step, n = {}, T = {}, d = {} ({:.3e} flops per f64 step, {:.2} GFLOP/s achieved)\n\n  {:<24}{:>16}{:>14}\n",
+        "tokensel cost: one gradient step, n = {}, T = {}, d = {} ({:.3e} flops per direct f64 step{})\n\n  {:<12}{:>6}{:>8}{:>14}{:>16}{:>14}\n",
         r.n,
         r.tokens,
         r.d,
         r.flops_per_step,
-        r.f64_gflops,
+        r.f64_gflops
+            .map_or(String::new(), |g| format!(", {g:.2} GFLOP/s achieved")),
         "trainer",
+        "bits",
+        "method",
+        "setup",
         "time per step",
         "ratio to f64"
     );
@@ -453,8 +488,8 @@ fn cost(args: &CostArgs) -> Result<()> {
             format!("{:.2} ms", t * 1e3)
         };
         out += &format!(
-            "  {:<24}{shown:>16}{:>14.0}\n",
-            row.trainer, row.ratio_to_f64
+            "  {:<12}{:>6}{:>8}{:>12.3} s{shown:>16}{:>14.3}\n",
+            row.trainer, row.prec_bits, row.method, row.setup_seconds, row.ratio_to_f64
         );
     }
     print!("{out}");
@@ -463,11 +498,12 @@ fn cost(args: &CostArgs) -> Result<()> {
 
 fn check(args: &CheckArgs) -> Result<()> {
     let text = read_text(&args.file)?;
-    let (file, configs) = crate::claims::ClaimsFile::parse(&text, &args.file)?;
+    let (file, configs) = crate::experiments::claims::ClaimsFile::parse(&text, &args.file)?;
     let t0 = Instant::now();
-    let outcomes = crate::claims::check(&file, &configs, &args.file, &mut |k, n, name| {
-        eprintln!("[{}/{n}] {name}", k + 1)
-    })?;
+    let outcomes =
+        crate::experiments::claims::check(&file, &configs, &args.file, &mut |k, n, name| {
+            eprintln!("[{}/{n}] {name}", k + 1)
+        })?;
     if args.json {
         println!(
             "{}",
@@ -503,7 +539,7 @@ fn check(args: &CheckArgs) -> Result<()> {
 fn diff(args: &DiffArgs) -> Result<()> {
     check_tol(args.rtol)?;
     let (a, b) = (load_trajectory(&args.a)?, load_trajectory(&args.b)?);
-    let r = crate::diff::diff(&a, &b, args.rtol);
+    let r = crate::analysis::diff::diff(&a, &b, args.rtol);
     if args.json {
         println!("{}", serde_json::to_string(&r).expect("report serialises"));
     } else {
@@ -547,22 +583,22 @@ fn plot(args: &PlotArgs) -> Result<()> {
     }
     let text = read_text(&args.input)?;
     let chart = match Trajectory::from_json(&text, &args.input) {
-        Ok(t) => crate::plot::attention_chart(&t),
-        Err(first) => match serde_json::from_str::<crate::compare::Report>(&text) {
-            Ok(r) => crate::plot::error_chart(&r),
+        Ok(t) => crate::report::plot::attention_chart(&t),
+        Err(first) => match serde_json::from_str::<crate::analysis::compare::Report>(&text) {
+            Ok(r) => crate::report::plot::error_chart(&r),
             Err(_) => return Err(first),
         },
     };
     let svg = chart.to_svg();
     let bytes = if ext == "png" {
-        crate::plot::svg_to_png(&svg).map_err(|e| Error::Io {
+        crate::report::plot::svg_to_png(&svg).map_err(|e| Error::Io {
             path: args.out.clone(),
             source: std::io::Error::other(e),
         })?
     } else {
         svg.into_bytes()
     };
-    crate::trajectory::write_atomic(&args.out, &bytes)?;
+    crate::io::trajectory::write_atomic(&args.out, &bytes)?;
     println!("wrote {}", args.out.display());
     Ok(())
 }
@@ -579,9 +615,10 @@ fn sweep(args: &SweepArgs) -> Result<()> {
     let t0 = Instant::now();
     let total = (args.etas.len() * args.seeds.len()) as u64;
     let bar = progress_bar(total, args.quiet);
-    let report = crate::sweep::sweep(&base, &args.etas, &args.seeds, &mut |done, _| {
-        bar.set_position(done as u64)
-    })?;
+    let report =
+        crate::experiments::sweep::sweep(&base, &args.etas, &args.seeds, &mut |done, _| {
+            bar.set_position(done as u64)
+        })?;
     bar.finish_and_clear();
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir).map_err(|source| Error::Io {
@@ -589,9 +626,9 @@ fn sweep(args: &SweepArgs) -> Result<()> {
             source,
         })?;
         let json = serde_json::to_string_pretty(&report).expect("report serialises");
-        crate::trajectory::write_atomic(&dir.join("sweep.json"), json.as_bytes())?;
-        crate::trajectory::write_atomic(&dir.join("sweep.csv"), report.to_csv().as_bytes())?;
-        crate::trajectory::write_atomic(
+        crate::io::trajectory::write_atomic(&dir.join("sweep.json"), json.as_bytes())?;
+        crate::io::trajectory::write_atomic(&dir.join("sweep.csv"), report.to_csv().as_bytes())?;
+        crate::io::trajectory::write_atomic(
             &dir.join("sweep.svg"),
             report.chart().to_svg().as_bytes(),
         )?;
@@ -647,17 +684,22 @@ fn check_tol(tol: f64) -> Result<()> {
 fn compare(args: &CompareArgs) -> Result<()> {
     let cfg = args.config.load()?;
     check_tol(args.tol)?;
-    crate::twin::Arith::truth(args.prec)?;
-    crate::twin::check_twin_memory(&cfg, args.prec)?;
+    let truth = Mpfr::truth(args.prec)?;
+    crate::train::check_memory(&cfg, truth.kind(), args.prec, args.twin_method)?;
+    if !args.no_predictor {
+        crate::train::check_memory(&cfg, Mpfr::predictor().kind(), 53, cfg.method)?;
+    }
     let t0 = Instant::now();
     let data = Dataset::generate(&cfg);
     let bar = progress_bar(cfg.steps, args.quiet);
-    let opts = crate::compare::Options {
+    let opts = crate::analysis::compare::Options {
         prec: args.prec,
         tol: args.tol,
         predictor: !args.no_predictor,
+        twin_method: args.twin_method,
     };
-    let report = crate::compare::compare(&cfg, &data, opts, &mut |s| bar.set_position(s))?;
+    let report =
+        crate::analysis::compare::compare(&cfg, &data, opts, &mut |s| bar.set_position(s))?;
     bar.finish_and_clear();
     if args.json {
         println!(
@@ -671,16 +713,22 @@ fn compare(args: &CompareArgs) -> Result<()> {
     Ok(())
 }
 
-fn compare_table(r: &crate::compare::Report) -> String {
+fn compare_table(r: &crate::analysis::compare::Report) -> String {
     let mut out = format!(
-        "tokensel compare: f64 ({:?}) vs {}-bit twin (centred), {} steps, tolerance {:e}\n\n",
-        r.formulation, r.prec_bits, r.steps, r.tolerance
+        "tokensel compare: f64 ({:?}, {}) vs {}-bit twin (stable, {}), {} steps, tolerance {:e}\n  q and grad compared at {}\n\n",
+        r.formulation,
+        r.method.name(),
+        r.prec_bits,
+        r.twin_method.name(),
+        r.steps,
+        r.tolerance,
+        r.d_space_compared_at
     );
     out += &format!(
         "  {:<8}{:>14}{:>16}{:>16}{:>14}\n",
         "quantity", "max rel err", "max (2^-53)", "mean (2^-53)", "first > tol"
     );
-    for q in crate::compare::QUANTITIES {
+    for q in crate::analysis::compare::QUANTITIES {
         let ulps = r.error_ulps[q];
         let first = r.first_exceed[q].map_or("-".to_string(), |s| s.to_string());
         out += &format!(
@@ -737,8 +785,9 @@ fn saturation(args: &SaturationArgs) -> Result<()> {
         return Err(Error::config("points", "must be at least 2"));
     }
     let data = Dataset::generate(&cfg);
-    let grid = crate::saturation::default_grid(args.points);
-    let r = crate::saturation::sweep(&data.train, args.sample, args.prec, args.tol, &grid)?;
+    let grid = crate::analysis::saturation::default_grid(args.points);
+    let r =
+        crate::analysis::saturation::sweep(&data.train, args.sample, args.prec, args.tol, &grid)?;
     if args.json {
         println!("{}", serde_json::to_string(&r).expect("report serialises"));
         return Ok(());
@@ -767,12 +816,14 @@ fn saturation(args: &SaturationArgs) -> Result<()> {
     );
     for row in &r.rows {
         out += &format!(
-            "  {:>9.2}{:>12.3e}{:>12.2e}{:>12.2e}{:>12.4}{:>12.2e}{:>12.2e}\n",
+            "  {:>9.2}{:>12.3e}{:>12.2e}{:>12.2e}{:>12}{:>12.2e}{:>12.2e}\n",
             row.gap,
             row.rest,
             row.naive.rest,
             row.naive.grad,
-            row.naive.grad_cosine,
+            row.naive
+                .grad_cosine
+                .map_or("zero".into(), |c| format!("{c:.4}")),
             row.stable.rest,
             row.stable.grad
         );
@@ -781,7 +832,7 @@ fn saturation(args: &SaturationArgs) -> Result<()> {
     Ok(())
 }
 
-fn fmt_row(label: &str, v: Option<crate::trajectory::PerGroup>) -> String {
+fn fmt_row(label: &str, v: Option<crate::io::trajectory::PerGroup>) -> String {
     match v {
         None => format!("  {label:<22}{:>10}\n", "(none)"),
         Some(p) => {
@@ -806,7 +857,7 @@ fn group_table(title: &str, by: &ByNoise, n_clean: usize, n_noisy: usize) -> Str
     )
 }
 
-fn trainer_name(t: &crate::trajectory::TrainerInfo) -> String {
+fn trainer_name(t: &crate::io::trajectory::TrainerInfo) -> String {
     match t.kind.as_str() {
         "f64" => "f64".into(),
         "mpfr" => format!("MPFR {} bits", t.prec_bits),

@@ -54,6 +54,10 @@ pub struct Config {
     pub mode: Mode,
     /// f64 formulation of softmax and gradient.
     pub formulation: Formulation,
+    /// How a step is computed: in d-space (`direct`) or in the span of the training
+    /// tokens (`span`, SPEC section 9). The same trajectory in exact arithmetic.
+    #[serde(default)]
+    pub method: Method,
     /// Initial values of p and W.
     pub init: Init,
     /// What the trajectory records.
@@ -185,6 +189,29 @@ pub enum Mode {
     Joint,
 }
 
+/// How a gradient step is computed (SPEC section 9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// In d-space: scores X q, gradient X^T c, update of p and W (O(nTd) per step, plus
+    /// O(d^2) when W is dense).
+    #[default]
+    Direct,
+    /// In the span of the training tokens: coefficients and Gram matrices, O((nT)^2) per
+    /// step whatever d, after a one-time precompute. Needs the stable formulation.
+    Span,
+}
+
+impl Method {
+    /// Stable name used in outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Direct => "direct",
+            Method::Span => "span",
+        }
+    }
+}
+
 /// The f64 formulation of softmax, 1 - s and df/dq (SPEC section 6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -193,7 +220,8 @@ pub enum Formulation {
     /// `sum s g x - f sum s x` (what most frameworks compute).
     Naive,
     /// Max-subtracted softmax, `1 - s_top` as the sum of the others, f centred on the top
-    /// token and the centred gradient `sum_{j != top} s_j (g_j - g_top)(x_j - xbar)`.
+    /// token, and the token-space gradient s_t (g_t - f) with g_top - f formed from the
+    /// centred sum (see `model::grad_scores`).
     Stable,
 }
 
@@ -481,6 +509,13 @@ impl Config {
                 "init.p",
                 "mode = \"W\" trains W with p fixed; p = 0 gives dL/dW = p (dL/dq)^T = 0. \
                  Set init.p = \"gaussian\" with init.p_scale > 0",
+            ));
+        }
+        if self.method == Method::Span && self.formulation == Formulation::Naive {
+            return Err(Error::config(
+                "method",
+                "method = \"span\" needs formulation = \"stable\": the naive gradient's \
+                 error is a d-space cancellation that the span step does not perform",
             ));
         }
         if self.record.checkpoints_per_decade == 0 {

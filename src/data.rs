@@ -6,8 +6,9 @@
 
 use ndarray::{Array1, Array2, Array3, ArrayView2};
 
+use crate::arith::{self, Arith, F64};
 use crate::config::{Config, FlipRule, Group, LabelRule, Signals};
-use crate::linalg;
+use crate::model;
 use crate::rng::{self, Stream};
 
 /// One split (train or test): tokens, labels and the fixed head values g_t = <nu, x_t>.
@@ -68,9 +69,12 @@ impl Dataset {
     /// Draw the data set of `cfg` from its seeded streams. `cfg` must be validated.
     pub fn generate(cfg: &Config) -> Dataset {
         let (mu_pos, mu_neg) = signals(cfg);
-        let diff: Vec<f64> = mu_pos.iter().zip(&mu_neg).map(|(a, b)| a - b).collect();
-        let scale = linalg::norm(&diff) * cfg.mu_norm;
-        let nu = Array1::from_iter(diff.iter().map(|v| v / scale));
+        let nu = Array1::from_vec(model::head(
+            &F64,
+            mu_pos.as_slice().expect("contiguous"),
+            mu_neg.as_slice().expect("contiguous"),
+            cfg.mu_norm,
+        ));
         let groups = cfg.layout.groups();
 
         let mut labels = rng::stream(cfg.seed, Stream::TrainLabels);
@@ -154,11 +158,11 @@ fn signals(cfg: &Config) -> (Array1<f64>, Array1<f64>) {
             let mut b = vec![0.0; d];
             rng::fill_normal(&mut r, 1.0, &mut a);
             rng::fill_normal(&mut r, 1.0, &mut b);
-            let na = linalg::norm(&a);
+            let na = arith::norm(&a);
             a.iter_mut().for_each(|v| *v /= na);
-            let proj = linalg::dot(&a, &b);
-            linalg::axpy(-proj, &a, &mut b);
-            let nb = linalg::norm(&b);
+            let proj = arith::dot(&a, &b);
+            F64.axpy(&-proj, &a, &mut b);
+            let nb = arith::norm(&b);
             b.iter_mut().for_each(|v| *v /= nb);
             (
                 Array1::from_iter(a.iter().map(|v| v * cfg.mu_norm)),
@@ -181,19 +185,18 @@ fn draw_split(
     let groups = cfg.layout.groups();
     let mut rng = rng::stream(cfg.seed, stream);
     let mut x = Array3::<f64>::zeros((n, t_len, d));
-    let mut g = Array2::<f64>::zeros((n, t_len));
     let nu = nu.as_slice().expect("contiguous");
-    for i in 0..n {
-        let (same, other) = if y_true[i] > 0 {
+    for (i, yt) in y_true.iter().enumerate() {
+        let (same, other) = if *yt > 0 {
             (mu_pos, mu_neg)
         } else {
             (mu_neg, mu_pos)
         };
-        for t in 0..t_len {
+        for (t, group) in groups.iter().enumerate() {
             let mut row = x.slice_mut(ndarray::s![i, t, ..]);
             let row = row.as_slice_mut().expect("contiguous");
             rng::fill_normal(&mut rng, cfg.sigma, row);
-            let signal = match groups[t] {
+            let signal = match group {
                 Group::R => Some((1.0, same)),
                 Group::WSame => Some((cfg.rho, same)),
                 Group::WOpposite => Some((cfg.rho, other)),
@@ -204,9 +207,10 @@ fn draw_split(
                     *v += c * m;
                 }
             }
-            g[[i, t]] = linalg::dot(nu, row);
         }
     }
+    let g = Array2::from_shape_vec((n, t_len), model::head_values(&F64, x.view(), nu))
+        .expect("n x T head values");
     Split { x, y_true, y, g }
 }
 
@@ -247,7 +251,7 @@ mod tests {
             .count();
         assert_eq!(noisy, c.exact_flip_count());
         assert!((0..ds.test.len()).all(|i| !ds.test.is_noisy(i)));
-        let nn = linalg::norm(ds.nu.as_slice().unwrap());
+        let nn = arith::norm(ds.nu.as_slice().unwrap());
         assert!((nn - 1.0 / c.mu_norm).abs() < 1e-15);
     }
 

@@ -1,88 +1,128 @@
-//! Small f64 kernels with a fixed, documented summation order.
+//! Matrix-vector kernels over any [`Arith`], with fixed reduction orders.
 //!
-//! Every reduction in tokensel goes through [`dot`] (or [`sum`]), whose order is fixed:
-//! element k goes to lane k mod 4, lanes are summed left to right, and the result is
-//! (lane0 + lane1) + (lane2 + lane3). No FMA is used (Rust never contracts a * b + c).
-//! The order is the same on every platform and every thread count, and the twin's
-//! f64-predictor mode can reproduce it.
+//! Matrices are row-major slices. Work is split over threads (rayon) only along
+//! independent outputs: rows for [`matvec`] (each row one [`Arith::dot`]), column blocks
+//! for [`matvec_t`] (each output a sequential fma chain over the rows, in row order).
+//! So every result has the same bits for every thread count and every split.
 
-/// Number of interleaved partial sums in [`dot`] and [`sum`].
-pub const LANES: usize = 4;
+use rayon::prelude::*;
 
-/// Inner product `sum_k a[k] b[k]` in the fixed lane order.
-///
-/// # Panics
-/// If the slices differ in length (a programming error).
-#[inline]
-pub fn dot(a: &[f64], b: &[f64]) -> f64 {
-    assert_eq!(a.len(), b.len(), "dot: length mismatch");
-    let mut acc = [0.0f64; LANES];
-    let (ca, ra) = (a.chunks_exact(LANES), a.chunks_exact(LANES).remainder());
-    let rb = b.chunks_exact(LANES).remainder();
-    for (x, y) in ca.zip(b.chunks_exact(LANES)) {
-        for j in 0..LANES {
-            acc[j] += x[j] * y[j];
-        }
-    }
-    for (j, (x, y)) in ra.iter().zip(rb).enumerate() {
-        acc[j] += x * y;
-    }
-    (acc[0] + acc[1]) + (acc[2] + acc[3])
-}
+use crate::arith::{Arith, Kind};
 
-/// Sum `sum_k a[k]` in the same lane order as [`dot`].
-#[inline]
-pub fn sum(a: &[f64]) -> f64 {
-    let mut acc = [0.0f64; LANES];
-    let chunks = a.chunks_exact(LANES);
-    let rest = chunks.remainder();
-    for x in chunks {
-        for j in 0..LANES {
-            acc[j] += x[j];
-        }
-    }
-    for (j, x) in rest.iter().enumerate() {
-        acc[j] += x;
-    }
-    (acc[0] + acc[1]) + (acc[2] + acc[3])
-}
+/// Below this many (f64-equivalent) operations, kernels stay on the calling thread.
+const PAR_MIN_OPS: usize = 1 << 16;
 
-/// Euclidean norm `sqrt(dot(a, a))`.
-#[inline]
-pub fn norm(a: &[f64]) -> f64 {
-    dot(a, a).sqrt()
-}
-
-/// `y += alpha x`, element by element.
-#[inline]
-pub fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
-    assert_eq!(x.len(), y.len(), "axpy: length mismatch");
-    for (yi, xi) in y.iter_mut().zip(x) {
-        *yi += alpha * xi;
+/// Rough cost of one operation relative to an f64 fma (for the parallel threshold only).
+fn op_cost<A: Arith>(ar: &A) -> usize {
+    match ar.kind() {
+        Kind::F64 => 1,
+        Kind::Predictor | Kind::Mpfr => 64,
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// True when `ops` operations in `ar` are worth spreading over threads.
+pub fn worth_parallel<A: Arith>(ar: &A, ops: usize) -> bool {
+    ops.saturating_mul(op_cost(ar)) >= PAR_MIN_OPS && rayon::current_num_threads() > 1
+}
 
-    #[test]
-    fn dot_order_is_the_documented_one() {
-        let a: Vec<f64> = (0..11).map(|k| 1.0 + (k as f64) * 1e-3).collect();
-        let b: Vec<f64> = (0..11).map(|k| 1e16f64.powi(k % 3) * 0.7).collect();
-        let mut acc = [0.0; 4];
-        for k in 0..11 {
-            acc[k % 4] += a[k] * b[k];
+/// Call `f(i, row_i)` for every row of width `width` of `out`; rows are independent,
+/// so they may run on several threads (when `ops_per_row` makes it worthwhile).
+pub fn for_each_row<A: Arith, T: Send, F>(
+    ar: &A,
+    out: &mut [T],
+    width: usize,
+    ops_per_row: usize,
+    f: F,
+) where
+    F: Fn(usize, &mut [T]) + Sync + Send,
+{
+    if worth_parallel(ar, out.len() / width.max(1) * ops_per_row) {
+        out.par_chunks_mut(width)
+            .enumerate()
+            .for_each(|(i, r)| f(i, r));
+    } else {
+        out.chunks_mut(width).enumerate().for_each(|(i, r)| f(i, r));
+    }
+}
+
+/// `out_i = dot(m_i, v)` for the rows of `m` (`out.len()` rows of `v.len()` columns),
+/// in row blocks ([`Arith::matvec`]) spread over threads when worthwhile.
+pub fn matvec<A: Arith>(ar: &A, m: &[A::Real], v: &[A::Real], out: &mut [A::Real]) {
+    let cols = v.len();
+    let rows = out.len();
+    if worth_parallel(ar, rows * cols) {
+        let block = rows.div_ceil(4 * rayon::current_num_threads()).max(2);
+        out.par_chunks_mut(block).enumerate().for_each(|(b, o)| {
+            let i0 = b * block;
+            ar.matvec(&m[i0 * cols..(i0 + o.len()) * cols], v, o)
+        });
+    } else {
+        ar.matvec(m, v, out);
+    }
+}
+
+/// Column blocks of `out` processed by [`matvec_t`]-style kernels: `f(k0, block)`.
+fn for_each_column_block<A: Arith, F>(ar: &A, out: &mut [A::Real], rows: usize, f: F)
+where
+    F: Fn(usize, &mut [A::Real]) + Sync + Send,
+{
+    let cols = out.len();
+    if worth_parallel(ar, rows * cols) {
+        let threads = rayon::current_num_threads();
+        let block = cols.div_ceil(4 * threads).max(64);
+        out.par_chunks_mut(block)
+            .enumerate()
+            .for_each(|(b, o)| f(b * block, o));
+    } else {
+        f(0, out);
+    }
+}
+
+/// `out = m^T v`: out_k = sum_i v_i m_ik, an fma chain over i = 0, 1, ... (from +0).
+pub fn matvec_t<A: Arith>(ar: &A, m: &[A::Real], v: &[A::Real], out: &mut [A::Real]) {
+    let cols = out.len();
+    for_each_column_block(ar, out, v.len(), |k0, o| {
+        let zero = ar.zero();
+        o.iter_mut().for_each(|x| ar.set(x, &zero));
+        for (i, vi) in v.iter().enumerate() {
+            let row = &m[i * cols + k0..i * cols + k0 + o.len()];
+            ar.axpy(vi, row, o);
         }
-        let expect = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-        assert_eq!(dot(&a, &b).to_bits(), expect.to_bits());
-        let mut acc = [0.0; 4];
-        for k in 0..11 {
-            acc[k % 4] += b[k];
+    });
+}
+
+/// `out = X^T v` for f64 data rows `x` (`v.len()` rows of `out.len()` columns), in the
+/// order of [`matvec_t`].
+pub fn matvec_t_f64<A: Arith>(ar: &A, x: &[f64], v: &[A::Real], out: &mut [A::Real]) {
+    let cols = out.len();
+    for_each_column_block(ar, out, v.len(), |k0, o| {
+        ar.gemv_t_f64(&x[k0..], cols, v, o);
+    });
+}
+
+/// Symmetric Gram matrix `G_ij = dot(b_i, b_j)` of the `rows` rows of `b` (each of
+/// width `cols`): the upper triangle is computed, the lower one mirrored.
+pub fn gram<A: Arith>(ar: &A, b: &[A::Real], rows: usize, cols: usize) -> Vec<A::Real> {
+    let mut g = ar.zeros(rows * rows);
+    for_each_row(ar, &mut g, rows, rows * cols / 2, |i, gi| {
+        for j in i..rows {
+            ar.dot(
+                &b[i * cols..(i + 1) * cols],
+                &b[j * cols..(j + 1) * cols],
+                &mut gi[j],
+            );
         }
-        assert_eq!(
-            sum(&b).to_bits(),
-            ((acc[0] + acc[1]) + (acc[2] + acc[3])).to_bits()
-        );
+    });
+    mirror_upper(ar, &mut g, rows);
+    g
+}
+
+/// Copy the upper triangle of a square matrix into its lower triangle.
+pub fn mirror_upper<A: Arith>(ar: &A, g: &mut [A::Real], rows: usize) {
+    for i in 0..rows {
+        for j in 0..i {
+            let (lo, hi) = g.split_at_mut(i * rows);
+            ar.set(&mut hi[j], &lo[j * rows + i]);
+        }
     }
 }

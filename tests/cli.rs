@@ -124,7 +124,7 @@ fn out_dir_gets_json_and_csv_trajectories() {
     ]);
     let summary = json(&o);
     let text = std::fs::read_to_string(dir.join("trajectory.json")).unwrap();
-    let t = tokensel::trajectory::Trajectory::from_json(&text, &dir).unwrap();
+    let t = tokensel::io::trajectory::Trajectory::from_json(&text, &dir).unwrap();
     assert_eq!(t.digest(), summary["trajectory_digest"].as_str().unwrap());
     let csv = std::fs::read_to_string(dir.join("trajectory.csv")).unwrap();
     let rows: Vec<&str> = csv.lines().collect();
@@ -310,12 +310,15 @@ fn oversized_twin_runs_are_refused_up_front() {
     let tmp = tempfile::tempdir().unwrap();
     let cfg = tmp.path().join("wide.toml");
     std::fs::write(&cfg, "d = 2000000\nn_train = 20\nn_test = 1\n").unwrap();
+    // the span state holds (nT + 1) x d basis numbers: ~175 GB at 4096 bits
     for cmd in ["twin", "compare"] {
         let o = tokensel(&[
             cmd,
             "--quiet",
             "--prec",
             "4096",
+            "--method",
+            "span",
             "--config",
             cfg.to_str().unwrap(),
         ]);

@@ -3,12 +3,12 @@
 
 use num_rational::BigRational;
 use num_traits::{Signed, Zero};
+use tokensel::analysis::exact::{self, rat, rat_mpfr};
+use tokensel::arith::{Arith, F64, Mpfr};
 use tokensel::config::{Config, Formulation, PInit};
 use tokensel::data::Dataset;
-use tokensel::exact::{self, rat, rat_mpfr};
 use tokensel::model;
 use tokensel::train::Params;
-use tokensel::twin::{Arith, model as tm};
 
 fn setup() -> (Config, Dataset, Vec<f64>) {
     let mut c = Config {
@@ -29,19 +29,18 @@ fn setup() -> (Config, Dataset, Vec<f64>) {
 fn direction(x: ndarray::ArrayView2<f64>) -> (Vec<f64>, f64) {
     let u = x.row(0).to_vec();
     let mut z = vec![0.0; x.nrows()];
-    model::scores(x, &u, &mut z);
+    model::scores(&F64, x, &u, &mut z);
     z.sort_by(f64::total_cmp);
     (u, z[z.len() - 1] - z[z.len() - 2])
 }
 
-/// Scores: |fl(x.q) - x.q| <= gamma_{ceil(d/4)+2} sum |x_k q_k| in f64 (u = 2^-53)
+/// Scores: |fl(x.q) - x.q| <= gamma_{ceil(d/L)+log2 L} sum |x_k q_k| in f64 (u = 2^-53)
 /// and in the twin at 64 bits (u = 2^-64); the exact value is the judge.
 #[test]
 fn scores_lie_within_the_dot_product_bound() {
     let (_, data, q) = setup();
-    let ar = Arith::truth(64).unwrap();
-    let qf: Vec<_> = q.iter().map(|v| ar.from_f64(*v)).collect();
-    let mut w = tm::Work::new(&ar);
+    let ar = Mpfr::truth(64).unwrap();
+    let qf = ar.of_slice(&q);
     let mut zt = ar.zero();
     let (u53, u64) = (exact::unit_roundoff(53), exact::unit_roundoff(64));
     let mut worst = 0.0f64;
@@ -50,10 +49,10 @@ fn scores_lie_within_the_dot_product_bound() {
         for row in x.rows() {
             let row = row.as_slice().unwrap();
             let truth = exact::dot(row, &q);
-            let err64 = (rat(tokensel::linalg::dot(row, &q)) - &truth).abs();
+            let err64 = (rat(tokensel::arith::dot(row, &q)) - &truth).abs();
             let bound64 = exact::dot_bound(row, &q, &u53);
             assert!(err64 <= bound64, "f64 score error above gamma bound");
-            tm::dot_f64(&ar, row, &qf, &mut w, &mut zt);
+            ar.dot_f64(row, &qf, &mut zt);
             let err_twin = (rat_mpfr(&zt) - &truth).abs();
             assert!(
                 err_twin <= exact::dot_bound(row, &q, &u64),
@@ -78,26 +77,18 @@ fn naive_gradient_assembly_within_bound_and_bound_explains_cancellation() {
     let g: Vec<BigRational> = g64.iter().map(|v| rat(*v)).collect();
     let (u, unit_gap) = direction(x);
     let mut z = vec![0.0; x.nrows()];
-    let ar = Arith::truth(80).unwrap();
+    let ar = Mpfr::truth(80).unwrap();
     let mut ratio_at = Vec::new();
     for gap in [5.0, 40.0] {
         let q: Vec<f64> = u.iter().map(|v| gap / unit_gap * v).collect();
-        model::scores(x, &q, &mut z);
+        model::scores(&F64, x, &q, &mut z);
         let mut s = vec![0.0; z.len()];
-        let att = model::softmax(&z, &mut s, Formulation::Naive);
-        let f = model::output(&s, &g64, att.top, Formulation::Naive);
+        let mut att = model::Attention::new(&F64);
+        model::softmax(&F64, &z, &mut s, Formulation::Naive, &mut att);
+        let mut f = 0.0;
+        model::output(&F64, &s, &g64, att.top, Formulation::Naive, &mut f);
         let (mut scratch, mut out) = (vec![0.0; x.ncols()], vec![0.0; x.ncols()]);
-        model::grad_q(
-            x,
-            &s,
-            &g64,
-            &att,
-            f,
-            1.0,
-            Formulation::Naive,
-            &mut scratch,
-            &mut out,
-        );
+        model::grad_q_naive(&F64, x, &s, &g64, &f, &1.0, &mut scratch, &mut out);
         let sr: Vec<BigRational> = s.iter().map(|v| rat(*v)).collect();
         let fr = rat(f);
         let exact_grad = exact::grad_naive(x, &sr, &g, &fr);
@@ -109,26 +100,10 @@ fn naive_gradient_assembly_within_bound_and_bound_explains_cancellation() {
             );
         }
         // the twin's naive assembly on the same (exact) inputs, 80 bits
-        let sf: Vec<_> = s.iter().map(|v| ar.from_f64(*v)).collect();
-        let gf: Vec<_> = g64.iter().map(|v| ar.from_f64(*v)).collect();
-        let mut w = tm::Work::new(&ar);
-        let mut tatt = tm::Attention::new(&ar);
-        tatt.top = att.top;
+        let (sf, gf) = (ar.of_slice(&s), ar.of_slice(&g64));
         let (mut ts, mut tout) = (ar.zeros(x.ncols()), ar.zeros(x.ncols()));
-        let (ff, one) = (ar.from_f64(f), ar.from_f64(1.0));
-        tm::grad_q(
-            &ar,
-            x,
-            &sf,
-            &gf,
-            &tatt,
-            &ff,
-            &one,
-            Formulation::Naive,
-            &mut w,
-            &mut ts,
-            &mut tout,
-        );
+        let (ff, one) = (ar.of(f), ar.of(1.0));
+        model::grad_q_naive(&ar, x, &sf, &gf, &ff, &one, &mut ts, &mut tout);
         let bound80 = exact::grad_naive_bound(x, &sr, &g, &fr, &exact::unit_roundoff(80));
         for k in 0..x.ncols() {
             assert!(
@@ -164,23 +139,28 @@ fn softmax_values_lie_in_the_rational_enclosure() {
     let x = data.train.tokens(1);
     let (u, unit_gap) = direction(x);
     let mut z = vec![0.0; x.nrows()];
-    let ar = Arith::truth(256).unwrap();
-    let mut w = tm::Work::new(&ar);
+    let ar = Mpfr::truth(256).unwrap();
     let t_len = z.len() as i64;
     for gap in [0.5, 3.0, 20.0, 37.0, 300.0, 700.0] {
         let q: Vec<f64> = u.iter().map(|v| gap / unit_gap * v).collect();
-        model::scores(x, &q, &mut z);
+        model::scores(&F64, x, &q, &mut z);
         let zr: Vec<BigRational> = z.iter().map(|v| rat(*v)).collect();
         let enc = exact::softmax_enclosure(&zr, 300);
         let zmax = zr.iter().max().unwrap().clone();
         // f64
         let mut s = vec![0.0; z.len()];
-        model::softmax(&z, &mut s, Formulation::Stable);
+        model::softmax(
+            &F64,
+            &z,
+            &mut s,
+            Formulation::Stable,
+            &mut model::Attention::new(&F64),
+        );
         // twin on the same f64 scores
-        let zf: Vec<_> = z.iter().map(|v| ar.from_f64(*v)).collect();
+        let zf = ar.of_slice(&z);
         let mut sf = ar.zeros(z.len());
-        let mut att = tm::Attention::new(&ar);
-        tm::softmax(&ar, &zf, &mut sf, Formulation::Stable, &mut w, &mut att);
+        let mut att = model::Attention::new(&ar);
+        model::softmax(&ar, &zf, &mut sf, Formulation::Stable, &mut att);
         for t in 0..z.len() {
             let (lo, hi) = &enc[t];
             let delta = (&zr[t] - &zmax).abs() + BigRational::from_integer((t_len + 4).into());

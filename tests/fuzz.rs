@@ -4,7 +4,7 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use tokensel::config::Config;
-use tokensel::trajectory::Trajectory;
+use tokensel::io::trajectory::Trajectory;
 
 const VALID: &str =
     "seed = 3\nd = 40\nn_train = 5\neta = 0.2\n[layout]\ntokens = 8\n[init]\np = \"gaussian\"\n";
@@ -44,7 +44,7 @@ fn corrupted_trajectories_are_refused() {
         ..Config::default()
     };
     let data = tokensel::data::Dataset::generate(&cfg);
-    let t = tokensel::train::Trainer::run(&cfg, &data, &mut |_| {}).unwrap();
+    let t = tokensel::train::Trainer::run(&cfg, &data, tokensel::arith::F64, &mut |_| {}).unwrap();
     let text = t.to_json();
     assert_eq!(Trajectory::from_json(&text, Path::new("t")).unwrap(), t);
     for cut in [0, 1, text.len() / 3, text.len() - 2] {

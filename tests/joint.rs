@@ -1,5 +1,6 @@
 //! Joint mode (p and W trained together) and the official-final preset's label rules.
 
+use tokensel::arith::F64;
 use tokensel::config::{Config, Mode, PInit, Preset, WInit};
 use tokensel::data::Dataset;
 use tokensel::train::Trainer;
@@ -26,18 +27,22 @@ fn small(mode: Mode) -> Config {
 fn a_joint_step_is_the_p_step_and_the_w_step() {
     let (cj, cp, cw) = (small(Mode::Joint), small(Mode::P), small(Mode::W));
     let data = Dataset::generate(&cj);
-    let mut trainers: Vec<Trainer> = [&cj, &cp, &cw]
+    let mut trainers: Vec<Trainer<F64>> = [&cj, &cp, &cw]
         .iter()
-        .map(|c| Trainer::new(c, &data))
+        .map(|c| Trainer::new(c, &data, F64, c.formulation).unwrap())
         .collect();
     for t in trainers.iter_mut() {
         t.forward_backward().unwrap();
         t.update().unwrap();
     }
-    let (j, p, w) = (&trainers[0], &trainers[1], &trainers[2]);
-    assert_eq!(j.params.p, p.params.p, "p moved as in p-mode");
-    assert_eq!(j.params.w, w.params.w, "W moved as in W-mode");
-    assert_ne!(j.params.p, w.params.p, "p did move");
+    let (j, p, w) = (
+        trainers[0].params(),
+        trainers[1].params(),
+        trainers[2].params(),
+    );
+    assert_eq!(j.0, p.0, "p moved as in p-mode");
+    assert_eq!(j.1, w.1, "W moved as in W-mode");
+    assert_ne!(j.0, w.0, "p did move");
 }
 
 /// The official code's labels: first n/2 samples of class +1, the first floor(m/2)

@@ -8,13 +8,13 @@
 use ndarray::Array2;
 use num_rational::BigRational;
 use num_traits::Zero;
+use tokensel::analysis::exact::rat;
+use tokensel::arith::{self as arith, Mpfr};
 use tokensel::config::{Config, Mode, PInit, WInit};
 use tokensel::data::Dataset;
-use tokensel::exact::rat;
-use tokensel::linalg;
-use tokensel::train::{Params, Trainer};
-use tokensel::twin::Arith;
-use tokensel::twin::train::TwinTrainer;
+use tokensel::train::{Engine, Params, Trainer};
+
+mod common;
 
 /// A fixed p with ||p||^2 = 2 exactly (entries +-1/2 and +-1/4), so that the p-mode step
 /// alpha ||p||^2 is exact in f64 and the twin compares the lemma itself, not a rounded
@@ -62,22 +62,25 @@ fn w_mode_and_p_mode_agree_on_whole_trajectories() {
         w: Params::init(&wc).w,
     };
     assert_eq!(w_params.p.dot(&w_params.p), 2.0);
-    let mut w_run = Trainer::new(&wc, &data);
-    w_run.set_params(w_params.clone());
-    let q0 = w_run.q.clone();
-    let mut p_run = Trainer::new(&pc, &data);
-    p_run.set_params(Params {
+    let mut w_run = common::f64_from(&wc, &data, &w_params);
+    let q0 = w_run.q();
+    let q0_params = Params {
         p: q0.clone().into(),
         w: None,
-    });
+    };
+    let mut p_run = common::f64_from(&pc, &data, &q0_params);
     let prec = 256;
-    let ar = Arith::truth(prec).unwrap();
-    let mut w_twin = TwinTrainer::new(&wc, &data, ar, wc.formulation);
-    w_twin.set_params(&w_params);
-    let mut p_twin = TwinTrainer::new(&pc, &data, ar, pc.formulation);
-    // p(0) = the twin's own q(0) = W(0)^T p (W = I in p-mode, so q = p)
-    p_twin.p = w_twin.q.clone();
-    p_twin.q = w_twin.q.clone();
+    let ar = Mpfr::truth(prec).unwrap();
+    let method = tokensel::config::Method::Direct;
+    let mut w_twin =
+        Trainer::from_params(&wc, &data, ar, wc.formulation, method, &w_params).unwrap();
+    let mut p_twin =
+        Trainer::from_params(&pc, &data, ar, pc.formulation, method, &q0_params).unwrap();
+    // p(0) = the twin's own q(0) = W(0)^T p, exact at 256 bits (W = I in p-mode: q = p)
+    if let Engine::Direct(e) = &mut p_twin.engine {
+        e.p = w_twin.q();
+        e.compute_q(&ar);
+    }
     let tol64 = 4.0 * (wc.steps as f64) * (wc.d as f64) * f64::EPSILON / 2.0;
     let mut moved = 0.0f64;
     for step in 0..wc.steps {
@@ -87,16 +90,17 @@ fn w_mode_and_p_mode_agree_on_whole_trajectories() {
         }
         for t in [&mut w_twin, &mut p_twin] {
             t.forward_backward().unwrap();
-            t.update();
+            t.update().unwrap();
         }
-        let diff: Vec<f64> = w_run.q.iter().zip(&p_run.q).map(|(a, b)| a - b).collect();
-        let rel = linalg::norm(&diff) / linalg::norm(&w_run.q);
+        let (wq, pq) = (w_run.q(), p_run.q());
+        let diff: Vec<f64> = wq.iter().zip(&pq).map(|(a, b)| a - b).collect();
+        let rel = arith::norm(&diff) / arith::norm(&wq);
         assert!(
             rel <= tol64,
             "f64 step {step}: |q_W - q_p| / |q| = {rel:e} > {tol64:e}"
         );
         let mut worst = rug::Float::new(prec);
-        for (a, b) in w_twin.q.iter().zip(&p_twin.q) {
+        for (a, b) in w_twin.q().iter().zip(&p_twin.q()) {
             let d = rug::Float::with_val(prec, a - b).abs();
             if d > worst {
                 worst = d;
@@ -106,23 +110,24 @@ fn w_mode_and_p_mode_agree_on_whole_trajectories() {
             worst < rug::Float::with_val(prec, rug::Float::i_exp(1, -200)),
             "twin step {step}"
         );
-        let dq: Vec<f64> = w_run.q.iter().zip(&q0).map(|(a, b)| a - b).collect();
-        moved = linalg::norm(&dq);
+        let dq: Vec<f64> = wq.iter().zip(&q0).map(|(a, b)| a - b).collect();
+        moved = arith::norm(&dq);
     }
     assert!(moved > 0.1, "q moved by {moved}: the check is not vacuous");
     // the mapping W(tau) = W(0) + p (q(tau) - q(0))^T / ||p||^2, in f64
-    let p = w_run.params.p.clone();
+    let (p, w) = w_run.params();
+    let p = ndarray::Array1::from(p);
     let p2 = p.dot(&p);
     let w0 = Params::init(&wc).w.unwrap();
-    let dq = ndarray::Array1::from_iter(w_run.q.iter().zip(&q0).map(|(a, b)| a - b));
+    let dq = ndarray::Array1::from_iter(w_run.q().iter().zip(&q0).map(|(a, b)| a - b));
     let mapped: Array2<f64> = &w0
         + &(p
             .view()
             .insert_axis(ndarray::Axis(1))
             .dot(&dq.view().insert_axis(ndarray::Axis(0)))
             / p2);
-    let w = w_run.params.w.as_ref().unwrap();
-    let err = (&mapped - w).iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let w = Array2::from_shape_vec((wc.d, wc.d), w.unwrap()).unwrap();
+    let err = (&mapped - &w).iter().fold(0.0f64, |m, v| m.max(v.abs()));
     let scale = w.iter().fold(0.0f64, |m, v| m.max(v.abs()));
     assert!(err <= tol64 * scale, "W mapping error {err:e}");
 }
@@ -134,15 +139,16 @@ fn w_mode_and_p_mode_agree_on_whole_trajectories() {
 fn one_step_is_exact_in_rationals() {
     let (wc, _) = configs(6, 1);
     let data = Dataset::generate(&wc);
-    let mut tr = Trainer::new(&wc, &data);
+    let init = Params::init(&wc);
+    let mut tr = Trainer::new(&wc, &data, arith::F64, wc.formulation).unwrap();
     tr.forward_backward().unwrap();
     let d = wc.d;
-    let p: Vec<BigRational> = tr.params.p.iter().map(|v| rat(*v)).collect();
-    let w0 = tr.params.w.as_ref().unwrap();
+    let p: Vec<BigRational> = init.p.iter().map(|v| rat(*v)).collect();
+    let w0 = init.w.as_ref().unwrap();
     let w0: Vec<Vec<BigRational>> = (0..d)
         .map(|m| (0..d).map(|k| rat(w0[[m, k]])).collect())
         .collect();
-    let g: Vec<BigRational> = tr.grad_q.iter().map(|v| rat(*v)).collect();
+    let g: Vec<BigRational> = tr.grad_q().iter().map(|v| rat(*v)).collect();
     let alpha = rat(wc.step_size);
     let q_of = |w: &Vec<Vec<BigRational>>| -> Vec<BigRational> {
         (0..d)

@@ -1,12 +1,13 @@
 //! Property tests (proptest) over random small configs and score vectors.
 
 use proptest::prelude::*;
+use tokensel::arith::{F64, Mpfr, normwise_rel_err, rel_err};
 use tokensel::config::{Config, Formulation, Layout, PInit};
 use tokensel::data::Dataset;
 use tokensel::model;
 use tokensel::train::Trainer;
-use tokensel::twin::train::TwinTrainer;
-use tokensel::twin::{Arith, normwise_rel_err};
+
+mod common;
 
 prop_compose! {
     fn small_config()(
@@ -61,12 +62,14 @@ proptest! {
     ) {
         for form in [Formulation::Naive, Formulation::Stable] {
             let mut s = vec![0.0; z.len()];
-            let a = model::softmax(&z, &mut s, form);
+            let mut a = model::Attention::new(&F64);
+            model::softmax(&F64, &z, &mut s, form, &mut a);
             let total: f64 = s.iter().sum();
             prop_assert!((total - 1.0).abs() <= z.len() as f64 * f64::EPSILON);
             let shifted: Vec<f64> = z.iter().map(|v| v + c).collect();
             let mut s2 = vec![0.0; z.len()];
-            let b = model::softmax(&shifted, &mut s2, form);
+            let mut b = model::Attention::new(&F64);
+            model::softmax(&F64, &shifted, &mut s2, form, &mut b);
             prop_assert_eq!(a.top, b.top);
             for (x, y) in s.iter().zip(&s2) {
                 // exp(z_t - z_top) with z perturbed by ulp(|z| + |c|) per entry
@@ -91,11 +94,13 @@ proptest! {
         let eval = |x: ndarray::ArrayView2<f64>, g: &[f64]| {
             let mut z = vec![0.0; t];
             let mut s = vec![0.0; t];
-            model::scores(x, &q, &mut z);
-            let a = model::softmax(&z, &mut s, Formulation::Stable);
-            let f = model::output(&s, g, a.top, Formulation::Stable);
-            let (mut scratch, mut out) = (vec![0.0; cfg.d], vec![0.0; cfg.d]);
-            model::grad_q(x, &s, g, &a, f, 1.0, Formulation::Stable, &mut scratch, &mut out);
+            model::scores(&F64, x, &q, &mut z);
+            let mut a = model::Attention::new(&F64);
+            model::softmax(&F64, &z, &mut s, Formulation::Stable, &mut a);
+            let mut f = 0.0;
+            model::output(&F64, &s, g, a.top, Formulation::Stable, &mut f);
+            let mut out = vec![0.0; cfg.d];
+            model::grad_q(&F64, x, &s, g, a.top, &f, &1.0, Formulation::Stable, &mut out);
             (s, f, out)
         };
         let (s, f, grad) = eval(x, &g);
@@ -116,38 +121,40 @@ proptest! {
     #[test]
     fn f64_matches_twin_away_from_saturation(cfg in small_config()) {
         let data = Dataset::generate(&cfg);
-        let mut a = Trainer::new(&cfg, &data);
-        let mut b = TwinTrainer::new(&cfg, &data, Arith::truth(256).unwrap(), Formulation::Stable);
+        let mut a = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
+        let mut b = Trainer::new(&cfg, &data, Mpfr::truth(256).unwrap(), Formulation::Stable).unwrap();
         a.forward_backward().unwrap();
         b.forward_backward().unwrap();
-        prop_assume!(a.att.iter().all(|t| t.gap < 20.0));
-        let rel = normwise_rel_err(&a.grad_q, &b.grad_q);
+        prop_assume!(a.samples.iter().all(|t| t.att.gap < 20.0));
+        let rel = normwise_rel_err(&a.grad_q(), &b.grad_q());
         prop_assert!(rel <= 1e-11, "grad rel err {}", rel);
-        prop_assert!(tokensel::twin::rel_err(a.loss, &b.loss) <= 1e-14);
+        prop_assert!(rel_err(a.loss, &b.loss) <= 1e-14);
         for (x, y) in a.s.iter().zip(&b.s) {
-            prop_assert!(tokensel::twin::rel_err(*x, y) <= 1e-11);
+            prop_assert!(rel_err(*x, y) <= 1e-11);
         }
     }
 
-    /// Class swap: negating the head values g and every label leaves the loss and the
-    /// gradient bit-identical and negates f exactly (IEEE rounding is sign-symmetric).
+    /// Class swap: exchanging the two class signals (which negates nu, hence every head
+    /// value g, exactly) and negating every label leaves the loss and the gradient
+    /// bit-identical and negates f exactly (IEEE rounding is sign-symmetric).
     #[test]
     fn class_swap_symmetry(cfg in small_config()) {
         let data = Dataset::generate(&cfg);
         let mut swapped = data.clone();
+        std::mem::swap(&mut swapped.mu_pos, &mut swapped.mu_neg);
         swapped.train.g.mapv_inplace(|v| -v);
         swapped.train.y.iter_mut().for_each(|y| *y = -*y);
         swapped.train.y_true.iter_mut().for_each(|y| *y = -*y);
-        let mut a = Trainer::new(&cfg, &data);
-        let mut b = Trainer::new(&cfg, &swapped);
+        let mut a = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
+        let mut b = Trainer::new(&cfg, &swapped, F64, cfg.formulation).unwrap();
         a.forward_backward().unwrap();
         b.forward_backward().unwrap();
         prop_assert_eq!(a.loss.to_bits(), b.loss.to_bits());
-        for (x, y) in a.grad_q.iter().zip(&b.grad_q) {
+        for (x, y) in a.grad_q().iter().zip(&b.grad_q()) {
             prop_assert_eq!(x.to_bits(), y.to_bits());
         }
-        for (x, y) in a.f.iter().zip(&b.f) {
-            prop_assert_eq!(x.to_bits(), (-y).to_bits());
+        for (x, y) in a.samples.iter().zip(&b.samples) {
+            prop_assert_eq!(x.f.to_bits(), (-y.f).to_bits());
         }
     }
 
@@ -155,10 +162,7 @@ proptest! {
     /// number of test samples.
     #[test]
     fn same_seed_same_bits(cfg in small_config()) {
-        let run = |c: &Config| {
-            let data = Dataset::generate(c);
-            Trainer::run(c, &data, &mut |_| {}).unwrap()
-        };
+        let run = common::run_f64;
         let (a, b) = (run(&cfg), run(&cfg));
         prop_assert_eq!(a.digest(), b.digest());
         let mut more = cfg.clone();

@@ -8,17 +8,15 @@
 //! snapshotted (insta, `snapshots/`).
 
 use tokensel::config::{Group, Preset};
-use tokensel::data::Dataset;
-use tokensel::train::Trainer;
-use tokensel::trajectory::Trajectory;
+mod common;
+use tokensel::io::trajectory::Trajectory;
 
 fn run(preset: Preset, steps: Option<u64>) -> Trajectory {
     let mut cfg = preset.config();
     if let Some(s) = steps {
         cfg.steps = s;
     }
-    let data = Dataset::generate(&cfg);
-    Trainer::run(&cfg, &data, &mut |_| {}).unwrap()
+    common::run_f64(&cfg)
 }
 
 /// Platform-stable text of an attention trajectory: token groups (clean / noisy) as
@@ -53,7 +51,7 @@ fn attention_text(t: &Trajectory) -> String {
     for (name, f) in [
         (
             "cumulative S clean",
-            (|c: &tokensel::trajectory::Checkpoint| c.cumulative.clean) as fn(&_) -> f64,
+            (|c: &tokensel::io::trajectory::Checkpoint| c.cumulative.clean) as fn(&_) -> f64,
         ),
         ("cumulative S noisy", |c| c.cumulative.noisy),
         ("train accuracy", |c| c.train_accuracy),
@@ -163,7 +161,7 @@ fn large_signal_setting_does_not_fit_the_noise() {
         end.train_accuracy
     );
     for (i, s) in end.samples.iter().enumerate() {
-        if tokensel::model::predict(s.f) != t.y[i] {
+        if (s.f > 0.0) != (t.y[i] > 0) {
             assert_ne!(t.y[i], t.y_true[i], "misfit sample {i} is clean");
         }
     }

@@ -1,18 +1,17 @@
 //! Theorem 4.1's explicit solution (SPEC section 2b; proofs-notes/theorem-4-1.md):
 //! p = mu_{+1} + mu_{-1} + beta sum_i eps_{u_i} at d = 10000, ||mu|| = 20, n = 100.
 
+use tokensel::analysis::theory::theorem_4_1_solution;
 use tokensel::config::Config;
 use tokensel::data::Dataset;
-use tokensel::theory::theorem_4_1_solution;
-use tokensel::train::{Trainer, accuracy};
+mod common;
 
 fn accuracies(data: &Dataset, cfg: &Config, beta: f64) -> (f64, f64) {
     let params = theorem_4_1_solution(data, cfg.rho, beta).unwrap();
-    let mut tr = Trainer::new(cfg, data);
-    tr.set_params(params);
+    let mut tr = common::f64_from(cfg, data, &params);
     tr.forward_backward().unwrap();
     let train = tr.checkpoint(Default::default()).train_accuracy;
-    (train, accuracy(&data.test, &tr.q, cfg.formulation))
+    (train, tr.accuracy(&data.test, &tr.q()))
 }
 
 /// beta = 0.06 overfits benignly (paper: 1.0 / 1.0), beta = 1 overfits harmfully

@@ -1,6 +1,7 @@
 //! Determinism under threads (issue 6): the f64 trainer processes samples in parallel
 //! but sums in sample order, so 1, 2 and 5 threads give bit-identical trajectories.
 
+use tokensel::arith::F64;
 use tokensel::config::Config;
 use tokensel::data::Dataset;
 use tokensel::train::Trainer;
@@ -21,7 +22,11 @@ fn trajectories_are_bit_identical_for_any_thread_count() {
             .num_threads(threads)
             .build()
             .unwrap()
-            .install(|| Trainer::run(&cfg, &data, &mut |_| {}).unwrap().digest())
+            .install(|| {
+                Trainer::run(&cfg, &data, F64, &mut |_| {})
+                    .unwrap()
+                    .digest()
+            })
     };
     let one = digest(1);
     assert_eq!(one, digest(2));

@@ -2,9 +2,12 @@
 //! tested in tests/theorem.rs.)
 
 use ndarray::Array2;
+use tokensel::arith::F64;
 use tokensel::config::{Config, Mode, PInit, WInit};
 use tokensel::data::Dataset;
 use tokensel::train::{Params, Trainer};
+
+mod common;
 
 fn small(mode: Mode) -> Config {
     let mut c = Config {
@@ -22,8 +25,7 @@ fn small(mode: Mode) -> Config {
 }
 
 fn loss_at(cfg: &Config, data: &Dataset, params: Params) -> f64 {
-    let mut tr = Trainer::new(cfg, data);
-    tr.set_params(params);
+    let mut tr = common::f64_from(cfg, data, &params);
     tr.forward_backward().unwrap();
     tr.loss
 }
@@ -33,13 +35,14 @@ fn loss_at(cfg: &Config, data: &Dataset, params: Params) -> f64 {
 fn p_gradient_matches_central_differences() {
     let cfg = small(Mode::P);
     let data = Dataset::generate(&cfg);
-    let mut tr = Trainer::new(&cfg, &data);
+    let init = Params::init(&cfg);
+    let mut tr = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
     tr.forward_backward().unwrap();
-    let w = tr.params.w.clone().unwrap();
-    let grad_p = w.dot(&ndarray::Array1::from(tr.grad_q.clone()));
+    let w = init.w.clone().unwrap();
+    let grad_p = w.dot(&ndarray::Array1::from(tr.grad_q()));
     let h = 1e-5;
     for m in 0..cfg.d {
-        let (mut plus, mut minus) = (tr.params.clone(), tr.params.clone());
+        let (mut plus, mut minus) = (init.clone(), init.clone());
         plus.p[m] += h;
         minus.p[m] -= h;
         let fd = (loss_at(&cfg, &data, plus) - loss_at(&cfg, &data, minus)) / (2.0 * h);
@@ -56,14 +59,15 @@ fn p_gradient_matches_central_differences() {
 fn w_gradient_matches_central_differences() {
     let cfg = small(Mode::W);
     let data = Dataset::generate(&cfg);
-    let mut tr = Trainer::new(&cfg, &data);
+    let init = Params::init(&cfg);
+    let mut tr = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
     tr.forward_backward().unwrap();
-    let p = tr.params.p.clone();
-    let g = tr.grad_q.clone();
+    let p = init.p.clone();
+    let g = tr.grad_q();
     let h = 1e-5;
     for (a, b) in [(0, 0), (3, 7), (11, 2), (23, 23), (5, 19)] {
         let bump = |delta: f64| {
-            let mut params = tr.params.clone();
+            let mut params = init.clone();
             let w: &mut Array2<f64> = params.w.as_mut().unwrap();
             w[[a, b]] += delta;
             params
@@ -83,10 +87,7 @@ fn w_gradient_matches_central_differences() {
 fn same_seed_same_trajectory_bits() {
     let mut cfg = small(Mode::P);
     cfg.steps = 200;
-    let run = |c: &Config| {
-        let data = Dataset::generate(c);
-        Trainer::run(c, &data, &mut |_| {}).unwrap().digest()
-    };
+    let run = |c: &Config| common::run_f64(c).digest();
     assert_eq!(run(&cfg), run(&cfg));
     let mut other = cfg.clone();
     other.seed += 1;
@@ -99,8 +100,7 @@ fn w_mode_trains_w_and_lowers_the_loss() {
     let mut cfg = small(Mode::W);
     cfg.steps = 300;
     cfg.step_size = 0.05;
-    let data = Dataset::generate(&cfg);
-    let traj = Trainer::run(&cfg, &data, &mut |_| {}).unwrap();
+    let traj = common::run_f64(&cfg);
     let (first, last) = (&traj.checkpoints[0], traj.last());
     assert!(
         last.train_loss < first.train_loss,

@@ -11,7 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::config::{Config, Formulation, Group};
+use crate::config::{Config, Formulation, Group, Method};
 use crate::error::{Error, Result};
 
 /// Format tag written into every trajectory file.
@@ -157,12 +157,15 @@ pub struct Checkpoint {
 /// Which trainer produced a trajectory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TrainerInfo {
-    /// "f64" or "mpfr".
+    /// "f64", "predictor" or "mpfr" ([`crate::arith::Kind::name`]).
     pub kind: String,
     /// Significand precision in bits (53 for f64).
     pub prec_bits: u32,
     /// Softmax/gradient formulation.
     pub formulation: Formulation,
+    /// How each step was computed (direct or span).
+    #[serde(default)]
+    pub method: Method,
 }
 
 /// A whole training trajectory.
@@ -224,7 +227,7 @@ impl Checkpoint {
         let correct = samples
             .iter()
             .zip(y)
-            .filter(|(s, yi)| crate::model::predict(s.f) == **yi)
+            .filter(|(s, yi)| crate::arith::Arith::sign(&crate::arith::F64, &s.f) == **yi)
             .count();
         let aggregate = |noisy: bool, value: &dyn Fn(&SampleState) -> [f64; 4]| {
             let members: Vec<&SampleState> = samples

@@ -14,12 +14,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::arith::{self, Arith, F64, Mpfr, normwise_rel_err, rel_err};
 use crate::config::Formulation;
 use crate::data::Split;
-use crate::linalg;
 use crate::model;
-use crate::twin::model as tm;
-use crate::twin::{Arith, normwise_rel_err, rel_err};
 
 /// Relative errors of one formulation at one gap.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -30,8 +28,9 @@ pub struct Errors {
     pub f: f64,
     /// df/dq, normwise.
     pub grad: f64,
-    /// Cosine between the f64 and the twin's df/dq (1 = same direction).
-    pub grad_cosine: f64,
+    /// Cosine between the f64 and the twin's df/dq (1 = same direction); `None` when
+    /// the f64 gradient is exactly zero (no direction at all, unlike an orthogonal one).
+    pub grad_cosine: Option<f64>,
 }
 
 impl Errors {
@@ -93,7 +92,29 @@ struct Probe<'a> {
     g: Vec<f64>,
     u: Vec<f64>,
     unit_gap: f64,
-    ar: Arith,
+    ar: Mpfr,
+}
+
+/// Attention, output and df/dq of one sequence at `q` in `ar` and `form`.
+fn evaluate<A: Arith>(
+    ar: &A,
+    x: ndarray::ArrayView2<'_, f64>,
+    q: &[f64],
+    g: &[f64],
+    form: Formulation,
+) -> (model::Attention<A::Real>, A::Real, Vec<A::Real>) {
+    let (t_len, d) = x.dim();
+    let (q, g) = (ar.of_slice(q), ar.of_slice(g));
+    let mut z = ar.zeros(t_len);
+    let mut s = ar.zeros(t_len);
+    let mut att = model::Attention::new(ar);
+    let mut f = ar.zero();
+    model::scores(ar, x, &q, &mut z);
+    model::softmax(ar, &z, &mut s, form, &mut att);
+    model::output(ar, &s, &g, att.top, form, &mut f);
+    let mut grad = ar.zeros(d);
+    model::grad_q(ar, x, &s, &g, att.top, &f, &ar.of(1.0), form, &mut grad);
+    (att, f, grad)
 }
 
 impl Probe<'_> {
@@ -106,61 +127,18 @@ impl Probe<'_> {
     /// f64 errors of both formulations and the twin's gap and 1 - s_top at target `gap`.
     fn eval(&self, gap: f64) -> Row {
         let q = self.q(gap);
-        let (t_len, d) = self.x.dim();
         // truth twin, centred formulas
-        let ar = &self.ar;
-        let mut w = tm::Work::new(ar);
-        let qf: Vec<rug::Float> = q.iter().map(|v| ar.from_f64(*v)).collect();
-        let gf: Vec<rug::Float> = self.g.iter().map(|v| ar.from_f64(*v)).collect();
-        let mut z = ar.zeros(t_len);
-        let mut s = ar.zeros(t_len);
-        let mut att = tm::Attention::new(ar);
-        let mut f = ar.zero();
-        tm::scores(ar, self.x, &qf, &mut w, &mut z);
-        tm::softmax(ar, &z, &mut s, Formulation::Stable, &mut w, &mut att);
-        tm::output(ar, &s, &gf, att.top, Formulation::Stable, &mut w, &mut f);
-        let one = ar.from_f64(1.0);
-        let mut scratch = ar.zeros(d);
-        let mut grad = ar.zeros(d);
-        tm::grad_q(
-            ar,
-            self.x,
-            &s,
-            &gf,
-            &att,
-            &f,
-            &one,
-            Formulation::Stable,
-            &mut w,
-            &mut scratch,
-            &mut grad,
-        );
+        let (att, f, grad) = evaluate(&self.ar, self.x, &q, &self.g, Formulation::Stable);
         let truth: Vec<f64> = grad.iter().map(|v| v.to_f64()).collect();
         let errors = |form: Formulation| {
-            let mut z64 = vec![0.0; t_len];
-            let mut s64 = vec![0.0; t_len];
-            model::scores(self.x, &q, &mut z64);
-            let a = model::softmax(&z64, &mut s64, form);
-            let f64v = model::output(&s64, &self.g, a.top, form);
-            let mut scratch = vec![0.0; d];
-            let mut g64 = vec![0.0; d];
-            model::grad_q(
-                self.x,
-                &s64,
-                &self.g,
-                &a,
-                f64v,
-                1.0,
-                form,
-                &mut scratch,
-                &mut g64,
-            );
-            let cos = linalg::dot(&g64, &truth) / (linalg::norm(&g64) * linalg::norm(&truth));
+            let (a, f64v, g64) = evaluate(&F64, self.x, &q, &self.g, form);
+            let norm = arith::norm(&g64);
+            let cos = arith::dot(&g64, &truth) / (norm * arith::norm(&truth));
             Errors {
                 rest: rel_err(a.rest, &att.rest),
                 f: rel_err(f64v, &f),
                 grad: normwise_rel_err(&g64, &grad),
-                grad_cosine: if cos.is_finite() { cos } else { 0.0 },
+                grad_cosine: (norm > 0.0 && cos.is_finite()).then_some(cos),
             }
         };
         Row {
@@ -191,12 +169,12 @@ pub fn sweep(
     tol: f64,
     grid: &[f64],
 ) -> crate::Result<Report> {
-    let ar = Arith::truth(prec)?;
+    let ar = Mpfr::truth(prec)?;
     let x = split.tokens(sample);
     let u = x.row(0).to_vec();
     let mut z = vec![0.0; x.nrows()];
-    model::scores(x, &u, &mut z);
-    let top = model::argmax(&z);
+    model::scores(&F64, x, &u, &mut z);
+    let top = model::argmax(&F64, &z);
     let second = z
         .iter()
         .enumerate()
@@ -224,14 +202,14 @@ pub fn sweep(
             let locate = |limit: f64| {
                 let k = rows
                     .iter()
-                    .position(|r| crate::compare::exceeds(pick(r).get(q), limit))?;
+                    .position(|r| crate::analysis::compare::exceeds(pick(r).get(q), limit))?;
                 if k == 0 {
                     return Some(grid[0]);
                 }
                 let (mut lo, mut hi) = (grid[k - 1], grid[k]);
                 for _ in 0..40 {
                     let mid = 0.5 * (lo + hi);
-                    if !crate::compare::exceeds(pick(&probe.eval(mid)).get(q), limit) {
+                    if !crate::analysis::compare::exceeds(pick(&probe.eval(mid)).get(q), limit) {
                         lo = mid;
                     } else {
                         hi = mid;

@@ -4,12 +4,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::arith::F64;
 use crate::config::Config;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::plot::{COLORS, Chart, Series};
+use crate::io::trajectory::PerGroup;
+use crate::report::plot::{COLORS, Chart, Series};
 use crate::train::Trainer;
-use crate::trajectory::PerGroup;
 
 /// One run of the sweep.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -80,7 +81,7 @@ pub fn sweep(
             };
             cfg.validate()?;
             let data = Dataset::generate(&cfg);
-            let t = Trainer::run(&cfg, &data, &mut |_| {})?;
+            let t = Trainer::run(&cfg, &data, F64, &mut |_| {})?;
             let end = t.last();
             runs.push(Run {
                 eta,

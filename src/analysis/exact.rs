@@ -70,10 +70,12 @@ pub fn abs_dot(a: &[f64], b: &[f64]) -> BigRational {
     })
 }
 
-/// Rounding-error bound of `linalg::dot` at unit roundoff `u`:
-/// gamma_{ceil(d/4) + 2} sum_k |a_k b_k| (four sequential lanes, then two additions).
+/// Rounding-error bound of the fixed-order dot kernel ([`crate::arith::dot`]) at unit
+/// roundoff `u`: gamma_{ceil(d/L) + log2 L} sum_k |a_k b_k| (L = LANES sequential fma
+/// chains, one rounding per fma, then a log2 L deep tree of additions).
 pub fn dot_bound(a: &[f64], b: &[f64], u: &BigRational) -> BigRational {
-    let m = a.len().div_ceil(crate::linalg::LANES) + 2;
+    let lanes = crate::arith::LANES;
+    let m = a.len().div_ceil(lanes) + lanes.trailing_zeros() as usize;
     gamma(m, u) * abs_dot(a, b)
 }
 
@@ -99,8 +101,9 @@ pub fn grad_naive(
         .collect()
 }
 
-/// Rounding-error bound of the naive assembly (`model::grad_q`, `Naive`, coef = 1)
-/// with inputs s, g, f exact: gamma_{T+2} (sum_t |s_t g_t x_tk| + |f| sum_t |s_t x_tk|).
+/// Rounding-error bound of the naive assembly (`model::grad_q_naive`, coef = 1) with
+/// inputs s, g, f exact (the product s_t g_t rounded, T fmas, f b rounded, one
+/// subtraction): gamma_{T+2} (sum_t |s_t g_t x_tk| + |f| sum_t |s_t x_tk|).
 pub fn grad_naive_bound(
     x: ArrayView2<'_, f64>,
     s: &[BigRational],

@@ -193,7 +193,7 @@ pub const COLORS: [&str; 8] = [
 
 /// The paper's Figure 3 style: mean attention mass per token group over steps (log
 /// axis), clean samples solid, noisy samples dashed.
-pub fn attention_chart(t: &crate::trajectory::Trajectory) -> Chart {
+pub fn attention_chart(t: &crate::io::trajectory::Trajectory) -> Chart {
     use crate::config::Group;
     let mut series = Vec::new();
     for (k, g) in Group::ALL.into_iter().enumerate() {
@@ -239,9 +239,9 @@ pub fn attention_chart(t: &crate::trajectory::Trajectory) -> Chart {
 
 /// f64-vs-twin relative error over steps (log10, log step axis) from a compare report,
 /// with the first tolerance failure marked.
-pub fn error_chart(r: &crate::compare::Report) -> Chart {
+pub fn error_chart(r: &crate::analysis::compare::Report) -> Chart {
     let mut series = Vec::new();
-    for (k, q) in crate::compare::QUANTITIES.iter().enumerate() {
+    for (k, q) in crate::analysis::compare::QUANTITIES.iter().enumerate() {
         let points = r
             .checkpoints
             .iter()

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Group;
-use crate::trajectory::{Checkpoint, Trajectory};
+use crate::io::trajectory::{Checkpoint, Trajectory};
 
 /// The result of [`diff`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -39,7 +39,7 @@ fn rel(a: f64, b: f64) -> f64 {
 
 /// Named scalar quantities of a checkpoint pair (per-sample quantities reduced by max).
 fn quantities(a: &Checkpoint, b: &Checkpoint) -> Vec<(&'static str, f64)> {
-    let per_sample = |f: &dyn Fn(&crate::trajectory::SampleState) -> f64| {
+    let per_sample = |f: &dyn Fn(&crate::io::trajectory::SampleState) -> f64| {
         a.samples
             .iter()
             .zip(&b.samples)
@@ -90,7 +90,7 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64) -> Report {
         for (name, v) in quantities(ca, cb) {
             let m = max_rel_dev.entry(name.to_string()).or_insert(0.0f64);
             *m = m.max(v);
-            if first.is_none() && crate::compare::exceeds(v, rtol) {
+            if first.is_none() && crate::analysis::compare::exceeds(v, rtol) {
                 first = Some((ca.step, name.to_string()));
             }
         }

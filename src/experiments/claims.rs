@@ -24,11 +24,12 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::arith::{Arith, F64, Mpfr};
 use crate::config::{Config, Mode, PInit, Preset};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+use crate::io::trajectory::Summary;
 use crate::train::{Params, Trainer};
-use crate::trajectory::Summary;
 
 /// A claims file.
 #[derive(Debug, Clone, Deserialize)]
@@ -144,7 +145,7 @@ impl ClaimsFile {
                 return Err(err("step", "only `run` claims read a checkpoint".into()));
             }
             if let Some(p) = c.prec {
-                crate::twin::Arith::truth(p).map_err(|e| err("prec", e.to_string()))?;
+                Mpfr::truth(p).map_err(|e| err("prec", e.to_string()))?;
             }
             if let Some(t) = c.tol.filter(|t| !(t.is_finite() && *t > 0.0)) {
                 return Err(err("tol", format!("must be finite and > 0, got {t}")));
@@ -181,13 +182,13 @@ pub fn lookup<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_json
 }
 
 fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
-    let prec = claim.prec.unwrap_or(crate::twin::DEFAULT_PREC);
+    let prec = claim.prec.unwrap_or(crate::arith::DEFAULT_PREC);
     let tol = claim.tol.unwrap_or(1e-8);
     let data = Dataset::generate(cfg);
     Ok(match claim.source {
         Source::Run => {
             // one run serves every claim on this config: the summary and each checkpoint
-            let t = Trainer::run(cfg, &data, &mut |_| {})?;
+            let t = Trainer::run(cfg, &data, F64, &mut |_| {})?;
             let checkpoints: serde_json::Map<String, serde_json::Value> = t
                 .checkpoints
                 .iter()
@@ -196,16 +197,28 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
             serde_json::json!({ "summary": json(&Summary::of(&t)), "checkpoints": checkpoints })
         }
         Source::Compare => {
-            let opts = crate::compare::Options {
+            let opts = crate::analysis::compare::Options {
                 prec,
                 tol,
                 predictor: true,
+                twin_method: crate::config::Method::Span,
             };
-            json(&crate::compare::compare(cfg, &data, opts, &mut |_| {})?)
+            json(&crate::analysis::compare::compare(
+                cfg,
+                &data,
+                opts,
+                &mut |_| {},
+            )?)
         }
         Source::Saturation => {
-            let grid = crate::saturation::default_grid(60);
-            json(&crate::saturation::sweep(&data.train, 0, prec, tol, &grid)?)
+            let grid = crate::analysis::saturation::default_grid(60);
+            json(&crate::analysis::saturation::sweep(
+                &data.train,
+                0,
+                prec,
+                tol,
+                &grid,
+            )?)
         }
         Source::LemmaA6 => {
             let mut w_cfg = cfg.clone();
@@ -213,25 +226,29 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
             if w_cfg.init.p == PInit::Zero {
                 w_cfg.init.p = PInit::Gaussian;
             }
-            let mut w_run = Trainer::new(&w_cfg, &data);
-            let p = w_run.params.p.clone();
+            let w_init = Params::init(&w_cfg);
+            let mut w_run = Trainer::new(&w_cfg, &data, F64, w_cfg.formulation)?;
+            let p = w_init.p.clone();
             let mut p_cfg = cfg.clone();
             p_cfg.mode = Mode::P;
             p_cfg.init.w = crate::config::WInit::Identity;
             p_cfg.step_size = w_cfg.step_size * p.dot(&p);
-            let mut p_run = Trainer::new(&p_cfg, &data);
-            p_run.set_params(Params {
-                p: w_run.q.clone().into(),
+            // the p-run starts from p(0) = q(0) of the W-run, with W = I
+            let q0 = Params {
+                p: w_run.q().into(),
                 w: None,
-            });
+            };
+            let mut p_run =
+                Trainer::from_params(&p_cfg, &data, F64, p_cfg.formulation, p_cfg.method, &q0)?;
             let mut worst = 0.0f64;
             for _ in 0..cfg.steps {
                 for t in [&mut w_run, &mut p_run] {
                     t.forward_backward()?;
                     t.update()?;
                 }
-                let diff: Vec<f64> = w_run.q.iter().zip(&p_run.q).map(|(a, b)| a - b).collect();
-                worst = worst.max(crate::linalg::norm(&diff) / crate::linalg::norm(&w_run.q));
+                let (wq, pq) = (w_run.q(), p_run.q());
+                let diff: Vec<f64> = wq.iter().zip(&pq).map(|(a, b)| a - b).collect();
+                worst = worst.max(F64.norm_f64(&diff) / F64.norm_f64(&wq));
             }
             serde_json::json!({ "max_rel_q_diff": worst })
         }

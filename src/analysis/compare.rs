@@ -2,23 +2,28 @@
 //! detector on whole trajectories.
 //!
 //! Three trainers run in lockstep on the same data: the f64 trainer (the config's
-//! formulation), the truth twin (centred formulas at `prec` bits, the judge) and,
-//! optionally, the f64 predictor (53-bit twin, same formulation as the f64 trainer,
-//! which must agree bit for bit). After every forward/backward pass the f64 values are
-//! measured against the truth twin; the first step where a quantity's relative error
-//! passes the tolerance is reported with the score gap at that step.
+//! formulation and method), the truth twin (stable formulas at `prec` bits, the judge;
+//! by default by the span step, which is the same trajectory in exact arithmetic at a
+//! cost independent of d) and, optionally, the f64 predictor (53-bit MPFR, the f64
+//! trainer's formulation and method, which must agree bit for bit). After every
+//! forward pass the f64 values are measured against the truth twin; the first step where
+//! a quantity's relative error passes the tolerance is reported with the score gap there.
+//!
+//! Token-space quantities (scores, attention, 1 - s_top, f, the loss) are compared at
+//! every step. The d-space ones (q, dL/dq) are compared at every step when the twin runs
+//! the direct step, and at the checkpoints when it runs the span step (where they must be
+//! rebuilt from the coefficients, O(nTd) in MPFR).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, Formulation};
+use crate::arith::{F64, Mpfr, normwise_rel_err, rel_err};
+use crate::config::{Config, Formulation, Method};
 use crate::data::Dataset;
 use crate::error::Result;
-use crate::train::Trainer;
-use crate::trajectory;
-use crate::twin::train::TwinTrainer;
-use crate::twin::{Arith, normwise_rel_err, rel_err};
+use crate::io::trajectory;
+use crate::train::{Engine, Trainer};
 
 /// Names of the compared quantities, in report order.
 pub const QUANTITIES: [&str; 7] = ["q", "scores", "s", "rest", "f", "grad", "loss"];
@@ -35,6 +40,8 @@ pub struct Options {
     pub tol: f64,
     /// Also run the f64 predictor and check bit equality.
     pub predictor: bool,
+    /// The truth twin's method (span by default: same trajectory, cost independent of d).
+    pub twin_method: Method,
 }
 
 /// Max and mean of an error in units of 2^-53 (the Boost.Math / SciPy error table).
@@ -59,13 +66,15 @@ pub struct Saturation {
     pub quantity: Option<String>,
 }
 
-/// Update absorption: f64 q stops moving while the twin's gradient is nonzero.
+/// Update absorption: f64 q stops moving although its own gradient is nonzero (direct
+/// f64 trainer only; `None` fields otherwise).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Absorption {
     /// First step whose f64 update left some coordinate of q unchanged although the
-    /// twin's gradient coordinate was nonzero.
+    /// f64 gradient coordinate was nonzero.
     pub first_partial_step: Option<u64>,
-    /// First step whose f64 update left q entirely unchanged while the twin's moved.
+    /// First step whose f64 update left q entirely unchanged although the gradient was
+    /// nonzero.
     pub first_total_step: Option<u64>,
     /// Largest fraction of absorbed coordinates in one step.
     pub max_fraction: f64,
@@ -102,7 +111,13 @@ pub struct Report {
     pub tolerance: f64,
     /// The f64 trainer's formulation.
     pub formulation: Formulation,
-    /// Largest relative error of each quantity over the run.
+    /// The f64 trainer's method.
+    pub method: Method,
+    /// The truth twin's method.
+    pub twin_method: Method,
+    /// Steps at which q and grad were compared: "every step" or "checkpoints".
+    pub d_space_compared_at: String,
+    /// Largest relative error of each quantity over the compared steps.
     pub max_rel_err: BTreeMap<String, f64>,
     /// First step at which each quantity passed the tolerance.
     pub first_exceed: BTreeMap<String, Option<u64>>,
@@ -127,15 +142,15 @@ fn componentwise<'a>(pairs: impl Iterator<Item = (f64, &'a rug::Float)>) -> f64 
     pairs.map(|(a, b)| rel_err(a, b)).fold(0.0, f64::max)
 }
 
-/// Relative errors of the f64 trainer against the truth twin, in [`QUANTITIES`] order.
-pub fn errors(a: &Trainer<'_>, b: &TwinTrainer<'_>) -> [f64; 7] {
-    let t_len = a.z.dim().1;
-    let n = a.f.len();
-    let z = a.z.as_slice().expect("standard layout");
+/// Relative errors of the f64 trainer against the truth twin, in [`QUANTITIES`] order;
+/// q and grad only when `d_space` (NaN otherwise: not measured).
+pub fn errors(a: &Trainer<'_, F64>, b: &Trainer<'_, Mpfr>, d_space: bool) -> [f64; 7] {
+    let t_len = a.data.train.x.dim().1;
+    let n = a.samples.len();
     let scores = (0..n)
         .map(|i| {
             let (za, zb) = (
-                &z[i * t_len..(i + 1) * t_len],
+                &a.z[i * t_len..(i + 1) * t_len],
                 &b.z[i * t_len..(i + 1) * t_len],
             );
             let scale = zb.iter().map(|v| v.to_f64().abs()).fold(0.0, f64::max);
@@ -155,43 +170,70 @@ pub fn errors(a: &Trainer<'_>, b: &TwinTrainer<'_>) -> [f64; 7] {
             }
         })
         .fold(0.0, f64::max);
+    let (q, grad) = if d_space {
+        (
+            normwise_rel_err(&a.q(), &b.q()),
+            normwise_rel_err(&a.grad_q(), &b.grad_q()),
+        )
+    } else {
+        (f64::NAN, f64::NAN)
+    };
     [
-        normwise_rel_err(&a.q, &b.q),
+        q,
         scores,
         componentwise(a.s.iter().copied().zip(&b.s)),
         componentwise(
-            a.att
+            a.samples
                 .iter()
-                .map(|t| t.rest)
-                .zip(b.att.iter().map(|t| &t.rest)),
+                .map(|t| t.att.rest)
+                .zip(b.samples.iter().map(|t| &t.att.rest)),
         ),
-        componentwise(a.f.iter().copied().zip(&b.f)),
-        normwise_rel_err(&a.grad_q, &b.grad_q),
+        componentwise(
+            a.samples
+                .iter()
+                .map(|t| t.f)
+                .zip(b.samples.iter().map(|t| &t.f)),
+        ),
+        grad,
         rel_err(a.loss, &b.loss),
     ]
 }
 
-/// First quantity (in [`QUANTITIES`] order) whose f64 bits differ from the predictor's.
-pub fn predictor_mismatch(a: &Trainer<'_>, p: &TwinTrainer<'_>) -> Option<&'static str> {
+/// First quantity whose f64 bits differ from the predictor's: scores, attention,
+/// 1 - s_top, f, the loss, the token coefficients, then the engine's state (q and dL/dq
+/// for the direct step, the coefficients for the span step).
+pub fn predictor_mismatch(a: &Trainer<'_, F64>, p: &Trainer<'_, Mpfr>) -> Option<&'static str> {
     let same = |x: f64, y: &rug::Float| x.to_bits() == y.to_f64().to_bits();
-    let all = |xs: &[f64], ys: &[rug::Float]| xs.iter().zip(ys).all(|(x, y)| same(*x, y));
-    if !all(&a.q, &p.q) {
-        Some("q")
-    } else if !all(a.z.as_slice().expect("layout"), &p.z) {
-        Some("scores")
-    } else if !all(a.s.as_slice().expect("layout"), &p.s) {
-        Some("s")
-    } else if !a.att.iter().zip(&p.att).all(|(x, y)| same(x.rest, &y.rest)) {
-        Some("rest")
-    } else if !all(&a.f, &p.f) {
-        Some("f")
-    } else if !all(&a.grad_q, &p.grad_q) {
-        Some("grad")
-    } else if !same(a.loss, &p.loss) {
-        Some("loss")
-    } else {
-        None
-    }
+    let all = |xs: &[f64], ys: &[rug::Float]| {
+        xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| same(*x, y))
+    };
+    let rest = a
+        .samples
+        .iter()
+        .zip(&p.samples)
+        .all(|(x, y)| same(x.att.rest, &y.att.rest));
+    let f = a
+        .samples
+        .iter()
+        .zip(&p.samples)
+        .all(|(x, y)| same(x.f, &y.f));
+    let engine = match (&a.engine, &p.engine) {
+        (Engine::Direct(x), Engine::Direct(y)) => all(&x.q, &y.q) && all(&x.grad_q, &y.grad_q),
+        (Engine::Span(x), Engine::Span(y)) => all(&x.a, &y.a) && all(&x.m, &y.m),
+        _ => false,
+    };
+    [
+        ("scores", all(&a.z, &p.z)),
+        ("s", all(&a.s, &p.s)),
+        ("rest", rest),
+        ("f", f),
+        ("loss", same(a.loss, &p.loss)),
+        ("c", all(&a.c, &p.c)),
+        ("state", engine),
+    ]
+    .into_iter()
+    .find(|(_, ok)| !ok)
+    .map(|(name, _)| name)
 }
 
 /// True when `err` is above `tol` or NaN (an error that cannot be measured fails).
@@ -207,17 +249,20 @@ pub fn compare(
     opts: Options,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Report> {
-    let truth = Arith::truth(opts.prec)?;
-    let mut a = Trainer::new(cfg, data);
-    let mut b = TwinTrainer::new(cfg, data, truth, Formulation::Stable);
-    let mut p = opts
-        .predictor
-        .then(|| TwinTrainer::new(cfg, data, Arith::f64_predictor(), cfg.formulation));
+    let truth = Mpfr::truth(opts.prec)?;
+    let mut a = Trainer::new(cfg, data, F64, cfg.formulation)?;
+    let mut b = Trainer::with_method(cfg, data, truth, Formulation::Stable, opts.twin_method)?;
+    let mut p = match opts.predictor {
+        true => Some(Trainer::new(cfg, data, Mpfr::predictor(), cfg.formulation)?),
+        false => None,
+    };
     let schedule = trajectory::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
     let mut next = schedule.iter().peekable();
+    let every_step = opts.twin_method == Method::Direct;
 
     let mut max = [0.0f64; 7];
     let mut sum = [0.0f64; 7];
+    let mut count = [0u64; 7];
     let mut first: [Option<u64>; 7] = [None; 7];
     let mut saturation = Saturation {
         detected: false,
@@ -235,21 +280,29 @@ pub fn compare(
         first_mismatch: None,
     });
     let mut rows = Vec::new();
-    let mut q_before = vec![0.0; cfg.d];
     let mut judge_out_of_range = None;
     let gap_limit = -(rug::float::exp_min() as f64) * std::f64::consts::LN_2;
     loop {
         let step = a.step;
         a.forward_backward()?;
         b.forward_backward()?;
-        let errs = errors(&a, &b);
-        let gap = b.att.iter().map(|t| t.gap.to_f64()).fold(0.0, f64::max);
+        let at_checkpoint = next.peek() == Some(&&step);
+        let errs = errors(&a, &b, every_step || at_checkpoint);
+        let gap = b
+            .samples
+            .iter()
+            .map(|t| t.att.gap.to_f64())
+            .fold(0.0, f64::max);
         if gap > gap_limit && judge_out_of_range.is_none() {
             judge_out_of_range = Some(step);
         }
         for k in 0..7 {
+            if errs[k].is_nan() && (k == 0 || k == 5) && !(every_step || at_checkpoint) {
+                continue; // not measured at this step
+            }
             max[k] = max[k].max(errs[k]);
             sum[k] += errs[k];
+            count[k] += 1;
             if first[k].is_none() && exceeds(errs[k], opts.tol) {
                 first[k] = Some(step);
                 if !saturation.detected {
@@ -269,7 +322,7 @@ pub fn compare(
                 verdict.first_mismatch = Some((step, q.to_string()));
             }
         }
-        if next.peek() == Some(&&step) {
+        if at_checkpoint {
             rows.push(Row {
                 step,
                 max_gap: gap,
@@ -284,29 +337,35 @@ pub fn compare(
         if step == cfg.steps {
             break;
         }
-        q_before.copy_from_slice(&a.q);
+        let before = match &a.engine {
+            Engine::Direct(e) => Some(e.q.clone()),
+            Engine::Span(_) => None,
+        };
         a.update()?;
-        b.update();
+        b.update()?;
         if let Some(pt) = p.as_mut() {
-            pt.update();
+            pt.update()?;
         }
-        let moving = b.grad_q.iter().filter(|g| !g.is_zero()).count();
-        let absorbed =
-            a.q.iter()
-                .zip(&q_before)
-                .zip(&b.grad_q)
-                .filter(|((new, old), g)| new == old && !g.is_zero())
-                .count();
-        if absorbed > 0 {
-            absorption.first_partial_step.get_or_insert(step);
-            absorption.max_fraction = absorption.max_fraction.max(absorbed as f64 / cfg.d as f64);
-            if absorbed == moving {
-                absorption.first_total_step.get_or_insert(step);
+        if let (Some(q_before), Engine::Direct(e)) = (before, &a.engine) {
+            // the gradient that was just applied is still the engine's grad_q
+            let moving = e.grad_q.iter().filter(|g| **g != 0.0).count();
+            let absorbed =
+                e.q.iter()
+                    .zip(&q_before)
+                    .zip(&e.grad_q)
+                    .filter(|((new, old), g)| new == old && **g != 0.0)
+                    .count();
+            if absorbed > 0 {
+                absorption.first_partial_step.get_or_insert(step);
+                absorption.max_fraction =
+                    absorption.max_fraction.max(absorbed as f64 / cfg.d as f64);
+                if absorbed == moving {
+                    absorption.first_total_step.get_or_insert(step);
+                }
             }
         }
         progress(a.step);
     }
-    let count = (cfg.steps + 1) as f64;
     let named = |v: [f64; 7]| -> BTreeMap<String, f64> {
         QUANTITIES
             .iter()
@@ -319,6 +378,14 @@ pub fn compare(
         steps: cfg.steps,
         tolerance: opts.tol,
         formulation: cfg.formulation,
+        method: cfg.method,
+        twin_method: opts.twin_method,
+        d_space_compared_at: if every_step {
+            "every step"
+        } else {
+            "checkpoints"
+        }
+        .into(),
         max_rel_err: named(max),
         first_exceed: QUANTITIES
             .iter()
@@ -333,7 +400,7 @@ pub fn compare(
                     name.to_string(),
                     UlpStats {
                         max: max[k] / U64,
-                        mean: sum[k] / count / U64,
+                        mean: sum[k] / count[k].max(1) as f64 / U64,
                     },
                 )
             })

@@ -1,0 +1,241 @@
+//! The arithmetic every algorithm in tokensel is written over.
+//!
+//! [`Arith`] is a context (precision, exponent range) with method-style, assign-style
+//! operations on its [`Arith::Real`] numbers: `x += a` is `ar.add(&mut x, &a)`, with no
+//! allocation per operation (rug's `AssignRound` model). The model and the trainer are
+//! written once, generic over it, and run in three arithmetics:
+//!
+//! - [`F64`] (`f64.rs`): plain binary64, zero cost; its kernels are vectorised with a
+//!   fixed accumulator pattern;
+//! - [`Mpfr::truth`] (`mpfr.rs`): MPFR at any precision >= 64 bits, the judge;
+//! - [`Mpfr::predictor`] (`mpfr.rs` + `predictor.rs`): MPFR at 53 bits with binary64's
+//!   exponent range, subnormals and overflow emulated: it rounds every operation exactly
+//!   as [`F64`] does, so it predicts the f64 trainer bit for bit.
+//!
+//! # Kernels and their fixed order
+//! Every reduction goes through a kernel with a documented order that does not depend on
+//! the vector width or the thread count:
+//!
+//! - [`Arith::dot`] / [`Arith::dot_f64`]: element k is fused into accumulator k mod
+//!   [`LANES`] (`acc = fma(x_k, y_k, acc)`, one rounding, accumulators start at +0), and
+//!   the accumulators are combined as a balanced binary tree in index order
+//!   ((a0 + a1) + (a2 + a3)) + ... ;
+//! - [`Arith::axpy`] / [`Arith::axpy_f64`]: `y_k = fma(alpha, x_k, y_k)`, element-wise;
+//! - [`Arith::gemv_t_f64`] (X^T v): per output, an fma chain over the rows in order.
+//!
+//! A hardware fma rounds once, exactly like `mpfr_fma`, so the predictor mirrors these
+//! kernels; the f64 overrides choose only the speed (runtime CPU-feature detection),
+//! never the bits, and a test checks them against the portable default.
+
+use std::cmp::Ordering;
+use std::fmt::Debug;
+
+mod f64;
+mod mpfr;
+mod predictor;
+
+pub use self::f64::{F64, dot, norm};
+pub use self::mpfr::{DEFAULT_PREC, MAX_PREC, MIN_TRUTH_PREC, Mpfr, normwise_rel_err, rel_err};
+
+/// Number of accumulators of the dot-product kernels (the fixed pattern).
+pub const LANES: usize = 16;
+
+/// Which arithmetic a trainer runs in (recorded in trajectories and cost tables).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// Hardware binary64.
+    F64,
+    /// MPFR at 53 bits with binary64's range: the bit-exact f64 predictor.
+    Predictor,
+    /// MPFR at a chosen precision: the truth twin.
+    Mpfr,
+}
+
+impl Kind {
+    /// Stable name used in outputs: `f64`, `predictor`, `mpfr`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::F64 => "f64",
+            Kind::Predictor => "predictor",
+            Kind::Mpfr => "mpfr",
+        }
+    }
+}
+
+/// A real arithmetic: a context plus assign-style operations on its numbers.
+///
+/// Every operation rounds once (to nearest, ties to even) in the context's precision;
+/// [`Arith::fma`] rounds `a * b + x` once. Elementary functions are correctly rounded.
+pub trait Arith: Copy + Send + Sync + Debug + 'static {
+    /// The number type.
+    type Real: Clone + Send + Sync + Debug;
+
+    /// Which arithmetic this is.
+    fn kind(&self) -> Kind;
+    /// Precision in bits (53 for f64 and the predictor).
+    fn prec(&self) -> u32;
+    /// A new zero.
+    fn zero(&self) -> Self::Real;
+    /// `n` zeros.
+    fn zeros(&self, n: usize) -> Vec<Self::Real> {
+        vec![self.zero(); n]
+    }
+    /// An f64, converted (exactly: every arithmetic has at least 53 bits).
+    fn of(&self, v: f64) -> Self::Real {
+        let mut x = self.zero();
+        self.set_f64(&mut x, v);
+        x
+    }
+    /// A vector of f64, converted exactly.
+    fn of_slice(&self, v: &[f64]) -> Vec<Self::Real> {
+        v.iter().map(|x| self.of(*x)).collect()
+    }
+    /// The nearest f64 (ties to even).
+    fn to_f64(&self, x: &Self::Real) -> f64;
+
+    /// `x = a`.
+    fn set(&self, x: &mut Self::Real, a: &Self::Real);
+    /// `x = v`.
+    fn set_f64(&self, x: &mut Self::Real, v: f64);
+    /// `x += a`.
+    fn add(&self, x: &mut Self::Real, a: &Self::Real);
+    /// `x += v`.
+    fn add_f64(&self, x: &mut Self::Real, v: f64);
+    /// `x -= a`.
+    fn sub(&self, x: &mut Self::Real, a: &Self::Real);
+    /// `x *= a`.
+    fn mul(&self, x: &mut Self::Real, a: &Self::Real);
+    /// `x *= v`.
+    fn mul_f64(&self, x: &mut Self::Real, v: f64);
+    /// `x /= a`.
+    fn div(&self, x: &mut Self::Real, a: &Self::Real);
+    /// `x /= v`.
+    fn div_f64(&self, x: &mut Self::Real, v: f64);
+    /// `x = a - b`.
+    fn diff(&self, x: &mut Self::Real, a: &Self::Real, b: &Self::Real);
+    /// `x = a - v`.
+    fn diff_f64(&self, x: &mut Self::Real, a: f64, b: f64);
+    /// `x = a * b`.
+    fn prod(&self, x: &mut Self::Real, a: &Self::Real, b: &Self::Real);
+    /// `x = a * b + x`, rounded once.
+    fn fma(&self, x: &mut Self::Real, a: &Self::Real, b: &Self::Real);
+    /// `x = a * v + x`, rounded once.
+    fn fma_f64(&self, x: &mut Self::Real, a: &Self::Real, v: f64);
+    /// `x = -x` (exact).
+    fn neg(&self, x: &mut Self::Real);
+    /// `x = exp(x)`.
+    fn exp(&self, x: &mut Self::Real);
+    /// `x = log(1 + x)`.
+    fn ln_1p(&self, x: &mut Self::Real);
+    /// `x = sqrt(x)`.
+    fn sqrt(&self, x: &mut Self::Real);
+    /// Total order for finite values, `None` with a NaN.
+    fn cmp(&self, a: &Self::Real, b: &Self::Real) -> Option<Ordering>;
+    /// Sign: 1, -1, or 0 for zero (and NaN).
+    fn sign(&self, x: &Self::Real) -> i8;
+    /// True unless infinite or NaN.
+    fn is_finite(&self, x: &Self::Real) -> bool;
+    /// Exact text of a value that [`Arith::parse_exact`] reads back bit for bit.
+    fn to_exact_string(&self, x: &Self::Real) -> String;
+    /// Parse [`Arith::to_exact_string`]'s output.
+    fn parse_exact(&self, s: &str) -> Option<Self::Real>;
+
+    /// `out = sum_k x_k y_k` in the fixed [`LANES`] order (module docs).
+    fn dot(&self, x: &[Self::Real], y: &[Self::Real], out: &mut Self::Real) {
+        debug_assert_eq!(x.len(), y.len());
+        let mut acc: [Self::Real; LANES] = std::array::from_fn(|_| self.zero());
+        for (k, (a, b)) in x.iter().zip(y).enumerate() {
+            self.fma(&mut acc[k % LANES], a, b);
+        }
+        self.combine(&mut acc, out);
+    }
+
+    /// `out = sum_k x_k y_k` with f64 `x` (the data), in the fixed [`LANES`] order.
+    fn dot_f64(&self, x: &[f64], y: &[Self::Real], out: &mut Self::Real) {
+        debug_assert_eq!(x.len(), y.len());
+        let mut acc: [Self::Real; LANES] = std::array::from_fn(|_| self.zero());
+        for (k, (a, b)) in x.iter().zip(y).enumerate() {
+            self.fma_f64(&mut acc[k % LANES], b, *a);
+        }
+        self.combine(&mut acc, out);
+    }
+
+    /// Combine the [`LANES`] accumulators as a balanced tree in index order:
+    /// ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) + ...
+    fn combine(&self, acc: &mut [Self::Real; LANES], out: &mut Self::Real) {
+        let mut width = LANES;
+        while width > 1 {
+            width /= 2;
+            for j in 0..width {
+                // slot j was consumed at an earlier j, slots 2j, 2j+1 are still intact
+                acc.swap(j, 2 * j);
+                let (lo, hi) = acc.split_at_mut(2 * j + 1);
+                self.add(&mut lo[j], &hi[0]);
+            }
+        }
+        self.set(out, &acc[0]);
+    }
+
+    /// `y_k = fma(alpha, x_k, y_k)` for every k.
+    fn axpy(&self, alpha: &Self::Real, x: &[Self::Real], y: &mut [Self::Real]) {
+        debug_assert_eq!(x.len(), y.len());
+        for (yk, xk) in y.iter_mut().zip(x) {
+            self.fma(yk, alpha, xk);
+        }
+    }
+
+    /// `y_k = fma(alpha, x_k, y_k)` for every k, with f64 `x` (the data).
+    fn axpy_f64(&self, alpha: &Self::Real, x: &[f64], y: &mut [Self::Real]) {
+        debug_assert_eq!(x.len(), y.len());
+        for (yk, xk) in y.iter_mut().zip(x) {
+            self.fma_f64(yk, alpha, *xk);
+        }
+    }
+
+    /// `out_i = dot(m_i, v)` for the `out.len()` rows of `m` (each row as [`Arith::dot`]).
+    fn matvec(&self, m: &[Self::Real], v: &[Self::Real], out: &mut [Self::Real]) {
+        let cols = v.len();
+        for (i, o) in out.iter_mut().enumerate() {
+            self.dot(&m[i * cols..(i + 1) * cols], v, o);
+        }
+    }
+
+    /// A column block of X^T v: `out_j = sum_i v_i x[i * stride + j]` for j < out.len(),
+    /// as an fma chain over i = 0, 1, ... starting from +0 (`x` starts at the block's
+    /// first column; rows are `stride` apart).
+    fn gemv_t_f64(&self, x: &[f64], stride: usize, v: &[Self::Real], out: &mut [Self::Real]) {
+        let zero = self.zero();
+        out.iter_mut().for_each(|o| self.set(o, &zero));
+        let len = out.len();
+        for (i, vi) in v.iter().enumerate() {
+            self.axpy_f64(vi, &x[i * stride..i * stride + len], out);
+        }
+    }
+
+    /// `out = sqrt(dot(x, x))`, rounded to f64.
+    fn norm_f64(&self, x: &[Self::Real]) -> f64 {
+        let mut out = self.zero();
+        self.dot(x, x, &mut out);
+        self.sqrt(&mut out);
+        self.to_f64(&out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tree combination is ((a0 + a1) + (a2 + a3)) + ..., for any LANES.
+    #[test]
+    fn combine_is_a_balanced_tree_in_index_order() {
+        let ar = F64;
+        let mut acc: [f64; LANES] = std::array::from_fn(|j| 1.0 + j as f64 * 1e15);
+        let mut level: Vec<f64> = acc.to_vec();
+        while level.len() > 1 {
+            level = level.chunks(2).map(|p| p[0] + p[1]).collect();
+        }
+        let mut out = 0.0;
+        ar.combine(&mut acc, &mut out);
+        assert_eq!(out.to_bits(), level[0].to_bits());
+    }
+}

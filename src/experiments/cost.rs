@@ -1,0 +1,147 @@
+//! Cost of a gradient step: f64 trainer vs MPFR twin at several precisions
+//! (`tokensel cost`). A measurement, not a test: the numbers depend on the machine.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::arith::{Arith, F64, Mpfr};
+use crate::config::{Config, Method, Mode};
+use crate::data::Dataset;
+use crate::error::Result;
+use crate::train::Trainer;
+
+/// One row of the cost table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// The arithmetic: `f64`, `predictor` or `mpfr`.
+    pub trainer: String,
+    /// Its precision in bits.
+    pub prec_bits: u32,
+    /// The step: `direct` or `span`.
+    pub method: String,
+    /// Seconds to build the trainer (the span precompute; head values; conversions).
+    pub setup_seconds: f64,
+    /// Median seconds per step (forward, backward, update).
+    pub seconds_per_step: f64,
+    /// Ratio to the f64 direct step (to the f64 span step when direct was not measured).
+    pub ratio_to_f64: f64,
+}
+
+/// The cost report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// n, T, d of the measured config.
+    pub n: usize,
+    /// Tokens per sequence.
+    pub tokens: usize,
+    /// Dimension.
+    pub d: usize,
+    /// Floating-point operations of one direct f64 step (counted from the loops in
+    /// `train/direct.rs`).
+    pub flops_per_step: f64,
+    /// Achieved rate of the direct f64 step, GFLOP/s (`None` when it was not measured).
+    pub f64_gflops: Option<f64>,
+    /// Rows: f64 first, then each precision, each in every method asked for.
+    pub rows: Vec<Row>,
+}
+
+/// Flops of one direct f64 step (an fma counts 2): scores 2nTd, the gradient X^T c
+/// 2nTd, the update 2d (plus 6d^2 with a dense W: W g, the rank-one update, W^T p).
+pub fn flops_per_step(cfg: &Config) -> f64 {
+    let (n, t, d) = (cfg.n_train as f64, cfg.layout.tokens as f64, cfg.d as f64);
+    let mut f = 4.0 * n * t * d + 2.0 * d;
+    if !(cfg.mode == Mode::P && cfg.init.w == crate::config::WInit::Identity) {
+        f += 6.0 * d * d;
+    }
+    f
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Time one trainer: its setup, then the median over `reps` blocks of `block` steps.
+fn time_steps<A: Arith>(
+    cfg: &Config,
+    data: &Dataset,
+    ar: A,
+    method: Method,
+    reps: usize,
+    block: usize,
+) -> Result<(f64, f64)> {
+    let t0 = Instant::now();
+    let mut tr = Trainer::with_method(cfg, data, ar, cfg.formulation, method)?;
+    let setup = t0.elapsed().as_secs_f64();
+    tr.forward_backward()?;
+    tr.update()?;
+    let mut samples = Vec::with_capacity(reps);
+    for _ in 0..reps.max(1) {
+        let t0 = Instant::now();
+        for _ in 0..block {
+            tr.forward_backward()?;
+            tr.update()?;
+        }
+        samples.push(t0.elapsed().as_secs_f64() / block as f64);
+    }
+    Ok((setup, median(samples)))
+}
+
+/// Time the f64 trainer (`reps` blocks of 20 steps) and, for each of `precs` (53 = the
+/// f64 predictor), the MPFR trainer (`twin_reps` single steps), in each of `methods`.
+pub fn measure(
+    cfg: &Config,
+    precs: &[u32],
+    methods: &[Method],
+    reps: usize,
+    twin_reps: usize,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Report> {
+    let data = Dataset::generate(cfg);
+    let mut rows: Vec<Row> = Vec::new();
+    let mut push = |trainer: &str, prec: u32, method: Method, (setup, step): (f64, f64)| {
+        rows.push(Row {
+            trainer: trainer.into(),
+            prec_bits: prec,
+            method: method.name().into(),
+            setup_seconds: setup,
+            seconds_per_step: step,
+            ratio_to_f64: f64::NAN,
+        });
+    };
+    for &method in methods {
+        progress(&format!("f64 {}", method.name()));
+        push(
+            "f64",
+            53,
+            method,
+            time_steps(cfg, &data, F64, method, reps, 20)?,
+        );
+    }
+    for &prec in precs {
+        let ar = Mpfr::for_prec(prec)?;
+        for &method in methods {
+            progress(&format!("{}-{prec} {}", ar.kind().name(), method.name()));
+            let t = time_steps(cfg, &data, ar, method, twin_reps, 1)?;
+            push(ar.kind().name(), prec, method, t);
+        }
+    }
+    let direct = rows
+        .iter()
+        .find(|r| r.trainer == "f64" && r.method == "direct")
+        .map(|r| r.seconds_per_step);
+    let f64_step = direct.unwrap_or(rows[0].seconds_per_step);
+    for r in &mut rows {
+        r.ratio_to_f64 = r.seconds_per_step / f64_step;
+    }
+    let flops = flops_per_step(cfg);
+    Ok(Report {
+        n: cfg.n_train,
+        tokens: cfg.layout.tokens,
+        d: cfg.d,
+        flops_per_step: flops,
+        f64_gflops: direct.map(|s| flops / s / 1e9),
+        rows,
+    })
+}

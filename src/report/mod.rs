@@ -1,0 +1,3 @@
+//! Charts (SVG, and PNG through resvg).
+
+pub mod plot;

@@ -1,0 +1,259 @@
+//! The span step (SPEC section 9; derivation in proofs-notes/span.md): the direct
+//! trajectory, tracked by coefficients on the r = nT training tokens.
+//!
+//! With the basis rows B_0 = p(0), B_j = W(0) x_j (j = 1..r; x_j when W = I), the Gram
+//! matrix G = B B^T ((r+1) x (r+1)) and K = X X^T (r x r), a = (1, 0, ..., 0) at step 0
+//! and the per-token coefficients c of [`crate::model::grad_scores`]:
+//!
+//! ```text
+//! p-mode:  p = B^T a                      z = G[1.., :] a          a[1..] -= alpha c
+//! W-mode:  W = W(0) + p(0) (X^T a[1..])^T, q = q(0) + |p(0)|^2 X^T a[1..]
+//!          z = X q(0) + |p(0)|^2 K a[1..] (stored as G[1.., :] a)   a[1..] -= alpha c
+//! joint:   p = B^T a,  W = W(0) + B^T M X  (M: (r+1) x r, starts at 0)
+//!          u = G a,  z = u[1..] + K (M^T u)
+//!          a -= alpha ((0, c) + M K c),  M -= alpha a_old c^T
+//! ```
+//!
+//! A step costs O(r^2) (about 7 r^2 fmas in joint mode), independent of d. The
+//! precompute costs O(r^2 d) (plus O(r d^2) for B when W is dense). Quantities in
+//! d-space (q for the test set, |dL/dq|, p and W) are rebuilt from the coefficients on
+//! demand.
+
+use super::Params;
+use crate::arith::Arith;
+use crate::config::Mode;
+use crate::linalg;
+
+/// Coefficients, Gram matrices and what it takes to rebuild p, W and q.
+#[derive(Debug, Clone)]
+pub struct Span<R> {
+    mode: Mode,
+    r: usize,
+    d: usize,
+    /// G ((r+1) x (r+1)); in W-mode only rows 1.. are used: (X q(0), |p(0)|^2 K).
+    g: Vec<R>,
+    /// K = X X^T (joint mode; empty otherwise).
+    k: Vec<R>,
+    /// M ((r+1) x r, joint mode; empty otherwise).
+    pub m: Vec<R>,
+    /// Coefficients a (r + 1).
+    pub a: Vec<R>,
+    /// Basis rows B ((r+1) x d): p(0), then W(0) x_j (p- and joint mode; empty in W-mode).
+    basis: Vec<R>,
+    /// W(0) (dense), `None` for the identity.
+    w0: Option<Vec<R>>,
+    /// p(0).
+    p0: Vec<R>,
+    /// q(0) = W(0)^T p(0) and |p(0)|^2 (W-mode).
+    q0: Vec<R>,
+    pp: R,
+}
+
+impl<R: Clone + Send + Sync> Span<R> {
+    /// Precompute the Gram matrices of the config's initial parameters (module docs).
+    /// `x`: the nT x d training rows.
+    pub fn new<A: Arith<Real = R>>(ar: &A, init: &Params, mode: Mode, x: &[f64]) -> Self {
+        let d = init.p.len();
+        let r = x.len() / d;
+        let p0 = ar.of_slice(init.p.as_slice().expect("contiguous"));
+        let w0 = init
+            .w
+            .as_ref()
+            .map(|w| ar.of_slice(w.as_slice().expect("standard layout")));
+        let mut a = ar.zeros(r + 1);
+        ar.set_f64(&mut a[0], 1.0);
+        let mut span = Span {
+            mode,
+            r,
+            d,
+            g: Vec::new(),
+            k: Vec::new(),
+            m: Vec::new(),
+            a,
+            basis: Vec::new(),
+            w0,
+            p0,
+            q0: Vec::new(),
+            pp: ar.zero(),
+        };
+        match mode {
+            Mode::P | Mode::Joint => {
+                span.basis = span.basis_rows(ar, x);
+                span.g = linalg::gram(ar, &span.basis, r + 1, d);
+                if mode == Mode::Joint {
+                    span.k = linalg::gram(ar, &ar.of_slice(x), r, d);
+                    span.m = ar.zeros((r + 1) * r);
+                }
+            }
+            Mode::W => {
+                let w0 = span.w0.as_ref().expect("W-mode stores W");
+                span.q0 = ar.zeros(d);
+                linalg::matvec_t(ar, w0, &span.p0, &mut span.q0);
+                ar.dot(&span.p0, &span.p0, &mut span.pp);
+                let k = linalg::gram(ar, &ar.of_slice(x), r, d);
+                span.g = ar.zeros((r + 1) * (r + 1));
+                let (q0, pp) = (&span.q0, &span.pp);
+                linalg::for_each_row(ar, &mut span.g[r + 1..], r + 1, d + r, |i, gi| {
+                    ar.dot_f64(&x[i * d..(i + 1) * d], q0, &mut gi[0]);
+                    for (gij, kij) in gi[1..].iter_mut().zip(&k[i * r..(i + 1) * r]) {
+                        ar.prod(gij, pp, kij);
+                    }
+                });
+            }
+        }
+        span
+    }
+
+    /// B: p(0), then W(0) x_j ((W x_j)_m = dot(x_j, W[m, :])) or x_j for W = I.
+    fn basis_rows<A: Arith<Real = R>>(&self, ar: &A, x: &[f64]) -> Vec<R> {
+        let d = self.d;
+        let mut b = self.p0.clone();
+        b.extend(ar.zeros(self.r * d));
+        match &self.w0 {
+            None => {
+                for (bj, xj) in b[d..].iter_mut().zip(x) {
+                    ar.set_f64(bj, *xj);
+                }
+            }
+            Some(w) => linalg::for_each_row(ar, &mut b[d..], d, d * d, |j, bj| {
+                let xj = &x[j * d..(j + 1) * d];
+                for (m, bjm) in bj.iter_mut().enumerate() {
+                    ar.dot_f64(xj, &w[m * d..(m + 1) * d], bjm);
+                }
+            }),
+        }
+        b
+    }
+
+    /// Scores of every training token at the current coefficients.
+    pub fn scores<A: Arith<Real = R>>(&self, ar: &A, z: &mut [R]) {
+        let (r, g) = (self.r, &self.g);
+        match self.mode {
+            Mode::P | Mode::W => linalg::matvec(ar, &g[r + 1..], &self.a, z),
+            Mode::Joint => {
+                let mut u = ar.zeros(r + 1);
+                linalg::matvec(ar, g, &self.a, &mut u);
+                let mut v = ar.zeros(r);
+                linalg::matvec_t(ar, &self.m, &u, &mut v);
+                linalg::matvec(ar, &self.k, &v, z);
+                for (zi, ui) in z.iter_mut().zip(&u[1..]) {
+                    ar.add(zi, ui);
+                }
+            }
+        }
+    }
+
+    /// One gradient step from the token coefficients `c` (module docs).
+    pub fn update<A: Arith<Real = R>>(&mut self, ar: &A, alpha: f64, c: &[R]) {
+        let neg_alpha = ar.of(-alpha);
+        let r = self.r;
+        match self.mode {
+            Mode::P | Mode::W => ar.axpy(&neg_alpha, c, &mut self.a[1..]),
+            Mode::Joint => {
+                let mut kc = ar.zeros(r);
+                linalg::matvec(ar, &self.k, c, &mut kc);
+                let mut mkc = ar.zeros(r + 1);
+                linalg::matvec(ar, &self.m, &kc, &mut mkc);
+                let a = &self.a;
+                linalg::for_each_row(ar, &mut self.m, r, r, |i, mi| {
+                    let mut t = ar.zero();
+                    ar.prod(&mut t, &neg_alpha, &a[i]);
+                    ar.axpy(&t, c, mi);
+                });
+                ar.fma(&mut self.a[0], &neg_alpha, &mkc[0]);
+                for ((aj, cj), mj) in self.a[1..].iter_mut().zip(c).zip(&mkc[1..]) {
+                    let mut e = cj.clone();
+                    ar.add(&mut e, mj);
+                    ar.fma(aj, &neg_alpha, &e);
+                }
+            }
+        }
+    }
+
+    /// p and W at the current coefficients (W `None` for the identity).
+    pub fn params<A: Arith<Real = R>>(&self, ar: &A, x: &[f64]) -> (Vec<R>, Option<Vec<R>>) {
+        let (r, d) = (self.r, self.d);
+        match self.mode {
+            Mode::P => (self.p(ar), self.w0.clone()),
+            Mode::W => {
+                let v = self.xt_a(ar, x);
+                let mut w = self.w0.clone().expect("W-mode stores W");
+                let p0 = &self.p0;
+                linalg::for_each_row(ar, &mut w, d, d, |m, row| ar.axpy(&p0[m], &v, row));
+                (self.p0.clone(), Some(w))
+            }
+            Mode::Joint => {
+                // N = M X ((r+1) x d), then W = W(0) + B^T N
+                let mut n = ar.zeros((r + 1) * d);
+                let m = &self.m;
+                linalg::for_each_row(ar, &mut n, d, r * d, |i, ni| {
+                    linalg::matvec_t_f64(ar, x, &m[i * r..(i + 1) * r], ni)
+                });
+                let mut w = self.w0.clone().expect("joint mode stores W");
+                let b = &self.basis;
+                linalg::for_each_row(ar, &mut w, d, (r + 1) * d, |row_m, wm| {
+                    for i in 0..=r {
+                        ar.axpy(&b[i * d + row_m], &n[i * d..(i + 1) * d], wm);
+                    }
+                });
+                (self.p(ar), Some(w))
+            }
+        }
+    }
+
+    /// p = B^T a (p- and joint mode).
+    fn p<A: Arith<Real = R>>(&self, ar: &A) -> Vec<R> {
+        let mut p = ar.zeros(self.d);
+        linalg::matvec_t(ar, &self.basis, &self.a, &mut p);
+        p
+    }
+
+    /// X^T a[1..].
+    fn xt_a<A: Arith<Real = R>>(&self, ar: &A, x: &[f64]) -> Vec<R> {
+        let mut v = ar.zeros(self.d);
+        linalg::matvec_t_f64(ar, x, &self.a[1..], &mut v);
+        v
+    }
+
+    /// q = W^T p at the current coefficients.
+    pub fn q<A: Arith<Real = R>>(&self, ar: &A, x: &[f64]) -> Vec<R> {
+        let (r, d) = (self.r, self.d);
+        match self.mode {
+            Mode::P => {
+                let p = self.p(ar);
+                match &self.w0 {
+                    None => p,
+                    Some(w) => {
+                        let mut q = ar.zeros(d);
+                        linalg::matvec_t(ar, w, &p, &mut q);
+                        q
+                    }
+                }
+            }
+            Mode::W => {
+                let mut q = self.xt_a(ar, x);
+                for (qk, q0k) in q.iter_mut().zip(&self.q0) {
+                    let mut t = q0k.clone();
+                    ar.fma(&mut t, &self.pp, qk);
+                    *qk = t;
+                }
+                q
+            }
+            Mode::Joint => {
+                let p = self.p(ar);
+                let mut q = ar.zeros(d);
+                linalg::matvec_t(ar, self.w0.as_ref().expect("joint stores W"), &p, &mut q);
+                let mut u = ar.zeros(r + 1);
+                linalg::matvec(ar, &self.g, &self.a, &mut u);
+                let mut v = ar.zeros(r);
+                linalg::matvec_t(ar, &self.m, &u, &mut v);
+                let mut xv = ar.zeros(d);
+                linalg::matvec_t_f64(ar, x, &v, &mut xv);
+                for (qk, t) in q.iter_mut().zip(&xv) {
+                    ar.add(qk, t);
+                }
+                q
+            }
+        }
+    }
+}
