@@ -1,7 +1,10 @@
 //! The `tokensel` command line.
 //!
-//! Exit codes: 0 success, 1 a run failed (e.g. a non-finite value), 2 bad input
-//! (unknown flag, bad config value, unreadable or malformed file).
+//! Exit codes (README "Exit codes"): 0 success; 1 a claim failed or two trajectories
+//! differ; 2 bad input (unknown flag, bad config value, unreadable, garbage or directory
+//! input, unusable output path), found before any work; 3 a run stopped (a non-finite
+//! value) or was refused (a size over a limit). Commands return their code; nothing
+//! here calls `process::exit` (but the hidden `--stop-after` crash simulation).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -300,31 +303,60 @@ where
             return e.exit_code();
         }
     };
+    let ok = |r: Result<()>| r.map(|()| EXIT_OK);
     let result = match cli.command {
-        Command::Run(args) => run(&args),
-        Command::Twin(args) => twin(&args),
-        Command::Compare(args) => compare(&args),
-        Command::Sweep(args) => sweep(&args),
+        Command::Run(args) => ok(run(&args)),
+        Command::Twin(args) => ok(twin(&args)),
+        Command::Compare(args) => ok(compare(&args)),
+        Command::Sweep(args) => ok(sweep(&args)),
         Command::Check(args) => check(&args),
-        Command::Cost(args) => cost(&args),
+        Command::Cost(args) => ok(cost(&args)),
         Command::Diff(args) => diff(&args),
-        Command::Plot(args) => plot(&args),
-        Command::Saturation(args) => saturation(&args),
-        Command::Config(args) => args.load().map(|c| print!("{}", c.to_toml())),
+        Command::Plot(args) => ok(plot(&args)),
+        Command::Saturation(args) => ok(saturation(&args)),
+        Command::Config(args) => ok(args.load().map(|c| print!("{}", c.to_toml()))),
     };
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
     match result {
-        Ok(()) => 0,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
-            if is_input_error(&e) { 2 } else { 1 }
+            exit_code(&e)
         }
     }
 }
 
-/// Bad config values, unparsable files and unreadable input files are the user's.
-fn is_input_error(e: &Error) -> bool {
-    e.is_input_error()
-        || matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+/// Exit code: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: a claim failed, or two trajectories differ.
+pub const EXIT_FAILED: i32 = 1;
+/// Exit code: bad input (flags, config values, unreadable, garbage or directory inputs,
+/// unusable output paths), found before any work starts.
+pub const EXIT_BAD_INPUT: i32 = 2;
+/// Exit code: a run stopped (a non-finite value) or was refused (a size over a limit).
+pub const EXIT_STOPPED: i32 = 3;
+
+/// The README's exit-code contract for an error.
+pub fn exit_code(e: &Error) -> i32 {
+    if e.is_stopped_run() {
+        EXIT_STOPPED
+    } else {
+        EXIT_BAD_INPUT
+    }
+}
+
+/// Check, before any work, that `dir` can receive output files: create it if missing,
+/// then create and remove a probe file in it.
+fn check_output_dir(dir: &Path) -> Result<()> {
+    let io = |source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let probe = dir.join(format!(".tokensel-probe{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(io)?;
+    std::fs::remove_file(&probe).map_err(io)
 }
 
 /// Write a finished run's trajectory (with `out`) and print its summary (JSON or table).
@@ -379,6 +411,10 @@ fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
 
 fn run(args: &RunArgs) -> Result<()> {
     let cfg = args.config.load()?;
+    crate::train::check_memory(&cfg, F64.kind(), 53, cfg.method)?;
+    if let Some(dir) = &args.output.out {
+        check_output_dir(dir)?;
+    }
     let t0 = Instant::now();
     let data = Dataset::generate(&cfg);
     let bar = progress_bar(cfg.steps, args.output.quiet);
@@ -403,6 +439,28 @@ fn twin(args: &TwinArgs) -> Result<()> {
     }
     if args.resume && args.state.is_none() {
         return Err(Error::config("resume", "needs --state FILE"));
+    }
+    if let Some(path) = &args.state {
+        if path.is_dir() {
+            return Err(Error::config(
+                "state",
+                format!("`{}` is a directory, not a state file", path.display()),
+            ));
+        }
+        if path.exists() && !args.resume {
+            return Err(Error::config(
+                "state",
+                format!(
+                    "`{}` exists: pass --resume to continue that run, or remove it",
+                    path.display()
+                ),
+            ));
+        }
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+        check_output_dir(dir.unwrap_or(Path::new(".")))?;
+    }
+    if let Some(dir) = &args.output.out {
+        check_output_dir(dir)?;
     }
     let resume = match (&args.state, args.resume) {
         (Some(path), true) if path.exists() => Some(State::load(path)?),
@@ -496,7 +554,7 @@ fn cost(args: &CostArgs) -> Result<()> {
     Ok(())
 }
 
-fn check(args: &CheckArgs) -> Result<()> {
+fn check(args: &CheckArgs) -> Result<i32> {
     let text = read_text(&args.file)?;
     let (file, configs) = crate::experiments::claims::ClaimsFile::parse(&text, &args.file)?;
     let t0 = Instant::now();
@@ -530,13 +588,14 @@ fn check(args: &CheckArgs) -> Result<()> {
         print!("{out}");
     }
     finish(t0, None);
-    if outcomes.iter().any(|o| !o.pass) {
-        std::process::exit(1);
-    }
-    Ok(())
+    Ok(if outcomes.iter().any(|o| !o.pass) {
+        EXIT_FAILED
+    } else {
+        EXIT_OK
+    })
 }
 
-fn diff(args: &DiffArgs) -> Result<()> {
+fn diff(args: &DiffArgs) -> Result<i32> {
     check_tol(args.rtol)?;
     let (a, b) = (load_trajectory(&args.a)?, load_trajectory(&args.b)?);
     let r = crate::analysis::diff::diff(&a, &b, args.rtol);
@@ -568,12 +627,11 @@ fn diff(args: &DiffArgs) -> Result<()> {
         }
         print!("{out}");
     }
-    if r.first_divergence.is_some() || r.common_steps == 0 {
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
-        std::process::exit(1);
-    }
-    Ok(())
+    Ok(if r.first_divergence.is_some() || r.common_steps == 0 {
+        EXIT_FAILED
+    } else {
+        EXIT_OK
+    })
 }
 
 fn plot(args: &PlotArgs) -> Result<()> {
@@ -581,6 +639,8 @@ fn plot(args: &PlotArgs) -> Result<()> {
     if ext != "svg" && ext != "png" {
         return Err(Error::config("out", "must end in .svg or .png"));
     }
+    let out_dir = args.out.parent().filter(|p| !p.as_os_str().is_empty());
+    check_output_dir(out_dir.unwrap_or(Path::new(".")))?;
     let text = read_text(&args.input)?;
     let chart = match Trajectory::from_json(&text, &args.input) {
         Ok(t) => crate::report::plot::attention_chart(&t),
@@ -611,6 +671,9 @@ fn sweep(args: &SweepArgs) -> Result<()> {
             ..base.clone()
         }
         .validate()?;
+    }
+    if let Some(dir) = &args.out {
+        check_output_dir(dir)?;
     }
     let t0 = Instant::now();
     let total = (args.etas.len() * args.seeds.len()) as u64;
@@ -772,6 +835,9 @@ fn compare_table(r: &crate::analysis::compare::Report) -> String {
     out
 }
 
+/// Largest grid of `saturation --points` (each point is one 256-bit evaluation).
+const MAX_SWEEP_POINTS: usize = 10_000;
+
 fn saturation(args: &SaturationArgs) -> Result<()> {
     let cfg = args.config.load()?;
     check_tol(args.tol)?;
@@ -781,8 +847,11 @@ fn saturation(args: &SaturationArgs) -> Result<()> {
             format!("must be below n_train = {}", cfg.n_train),
         ));
     }
-    if args.points < 2 {
-        return Err(Error::config("points", "must be at least 2"));
+    if !(2..=MAX_SWEEP_POINTS).contains(&args.points) {
+        return Err(Error::config(
+            "points",
+            format!("must lie in 2..={MAX_SWEEP_POINTS}"),
+        ));
     }
     let data = Dataset::generate(&cfg);
     let grid = crate::analysis::saturation::default_grid(args.points);

@@ -15,6 +15,13 @@ use crate::error::{Error, Result};
 /// Larger configs are refused before anything is allocated.
 pub const MAX_DATA_BYTES: u64 = 8 << 30;
 
+/// Largest ||mu|| (and sigma) a config may ask for (see [`Config::validate`]).
+pub const MAX_MU_NORM: f64 = 1e6;
+
+/// Largest number of checkpoints per decade of steps (beyond, every step is recorded
+/// anyway, and the schedule would only take longer to build).
+pub const MAX_CHECKPOINTS_PER_DECADE: u32 = 1000;
+
 /// Largest number of gradient steps a config may ask for.
 pub const MAX_STEPS: u64 = 1_000_000_000;
 
@@ -479,6 +486,25 @@ impl Config {
             return Err(Error::config("mu_norm", "must be > 0 (nu divides by it)"));
         }
         finite("rho", self.rho)?;
+        if !(0.0..=1.0).contains(&self.rho) {
+            return Err(Error::config(
+                "rho",
+                format!(
+                    "the weak-relevance factor must lie in [0, 1], got {}",
+                    self.rho
+                ),
+            ));
+        }
+        if self.mu_norm > MAX_MU_NORM || self.sigma > MAX_MU_NORM {
+            return Err(Error::config(
+                "mu_norm",
+                format!(
+                    "||mu|| and sigma must be at most {MAX_MU_NORM:e} (got {:e}, {:e}): scores \
+                     x.q grow like their square times |q| and overflow f64 long before 1e154",
+                    self.mu_norm, self.sigma
+                ),
+            ));
+        }
         finite("sigma", self.sigma)?;
         if self.sigma < 0.0 {
             return Err(Error::config("sigma", "must be >= 0"));
@@ -518,17 +544,20 @@ impl Config {
                  error is a d-space cancellation that the span step does not perform",
             ));
         }
-        if self.record.checkpoints_per_decade == 0 {
+        if !(1..=MAX_CHECKPOINTS_PER_DECADE).contains(&self.record.checkpoints_per_decade) {
             return Err(Error::config(
                 "record.checkpoints_per_decade",
-                "must be at least 1",
+                format!(
+                    "must lie in 1..={MAX_CHECKPOINTS_PER_DECADE} (every step is recorded from \
+                     {MAX_CHECKPOINTS_PER_DECADE} per decade on)"
+                ),
             ));
         }
         let bytes = self.data_bytes();
         if bytes > MAX_DATA_BYTES {
-            return Err(Error::config(
-                "d",
-                format!(
+            return Err(Error::TooLarge {
+                field: "d".into(),
+                reason: format!(
                     "the data set (n_train + n_test) * tokens * d{} needs {:.2} GiB, more than the limit of {} GiB",
                     if self.data_bytes_has_w() {
                         " plus d * d for W"
@@ -538,7 +567,7 @@ impl Config {
                     bytes as f64 / (1u64 << 30) as f64,
                     MAX_DATA_BYTES >> 30
                 ),
-            ));
+            });
         }
         Ok(())
     }

@@ -35,6 +35,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A run would exceed a size limit (memory of the data or of a trainer's state); it
+    /// is refused before anything is allocated.
+    #[error("refused: `{field}`: {reason}")]
+    TooLarge {
+        /// The config field or flag that sets the size.
+        field: String,
+        /// The size asked for and the limit.
+        reason: String,
+    },
     /// A quantity became NaN or infinite during training.
     #[error("non-finite {quantity} at step {step}{}: training stopped", sample_text(.sample))]
     NonFinite {
@@ -60,9 +69,19 @@ impl Error {
         }
     }
 
-    /// True for errors caused by bad user input (the CLI exits with code 2 for these).
+    /// True for errors caused by bad user input: config values, unparsable files,
+    /// unreadable inputs and unusable output paths (the CLI exits with code 2).
     pub fn is_input_error(&self) -> bool {
-        matches!(self, Error::InvalidConfig { .. } | Error::Parse { .. })
+        matches!(
+            self,
+            Error::InvalidConfig { .. } | Error::Parse { .. } | Error::Io { .. }
+        )
+    }
+
+    /// True for a run that stopped or was refused: a non-finite value, or a size over
+    /// a limit (the CLI exits with code 3).
+    pub fn is_stopped_run(&self) -> bool {
+        matches!(self, Error::NonFinite { .. } | Error::TooLarge { .. })
     }
 }
 

@@ -167,7 +167,6 @@ fn bad_configs_are_refused_with_the_field_named() {
         ("d = -5", "d"),
         ("mode = \"q\"", "mode"),
         ("mode = \"W\"", "`init.p`"),
-        ("d = 100000000\nn_test = 100000", "GiB"),
         ("seed = ", "line 1"),
         ("n_test = 0", "`n_test`"),
         ("sigma = -1.0", "`sigma`"),
@@ -189,6 +188,14 @@ fn bad_configs_are_refused_with_the_field_named() {
         ("mu_norm = -5.0", "`mu_norm`"),
         ("formulation = \"fast\"", "formulation"),
         ("[init]\nw = \"random\"", "w"),
+        ("rho = 1e300", "`rho`"),
+        ("rho = -0.5", "`rho`"),
+        ("mu_norm = 1e155", "`mu_norm`"),
+        (
+            "[record]\ncheckpoints_per_decade = 1000000000",
+            "`record.checkpoints_per_decade`",
+        ),
+        ("method = \"span\"\nformulation = \"naive\"", "`method`"),
     ];
     for (body, needle) in cases {
         let o = bad_config(body);
@@ -293,14 +300,17 @@ fn non_finite_values_stop_the_run_with_a_clear_error() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
         err.contains("non-finite f at step 1, training sample 0"),
         "{err}"
     );
     assert!(o.stdout.is_empty());
-    assert!(!out.exists(), "no output written for a failed run");
+    assert!(
+        !out.join("trajectory.json").exists(),
+        "no trajectory written for a failed run"
+    );
 }
 
 /// A twin whose MPFR state would not fit in memory is refused before allocation, with
@@ -322,9 +332,159 @@ fn oversized_twin_runs_are_refused_up_front() {
             "--config",
             cfg.to_str().unwrap(),
         ]);
-        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+        assert_eq!(o.status.code(), Some(3), "{cmd}: {}", stderr(&o));
         assert!(stderr(&o).contains("GiB"), "{}", stderr(&o));
     }
+    // an oversized data set: refused (exit 3) with the size stated
+    let o = bad_config("d = 100000000\nn_test = 100000");
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("GiB"), "{}", stderr(&o));
+}
+
+/// The exit-code contract (README): bad input of every kind exits 2, quickly, without
+/// a panic and before any training: a directory, garbage or NUL bytes where a file is
+/// read, a trajectory without checkpoints, an unbounded sweep grid, an output path that
+/// cannot be written, a state file in a missing directory or belonging to another run.
+#[test]
+fn bad_input_of_every_kind_exits_2_before_any_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
+    std::fs::create_dir(p("d.toml")).unwrap();
+    std::fs::write(p("garbage"), "\u{1}\u{2}not toml or json {{{").unwrap();
+    std::fs::write(p("nul"), [0u8, 0, 0, 159, 146, 150]).unwrap();
+    // a trajectory with no checkpoints
+    let t = tokensel(&["run", "--quiet", "--steps", "3", "--out", &p("t")]);
+    assert!(t.status.success(), "{}", stderr(&t));
+    let text = std::fs::read_to_string(p("t/trajectory.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut empty = v.clone();
+    empty["checkpoints"] = serde_json::json!([]);
+    std::fs::write(p("empty.json"), empty.to_string()).unwrap();
+    std::fs::write(p("existing-state.json"), "{}").unwrap();
+    let traj = p("t/trajectory.json");
+    let cases: Vec<Vec<String>> = vec![
+        vec!["check".into(), p("d.toml")],
+        vec!["check".into(), p("garbage")],
+        vec!["check".into(), p("nul")],
+        vec!["run".into(), "--config".into(), p("d.toml")],
+        vec!["run".into(), "--config".into(), p("garbage")],
+        vec!["run".into(), "--config".into(), p("nul")],
+        vec!["diff".into(), p("garbage"), traj.clone()],
+        vec!["diff".into(), traj.clone(), p("nul")],
+        vec!["diff".into(), p("d.toml"), traj.clone()],
+        vec!["plot".into(), p("nul"), "--out".into(), p("x.svg")],
+        vec!["plot".into(), p("empty.json"), "--out".into(), p("x.svg")],
+        vec!["saturation".into(), "--points".into(), "100000000".into()],
+        vec![
+            "run".into(),
+            "--steps".into(),
+            "20000".into(),
+            "--out".into(),
+            "/sys/kernel/x".into(),
+        ],
+        vec!["run".into(), "--out".into(), p("garbage")],
+        vec![
+            "twin".into(),
+            "--steps".into(),
+            "4".into(),
+            "--state".into(),
+            p("existing-state.json"),
+        ],
+        vec![
+            "twin".into(),
+            "--steps".into(),
+            "4".into(),
+            "--state".into(),
+            p("d.toml"),
+        ],
+    ];
+    for args in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let t0 = std::time::Instant::now();
+        let o = tokensel(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "{args:?} worked before refusing"
+        );
+    }
+}
+
+/// `run --out` publishes trajectory.json and trajectory.csv as one set: stale
+/// temporaries of a killed writer are removed, and the CSV beside the JSON has one row
+/// per checkpoint of that JSON. A twin run whose step count is not a multiple of
+/// --save-every still saves its final state.
+#[test]
+fn outputs_are_published_as_a_complete_set() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join(".trajectory.json.tmp999999"), "partial").unwrap();
+    std::fs::write(out.join("trajectory.csv"), "from another run\n").unwrap();
+    let o = tokensel(&[
+        "run",
+        "--quiet",
+        "--steps",
+        "40",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.contains(".tmp")), "{names:?}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("trajectory.json")).unwrap())
+            .unwrap();
+    let rows = std::fs::read_to_string(out.join("trajectory.csv"))
+        .unwrap()
+        .lines()
+        .count();
+    assert_eq!(rows, v["checkpoints"].as_array().unwrap().len() + 1);
+    // final state saved although 7 is not a multiple of --save-every 5
+    let state = tmp.path().join("s.json");
+    let cfg = tmp.path().join("small.toml");
+    std::fs::write(&cfg, "d = 20\nn_train = 4\nn_test = 4\n").unwrap();
+    let o = tokensel(&[
+        "twin",
+        "--quiet",
+        "--prec",
+        "64",
+        "--steps",
+        "7",
+        "--save-every",
+        "5",
+        "--state",
+        state.to_str().unwrap(),
+        "--config",
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    assert_eq!(saved["step"], 7);
+    // a state in a directory that does not exist yet: created, and the state saved
+    let nested = tmp.path().join("nodir").join("s.json");
+    let o = tokensel(&[
+        "twin",
+        "--quiet",
+        "--prec",
+        "64",
+        "--steps",
+        "4",
+        "--state",
+        nested.to_str().unwrap(),
+        "--config",
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&nested).unwrap()).unwrap();
+    assert_eq!(saved["step"], 4);
 }
 
 /// When score gaps pass MPFR's own exponent range the compare report says the judge is

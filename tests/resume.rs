@@ -87,18 +87,19 @@ fn stopped_and_resumed_twin_run_is_bit_identical() {
     assert_eq!(o.status.code(), Some(2));
 }
 
-/// A real SIGKILL at an arbitrary moment leaves either no state or a complete one (no
-/// temporary file, no truncated JSON), and resuming from it reproduces the bits.
+/// A real SIGKILL mid-run, once a state has been saved (the test waits for the file and
+/// asserts that it holds a step strictly inside the run), leaves a complete state, and
+/// resuming from it reproduces the bits and leaves no temporary file behind.
 #[test]
 fn killed_twin_run_leaves_a_valid_state_and_resumes() {
     let tmp = tempfile::tempdir().unwrap();
-    let cfg = config(tmp.path(), 300);
+    let cfg = config(tmp.path(), 600);
     let state = tmp.path().join("state.json");
     let st = state.to_str().unwrap();
     let whole = digest(&tokensel(&[
         "twin", "--quiet", "--json", "--prec", "1024", "--config", &cfg,
     ]));
-    for wait_ms in [150u64, 400] {
+    for min_step in [5u64, 60] {
         let _ = std::fs::remove_file(&state);
         let mut child = Command::new(env!("CARGO_BIN_EXE_tokensel"))
             .args([
@@ -117,26 +118,33 @@ fn killed_twin_run_leaves_a_valid_state_and_resumes() {
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(wait_ms));
+        // wait (at most 60 s) until a state at or past `min_step` has been published
+        let saved_step = |p: &Path| -> Option<u64> {
+            let text = std::fs::read_to_string(p).ok()?;
+            serde_json::from_str::<serde_json::Value>(&text).ok()?["step"].as_u64()
+        };
+        let t0 = std::time::Instant::now();
+        while saved_step(&state).is_none_or(|s| s < min_step) {
+            assert!(t0.elapsed() < Duration::from_secs(60), "no state saved");
+            std::thread::sleep(Duration::from_millis(2));
+        }
         let _ = child.kill();
         let _ = child.wait();
+        let step = saved_step(&state).expect("a complete state survives the kill");
+        assert!(
+            step >= min_step && step < 600,
+            "mid-run state at step {step}"
+        );
+        let resumed = digest(&tokensel(&[
+            "twin", "--quiet", "--json", "--prec", "1024", "--config", &cfg, "--state", st,
+            "--resume",
+        ]));
+        assert_eq!(resumed, whole, "killed after step {step}");
         let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|n| n.contains(".tmp"))
             .collect();
-        // a temporary file may survive a kill mid-write, but the state itself is whole
-        if state.exists() {
-            let text = std::fs::read_to_string(&state).unwrap();
-            serde_json::from_str::<serde_json::Value>(&text).expect("complete JSON");
-        }
-        let resumed = digest(&tokensel(&[
-            "twin", "--quiet", "--json", "--prec", "1024", "--config", &cfg, "--state", st,
-            "--resume",
-        ]));
-        assert_eq!(
-            resumed, whole,
-            "killed after {wait_ms} ms (temp files: {leftovers:?})"
-        );
+        assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
     }
 }

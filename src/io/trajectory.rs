@@ -336,12 +336,36 @@ impl Trajectory {
             path: origin.to_path_buf(),
             message: e.to_string(),
         })?;
+        let bad = |message: String| Error::Parse {
+            what: "trajectory",
+            path: origin.to_path_buf(),
+            message,
+        };
         if t.format != FORMAT {
-            return Err(Error::Parse {
-                what: "trajectory",
-                path: origin.to_path_buf(),
-                message: format!("format `{}` is not `{FORMAT}`", t.format),
-            });
+            return Err(bad(format!("format `{}` is not `{FORMAT}`", t.format)));
+        }
+        t.config
+            .validate()
+            .map_err(|e| bad(format!("its config is not valid: {e}")))?;
+        let (n, tokens) = (t.config.n_train, t.config.layout.tokens);
+        if t.y.len() != n || t.y_true.len() != n {
+            return Err(bad(format!("labels do not have n_train = {n} entries")));
+        }
+        if t.checkpoints.is_empty() {
+            return Err(bad(
+                "no checkpoints (a trajectory records at least step 0)".into()
+            ));
+        }
+        if t.checkpoints.windows(2).any(|w| w[0].step >= w[1].step) {
+            return Err(bad("checkpoint steps are not increasing".into()));
+        }
+        for c in &t.checkpoints {
+            if c.samples.len() != n || c.samples.iter().any(|s| s.top >= tokens) {
+                return Err(bad(format!(
+                    "checkpoint {} does not hold {n} samples with top < T = {tokens}",
+                    c.step
+                )));
+            }
         }
         Ok(t)
     }
@@ -401,21 +425,67 @@ impl Trajectory {
         out
     }
 
-    /// Write `trajectory.json` and `trajectory.csv` into `dir` (created if missing),
-    /// each atomically.
+    /// Write `trajectory.json` and `trajectory.csv` into `dir` (created if missing) as
+    /// one set: stale temporaries of killed writers are removed, both new files are
+    /// written and synced under temporary names, the old `trajectory.json` is removed,
+    /// then the CSV and last the JSON are renamed into place. So `trajectory.json` is
+    /// the set's commit mark: where it exists, the CSV beside it is from the same run; a
+    /// kill at any point leaves either the old set, or a CSV without a JSON (incomplete).
     pub fn write_to_dir(&self, dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-        write_atomic(&dir.join("trajectory.json"), self.to_json().as_bytes())?;
-        write_atomic(&dir.join("trajectory.csv"), self.to_csv().as_bytes())
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| Error::Io { path, source }
+        };
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let (json, csv) = (dir.join("trajectory.json"), dir.join("trajectory.csv"));
+        remove_stale_temps(&json);
+        remove_stale_temps(&csv);
+        let json_tmp = write_temp(&json, self.to_json().as_bytes())?;
+        let csv_tmp = write_temp(&csv, self.to_csv().as_bytes())?;
+        match std::fs::remove_file(&json) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&json)(e)),
+            _ => {}
+        }
+        std::fs::rename(&csv_tmp, &csv).map_err(io(&csv))?;
+        std::fs::rename(&json_tmp, &json).map_err(io(&json))
     }
 }
 
 /// Write `bytes` to `path` atomically: a temporary file in the same directory, synced,
 /// then renamed over `path`. A crash leaves either the old file or the new one.
+/// A kill between the write and the rename leaves `.NAME.tmpPID` behind; the next
+/// atomic write of `path` removes such leftovers first.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    remove_stale_temps(path);
+    let tmp = write_temp(path, bytes)?;
+    std::fs::rename(&tmp, path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Remove temporaries `.NAME.tmp*` that killed writers of `path` left beside it.
+fn remove_stale_temps(path: &Path) {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return;
+    };
+    let prefix = format!(".{name}.tmp");
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+/// Write `bytes` to a synced temporary file beside `path` (`.NAME.tmpPID`) and return
+/// its path.
+fn write_temp(path: &Path, bytes: &[u8]) -> Result<std::path::PathBuf> {
     let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
@@ -431,8 +501,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut file = std::fs::File::create(&tmp).map_err(io)?;
     file.write_all(bytes).map_err(io)?;
     file.sync_all().map_err(io)?;
-    drop(file);
-    std::fs::rename(&tmp, path).map_err(io)
+    Ok(tmp)
 }
 
 /// The end-of-run summary printed by `tokensel run --json`.

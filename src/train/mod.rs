@@ -536,6 +536,7 @@ impl<'a, A: Arith> Trainer<'a, A> {
             values,
             cumulative,
             checkpoints: checkpoints.to_vec(),
+            source: None,
         }
     }
 
@@ -548,18 +549,21 @@ impl<'a, A: Arith> Trainer<'a, A> {
             let v = st
                 .values
                 .get(name)
-                .ok_or_else(|| state_error(format!("`{name}` is missing")))?;
+                .ok_or_else(|| state_error(&st.source, format!("`{name}` is missing")))?;
             if v.len() != into.len() {
-                return Err(state_error(format!(
-                    "`{name}` has {} entries, this run needs {}",
-                    v.len(),
-                    into.len()
-                )));
+                return Err(state_error(
+                    &st.source,
+                    format!(
+                        "`{name}` has {} entries, this run needs {}",
+                        v.len(),
+                        into.len()
+                    ),
+                ));
             }
             for (x, s) in into.iter_mut().zip(v) {
                 *x = ar
                     .parse_exact(s)
-                    .ok_or_else(|| state_error(format!("bad `{name}` value `{s}`")))?;
+                    .ok_or_else(|| state_error(&st.source, format!("bad `{name}` value `{s}`")))?;
             }
             Ok(())
         };
@@ -630,9 +634,9 @@ pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
 pub fn check_memory(cfg: &Config, kind: Kind, prec: u32, method: Method) -> Result<()> {
     let bytes = state_bytes(cfg, kind, prec, method);
     if bytes > MAX_STATE_BYTES {
-        return Err(Error::config(
-            "prec",
-            format!(
+        return Err(Error::TooLarge {
+            field: "prec".into(),
+            reason: format!(
                 "a {} run at {prec} bits ({} method) needs about {:.1} GiB for d = {}, n = {} \
                  (limit {} GiB)",
                 kind.name(),
@@ -642,7 +646,7 @@ pub fn check_memory(cfg: &Config, kind: Kind, prec: u32, method: Method) -> Resu
                 cfg.n_train,
                 MAX_STATE_BYTES >> 30
             ),
-        ));
+        });
     }
     Ok(())
 }
@@ -667,12 +671,15 @@ pub struct State {
     pub cumulative: Cumulative,
     /// Checkpoints recorded so far.
     pub checkpoints: Vec<Checkpoint>,
+    /// The file this state was read from (for error messages; not stored).
+    #[serde(skip)]
+    pub source: Option<std::path::PathBuf>,
 }
 
-fn state_error(message: String) -> Error {
+fn state_error(source: &Option<std::path::PathBuf>, message: String) -> Error {
     Error::Parse {
         what: "trainer state",
-        path: "(state)".into(),
+        path: source.clone().unwrap_or_else(|| "(state in memory)".into()),
         message,
     }
 }
@@ -695,7 +702,8 @@ impl State {
             path: path.to_path_buf(),
             message,
         };
-        let st: State = serde_json::from_str(&text).map_err(|e| parse(e.to_string()))?;
+        let mut st: State = serde_json::from_str(&text).map_err(|e| parse(e.to_string()))?;
+        st.source = Some(path.to_path_buf());
         if st.format != STATE_FORMAT {
             return Err(parse(format!(
                 "format `{}` is not `{STATE_FORMAT}`",
@@ -707,10 +715,16 @@ impl State {
 
     /// Refuse to resume under another config, arithmetic, formulation or method.
     pub fn check(&self, cfg: &Config, trainer: &TrainerInfo) -> Result<()> {
+        let file = self
+            .source
+            .as_ref()
+            .map_or("the saved state".to_string(), |p| {
+                format!("`{}`", p.display())
+            });
         let mismatch = |what: &str| {
             Err(Error::config(
                 "resume",
-                format!("the saved state has another {what} than this run"),
+                format!("{file} has another {what} than this run"),
             ))
         };
         if &self.config != cfg {
