@@ -355,6 +355,18 @@ mod tests {
         }
     }
 
+    /// A prediction is the sign of f in the trainer's own arithmetic: an MPFR f far below
+    /// f64's range (|f| < 2^-1075 rounds to 0 in f64) still counts with its sign.
+    #[test]
+    fn predictions_use_the_sign_in_the_trainers_arithmetic() {
+        let ar = crate::arith::Mpfr::truth(256).unwrap();
+        let tiny = rug::Float::with_val(256, rug::Float::i_exp(1, -2000));
+        assert_eq!(ar.to_f64(&tiny), 0.0);
+        assert_eq!(predict(&ar, &tiny), 1);
+        assert_eq!(predict(&ar, &(-tiny)), -1);
+        assert_eq!(predict(&ar, &ar.zero()), 0);
+    }
+
     /// l and l' against their closed forms at 0 and the overflow ends, and l' against a
     /// central difference of l (truncation O(h^2) ~ 1e-12, rounding ~ 1e-16 / h = 1e-10).
     #[test]

@@ -94,12 +94,32 @@ fn same_seed_same_trajectory_bits() {
     assert_ne!(run(&cfg), run(&other));
 }
 
-/// W-mode moves W (not p) and lowers the loss on a small problem.
+/// W-mode moves W (every row with p_m != 0) and leaves p bit-identical, and lowers the
+/// loss on a small problem.
 #[test]
 fn w_mode_trains_w_and_lowers_the_loss() {
     let mut cfg = small(Mode::W);
     cfg.steps = 300;
     cfg.step_size = 0.05;
+    let data = Dataset::generate(&cfg);
+    let init = Params::init(&cfg);
+    let mut tr = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
+    for _ in 0..cfg.steps {
+        tr.forward_backward().unwrap();
+        tr.update().unwrap();
+    }
+    let (p, w) = tr.params();
+    let p0 = init.p.to_vec();
+    assert!(
+        p.iter().zip(&p0).all(|(a, b)| a.to_bits() == b.to_bits()),
+        "p moved"
+    );
+    let (w, w0) = (w.unwrap(), init.w.unwrap());
+    let d = cfg.d;
+    for m in 0..d {
+        let moved = (0..d).filter(|&k| w[m * d + k] != w0[[m, k]]).count();
+        assert!(moved > 0, "row {m} of W did not move");
+    }
     let traj = common::run_f64(&cfg);
     let (first, last) = (&traj.checkpoints[0], traj.last());
     assert!(
