@@ -90,6 +90,10 @@ struct DiffArgs {
     /// Relative deviation that counts as a divergence.
     #[arg(long, value_name = "X", default_value_t = 1e-12)]
     rtol: f64,
+    /// Compare only the checkpoints both trajectories hold (different checkpoint sets
+    /// are otherwise a divergence).
+    #[arg(long)]
+    common_only: bool,
     /// Print exactly one JSON object on stdout.
     #[arg(long)]
     json: bool,
@@ -598,25 +602,48 @@ fn check(args: &CheckArgs) -> Result<i32> {
 fn diff(args: &DiffArgs) -> Result<i32> {
     check_tol(args.rtol)?;
     let (a, b) = (load_trajectory(&args.a)?, load_trajectory(&args.b)?);
-    let r = crate::analysis::diff::diff(&a, &b, args.rtol);
+    let r = crate::analysis::diff::diff(&a, &b, args.rtol, args.common_only);
     if args.json {
         println!("{}", serde_json::to_string(&r).expect("report serialises"));
     } else {
         let mut out = format!(
-            "tokensel diff: {} common checkpoints, rtol {:e}{}\n",
-            r.common_steps,
-            r.rtol,
-            if r.same_config {
-                ""
-            } else {
-                " (configs differ)"
-            }
+            "tokensel diff: {} common checkpoints, rtol {:e}\n",
+            r.common_steps, r.rtol
         );
+        if !r.config_differences.is_empty() {
+            out += &format!("  configs differ in: {}\n", r.config_differences.join(", "));
+        }
+        if r.labels_differ {
+            out += "  training labels differ\n";
+        }
+        let list = |v: &[u64]| {
+            v.iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !r.only_in_a.is_empty() || !r.only_in_b.is_empty() {
+            out += &format!(
+                "  checkpoint sets differ{}: only in A [{}], only in B [{}]\n",
+                if r.common_only {
+                    " (ignored: --common-only)"
+                } else {
+                    ""
+                },
+                list(&r.only_in_a),
+                list(&r.only_in_b)
+            );
+        }
         out += &match (r.first_divergence, &r.first_quantity) {
             (Some(s), Some(q)) => format!("  first divergence: step {s} in `{q}`\n"),
+            _ if r.common_steps == 0 => "  no checkpoint in common: nothing agrees\n".into(),
             _ if r.bit_identical => "  bit-identical on every common checkpoint\n".to_string(),
-            _ => "  within rtol on every common checkpoint\n".to_string(),
+            _ => "  every number within rtol on every common checkpoint\n".to_string(),
         };
+        out += &format!(
+            "  verdict: {}\n",
+            if r.diverged { "DIFFER" } else { "agree" }
+        );
         out += "\n  quantity          max rel dev\n";
         for (k, v) in &r.max_rel_dev {
             out += &format!("  {k:<16}{v:>13.3e}\n");
@@ -627,11 +654,7 @@ fn diff(args: &DiffArgs) -> Result<i32> {
         }
         print!("{out}");
     }
-    Ok(if r.first_divergence.is_some() || r.common_steps == 0 {
-        EXIT_FAILED
-    } else {
-        EXIT_OK
-    })
+    Ok(if r.diverged { EXIT_FAILED } else { EXIT_OK })
 }
 
 fn plot(args: &PlotArgs) -> Result<()> {

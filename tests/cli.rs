@@ -617,3 +617,92 @@ fn diff_and_plot_saved_outputs() {
         Some(2)
     );
 }
+
+/// `diff` compares everything two trajectories hold: changing any one recorded number
+/// (top-level, attention and selection per group, cumulative sums, every per-sample
+/// field), a label, or a config key makes it exit 1 and name what differs; so does a
+/// different checkpoint set (unless `--common-only`) and an empty intersection.
+#[test]
+fn diff_sees_a_change_in_every_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = |n: &str| tmp.path().join(n).to_str().unwrap().to_string();
+    let o = tokensel(&["run", "--quiet", "--steps", "30", "--out", &p("a")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let a = p("a/trajectory.json");
+    let base: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    let fields = [
+        ("/checkpoints/2/train_loss", "train_loss"),
+        ("/checkpoints/2/test_accuracy", "test_accuracy"),
+        ("/checkpoints/2/q_norm", "q_norm"),
+        ("/checkpoints/2/grad_norm", "grad_norm"),
+        ("/checkpoints/2/attention/clean/R", "attention.clean.R"),
+        ("/checkpoints/2/attention/noisy/I", "attention.noisy.I"),
+        (
+            "/checkpoints/2/selection/clean/W_same",
+            "selection.clean.W_same",
+        ),
+        ("/checkpoints/2/cumulative/noisy", "cumulative.noisy"),
+        (
+            "/checkpoints/2/cumulative/class_pos",
+            "cumulative.class_pos",
+        ),
+        ("/checkpoints/2/samples/3/f", "samples.f"),
+        ("/checkpoints/2/samples/3/gap", "samples.gap"),
+        ("/checkpoints/2/samples/3/rest", "samples.rest"),
+        (
+            "/checkpoints/2/samples/3/selection_score",
+            "samples.selection_score",
+        ),
+        (
+            "/checkpoints/2/samples/3/mass/W_opposite",
+            "samples.mass.W_opposite",
+        ),
+        ("/checkpoints/2/samples/3/top", "samples.top"),
+        ("/y/5", "labels"),
+        ("/config/rho", "rho"),
+        ("/config/init/p_scale", "init.p_scale"),
+    ];
+    for (pointer, name) in fields {
+        let mut v = base.clone();
+        let x = v.pointer_mut(pointer).unwrap();
+        *x = match x {
+            serde_json::Value::Number(n) if n.is_u64() && pointer.ends_with("top") => {
+                serde_json::json!((n.as_u64().unwrap() + 1) % 8)
+            }
+            serde_json::Value::Number(n) if pointer.starts_with("/y/") => {
+                serde_json::json!(-n.as_i64().unwrap())
+            }
+            serde_json::Value::Number(n) => serde_json::json!(n.as_f64().unwrap() * 0.5 + 0.25),
+            other => panic!("{pointer}: {other}"),
+        };
+        std::fs::write(p("b.json"), v.to_string()).unwrap();
+        let o = tokensel(&["diff", "--json", &a, &p("b.json")]);
+        assert_eq!(o.status.code(), Some(1), "{pointer}: {}", stderr(&o));
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let named = r["first_quantity"] == name
+            || (name == "labels" && r["labels_differ"] == true)
+            || r["config_differences"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k == name);
+        assert!(named, "{pointer}: {r}");
+    }
+    // another checkpoint set: a divergence, unless --common-only
+    let o = tokensel(&["run", "--quiet", "--steps", "30", "--out", &p("c")]);
+    assert!(o.status.success());
+    let mut v = base.clone();
+    v["checkpoints"].as_array_mut().unwrap().pop();
+    std::fs::write(p("fewer.json"), v.to_string()).unwrap();
+    let o = tokensel(&["diff", "--json", &a, &p("fewer.json")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = tokensel(&["diff", "--json", "--common-only", &a, &p("fewer.json")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // runs of different lengths: the config (steps) and the checkpoint sets differ
+    let o = tokensel(&["run", "--quiet", "--steps", "12", "--out", &p("d")]);
+    assert!(o.status.success());
+    let o = tokensel(&["diff", &a, &p("d/trajectory.json")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("steps"));
+}

@@ -1,44 +1,101 @@
-//! Compare two saved trajectories (f64 vs twin, two code versions, two seeds).
+//! Compare two saved trajectories (f64 vs twin, two code versions, two seeds): every
+//! number they hold, their labels, their checkpoint sets and their configs.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::Group;
-use crate::io::trajectory::{Checkpoint, Trajectory};
+use crate::io::trajectory::{ByNoise, Checkpoint, Trajectory};
 
 /// The result of [`diff`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// Relative tolerance.
     pub rtol: f64,
+    /// True when only common checkpoints were compared (`--common-only`).
+    pub common_only: bool,
+    /// Verdict: the trajectories differ (config, labels, checkpoint sets unless
+    /// `common_only`, or a number beyond `rtol`), or have no checkpoint in common.
+    pub diverged: bool,
+    /// Config keys (dotted) whose values differ.
+    pub config_differences: Vec<String>,
+    /// True when the observed or true training labels differ.
+    pub labels_differ: bool,
     /// Steps recorded in both trajectories.
     pub common_steps: usize,
-    /// First common step where some quantity differs by more than `rtol`.
+    /// Steps recorded only in the first trajectory.
+    pub only_in_a: Vec<u64>,
+    /// Steps recorded only in the second trajectory.
+    pub only_in_b: Vec<u64>,
+    /// First common step where some number differs by more than `rtol`.
     pub first_divergence: Option<u64>,
-    /// Quantity that diverged first.
+    /// The quantity that diverged first there.
     pub first_quantity: Option<String>,
-    /// Largest relative deviation of each quantity over common steps.
+    /// Largest relative deviation of each quantity over the common steps (per-sample and
+    /// per-group quantities reduced by max).
     pub max_rel_dev: BTreeMap<String, f64>,
     /// Largest absolute deviation of each token group's attention mass (over samples and
     /// common steps).
     pub max_group_mass_dev: BTreeMap<String, f64>,
-    /// True when the trajectories are bit-identical on every common checkpoint.
+    /// True when every common checkpoint is bit-identical (and there is one).
     pub bit_identical: bool,
-    /// Whether the two runs had the same config.
-    pub same_config: bool,
 }
 
+/// |a - b| / max(|a|, |b|) (0 when equal, also for two infinities of one sign).
 fn rel(a: f64, b: f64) -> f64 {
-    if a == b {
+    if a == b || (a.is_nan() && b.is_nan()) {
         0.0
     } else {
         (a - b).abs() / a.abs().max(b.abs())
     }
 }
 
-/// Named scalar quantities of a checkpoint pair (per-sample quantities reduced by max).
-fn quantities(a: &Checkpoint, b: &Checkpoint) -> Vec<(&'static str, f64)> {
+/// Every named number of a checkpoint pair, as relative deviations.
+fn quantities(a: &Checkpoint, b: &Checkpoint) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = vec![
+        ("train_loss".into(), rel(a.train_loss, b.train_loss)),
+        (
+            "train_accuracy".into(),
+            rel(a.train_accuracy, b.train_accuracy),
+        ),
+        (
+            "test_accuracy".into(),
+            rel(a.test_accuracy, b.test_accuracy),
+        ),
+        ("q_norm".into(), rel(a.q_norm, b.q_norm)),
+        ("grad_norm".into(), rel(a.grad_norm, b.grad_norm)),
+        (
+            "cumulative.clean".into(),
+            rel(a.cumulative.clean, b.cumulative.clean),
+        ),
+        (
+            "cumulative.noisy".into(),
+            rel(a.cumulative.noisy, b.cumulative.noisy),
+        ),
+        (
+            "cumulative.class_pos".into(),
+            rel(a.cumulative.class_pos, b.cumulative.class_pos),
+        ),
+        (
+            "cumulative.class_neg".into(),
+            rel(a.cumulative.class_neg, b.cumulative.class_neg),
+        ),
+    ];
+    let by_noise = |name: &str, x: &ByNoise, y: &ByNoise, out: &mut Vec<(String, f64)>| {
+        for (set, u, v) in [("clean", x.clean, y.clean), ("noisy", x.noisy, y.noisy)] {
+            for g in Group::ALL {
+                let dev = match (u, v) {
+                    (Some(u), Some(v)) => rel(u.get(g), v.get(g)),
+                    (None, None) => 0.0,
+                    _ => f64::INFINITY,
+                };
+                out.push((format!("{name}.{set}.{}", g.name()), dev));
+            }
+        }
+    };
+    by_noise("attention", &a.attention, &b.attention, &mut out);
+    by_noise("selection", &a.selection, &b.selection, &mut out);
     let per_sample = |f: &dyn Fn(&crate::io::trajectory::SampleState) -> f64| {
         a.samples
             .iter()
@@ -46,32 +103,61 @@ fn quantities(a: &Checkpoint, b: &Checkpoint) -> Vec<(&'static str, f64)> {
             .map(|(x, y)| rel(f(x), f(y)))
             .fold(0.0, f64::max)
     };
-    let top_changed = a
-        .samples
-        .iter()
-        .zip(&b.samples)
-        .any(|(x, y)| x.top != y.top);
-    vec![
-        ("train_loss", rel(a.train_loss, b.train_loss)),
-        ("train_accuracy", rel(a.train_accuracy, b.train_accuracy)),
-        ("test_accuracy", rel(a.test_accuracy, b.test_accuracy)),
-        ("q_norm", rel(a.q_norm, b.q_norm)),
-        ("grad_norm", rel(a.grad_norm, b.grad_norm)),
-        ("f", per_sample(&|s| s.f)),
-        ("rest", per_sample(&|s| s.rest)),
-        ("gap", per_sample(&|s| s.gap)),
-        ("selection_score", per_sample(&|s| s.selection_score)),
-        ("top_token", if top_changed { 1.0 } else { 0.0 }),
-    ]
+    out.push(("samples.f".into(), per_sample(&|s| s.f)));
+    out.push(("samples.top".into(), per_sample(&|s| s.top as f64)));
+    out.push(("samples.gap".into(), per_sample(&|s| s.gap)));
+    out.push(("samples.rest".into(), per_sample(&|s| s.rest)));
+    out.push((
+        "samples.selection_score".into(),
+        per_sample(&|s| s.selection_score),
+    ));
+    for g in Group::ALL {
+        out.push((
+            format!("samples.mass.{}", g.name()),
+            per_sample(&|s| s.mass.get(g)),
+        ));
+    }
+    out
 }
 
-/// Compare `a` and `b` checkpoint by checkpoint (matched by step).
-pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64) -> Report {
+/// Dotted keys whose values differ between two TOML tables.
+fn table_differences(a: &toml::Table, b: &toml::Table, prefix: &str, out: &mut Vec<String>) {
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    for key in keys {
+        let name = format!("{prefix}{key}");
+        match (a.get(key), b.get(key)) {
+            (Some(toml::Value::Table(x)), Some(toml::Value::Table(y))) => {
+                table_differences(x, y, &format!("{name}."), out)
+            }
+            (x, y) if x != y => out.push(name),
+            _ => {}
+        }
+    }
+}
+
+/// Config keys whose values differ.
+pub fn config_differences(a: &crate::Config, b: &crate::Config) -> Vec<String> {
+    let table = |c: &crate::Config| -> toml::Table {
+        toml::from_str(&c.to_toml()).expect("a config serialises to a TOML table")
+    };
+    let mut out = Vec::new();
+    table_differences(&table(a), &table(b), "", &mut out);
+    out
+}
+
+/// Compare `a` and `b`: configs, labels, checkpoint sets, and every number of the
+/// checkpoints they share (matched by step). With `common_only`, checkpoints present in
+/// one trajectory only are listed but do not count as a divergence.
+pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Report {
     let mut max_rel_dev = BTreeMap::new();
     let mut max_group = BTreeMap::new();
     let mut first: Option<(u64, String)> = None;
     let mut common = 0;
     let mut bits = true;
+    let steps = |t: &Trajectory| t.checkpoints.iter().map(|c| c.step).collect::<Vec<_>>();
+    let (sa, sb) = (steps(a), steps(b));
+    let only_in_a: Vec<u64> = sa.iter().copied().filter(|s| !sb.contains(s)).collect();
+    let only_in_b: Vec<u64> = sb.iter().copied().filter(|s| !sa.contains(s)).collect();
     for ca in &a.checkpoints {
         let Some(cb) = b.checkpoints.iter().find(|c| c.step == ca.step) else {
             continue;
@@ -86,13 +172,15 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64) -> Report {
             .numbers()
             .iter()
             .map(|v| v.to_bits())
-            .eq(cb.numbers().iter().map(|v| v.to_bits()));
+            .eq(cb.numbers().iter().map(|v| v.to_bits()))
+            && ca.attention == cb.attention
+            && ca.selection == cb.selection;
         for (name, v) in quantities(ca, cb) {
-            let m = max_rel_dev.entry(name.to_string()).or_insert(0.0f64);
-            *m = m.max(v);
             if first.is_none() && crate::analysis::compare::exceeds(v, rtol) {
-                first = Some((ca.step, name.to_string()));
+                first = Some((ca.step, name.clone()));
             }
+            let m = max_rel_dev.entry(name).or_insert(0.0f64);
+            *m = m.max(v);
         }
         for g in Group::ALL {
             let dev = ca
@@ -105,14 +193,26 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64) -> Report {
             *m = m.max(dev);
         }
     }
+    let config_differences = config_differences(&a.config, &b.config);
+    let labels_differ = a.y != b.y || a.y_true != b.y_true;
+    let sets_differ = !(only_in_a.is_empty() && only_in_b.is_empty());
     Report {
         rtol,
+        common_only,
+        diverged: first.is_some()
+            || common == 0
+            || !config_differences.is_empty()
+            || labels_differ
+            || (sets_differ && !common_only),
+        config_differences,
+        labels_differ,
         common_steps: common,
+        only_in_a,
+        only_in_b,
         first_divergence: first.as_ref().map(|f| f.0),
         first_quantity: first.map(|f| f.1),
         max_rel_dev,
         max_group_mass_dev: max_group,
         bit_identical: bits && common > 0,
-        same_config: a.config == b.config,
     }
 }
