@@ -60,3 +60,56 @@ fn corrupted_trajectories_are_refused() {
     let e = Trajectory::from_json(&wrong, Path::new("t")).unwrap_err();
     assert!(e.to_string().contains("format"), "{e}");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Every file-reading command, fed random bytes (or a random mutation of a valid
+    /// trajectory), exits 0 or 2: never a panic (101) or an abort, never 1 or 3.
+    #[test]
+    fn random_files_never_panic_a_command(bytes in proptest::collection::vec(any::<u8>(), 0..300), pos in 0usize..4000, byte in any::<u8>()) {
+        let tmp = tempfile::tempdir().unwrap();
+        let f = tmp.path().join("input");
+        let valid = valid_trajectory_text();
+        let mut mutated = valid.as_bytes().to_vec();
+        let k = pos % mutated.len();
+        mutated[k] = byte;
+        for content in [bytes.clone(), mutated] {
+            std::fs::write(&f, &content).unwrap();
+            let fp = f.to_str().unwrap();
+            let svg = tmp.path().join("x.svg");
+            let state = tmp.path().join("state.json");
+            std::fs::write(&state, &content).unwrap();
+            for args in [
+                vec!["run", "--quiet", "--steps", "2", "--config", fp],
+                vec!["check", fp],
+                vec!["diff", fp, fp],
+                vec!["plot", fp, "--out", svg.to_str().unwrap()],
+                vec!["twin", "--quiet", "--steps", "2", "--prec", "64", "--state", state.to_str().unwrap(), "--resume"],
+            ] {
+                let o = std::process::Command::new(env!("CARGO_BIN_EXE_tokensel")).args(&args).output().unwrap();
+                let code = o.status.code();
+                prop_assert!(matches!(code, Some(0) | Some(2)), "{:?}: exit {:?}: {}", args, code, String::from_utf8_lossy(&o.stderr));
+            }
+        }
+    }
+}
+
+/// A small valid trajectory's JSON text (computed once).
+fn valid_trajectory_text() -> &'static str {
+    use std::sync::OnceLock;
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        let cfg = Config {
+            d: 6,
+            n_train: 2,
+            n_test: 2,
+            steps: 2,
+            ..Config::default()
+        };
+        let data = tokensel::data::Dataset::generate(&cfg);
+        tokensel::train::Trainer::run(&cfg, &data, tokensel::arith::F64, &mut |_| {})
+            .unwrap()
+            .to_json()
+    })
+}
