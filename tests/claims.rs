@@ -47,8 +47,14 @@ fn a_failing_claim_exits_1_and_is_shown() {
     ));
     assert_eq!(o.status.code(), Some(1));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("FAIL  impossible"), "{out}");
-    assert!(out.contains("pass  ok"), "{out}");
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.contains(name))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(line("impossible").trim_start().starts_with("FAIL"), "{out}");
+    assert!(line(" ok ").trim_start().starts_with("pass"), "{out}");
     assert!(out.contains("1 passed, 1 failed"), "{out}");
 }
 
@@ -60,7 +66,7 @@ fn bad_claim_files_exit_2_naming_claim_and_field() {
         )
     };
     let cases = [
-        (claim("", "train_accuracy", "=>"), "`op`"),
+        (claim("", "train_accuracy", "=>"), "unknown variant `=>`"),
         (claim("", "no/such/thing", ">="), "`quantity`"),
         (claim("", "selection", ">="), "not a number"),
         (claim("prec = 4\n", "train_accuracy", ">="), "`prec`"),
@@ -87,6 +93,23 @@ fn bad_claim_files_exit_2_naming_claim_and_field() {
             "`bound`",
         ),
         (claim("tol = -1.0\n", "train_accuracy", ">="), "`tol`"),
+        (
+            claim("seeds = \"3..1\"\n", "train_accuracy", ">="),
+            "`seeds`",
+        ),
+        (
+            claim("seeds = \"a,b\"\n", "train_accuracy", ">="),
+            "`seeds`",
+        ),
+        (
+            claim("fraction = 1.5\n", "train_accuracy", ">="),
+            "`fraction`",
+        ),
+        (claim("paper = 1.0\n", "train_accuracy", ">="), "`paper`"),
+        (
+            claim("expected = \"differs\"\n", "train_accuracy", ">="),
+            "`expected`",
+        ),
         ("claim = []\n".to_string(), "no claims"),
         ("[[claim]]\nname = \"x\"\n".to_string(), "missing field"),
         ("not toml at all [".to_string(), "claims"),
@@ -103,4 +126,43 @@ fn bad_claim_files_exit_2_naming_claim_and_field() {
     }
     let o = tokensel(&["check", "/nonexistent/claims.toml"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// Claims over seeds count the share of seeds that satisfy them; a baseline claim reads
+/// the change from a checkpoint; a recorded disagreement (`expected = "differs"`) passes
+/// while the claim fails and fails (exit 1, FAIL*) once it holds.
+#[test]
+fn seeds_baselines_and_recorded_disagreements() {
+    let paper = "paper = 1.0\npaper_source = \"test\"\nreason = \"test\"\n";
+    let body = format!(
+        "[[claim]]\nname = \"over seeds\"\n{SMALL}seeds = \"0..3\"\nfraction = 0.5\nsource = \"run\"\nquantity = \"steps\"\nop = \"==\"\nbound = 30\n\n\
+         [[claim]]\nname = \"baseline\"\n{SMALL}source = \"run\"\nbaseline_step = 0\nquantity = \"train_loss\"\nop = \"<\"\nbound = 0\n\n\
+         [[claim]]\nname = \"recorded\"\n{SMALL}source = \"run\"\nquantity = \"train_accuracy\"\nop = \">\"\nbound = 1.0\n{paper}expected = \"differs\"\n"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("c.toml");
+    std::fs::write(&path, &body).unwrap();
+    let o = tokensel(&["check", "--json", path.to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["per_seed"].as_array().unwrap().len(), 3);
+    assert_eq!(v[0]["fraction"][0], 1.0);
+    assert!(
+        v[1]["measured"].as_f64().unwrap() < 0.0,
+        "the loss fell: {}",
+        v[1]
+    );
+    assert_eq!(v[2]["expected"], "differs");
+    assert_eq!(v[2]["pass"], true);
+    // the same disagreement, once the claim holds, fails
+    let holds = body.replace("op = \">\"\nbound = 1.0", "op = \"<=\"\nbound = 1.0");
+    std::fs::write(&path, holds).unwrap();
+    let o = tokensel(&["check", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("FAIL*"));
 }

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::exceeds;
 use crate::arith::{F64, Mpfr, normwise_rel_err, rel_err};
 use crate::config::{Config, Formulation, Method};
 use crate::data::Dataset;
@@ -234,12 +235,6 @@ pub fn predictor_mismatch(a: &Trainer<'_, F64>, p: &Trainer<'_, Mpfr>) -> Option
     .into_iter()
     .find(|(_, ok)| !ok)
     .map(|(name, _)| name)
-}
-
-/// True when `err` is above `tol` or NaN (an error that cannot be measured fails).
-pub fn exceeds(err: f64, tol: f64) -> bool {
-    use std::cmp::Ordering::{Equal, Less};
-    !matches!(err.partial_cmp(&tol), Some(Less | Equal))
 }
 
 /// Run the f64 trainer, the truth twin and (optionally) the predictor in lockstep.

@@ -176,7 +176,7 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Rep
             && ca.attention == cb.attention
             && ca.selection == cb.selection;
         for (name, v) in quantities(ca, cb) {
-            if first.is_none() && crate::analysis::compare::exceeds(v, rtol) {
+            if first.is_none() && crate::analysis::exceeds(v, rtol) {
                 first = Some((ca.step, name.clone()));
             }
             let m = max_rel_dev.entry(name).or_insert(0.0f64);

@@ -33,13 +33,38 @@ pub struct Errors {
     pub grad_cosine: Option<f64>,
 }
 
+/// A quantity of the sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quantity {
+    /// 1 - s_top.
+    Rest,
+    /// The output f.
+    F,
+    /// df/dq.
+    Grad,
+}
+
+impl Quantity {
+    /// All quantities, in report order.
+    pub const ALL: [Quantity; 3] = [Quantity::Rest, Quantity::F, Quantity::Grad];
+
+    /// Name used in reports ("rest", "f", "grad").
+    pub fn name(self) -> &'static str {
+        match self {
+            Quantity::Rest => "rest",
+            Quantity::F => "f",
+            Quantity::Grad => "grad",
+        }
+    }
+}
+
 impl Errors {
-    /// The error of quantity `name` ("rest", "f" or "grad").
-    pub fn get(&self, name: &str) -> f64 {
-        match name {
-            "rest" => self.rest,
-            "f" => self.f,
-            _ => self.grad,
+    /// The relative error of quantity `q`.
+    pub fn get(&self, q: Quantity) -> f64 {
+        match q {
+            Quantity::Rest => self.rest,
+            Quantity::F => self.f,
+            Quantity::Grad => self.grad,
         }
     }
 }
@@ -82,9 +107,6 @@ pub struct Report {
     /// The grid.
     pub rows: Vec<Row>,
 }
-
-/// Quantities swept.
-pub const QUANTITIES: [&str; 3] = ["rest", "f", "grad"];
 
 /// A sequence to sweep: tokens, head values, and the unit gap of direction u.
 struct Probe<'a> {
@@ -198,18 +220,18 @@ pub fn sweep(
             Formulation::Naive => r.naive,
             Formulation::Stable => r.stable,
         };
-        for q in QUANTITIES {
+        for q in Quantity::ALL {
             let locate = |limit: f64| {
                 let k = rows
                     .iter()
-                    .position(|r| crate::analysis::compare::exceeds(pick(r).get(q), limit))?;
+                    .position(|r| crate::analysis::exceeds(pick(r).get(q), limit))?;
                 if k == 0 {
                     return Some(grid[0]);
                 }
                 let (mut lo, mut hi) = (grid[k - 1], grid[k]);
                 for _ in 0..40 {
                     let mid = 0.5 * (lo + hi);
-                    if !crate::analysis::compare::exceeds(pick(&probe.eval(mid)).get(q), limit) {
+                    if !crate::analysis::exceeds(pick(&probe.eval(mid)).get(q), limit) {
                         lo = mid;
                     } else {
                         hi = mid;
@@ -218,7 +240,7 @@ pub fn sweep(
                 Some(probe.eval(hi).gap)
             };
             thresholds.insert(
-                format!("{name}.{q}"),
+                format!("{name}.{}", q.name()),
                 Threshold {
                     over_tol: locate(tol),
                     all_digits_lost: locate(0.5),

@@ -10,9 +10,21 @@
 //! op = ">="                           # == != < <= > >=
 //! bound = 0.9
 //! step = 10000                        # optional (run): read a checkpoint instead
+//! baseline_step = 0                   # optional (run): claim on value - value(baseline)
+//! seeds = "0..10"                     # optional: "a..b" or "0,3,7"; default the config's
+//! fraction = 0.8                      # optional: share of seeds that must satisfy it
+//! paper = 0.75                        # the paper's value the bound comes from
+//! paper_source = "Figure 3(a)"        # where that value is printed
+//! reason = "..."                      # why the bound follows from it
+//! expected = "differs"                # optional: a recorded disagreement (default holds)
 //! prec = 256                          # optional (compare, saturation, lemma_a6)
 //! tol = 1e-8                          # optional (compare, saturation)
 //! ```
+//!
+//! A claim with `paper` must say where the value comes from and why the bound follows;
+//! `expected = "differs"` records that tokensel does not reproduce the paper there (with
+//! the measured values in the output): it passes while the disagreement persists and
+//! fails once the claim holds, so the record cannot go stale.
 //!
 //! Outputs: `run` the summary of `run --json` (or, with `step`, that checkpoint of the
 //! trajectory; one run serves all claims on the same config); `compare` and `saturation` their JSON reports; `lemma_a6` an object
@@ -56,7 +68,7 @@ pub struct Claim {
     /// '/'-separated path into the source's JSON output.
     pub quantity: String,
     /// Comparison operator.
-    pub op: String,
+    pub op: Op,
     /// The bound.
     pub bound: f64,
     /// Checkpoint step (run only).
@@ -68,6 +80,107 @@ pub struct Claim {
     /// Tolerance (default 1e-8).
     #[serde(default)]
     pub tol: Option<f64>,
+    /// Claim on the change from this checkpoint (run only): value - value(baseline).
+    #[serde(default)]
+    pub baseline_step: Option<u64>,
+    /// Seeds: "a..b" (b excluded) or a comma list; default the config's seed.
+    #[serde(default)]
+    pub seeds: Option<String>,
+    /// Fraction of the seeds that must satisfy the claim (default 1).
+    #[serde(default)]
+    pub fraction: Option<f64>,
+    /// The paper's value the bound is derived from.
+    #[serde(default)]
+    pub paper: Option<f64>,
+    /// Where the paper's value is printed (figure, notebook output, rebuttal).
+    #[serde(default)]
+    pub paper_source: Option<String>,
+    /// Why the bound follows from the paper's value (or, for `differs`, the explanation).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Whether the claim is expected to hold (default) or is a recorded disagreement.
+    #[serde(default)]
+    pub expected: Expected,
+}
+
+/// A claim's comparison operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    /// Equal.
+    #[serde(rename = "==")]
+    Eq,
+    /// Not equal.
+    #[serde(rename = "!=")]
+    Ne,
+    /// Less than.
+    #[serde(rename = "<")]
+    Lt,
+    /// Less than or equal.
+    #[serde(rename = "<=")]
+    Le,
+    /// Greater than.
+    #[serde(rename = ">")]
+    Gt,
+    /// Greater than or equal.
+    #[serde(rename = ">=")]
+    Ge,
+}
+
+impl Op {
+    /// The operator's symbol.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Op::Eq => "==",
+            Op::Ne => "!=",
+            Op::Lt => "<",
+            Op::Le => "<=",
+            Op::Gt => ">",
+            Op::Ge => ">=",
+        }
+    }
+
+    /// True when `measured OP bound`.
+    pub fn holds(self, measured: f64, bound: f64) -> bool {
+        match self {
+            Op::Eq => measured == bound,
+            Op::Ne => measured != bound,
+            Op::Lt => measured < bound,
+            Op::Le => measured <= bound,
+            Op::Gt => measured > bound,
+            Op::Ge => measured >= bound,
+        }
+    }
+}
+
+/// Whether a claim is expected to hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expected {
+    /// The claim holds (the default).
+    #[default]
+    Holds,
+    /// A recorded disagreement with the paper: the claim does not hold.
+    Differs,
+}
+
+/// Parse a seed list: "a..b" (b excluded) or "s1,s2,...".
+pub fn parse_seeds(text: &str) -> std::result::Result<Vec<u64>, String> {
+    let bad = || format!("`{text}` is not a seed range a..b or a list s1,s2,...");
+    let seeds: Vec<u64> = match text.split_once("..") {
+        Some((a, b)) => {
+            let (a, b) = (a.trim().parse::<u64>(), b.trim().parse::<u64>());
+            let (a, b) = (a.map_err(|_| bad())?, b.map_err(|_| bad())?);
+            (a..b).collect()
+        }
+        None => text
+            .split(',')
+            .map(|s| s.trim().parse::<u64>().map_err(|_| bad()))
+            .collect::<std::result::Result<_, _>>()?,
+    };
+    if seeds.is_empty() || seeds.len() > 1000 {
+        return Err(format!("`{text}` must name 1 to 1000 seeds"));
+    }
+    Ok(seeds)
 }
 
 /// Computations a claim can read from.
@@ -89,17 +202,23 @@ pub enum Source {
 pub struct Outcome {
     /// Claim name.
     pub name: String,
-    /// Quantity path.
+    /// Quantity path (with " - step B" for a baseline claim).
     pub quantity: String,
     /// Operator and bound, e.g. ">= 0.9".
     pub expect: String,
-    /// Measured value (None when the output holds null there, e.g. "never").
+    /// Measured value, for one seed (None when the output holds null there).
     pub measured: Option<f64>,
-    /// Whether it holds.
+    /// The seeds and each seed's measured value.
+    pub per_seed: Vec<(u64, Option<f64>)>,
+    /// Fraction of the seeds that satisfy the claim, and the fraction required.
+    pub fraction: (f64, f64),
+    /// The paper's value and its source, where the claim rests on one.
+    pub paper: Option<(f64, String)>,
+    /// `holds` or `differs` (a recorded disagreement).
+    pub expected: Expected,
+    /// Verdict: the claim holds as expected, or the recorded disagreement persists.
     pub pass: bool,
 }
-
-const OPS: [&str; 6] = ["==", "!=", "<", "<=", ">", ">="];
 
 fn claim_error(path: &Path, k: usize, name: &str, field: &str, reason: String) -> Error {
     Error::Parse {
@@ -129,10 +248,33 @@ impl ClaimsFile {
         let mut configs = Vec::new();
         for (k, c) in file.claim.iter().enumerate() {
             let err = |field: &str, reason: String| claim_error(path, k, &c.name, field, reason);
-            if !OPS.contains(&c.op.as_str()) {
+            if let Some(s) = &c.seeds {
+                parse_seeds(s).map_err(|e| err("seeds", e))?;
+            }
+            if let Some(f) = c.fraction.filter(|f| !(*f > 0.0 && *f <= 1.0)) {
+                return Err(err("fraction", format!("must lie in (0, 1], got {f}")));
+            }
+            if c.paper.is_some()
+                && (c.paper_source.as_deref().is_none_or(str::is_empty)
+                    || c.reason.as_deref().is_none_or(str::is_empty))
+            {
                 return Err(err(
-                    "op",
-                    format!("`{}` is not one of {}", c.op, OPS.join(" ")),
+                    "paper",
+                    "a claim on a paper value names its `paper_source` and gives the `reason` \
+                     for its bound"
+                        .into(),
+                ));
+            }
+            if c.expected == Expected::Differs && c.paper.is_none() {
+                return Err(err(
+                    "expected",
+                    "a recorded disagreement needs the paper's value (`paper`)".into(),
+                ));
+            }
+            if c.baseline_step.is_some() && c.source != Source::Run {
+                return Err(err(
+                    "baseline_step",
+                    "only `run` claims read checkpoints".into(),
                 ));
             }
             if !c.bound.is_finite() {
@@ -159,7 +301,7 @@ impl ClaimsFile {
                 .unwrap_or_default();
             let cfg = Config::from_toml_str_over_preset(&overlay, path, preset)
                 .map_err(|e| err("config", e.to_string()))?;
-            if let Some(s) = c.step.filter(|s| *s > cfg.steps) {
+            if let Some(s) = c.step.or(c.baseline_step).filter(|s| *s > cfg.steps) {
                 return Err(err(
                     "step",
                     format!("{s} is past the run's {} steps", cfg.steps),
@@ -267,17 +409,6 @@ fn compact(v: f64) -> String {
     }
 }
 
-fn holds(measured: f64, op: &str, bound: f64) -> bool {
-    match op {
-        "==" => measured == bound,
-        "!=" => measured != bound,
-        "<" => measured < bound,
-        "<=" => measured <= bound,
-        ">" => measured > bound,
-        _ => measured >= bound,
-    }
-}
-
 /// Check every claim; `progress(k, total, name)` before each.
 pub fn check(
     file: &ClaimsFile,
@@ -289,61 +420,88 @@ pub fn check(
     let mut out = Vec::new();
     for (k, (claim, cfg)) in file.claim.iter().zip(configs).enumerate() {
         progress(k, file.claim.len(), &claim.name);
-        let key = serde_json::to_string(&(
-            claim.source,
-            cfg.to_toml(),
-            claim.prec,
-            claim.tol.map(f64::to_bits),
-        ))
-        .expect("key serialises");
-        if !cache.contains_key(&key) {
-            let v = compute(claim, cfg)?;
-            cache.insert(key.clone(), v);
-        }
-        let output = match (claim.source, claim.step) {
-            (Source::Run, None) => &cache[&key]["summary"],
-            (Source::Run, Some(step)) => cache[&key]["checkpoints"]
-                .get(step.to_string())
-                .ok_or_else(|| {
-                    claim_error(
-                        path,
-                        k,
-                        &claim.name,
-                        "step",
-                        format!("step {step} is not a recorded checkpoint"),
-                    )
-                })?,
-            _ => &cache[&key],
+        let err = |field: &str, reason: String| claim_error(path, k, &claim.name, field, reason);
+        let seeds = match &claim.seeds {
+            Some(s) => parse_seeds(s).map_err(|e| err("seeds", e))?,
+            None => vec![cfg.seed],
         };
-        let value = lookup(output, &claim.quantity).ok_or_else(|| {
-            claim_error(
-                path,
-                k,
-                &claim.name,
-                "quantity",
-                format!("no `{}` in the {:?} output", claim.quantity, claim.source),
-            )
-        })?;
-        let measured = match value {
-            serde_json::Value::Null => None,
-            serde_json::Value::Bool(b) => Some(if *b { 1.0 } else { 0.0 }),
-            serde_json::Value::Number(n) => n.as_f64(),
-            other => {
-                return Err(claim_error(
-                    path,
-                    k,
-                    &claim.name,
-                    "quantity",
-                    format!("`{}` is not a number: {other}", claim.quantity),
-                ));
+        let mut per_seed = Vec::with_capacity(seeds.len());
+        for &seed in &seeds {
+            let cfg = Config {
+                seed,
+                ..cfg.clone()
+            };
+            let key = serde_json::to_string(&(
+                claim.source,
+                cfg.to_toml(),
+                claim.prec,
+                claim.tol.map(f64::to_bits),
+            ))
+            .expect("key serialises");
+            if !cache.contains_key(&key) {
+                let v = compute(claim, &cfg)?;
+                cache.insert(key.clone(), v);
             }
-        };
+            let read = |step: Option<u64>| -> Result<Option<f64>> {
+                let output = match (claim.source, step) {
+                    (Source::Run, None) => &cache[&key]["summary"],
+                    (Source::Run, Some(step)) => cache[&key]["checkpoints"]
+                        .get(step.to_string())
+                        .ok_or_else(|| {
+                        err("step", format!("step {step} is not a recorded checkpoint"))
+                    })?,
+                    _ => &cache[&key],
+                };
+                let value = lookup(output, &claim.quantity).ok_or_else(|| {
+                    err(
+                        "quantity",
+                        format!("no `{}` in the {:?} output", claim.quantity, claim.source),
+                    )
+                })?;
+                match value {
+                    serde_json::Value::Null => Ok(None),
+                    serde_json::Value::Bool(b) => Ok(Some(if *b { 1.0 } else { 0.0 })),
+                    serde_json::Value::Number(n) => Ok(n.as_f64()),
+                    other => Err(err(
+                        "quantity",
+                        format!("`{}` is not a number: {other}", claim.quantity),
+                    )),
+                }
+            };
+            let value = match claim.baseline_step {
+                None => read(claim.step)?,
+                Some(base) => {
+                    let end = read(Some(claim.step.unwrap_or(cfg.steps)))?;
+                    end.zip(read(Some(base))?).map(|(e, b)| e - b)
+                }
+            };
+            per_seed.push((seed, value));
+        }
+        let satisfied = per_seed
+            .iter()
+            .filter(|(_, v)| v.is_some_and(|m| claim.op.holds(m, claim.bound)))
+            .count();
+        let share = satisfied as f64 / per_seed.len() as f64;
+        let required = claim.fraction.unwrap_or(1.0);
+        let holds = share >= required;
         out.push(Outcome {
             name: claim.name.clone(),
-            quantity: claim.quantity.clone(),
-            expect: format!("{} {}", claim.op, compact(claim.bound)),
-            measured,
-            pass: measured.is_some_and(|m| holds(m, &claim.op, claim.bound)),
+            quantity: match claim.baseline_step {
+                Some(b) => format!("{} - step {b}", claim.quantity),
+                None => claim.quantity.clone(),
+            },
+            expect: format!("{} {}", claim.op.symbol(), compact(claim.bound)),
+            measured: per_seed.first().and_then(|(_, v)| *v),
+            per_seed,
+            fraction: (share, required),
+            paper: claim
+                .paper
+                .map(|v| (v, claim.paper_source.clone().unwrap_or_default())),
+            expected: claim.expected,
+            pass: match claim.expected {
+                Expected::Holds => holds,
+                Expected::Differs => !holds,
+            },
         });
     }
     Ok(out)
