@@ -3,16 +3,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn tokensel(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tokensel"))
-        .args(args)
-        .output()
-        .expect("binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{stderr, tokensel};
 
 fn json(o: &Output) -> serde_json::Value {
     assert!(o.status.success(), "failed: {}", stderr(o));

@@ -5,9 +5,11 @@
 //! underflow), and on the paper's default setting.
 
 use proptest::prelude::*;
+
+mod common;
 use tokensel::analysis::compare::predictor_mismatch;
 use tokensel::arith::{F64, Mpfr};
-use tokensel::config::{Config, Formulation, Layout, Method, Mode, PInit, WInit};
+use tokensel::config::{Config, Formulation, Method, Mode, PInit, WInit};
 use tokensel::data::Dataset;
 use tokensel::train::Trainer;
 
@@ -68,13 +70,7 @@ prop_compose! {
             mode: [Mode::P, Mode::W, Mode::Joint][mode as usize],
             formulation: if naive && !span { Formulation::Naive } else { Formulation::Stable },
             method: if span { Method::Span } else { Method::Direct },
-            layout: Layout {
-                tokens: sizes.iter().sum(),
-                relevant: sizes[0],
-                weak_same: sizes[1],
-                weak_opposite: sizes[2],
-                irrelevant: sizes[3],
-            },
+            layout: common::layout(sizes),
             ..Config::default()
         };
         if mode > 0 {

@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 use tokensel::arith::{F64, Mpfr, normwise_rel_err, rel_err};
-use tokensel::config::{Config, Formulation, Layout, PInit};
+use tokensel::config::{Config, Formulation, PInit};
 use tokensel::data::Dataset;
 use tokensel::model;
 use tokensel::train::Trainer;
@@ -31,13 +31,7 @@ prop_compose! {
             steps: 20,
             step_size: 0.01,
             formulation: if naive { Formulation::Naive } else { Formulation::Stable },
-            layout: Layout {
-                tokens: sizes.iter().sum(),
-                relevant: sizes[0],
-                weak_same: sizes[1],
-                weak_opposite: sizes[2],
-                irrelevant: sizes[3],
-            },
+            layout: common::layout(sizes),
             ..Config::default()
         };
         c.init.p = PInit::Gaussian;

@@ -2,14 +2,10 @@
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::Duration;
 
-fn tokensel(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tokensel"))
-        .args(args)
-        .output()
-        .expect("binary runs")
-}
+mod common;
+use common::tokensel;
+use std::time::Duration;
 
 fn digest(o: &Output) -> String {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

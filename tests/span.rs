@@ -17,8 +17,10 @@
 //! log-sensitivity is at most 2, plus the two evaluations' own roundings).
 
 use proptest::prelude::*;
+
+mod common;
 use tokensel::arith::{Arith, F64, Mpfr};
-use tokensel::config::{Config, Layout, Method, Mode, PInit, WInit};
+use tokensel::config::{Config, Method, Mode, PInit, WInit};
 use tokensel::data::Dataset;
 use tokensel::train::Trainer;
 
@@ -104,13 +106,7 @@ prop_compose! {
             step_size: alpha,
             steps,
             mode,
-            layout: Layout {
-                tokens: sizes.iter().sum(),
-                relevant: sizes[0],
-                weak_same: sizes[1],
-                weak_opposite: sizes[2],
-                irrelevant: sizes[3],
-            },
+            layout: common::layout(sizes),
             ..Config::default()
         };
         if p0 || mode == Mode::W {
@@ -156,21 +152,16 @@ fn span_matches_direct_on_the_default_first_1000_steps() {
 #[test]
 fn mpfr_span_twin_matches_mpfr_direct_twin() {
     for mode in [Mode::P, Mode::W, Mode::Joint] {
-        let mut cfg = Config {
+        let base = Config {
             d: 24,
             n_train: 4,
             n_test: 3,
             mu_norm: 3.0,
             step_size: 0.05,
             steps: 20,
-            mode,
             ..Config::default()
         };
-        cfg.init.p = PInit::Gaussian;
-        cfg.init.p_scale = 0.5;
-        if mode != Mode::P {
-            cfg.init.w = WInit::KaimingUniform;
-        }
+        let cfg = common::with_init(base, mode, 0.5, false);
         let data = Dataset::generate(&cfg);
         let worst = lockstep(&cfg, &data, Mpfr::truth(256).unwrap());
         eprintln!("{mode:?}: largest |dz| / B_tau {worst:.3e}");
@@ -182,20 +173,15 @@ fn mpfr_span_twin_matches_mpfr_direct_twin() {
 #[test]
 fn span_rebuilds_p_and_w() {
     for mode in [Mode::P, Mode::W, Mode::Joint] {
-        let mut cfg = Config {
+        let base = Config {
             d: 12,
             n_train: 3,
             n_test: 3,
             step_size: 0.05,
             steps: 30,
-            mode,
             ..Config::default()
         };
-        cfg.init.p = PInit::Gaussian;
-        cfg.init.p_scale = 0.5;
-        if mode != Mode::P {
-            cfg.init.w = WInit::KaimingUniform;
-        }
+        let cfg = common::with_init(base, mode, 0.5, false);
         let data = Dataset::generate(&cfg);
         let mut a =
             Trainer::with_method(&cfg, &data, F64, cfg.formulation, Method::Direct).unwrap();

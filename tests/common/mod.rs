@@ -1,8 +1,10 @@
 //! Scaffolding shared by the integration tests.
 #![allow(dead_code)]
 
+use std::process::{Command, Output};
 use tokensel::arith::F64;
-use tokensel::config::{Config, Method};
+
+use tokensel::config::{Config, Layout, Method, Mode, PInit, WInit};
 use tokensel::data::Dataset;
 use tokensel::io::trajectory::Trajectory;
 use tokensel::train::{Params, Trainer};
@@ -21,4 +23,41 @@ pub fn f64_from<'a>(cfg: &'a Config, data: &'a Dataset, params: &Params) -> Trai
 /// Round a vector of MPFR numbers to f64.
 pub fn to_f64(v: &[rug::Float]) -> Vec<f64> {
     v.iter().map(|x| x.to_f64()).collect()
+}
+
+/// Run the built binary with `args`.
+pub fn tokensel(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tokensel"))
+        .args(args)
+        .output()
+        .expect("binary runs")
+}
+
+/// A command's stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The layout with group sizes (R, W_same, W_opposite, I) = `sizes`.
+pub fn layout(sizes: [usize; 4]) -> Layout {
+    Layout {
+        tokens: sizes.iter().sum(),
+        relevant: sizes[0],
+        weak_same: sizes[1],
+        weak_opposite: sizes[2],
+        irrelevant: sizes[3],
+    }
+}
+
+/// `cfg` with a Gaussian p(0) of scale `p_scale` and, unless `mode` is p-mode with
+/// `kaiming` false, a Kaiming-uniform W(0): the initialisation the W- and joint modes
+/// need (p != 0, dense W).
+pub fn with_init(mut cfg: Config, mode: Mode, p_scale: f64, kaiming: bool) -> Config {
+    cfg.mode = mode;
+    cfg.init.p = PInit::Gaussian;
+    cfg.init.p_scale = p_scale;
+    if kaiming || mode != Mode::P {
+        cfg.init.w = WInit::KaimingUniform;
+    }
+    cfg
 }
