@@ -156,16 +156,23 @@ struct SweepArgs {
     quiet: bool,
 }
 
+/// The judge's settings, shared by `compare` and `saturation`.
 #[derive(Args, Debug)]
-struct CompareArgs {
-    #[command(flatten)]
-    config: ConfigArgs,
+struct JudgeArgs {
     /// Precision of the truth twin in bits.
     #[arg(long, value_name = "BITS", default_value_t = crate::arith::DEFAULT_PREC)]
     prec: u32,
     /// Relative error that counts as a failure.
     #[arg(long, value_name = "X", default_value_t = 1e-8)]
     tol: f64,
+}
+
+#[derive(Args, Debug)]
+struct CompareArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    #[command(flatten)]
+    judge: JudgeArgs,
     /// Skip the 53-bit f64 predictor (bit-equality check; it runs in the f64 trainer's
     /// method at MPFR speed).
     #[arg(long)]
@@ -186,12 +193,8 @@ struct CompareArgs {
 struct SaturationArgs {
     #[command(flatten)]
     config: ConfigArgs,
-    /// Precision of the truth twin in bits.
-    #[arg(long, value_name = "BITS", default_value_t = crate::arith::DEFAULT_PREC)]
-    prec: u32,
-    /// Relative error that counts as a failure.
-    #[arg(long, value_name = "X", default_value_t = 1e-8)]
-    tol: f64,
+    #[command(flatten)]
+    judge: JudgeArgs,
     /// Training sample whose sequence is swept.
     #[arg(long, value_name = "I", default_value_t = 0)]
     sample: usize,
@@ -799,9 +802,9 @@ fn check_tol(tol: f64) -> Result<()> {
 
 fn compare(args: &CompareArgs) -> Result<()> {
     let cfg = args.config.load()?;
-    check_tol(args.tol)?;
-    let truth = Mpfr::truth(args.prec)?;
-    crate::train::check_memory(&cfg, truth.kind(), args.prec, args.twin_method)?;
+    check_tol(args.judge.tol)?;
+    let truth = Mpfr::truth(args.judge.prec)?;
+    crate::train::check_memory(&cfg, truth.kind(), args.judge.prec, args.twin_method)?;
     if !args.no_predictor {
         crate::train::check_memory(&cfg, Mpfr::predictor().kind(), 53, cfg.method)?;
     }
@@ -809,8 +812,8 @@ fn compare(args: &CompareArgs) -> Result<()> {
     let data = Dataset::generate(&cfg);
     let bar = progress_bar(cfg.steps, args.quiet);
     let opts = crate::analysis::compare::Options {
-        prec: args.prec,
-        tol: args.tol,
+        prec: args.judge.prec,
+        tol: args.judge.tol,
         predictor: !args.no_predictor,
         twin_method: args.twin_method,
     };
@@ -893,7 +896,7 @@ const MAX_SWEEP_POINTS: usize = 10_000;
 
 fn saturation(args: &SaturationArgs) -> Result<()> {
     let cfg = args.config.load()?;
-    check_tol(args.tol)?;
+    check_tol(args.judge.tol)?;
     if args.sample >= cfg.n_train {
         return Err(Error::config(
             "sample",
@@ -908,8 +911,13 @@ fn saturation(args: &SaturationArgs) -> Result<()> {
     }
     let data = Dataset::generate(&cfg);
     let grid = crate::analysis::saturation::default_grid(args.points);
-    let r =
-        crate::analysis::saturation::sweep(&data.train, args.sample, args.prec, args.tol, &grid)?;
+    let r = crate::analysis::saturation::sweep(
+        &data.train,
+        args.sample,
+        args.judge.prec,
+        args.judge.tol,
+        &grid,
+    )?;
     if args.json {
         println!("{}", serde_json::to_string(&r).expect("report serialises"));
         return Ok(());
