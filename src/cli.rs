@@ -528,36 +528,9 @@ fn cost(args: &CostArgs) -> Result<()> {
     )?;
     if args.json {
         println!("{}", serde_json::to_string(&r).expect("report serialises"));
-        return Ok(());
+    } else {
+        print!("{r}");
     }
-    let mut out = format!(
-        "tokensel cost: one gradient step, n = {}, T = {}, d = {} ({:.3e} flops per direct f64 step{})\n\n  {:<12}{:>6}{:>8}{:>14}{:>16}{:>14}\n",
-        r.n,
-        r.tokens,
-        r.d,
-        r.flops_per_step,
-        r.f64_gflops
-            .map_or(String::new(), |g| format!(", {g:.2} GFLOP/s achieved")),
-        "trainer",
-        "bits",
-        "method",
-        "setup",
-        "time per step",
-        "ratio to f64"
-    );
-    for row in &r.rows {
-        let t = row.seconds_per_step;
-        let shown = if t < 1e-3 {
-            format!("{:.1} us", t * 1e6)
-        } else {
-            format!("{:.2} ms", t * 1e3)
-        };
-        out += &format!(
-            "  {:<12}{:>6}{:>8}{:>12.3} s{shown:>16}{:>14.3}\n",
-            row.trainer, row.prec_bits, row.method, row.setup_seconds, row.ratio_to_f64
-        );
-    }
-    print!("{out}");
     Ok(())
 }
 
@@ -639,53 +612,7 @@ fn diff(args: &DiffArgs) -> Result<i32> {
     if args.json {
         println!("{}", serde_json::to_string(&r).expect("report serialises"));
     } else {
-        let mut out = format!(
-            "tokensel diff: {} common checkpoints, rtol {:e}\n",
-            r.common_steps, r.rtol
-        );
-        if !r.config_differences.is_empty() {
-            out += &format!("  configs differ in: {}\n", r.config_differences.join(", "));
-        }
-        if r.labels_differ {
-            out += "  training labels differ\n";
-        }
-        let list = |v: &[u64]| {
-            v.iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        if !r.only_in_a.is_empty() || !r.only_in_b.is_empty() {
-            out += &format!(
-                "  checkpoint sets differ{}: only in A [{}], only in B [{}]\n",
-                if r.common_only {
-                    " (ignored: --common-only)"
-                } else {
-                    ""
-                },
-                list(&r.only_in_a),
-                list(&r.only_in_b)
-            );
-        }
-        out += &match (r.first_divergence, &r.first_quantity) {
-            (Some(s), Some(q)) => format!("  first divergence: step {s} in `{q}`\n"),
-            _ if r.common_steps == 0 => "  no checkpoint in common: nothing agrees\n".into(),
-            _ if r.bit_identical => "  bit-identical on every common checkpoint\n".to_string(),
-            _ => "  every number within rtol on every common checkpoint\n".to_string(),
-        };
-        out += &format!(
-            "  verdict: {}\n",
-            if r.diverged { "DIFFER" } else { "agree" }
-        );
-        out += "\n  quantity          max rel dev\n";
-        for (k, v) in &r.max_rel_dev {
-            out += &format!("  {k:<16}{v:>13.3e}\n");
-        }
-        out += "\n  group mass        max abs dev\n";
-        for (k, v) in &r.max_group_mass_dev {
-            out += &format!("  {k:<16}{v:>13.3e}\n");
-        }
-        print!("{out}");
+        print!("{r}");
     }
     Ok(if r.diverged { EXIT_FAILED } else { EXIT_OK })
 }
@@ -826,69 +753,10 @@ fn compare(args: &CompareArgs) -> Result<()> {
             serde_json::to_string(&report).expect("report serialises")
         );
     } else {
-        print!("{}", compare_table(&report));
+        print!("{report}");
     }
     finish(t0, None);
     Ok(())
-}
-
-fn compare_table(r: &crate::analysis::compare::Report) -> String {
-    let mut out = format!(
-        "tokensel compare: f64 ({:?}, {}) vs {}-bit twin (stable, {}), {} steps, tolerance {:e}\n  q and grad compared at {}\n\n",
-        r.formulation,
-        r.method.name(),
-        r.prec_bits,
-        r.twin_method.name(),
-        r.steps,
-        r.tolerance,
-        r.d_space_compared_at
-    );
-    out += &format!(
-        "  {:<8}{:>14}{:>16}{:>16}{:>14}\n",
-        "quantity", "max rel err", "max (2^-53)", "mean (2^-53)", "first > tol"
-    );
-    for q in crate::analysis::compare::QUANTITIES {
-        let ulps = r.error_ulps[q];
-        let first = r.first_exceed[q].map_or("-".to_string(), |s| s.to_string());
-        out += &format!(
-            "  {q:<8}{:>14.3e}{:>16.3e}{:>16.3e}{first:>14}\n",
-            r.max_rel_err[q], ulps.max, ulps.mean
-        );
-    }
-    let s = &r.saturation;
-    out += &match (s.detected, s.step, s.score_gap, &s.quantity) {
-        (true, Some(step), Some(gap), Some(q)) => format!(
-            "\n  verdict: f64 error passes {:e} first at step {step} in `{q}` (score gap {gap:.2})\n",
-            r.tolerance
-        ),
-        _ => format!(
-            "\n  verdict: f64 stays within {:e} of the twin on every quantity\n",
-            r.tolerance
-        ),
-    };
-    let a = &r.absorption;
-    out += &format!(
-        "  update absorption: first partial {}, first total {}, max fraction {:.3}\n",
-        a.first_partial_step.map_or("-".into(), |s| s.to_string()),
-        a.first_total_step.map_or("-".into(), |s| s.to_string()),
-        a.max_fraction
-    );
-    if let Some(step) = r.judge_out_of_range {
-        out += &format!(
-            "  WARNING: from step {step} the score gap exceeds the twin's own exponent range; exp underflows in MPFR too and agreement there proves nothing\n"
-        );
-    }
-    if let Some(p) = &r.predictor {
-        out += &match &p.first_mismatch {
-            None => {
-                "  f64 predictor (53-bit twin): every f64 quantity equal bit for bit\n".to_string()
-            }
-            Some((step, q)) => {
-                format!("  f64 predictor: first bit mismatch at step {step} in `{q}`\n")
-            }
-        };
-    }
-    out
 }
 
 /// Largest grid of `saturation --points` (each point is one 256-bit evaluation).
@@ -920,45 +788,9 @@ fn saturation(args: &SaturationArgs) -> Result<()> {
     )?;
     if args.json {
         println!("{}", serde_json::to_string(&r).expect("report serialises"));
-        return Ok(());
+    } else {
+        print!("{r}");
     }
-    let mut out = format!(
-        "tokensel saturation: sample {} (T = {}, d = {}), q along its relevant token, judged by the {}-bit twin\n\n",
-        args.sample, r.tokens, r.d, r.prec_bits
-    );
-    out += &format!(
-        "  {:<14}{:>22}{:>22}\n",
-        "quantity",
-        format!("gap: err > {:e}", r.tolerance),
-        "gap: all digits lost"
-    );
-    let show = |v: Option<f64>| v.map_or("beyond 1100".to_string(), |g| format!("{g:.2}"));
-    for (k, t) in &r.thresholds {
-        out += &format!(
-            "  {k:<14}{:>22}{:>22}\n",
-            show(t.over_tol),
-            show(t.all_digits_lost)
-        );
-    }
-    out += &format!(
-        "\n  {:>9}{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}\n",
-        "gap", "1 - s_top", "naive rest", "naive grad", "naive cos", "stable rest", "stable grad"
-    );
-    for row in &r.rows {
-        out += &format!(
-            "  {:>9.2}{:>12.3e}{:>12.2e}{:>12.2e}{:>12}{:>12.2e}{:>12.2e}\n",
-            row.gap,
-            row.rest,
-            row.naive.rest,
-            row.naive.grad,
-            row.naive
-                .grad_cosine
-                .map_or("zero".into(), |c| format!("{c:.4}")),
-            row.stable.rest,
-            row.stable.grad
-        );
-    }
-    print!("{out}");
     Ok(())
 }
 
@@ -988,10 +820,11 @@ fn group_table(title: &str, by: &ByNoise, n_clean: usize, n_noisy: usize) -> Str
 }
 
 fn trainer_name(t: &crate::io::trajectory::TrainerInfo) -> String {
-    match t.kind.as_str() {
-        "f64" => "f64".into(),
-        "mpfr" => format!("MPFR {} bits", t.prec_bits),
-        other => other.into(),
+    use crate::arith::Kind;
+    match t.kind {
+        Kind::F64 => "f64".into(),
+        Kind::Mpfr => format!("MPFR {} bits", t.prec_bits),
+        Kind::Predictor => "f64 predictor (53-bit MPFR)".into(),
     }
 }
 
@@ -1006,7 +839,7 @@ fn summary_table(s: &Summary, t: &Trajectory) -> String {
     };
     let mut out = format!(
         "tokensel {}: {} steps, seed {}, {mode}, {} {:?}\n  d = {}, ||mu|| = {}, T = {}, n = {} ({} noisy), rho = {}, eta = {}, sigma = {}, alpha = {:e}\n\n",
-        if t.trainer.kind == "f64" {
+        if t.trainer.kind == crate::arith::Kind::F64 {
             "run"
         } else {
             "twin"

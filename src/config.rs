@@ -209,6 +209,12 @@ pub enum Method {
     Span,
 }
 
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl Method {
     /// Stable name used in outputs.
     pub fn name(self) -> &'static str {

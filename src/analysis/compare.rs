@@ -26,8 +26,55 @@ use crate::error::Result;
 use crate::io::trajectory;
 use crate::train::{Engine, Trainer};
 
-/// Names of the compared quantities, in report order.
-pub const QUANTITIES: [&str; 7] = ["q", "scores", "s", "rest", "f", "grad", "loss"];
+/// The compared quantities, in report order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quantity {
+    /// q = W^T p (normwise).
+    Q,
+    /// Scores z (per sample, relative to the largest).
+    Scores,
+    /// Attention s (componentwise).
+    S,
+    /// 1 - s_top (componentwise).
+    Rest,
+    /// Outputs f (componentwise).
+    F,
+    /// dL/dq (normwise).
+    Grad,
+    /// The loss.
+    Loss,
+}
+
+impl Quantity {
+    /// All quantities, in report order.
+    pub const ALL: [Quantity; 7] = [
+        Quantity::Q,
+        Quantity::Scores,
+        Quantity::S,
+        Quantity::Rest,
+        Quantity::F,
+        Quantity::Grad,
+        Quantity::Loss,
+    ];
+
+    /// The name used as a key in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Quantity::Q => "q",
+            Quantity::Scores => "scores",
+            Quantity::S => "s",
+            Quantity::Rest => "rest",
+            Quantity::F => "f",
+            Quantity::Grad => "grad",
+            Quantity::Loss => "loss",
+        }
+    }
+
+    /// True for the d-space quantities, which a span twin rebuilds at checkpoints only.
+    pub fn in_d_space(self) -> bool {
+        matches!(self, Quantity::Q | Quantity::Grad)
+    }
+}
 
 /// Unit roundoff of f64, 2^-53.
 pub const U64: f64 = 1.0 / (1u64 << 53) as f64;
@@ -143,7 +190,7 @@ fn componentwise<'a>(pairs: impl Iterator<Item = (f64, &'a rug::Float)>) -> f64 
     pairs.map(|(a, b)| rel_err(a, b)).fold(0.0, f64::max)
 }
 
-/// Relative errors of the f64 trainer against the truth twin, in [`QUANTITIES`] order;
+/// Relative errors of the f64 trainer against the truth twin, in [`Quantity::ALL`] order;
 /// q and grad only when `d_space` (NaN otherwise: not measured).
 pub fn errors(a: &Trainer<'_, F64>, b: &Trainer<'_, Mpfr>, d_space: bool) -> [f64; 7] {
     let t_len = a.data.train.x.dim().1;
@@ -291,8 +338,8 @@ pub fn compare(
         if gap > gap_limit && judge_out_of_range.is_none() {
             judge_out_of_range = Some(step);
         }
-        for k in 0..7 {
-            if errs[k].is_nan() && (k == 0 || k == 5) && !(every_step || at_checkpoint) {
+        for (k, q) in Quantity::ALL.into_iter().enumerate() {
+            if q.in_d_space() && !(every_step || at_checkpoint) {
                 continue; // not measured at this step
             }
             max[k] = max[k].max(errs[k]);
@@ -305,7 +352,7 @@ pub fn compare(
                         detected: true,
                         step: Some(step),
                         score_gap: Some(gap),
-                        quantity: Some(QUANTITIES[k].to_string()),
+                        quantity: Some(q.name().to_string()),
                     };
                 }
             }
@@ -321,8 +368,9 @@ pub fn compare(
             rows.push(Row {
                 step,
                 max_gap: gap,
-                rel_err: QUANTITIES
+                rel_err: Quantity::ALL
                     .iter()
+                    .map(|q| q.name())
                     .zip(errs)
                     .map(|(k, v)| (k.to_string(), v))
                     .collect(),
@@ -362,8 +410,9 @@ pub fn compare(
         progress(a.step);
     }
     let named = |v: [f64; 7]| -> BTreeMap<String, f64> {
-        QUANTITIES
+        Quantity::ALL
             .iter()
+            .map(|q| q.name())
             .zip(v)
             .map(|(k, x)| (k.to_string(), x))
             .collect()
@@ -382,13 +431,15 @@ pub fn compare(
         }
         .into(),
         max_rel_err: named(max),
-        first_exceed: QUANTITIES
+        first_exceed: Quantity::ALL
             .iter()
+            .map(|q| q.name())
             .zip(first)
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
-        error_ulps: QUANTITIES
+        error_ulps: Quantity::ALL
             .iter()
+            .map(|q| q.name())
             .enumerate()
             .map(|(k, name)| {
                 (
@@ -406,4 +457,65 @@ pub fn compare(
         judge_out_of_range,
         checkpoints: rows,
     })
+}
+
+impl std::fmt::Display for Report {
+    /// The readable error table and verdicts of `tokensel compare`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = format!(
+            "tokensel compare: f64 ({:?}, {}) vs {}-bit twin (stable, {}), {} steps, tolerance {:e}\n  q and grad compared at {}\n\n",
+            self.formulation,
+            self.method.name(),
+            self.prec_bits,
+            self.twin_method.name(),
+            self.steps,
+            self.tolerance,
+            self.d_space_compared_at
+        );
+        out += &format!(
+            "  {:<8}{:>14}{:>16}{:>16}{:>14}\n",
+            "quantity", "max rel err", "max (2^-53)", "mean (2^-53)", "first > tol"
+        );
+        for q in Quantity::ALL.map(|q| q.name()) {
+            let ulps = self.error_ulps[q];
+            let first = self.first_exceed[q].map_or("-".to_string(), |s| s.to_string());
+            out += &format!(
+                "  {q:<8}{:>14.3e}{:>16.3e}{:>16.3e}{first:>14}\n",
+                self.max_rel_err[q], ulps.max, ulps.mean
+            );
+        }
+        let s = &self.saturation;
+        out += &match (s.detected, s.step, s.score_gap, &s.quantity) {
+            (true, Some(step), Some(gap), Some(q)) => format!(
+                "\n  verdict: f64 error passes {:e} first at step {step} in `{q}` (score gap {gap:.2})\n",
+                self.tolerance
+            ),
+            _ => format!(
+                "\n  verdict: f64 stays within {:e} of the twin on every quantity\n",
+                self.tolerance
+            ),
+        };
+        let a = &self.absorption;
+        out += &format!(
+            "  update absorption: first partial {}, first total {}, max fraction {:.3}\n",
+            a.first_partial_step.map_or("-".into(), |s| s.to_string()),
+            a.first_total_step.map_or("-".into(), |s| s.to_string()),
+            a.max_fraction
+        );
+        if let Some(step) = self.judge_out_of_range {
+            out += &format!(
+                "  WARNING: from step {step} the score gap exceeds the twin's own exponent range; exp underflows in MPFR too and agreement there proves nothing\n"
+            );
+        }
+        if let Some(p) = &self.predictor {
+            out += &match &p.first_mismatch {
+                None => "  f64 predictor (53-bit twin): every f64 quantity equal bit for bit\n"
+                    .to_string(),
+                Some((step, q)) => {
+                    format!("  f64 predictor: first bit mismatch at step {step} in `{q}`\n")
+                }
+            };
+        }
+        f.write_str(&out)
+    }
 }

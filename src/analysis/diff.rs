@@ -216,3 +216,59 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Rep
         bit_identical: bits && common > 0,
     }
 }
+
+impl std::fmt::Display for Report {
+    /// The readable verdict of `tokensel diff`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = format!(
+            "tokensel diff: {} common checkpoints, rtol {:e}\n",
+            self.common_steps, self.rtol
+        );
+        if !self.config_differences.is_empty() {
+            out += &format!(
+                "  configs differ in: {}\n",
+                self.config_differences.join(", ")
+            );
+        }
+        if self.labels_differ {
+            out += "  training labels differ\n";
+        }
+        let list = |v: &[u64]| {
+            v.iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !self.only_in_a.is_empty() || !self.only_in_b.is_empty() {
+            out += &format!(
+                "  checkpoint sets differ{}: only in A [{}], only in B [{}]\n",
+                if self.common_only {
+                    " (ignored: --common-only)"
+                } else {
+                    ""
+                },
+                list(&self.only_in_a),
+                list(&self.only_in_b)
+            );
+        }
+        out += &match (self.first_divergence, &self.first_quantity) {
+            (Some(s), Some(q)) => format!("  first divergence: step {s} in `{q}`\n"),
+            _ if self.common_steps == 0 => "  no checkpoint in common: nothing agrees\n".into(),
+            _ if self.bit_identical => "  bit-identical on every common checkpoint\n".to_string(),
+            _ => "  every number within rtol on every common checkpoint\n".to_string(),
+        };
+        out += &format!(
+            "  verdict: {}\n",
+            if self.diverged { "DIFFER" } else { "agree" }
+        );
+        out += "\n  quantity          max rel dev\n";
+        for (k, v) in &self.max_rel_dev {
+            out += &format!("  {k:<16}{v:>13.3e}\n");
+        }
+        out += "\n  group mass        max abs dev\n";
+        for (k, v) in &self.max_group_mass_dev {
+            out += &format!("  {k:<16}{v:>13.3e}\n");
+        }
+        f.write_str(&out)
+    }
+}

@@ -98,6 +98,8 @@ pub struct Report {
     pub prec_bits: u32,
     /// Tolerance.
     pub tolerance: f64,
+    /// The training sample whose sequence is swept.
+    pub sample: usize,
     /// Tokens T and dimension d of the swept sequence.
     pub tokens: usize,
     /// Dimension d.
@@ -249,6 +251,7 @@ pub fn sweep(
         }
     }
     Ok(Report {
+        sample,
         prec_bits: prec,
         tolerance: tol,
         tokens: x.nrows(),
@@ -256,4 +259,53 @@ pub fn sweep(
         thresholds,
         rows,
     })
+}
+
+impl std::fmt::Display for Report {
+    /// The readable table of `tokensel saturation`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = format!(
+            "tokensel saturation: sample {} (T = {}, d = {}), q along its relevant token, judged by the {}-bit twin\n\n",
+            self.sample, self.tokens, self.d, self.prec_bits
+        );
+        out += &format!(
+            "  {:<14}{:>22}{:>22}\n",
+            "quantity",
+            format!("gap: err > {:e}", self.tolerance),
+            "gap: all digits lost"
+        );
+        let show = |v: Option<f64>| v.map_or("beyond 1100".to_string(), |g| format!("{g:.2}"));
+        for (k, t) in &self.thresholds {
+            out += &format!(
+                "  {k:<14}{:>22}{:>22}\n",
+                show(t.over_tol),
+                show(t.all_digits_lost)
+            );
+        }
+        out += &format!(
+            "\n  {:>9}{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}\n",
+            "gap",
+            "1 - s_top",
+            "naive rest",
+            "naive grad",
+            "naive cos",
+            "stable rest",
+            "stable grad"
+        );
+        for row in &self.rows {
+            out += &format!(
+                "  {:>9.2}{:>12.3e}{:>12.2e}{:>12.2e}{:>12}{:>12.2e}{:>12.2e}\n",
+                row.gap,
+                row.rest,
+                row.naive.rest,
+                row.naive.grad,
+                row.naive
+                    .grad_cosine
+                    .map_or("zero".into(), |c| format!("{c:.4}")),
+                row.stable.rest,
+                row.stable.grad
+            );
+        }
+        f.write_str(&out)
+    }
 }

@@ -41,14 +41,25 @@ pub use self::mpfr::{DEFAULT_PREC, MAX_PREC, MIN_TRUTH_PREC, Mpfr, normwise_rel_
 pub const LANES: usize = 16;
 
 /// Which arithmetic a trainer runs in (recorded in trajectories and cost tables).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum Kind {
     /// Hardware binary64.
+    #[serde(rename = "f64")]
     F64,
     /// MPFR at 53 bits with binary64's range: the bit-exact f64 predictor.
+    #[serde(rename = "predictor", alias = "mpfr-f64-predictor")]
     Predictor,
     /// MPFR at a chosen precision: the truth twin.
+    #[serde(rename = "mpfr")]
     Mpfr,
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl Kind {

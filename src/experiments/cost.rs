@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::arith::{Arith, F64, Mpfr};
+use crate::arith::{Arith, F64, Kind, Mpfr};
 use crate::config::{Config, Method, Mode};
 use crate::data::Dataset;
 use crate::error::Result;
@@ -15,11 +15,11 @@ use crate::train::Trainer;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     /// The arithmetic: `f64`, `predictor` or `mpfr`.
-    pub trainer: String,
+    pub trainer: Kind,
     /// Its precision in bits.
     pub prec_bits: u32,
     /// The step: `direct` or `span`.
-    pub method: String,
+    pub method: Method,
     /// Seconds to build the trainer (the span precompute; head values; conversions).
     pub setup_seconds: f64,
     /// Median seconds per step (forward, backward, update).
@@ -100,11 +100,11 @@ pub fn measure(
 ) -> Result<Report> {
     let data = Dataset::generate(cfg);
     let mut rows: Vec<Row> = Vec::new();
-    let mut push = |trainer: &str, prec: u32, method: Method, (setup, step): (f64, f64)| {
+    let mut push = |trainer: Kind, prec: u32, method: Method, (setup, step): (f64, f64)| {
         rows.push(Row {
-            trainer: trainer.into(),
+            trainer,
             prec_bits: prec,
-            method: method.name().into(),
+            method,
             setup_seconds: setup,
             seconds_per_step: step,
             ratio_to_f64: f64::NAN,
@@ -113,7 +113,7 @@ pub fn measure(
     for &method in methods {
         progress(&format!("f64 {}", method.name()));
         push(
-            "f64",
+            Kind::F64,
             53,
             method,
             time_steps(cfg, &data, F64, method, reps, 20)?,
@@ -124,12 +124,12 @@ pub fn measure(
         for &method in methods {
             progress(&format!("{}-{prec} {}", ar.kind().name(), method.name()));
             let t = time_steps(cfg, &data, ar, method, twin_reps, 1)?;
-            push(ar.kind().name(), prec, method, t);
+            push(ar.kind(), prec, method, t);
         }
     }
     let direct = rows
         .iter()
-        .find(|r| r.trainer == "f64" && r.method == "direct")
+        .find(|r| r.trainer == Kind::F64 && r.method == Method::Direct)
         .map(|r| r.seconds_per_step);
     let f64_step = direct.unwrap_or(rows[0].seconds_per_step);
     for r in &mut rows {
@@ -144,4 +144,38 @@ pub fn measure(
         f64_gflops: direct.map(|s| flops / s / 1e9),
         rows,
     })
+}
+
+impl std::fmt::Display for Report {
+    /// The readable cost table of `tokensel cost`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = format!(
+            "tokensel cost: one gradient step, n = {}, T = {}, d = {} ({:.3e} flops per direct f64 step{})\n\n  {:<12}{:>6}{:>8}{:>14}{:>16}{:>14}\n",
+            self.n,
+            self.tokens,
+            self.d,
+            self.flops_per_step,
+            self.f64_gflops
+                .map_or(String::new(), |g| format!(", {g:.2} GFLOP/s achieved")),
+            "trainer",
+            "bits",
+            "method",
+            "setup",
+            "time per step",
+            "ratio to f64"
+        );
+        for row in &self.rows {
+            let t = row.seconds_per_step;
+            let shown = if t < 1e-3 {
+                format!("{:.1} us", t * 1e6)
+            } else {
+                format!("{:.2} ms", t * 1e3)
+            };
+            out += &format!(
+                "  {:<12}{:>6}{:>8}{:>12.3} s{shown:>16}{:>14.3}\n",
+                row.trainer, row.prec_bits, row.method, row.setup_seconds, row.ratio_to_f64
+            );
+        }
+        f.write_str(&out)
+    }
 }

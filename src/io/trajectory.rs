@@ -157,8 +157,8 @@ pub struct Checkpoint {
 /// Which trainer produced a trajectory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TrainerInfo {
-    /// "f64", "predictor" or "mpfr" ([`crate::arith::Kind::name`]).
-    pub kind: String,
+    /// The arithmetic: "f64", "predictor" or "mpfr".
+    pub kind: crate::arith::Kind,
     /// Significand precision in bits (53 for f64).
     pub prec_bits: u32,
     /// Softmax/gradient formulation.

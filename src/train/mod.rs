@@ -441,7 +441,7 @@ impl<'a, A: Arith> Trainer<'a, A> {
     /// Which trainer this is, for trajectories.
     pub fn info(&self) -> TrainerInfo {
         TrainerInfo {
-            kind: self.ar.kind().name().into(),
+            kind: self.ar.kind(),
             prec_bits: self.ar.prec(),
             formulation: self.form,
             method: self.method(),
