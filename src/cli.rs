@@ -13,10 +13,10 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::arith::{Arith, F64, Mpfr};
-use crate::config::{Config, Group, Method, Mode, Preset};
+use crate::config::{Config, Method, Preset};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::io::trajectory::{ByNoise, Summary, Trajectory};
+use crate::io::trajectory::{Summary, Trajectory};
 use crate::train::Trainer;
 
 #[derive(Parser, Debug)]
@@ -378,7 +378,13 @@ fn report_trajectory(traj: &Trajectory, out: Option<&Path>, json: bool) -> Resul
             serde_json::to_string(&summary).expect("summary serialises")
         );
     } else {
-        print!("{}", summary_table(&summary, traj));
+        print!(
+            "{}",
+            crate::report::run::RunReport {
+                summary: &summary,
+                trainer: &traj.trainer
+            }
+        );
         if let Some(dir) = out {
             println!(
                 "trajectory written to {}",
@@ -548,54 +554,7 @@ fn check(args: &CheckArgs) -> Result<i32> {
             serde_json::to_string(&outcomes).expect("outcomes serialise")
         );
     } else {
-        use crate::experiments::claims::Expected;
-        let mut out = format!(
-            "  {:<8}{:<96}{:>30}  {:<10}{}\n",
-            "", "claim", "measured", "bound", "paper"
-        );
-        for o in &outcomes {
-            let status = match (o.pass, o.expected) {
-                (true, Expected::Holds) => "pass",
-                (true, Expected::Differs) => "differs",
-                (false, Expected::Holds) => "FAIL",
-                (false, Expected::Differs) => "FAIL*",
-            };
-            let measured = if o.per_seed.len() == 1 {
-                o.measured
-                    .map_or("null".to_string(), |m| format!("{m:.6e}"))
-            } else {
-                let vals: Vec<f64> = o.per_seed.iter().filter_map(|(_, v)| *v).collect();
-                let (lo, hi) = vals
-                    .iter()
-                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
-                        (a.min(*v), b.max(*v))
-                    });
-                format!(
-                    "{:.0}/{} seeds [{lo:.3}, {hi:.3}]",
-                    o.fraction.0 * o.per_seed.len() as f64,
-                    o.per_seed.len()
-                )
-            };
-            let paper = o
-                .paper
-                .as_ref()
-                .map_or(String::new(), |(v, src)| format!("{v} ({src})"));
-            out += &format!(
-                "  {status:<8}{:<96}{measured:>30}  {:<10}{paper}\n",
-                o.name, o.expect
-            );
-        }
-        out += "  (differs: a recorded disagreement with the paper that persists; FAIL*: it no longer does)\n";
-        let failed = outcomes.iter().filter(|o| !o.pass).count();
-        let differs = outcomes
-            .iter()
-            .filter(|o| o.pass && o.expected == Expected::Differs)
-            .count();
-        out += &format!(
-            "\n  {} passed, {failed} failed ({differs} of the passed are recorded disagreements with the paper)\n",
-            outcomes.len() - failed
-        );
-        print!("{out}");
+        print!("{}", crate::experiments::claims::Verdicts(&outcomes));
     }
     finish(t0, None);
     Ok(if outcomes.iter().any(|o| !o.pass) {
@@ -685,32 +644,10 @@ fn sweep(args: &SweepArgs) -> Result<()> {
             serde_json::to_string(&report).expect("report serialises")
         );
     } else {
-        let c = &report.config;
-        let mut out = format!(
-            "tokensel sweep: d = {}, ||mu|| = {}, rho = {}, n = {}, {} steps, seeds {:?}\n\n  {:>7}{:>12}{:>10}{:>10}{:>12}{:>12}\n",
-            c.d,
-            c.mu_norm,
-            c.rho,
-            c.n_train,
-            c.steps,
-            args.seeds,
-            "eta",
-            "test mean",
-            "min",
-            "max",
-            "train mean",
-            "clean on R"
-        );
-        for p in &report.points {
-            out += &format!(
-                "  {:>7}{:>12.4}{:>10.4}{:>10.4}{:>12.4}{:>12.4}\n",
-                p.eta, p.test_mean, p.test_min, p.test_max, p.train_mean, p.clean_r_mean
-            );
-        }
+        print!("{report}");
         if let Some(dir) = &args.out {
-            out += &format!("\n  written: {}/sweep.{{csv,json,svg}}\n", dir.display());
+            println!("\n  written: {}/sweep.{{csv,json,svg}}", dir.display());
         }
-        print!("{out}");
     }
     finish(t0, None);
     Ok(())
@@ -792,81 +729,6 @@ fn saturation(args: &SaturationArgs) -> Result<()> {
         print!("{r}");
     }
     Ok(())
-}
-
-fn fmt_row(label: &str, v: Option<crate::io::trajectory::PerGroup>) -> String {
-    match v {
-        None => format!("  {label:<22}{:>10}\n", "(none)"),
-        Some(p) => {
-            let cells: String = Group::ALL
-                .iter()
-                .map(|g| format!("{:>12.4}", p.get(*g)))
-                .collect();
-            format!("  {label:<22}{cells}\n")
-        }
-    }
-}
-
-fn group_table(title: &str, by: &ByNoise, n_clean: usize, n_noisy: usize) -> String {
-    let head: String = Group::ALL
-        .iter()
-        .map(|g| format!("{:>12}", g.name()))
-        .collect();
-    format!(
-        "  {title:<22}{head}\n{}{}",
-        fmt_row(&format!("clean ({n_clean})"), by.clean),
-        fmt_row(&format!("noisy ({n_noisy})"), by.noisy)
-    )
-}
-
-fn trainer_name(t: &crate::io::trajectory::TrainerInfo) -> String {
-    use crate::arith::Kind;
-    match t.kind {
-        Kind::F64 => "f64".into(),
-        Kind::Mpfr => format!("MPFR {} bits", t.prec_bits),
-        Kind::Predictor => "f64 predictor (53-bit MPFR)".into(),
-    }
-}
-
-/// The human-readable end-of-run report.
-fn summary_table(s: &Summary, t: &Trajectory) -> String {
-    let c = &s.config;
-    let n_clean = c.n_train - s.n_noisy;
-    let mode = match c.mode {
-        Mode::P => "p-mode (W fixed)",
-        Mode::W => "W-mode (p fixed)",
-        Mode::Joint => "joint (p and W trained)",
-    };
-    let mut out = format!(
-        "tokensel {}: {} steps, seed {}, {mode}, {} {:?}\n  d = {}, ||mu|| = {}, T = {}, n = {} ({} noisy), rho = {}, eta = {}, sigma = {}, alpha = {:e}\n\n",
-        if t.trainer.kind == crate::arith::Kind::F64 {
-            "run"
-        } else {
-            "twin"
-        },
-        s.steps,
-        s.seed,
-        trainer_name(&t.trainer),
-        t.trainer.formulation,
-        c.d,
-        c.mu_norm,
-        c.layout.tokens,
-        c.n_train,
-        s.n_noisy,
-        c.rho,
-        c.eta,
-        c.sigma,
-        c.step_size
-    );
-    out += &format!(
-        "  train accuracy {:>8.4}   (against observed labels Y)\n  test accuracy  {:>8.4}   (against true labels Y*, {} samples)\n  train loss     {:>8.4}\n\n",
-        s.train_accuracy, s.test_accuracy, c.n_test, s.train_loss
-    );
-    out += &group_table("top-token group", &s.selection, n_clean, s.n_noisy);
-    out += "\n";
-    out += &group_table("mean attention mass", &s.attention, n_clean, s.n_noisy);
-    out += &format!("\n  trajectory digest {}\n", s.trajectory_digest);
-    out
 }
 
 /// Read and validate a config file (convenience for tests and tools).

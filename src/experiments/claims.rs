@@ -506,3 +506,60 @@ pub fn check(
     }
     Ok(out)
 }
+
+/// The readable table of `tokensel check`: one line per claim (status, measured values
+/// or seed share, bound, paper value), then the counts.
+pub struct Verdicts<'a>(pub &'a [Outcome]);
+
+impl std::fmt::Display for Verdicts<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = format!(
+            "  {:<8}{:<96}{:>30}  {:<10}{}\n",
+            "", "claim", "measured", "bound", "paper"
+        );
+        for o in self.0 {
+            let status = match (o.pass, o.expected) {
+                (true, Expected::Holds) => "pass",
+                (true, Expected::Differs) => "differs",
+                (false, Expected::Holds) => "FAIL",
+                (false, Expected::Differs) => "FAIL*",
+            };
+            let measured = if o.per_seed.len() == 1 {
+                o.measured
+                    .map_or("null".to_string(), |m| format!("{m:.6e}"))
+            } else {
+                let vals: Vec<f64> = o.per_seed.iter().filter_map(|(_, v)| *v).collect();
+                let (lo, hi) = vals
+                    .iter()
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+                        (a.min(*v), b.max(*v))
+                    });
+                format!(
+                    "{:.0}/{} seeds [{lo:.3}, {hi:.3}]",
+                    o.fraction.0 * o.per_seed.len() as f64,
+                    o.per_seed.len()
+                )
+            };
+            let paper = o
+                .paper
+                .as_ref()
+                .map_or(String::new(), |(v, src)| format!("{v} ({src})"));
+            out += &format!(
+                "  {status:<8}{:<96}{measured:>30}  {:<10}{paper}\n",
+                o.name, o.expect
+            );
+        }
+        out += "  (differs: a recorded disagreement with the paper that persists; FAIL*: it no longer does)\n";
+        let failed = self.0.iter().filter(|o| !o.pass).count();
+        let differs = self
+            .0
+            .iter()
+            .filter(|o| o.pass && o.expected == Expected::Differs)
+            .count();
+        out += &format!(
+            "\n  {} passed, {failed} failed ({differs} of the passed are recorded disagreements with the paper)\n",
+            self.0.len() - failed
+        );
+        f.write_str(&out)
+    }
+}

@@ -209,3 +209,35 @@ impl Report {
         }
     }
 }
+
+impl std::fmt::Display for Report {
+    /// The readable table of `tokensel sweep`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = &self.config;
+        let mut seeds: Vec<u64> = self.runs.iter().map(|r| r.seed).collect();
+        seeds.sort_unstable();
+        seeds.dedup();
+        let mut out = format!(
+            "tokensel sweep: d = {}, ||mu|| = {}, rho = {}, n = {}, {} steps, seeds {:?}\n\n  {:>7}{:>12}{:>10}{:>10}{:>12}{:>12}\n",
+            c.d,
+            c.mu_norm,
+            c.rho,
+            c.n_train,
+            c.steps,
+            seeds,
+            "eta",
+            "test mean",
+            "min",
+            "max",
+            "train mean",
+            "clean on R"
+        );
+        for p in &self.points {
+            out += &format!(
+                "  {:>7}{:>12.4}{:>10.4}{:>10.4}{:>12.4}{:>12.4}\n",
+                p.eta, p.test_mean, p.test_min, p.test_max, p.train_mean, p.clean_r_mean
+            );
+        }
+        f.write_str(&out)
+    }
+}

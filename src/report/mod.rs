@@ -1,3 +1,4 @@
-//! Charts (SVG, and PNG through resvg).
+//! Charts (SVG, and PNG through resvg) and the readable run report.
 
 pub mod plot;
+pub mod run;

@@ -1,0 +1,93 @@
+//! Readable tables of run results (the report types of other layers render themselves
+//! through `Display` next to their definitions).
+
+use crate::config::{Group, Mode};
+use crate::io::trajectory::{ByNoise, PerGroup, Summary, TrainerInfo};
+
+fn fmt_row(label: &str, v: Option<PerGroup>) -> String {
+    match v {
+        None => format!("  {label:<22}{:>10}\n", "(none)"),
+        Some(p) => {
+            let cells: String = Group::ALL
+                .iter()
+                .map(|g| format!("{:>12.4}", p.get(*g)))
+                .collect();
+            format!("  {label:<22}{cells}\n")
+        }
+    }
+}
+
+fn group_table(title: &str, by: &ByNoise, n_clean: usize, n_noisy: usize) -> String {
+    let head: String = Group::ALL
+        .iter()
+        .map(|g| format!("{:>12}", g.name()))
+        .collect();
+    format!(
+        "  {title:<22}{head}\n{}{}",
+        fmt_row(&format!("clean ({n_clean})"), by.clean),
+        fmt_row(&format!("noisy ({n_noisy})"), by.noisy)
+    )
+}
+
+fn trainer_name(t: &TrainerInfo) -> String {
+    use crate::arith::Kind;
+    match t.kind {
+        Kind::F64 => "f64".into(),
+        Kind::Mpfr => format!("MPFR {} bits", t.prec_bits),
+        Kind::Predictor => "f64 predictor (53-bit MPFR)".into(),
+    }
+}
+
+/// The readable end-of-run report of `run` and `twin`: a trajectory's summary.
+pub struct RunReport<'a> {
+    /// The summary.
+    pub summary: &'a Summary,
+    /// The trainer that produced it.
+    pub trainer: &'a TrainerInfo,
+}
+
+impl std::fmt::Display for RunReport<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&summary_table(self.summary, self.trainer))
+    }
+}
+
+fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
+    let c = &s.config;
+    let n_clean = c.n_train - s.n_noisy;
+    let mode = match c.mode {
+        Mode::P => "p-mode (W fixed)",
+        Mode::W => "W-mode (p fixed)",
+        Mode::Joint => "joint (p and W trained)",
+    };
+    let mut out = format!(
+        "tokensel {}: {} steps, seed {}, {mode}, {} {:?}\n  d = {}, ||mu|| = {}, T = {}, n = {} ({} noisy), rho = {}, eta = {}, sigma = {}, alpha = {:e}\n\n",
+        if trainer.kind == crate::arith::Kind::F64 {
+            "run"
+        } else {
+            "twin"
+        },
+        s.steps,
+        s.seed,
+        trainer_name(trainer),
+        trainer.formulation,
+        c.d,
+        c.mu_norm,
+        c.layout.tokens,
+        c.n_train,
+        s.n_noisy,
+        c.rho,
+        c.eta,
+        c.sigma,
+        c.step_size
+    );
+    out += &format!(
+        "  train accuracy {:>8.4}   (against observed labels Y)\n  test accuracy  {:>8.4}   (against true labels Y*, {} samples)\n  train loss     {:>8.4}\n\n",
+        s.train_accuracy, s.test_accuracy, c.n_test, s.train_loss
+    );
+    out += &group_table("top-token group", &s.selection, n_clean, s.n_noisy);
+    out += "\n";
+    out += &group_table("mean attention mass", &s.attention, n_clean, s.n_noisy);
+    out += &format!("\n  trajectory digest {}\n", s.trajectory_digest);
+    out
+}
