@@ -437,46 +437,32 @@ fn outputs_are_published_as_a_complete_set() {
         .lines()
         .count();
     assert_eq!(rows, v["checkpoints"].as_array().unwrap().len() + 1);
-    // final state saved although 7 is not a multiple of --save-every 5
     let state = tmp.path().join("s.json");
     let cfg = tmp.path().join("small.toml");
     std::fs::write(&cfg, "d = 20\nn_train = 4\nn_test = 4\n").unwrap();
-    let o = tokensel(&[
-        "twin",
-        "--quiet",
-        "--prec",
-        "64",
-        "--steps",
-        "7",
-        "--save-every",
-        "5",
-        "--state",
-        state.to_str().unwrap(),
-        "--config",
-        cfg.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let saved: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
-    assert_eq!(saved["step"], 7);
-    // a state in a directory that does not exist yet: created, and the state saved
+    // the final state is saved although 7 is not a multiple of --save-every 5; a state in
+    // a directory that does not exist yet: the directory is created, the state saved
     let nested = tmp.path().join("nodir").join("s.json");
-    let o = tokensel(&[
-        "twin",
-        "--quiet",
-        "--prec",
-        "64",
-        "--steps",
-        "4",
-        "--state",
-        nested.to_str().unwrap(),
-        "--config",
-        cfg.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let saved: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&nested).unwrap()).unwrap();
-    assert_eq!(saved["step"], 4);
+    for (path, steps) in [(&state, "7"), (&nested, "4")] {
+        let o = tokensel(&[
+            "twin",
+            "--quiet",
+            "--prec",
+            "64",
+            "--steps",
+            steps,
+            "--save-every",
+            "5",
+            "--state",
+            path.to_str().unwrap(),
+            "--config",
+            cfg.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let saved: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(saved["step"].to_string(), steps);
+    }
 }
 
 /// When score gaps pass MPFR's own exponent range the compare report says the judge is
