@@ -141,3 +141,47 @@ fn compare_detects_update_absorption() {
     // the twin moved by ~1e-22 relative: far below the tolerance, so no saturation verdict
     assert!(!r.saturation.detected);
 }
+
+/// proofs-notes/saturation.md quotes the thresholds that `tokensel saturation` prints on
+/// the default data (sample 0, 60 grid points, 256-bit judge), to two decimals; and the
+/// sweep reports an exactly-zero f64 gradient (no direction: `grad_cosine` None, from
+/// gap ~50 on this data) differently from a merely wrong one.
+#[test]
+fn proofs_notes_quote_what_the_sweep_measures() {
+    let cfg = Config {
+        n_test: 1,
+        ..Config::default()
+    };
+    let data = Dataset::generate(&cfg);
+    let grid = saturation::default_grid(60);
+    let r = saturation::sweep(&data.train, 0, 256, 1e-8, &grid).unwrap();
+    let note = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("proofs-notes/saturation.md"),
+    )
+    .unwrap();
+    let t = |k: &str| r.thresholds[k];
+    for (k, v) in [
+        ("naive.rest over", t("naive.rest").over_tol),
+        ("naive.rest lost", t("naive.rest").all_digits_lost),
+        ("naive.grad over", t("naive.grad").over_tol),
+        ("naive.grad lost", t("naive.grad").all_digits_lost),
+        ("stable.rest over", t("stable.rest").over_tol),
+        ("stable.rest lost", t("stable.rest").all_digits_lost),
+        ("stable.grad over", t("stable.grad").over_tol),
+        ("stable.grad lost", t("stable.grad").all_digits_lost),
+    ] {
+        let shown = format!("{:.2}", v.unwrap());
+        assert!(note.contains(&shown), "{k}: the note does not quote {shown}");
+    }
+    assert!(
+        r.rows
+            .iter()
+            .any(|row| row.gap > 45.0 && row.naive.grad_cosine.is_none()),
+        "an exactly zero naive gradient is reported as such"
+    );
+    assert!(
+        r.rows
+            .iter()
+            .all(|row| row.gap > 40.0 || row.naive.grad_cosine.is_some())
+    );
+}
