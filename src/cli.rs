@@ -52,6 +52,17 @@ enum Command {
     Cost(CostArgs),
     /// Print a config (the default, a preset, or a file with overrides) as TOML.
     Config(ConfigArgs),
+    /// Write a run's exact data (tokens, labels, nu, p(0), W(0)) as NPY, with a manifest.
+    Data(DataArgs),
+}
+
+#[derive(Args, Debug)]
+struct DataArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Directory for the NPY files, config.toml and manifest.json.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -322,6 +333,7 @@ where
         Command::Plot(args) => ok(plot(&args)),
         Command::Saturation(args) => ok(saturation(&args)),
         Command::Config(args) => ok(args.load().map(|c| print!("{}", c.to_toml()))),
+        Command::Data(args) => ok(data(&args)),
     };
     use std::io::Write;
     let _ = std::io::stdout().flush();
@@ -498,6 +510,28 @@ fn twin(args: &TwinArgs) -> Result<()> {
     bar.finish_and_clear();
     report_trajectory(&traj, args.output.out.as_deref(), args.output.json)?;
     finish(t0, None);
+    Ok(())
+}
+
+fn data(args: &DataArgs) -> Result<()> {
+    let cfg = args.config.load()?;
+    check_output_dir(&args.out)?;
+    let data = Dataset::generate(&cfg);
+    let init = crate::train::Params::init(&cfg);
+    let m = crate::io::export::write_data(
+        &cfg,
+        &data,
+        init.p.view(),
+        init.w.as_ref().map(|w| w.view()),
+        &args.out,
+    )?;
+    println!(
+        "wrote {} arrays, config.toml and manifest.json to {} (seed {}, W(0) {})",
+        m.arrays.len(),
+        args.out.display(),
+        m.seed,
+        m.w0
+    );
     Ok(())
 }
 

@@ -171,7 +171,10 @@ fn proofs_notes_quote_what_the_sweep_measures() {
         ("stable.grad lost", t("stable.grad").all_digits_lost),
     ] {
         let shown = format!("{:.2}", v.unwrap());
-        assert!(note.contains(&shown), "{k}: the note does not quote {shown}");
+        assert!(
+            note.contains(&shown),
+            "{k}: the note does not quote {shown}"
+        );
     }
     assert!(
         r.rows
