@@ -13,8 +13,10 @@
 //!   |z_direct - z_span| <= B_tau = 4 (tau + 1) (m_d + 3 m_r) u max_r |x_r| |q|,
 //!
 //! with u the unit roundoff and a factor 4 for the products and sums outside the
-//! kernels. Attention then differs by at most (2 max|dz| + 2 (T + 3) u) s_t (softmax's
-//! log-sensitivity is at most 2, plus the two evaluations' own roundings).
+//! kernels. Attention then differs by at most (2 max|dz| + 2 (|z_t - z_top| + T + 4) u)
+//! s_t: softmax's log-sensitivity to the scores is at most 2, and each evaluation rounds
+//! z_t - z_top (an error of |z_t - z_top| u in the exponent), exp, the sum and the
+//! division (T + 4 roundings; proofs-notes/error-bounds.md, "exp enclosure").
 
 use proptest::prelude::*;
 
@@ -65,8 +67,14 @@ fn lockstep<A: Arith>(cfg: &Config, data: &Dataset, ar: A) -> f64 {
             "{:?} step {step}: |dz| = {dz:e} > B = {bound:e}",
             cfg.mode
         );
-        let ds = 2.0 * dz + 2.0 * (t + 3) as f64 * u;
-        for (sa, sb) in a.s.iter().zip(&b.s) {
+        for (i, (sa, sb)) in a.s.iter().zip(&b.s).enumerate() {
+            let row = &a.z[i / t * t..(i / t + 1) * t];
+            let top = row
+                .iter()
+                .map(|v| ar.to_f64(v))
+                .fold(f64::NEG_INFINITY, f64::max);
+            let spread = (top - ar.to_f64(&a.z[i])).abs();
+            let ds = 2.0 * dz + 2.0 * (spread + (t + 4) as f64) * u;
             let (sa, sb) = (ar.to_f64(sa), ar.to_f64(sb));
             assert!(
                 (sa - sb).abs() <= ds * sa.max(sb) * 1.01 + f64::MIN_POSITIVE,
