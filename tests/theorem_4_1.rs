@@ -11,7 +11,7 @@ fn accuracies(data: &Dataset, cfg: &Config, beta: f64) -> (f64, f64) {
     let mut tr = common::f64_from(cfg, data, &params);
     tr.forward_backward().unwrap();
     let train = tr.checkpoint(Default::default()).train_accuracy;
-    (train, tr.accuracy(&data.test, &tr.q()))
+    (train, tr.test_accuracy(&tr.q()))
 }
 
 /// beta = 0.06 overfits benignly (paper: 1.0 / 1.0), beta = 1 overfits harmfully

@@ -209,11 +209,13 @@ pub fn schedule(steps: u64, per_decade: u32) -> Vec<u64> {
 impl Checkpoint {
     /// Aggregate per-sample states into a checkpoint.
     ///
+    /// `train_accuracy` is the trainer's (the sign of f in its own arithmetic);
     /// `groups[t]` is the group of position t; `y`, `y_true` the training labels.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         step: u64,
         train_loss: f64,
+        train_accuracy: f64,
         test_accuracy: f64,
         q_norm: f64,
         grad_norm: f64,
@@ -223,12 +225,6 @@ impl Checkpoint {
         y: &[i8],
         y_true: &[i8],
     ) -> Checkpoint {
-        let n = samples.len();
-        let correct = samples
-            .iter()
-            .zip(y)
-            .filter(|(s, yi)| crate::arith::Arith::sign(&crate::arith::F64, &s.f) == **yi)
-            .count();
         let aggregate = |noisy: bool, value: &dyn Fn(&SampleState) -> [f64; 4]| {
             let members: Vec<&SampleState> = samples
                 .iter()
@@ -256,7 +252,7 @@ impl Checkpoint {
         Checkpoint {
             step,
             train_loss,
-            train_accuracy: correct as f64 / n as f64,
+            train_accuracy,
             test_accuracy,
             q_norm,
             grad_norm,

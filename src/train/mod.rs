@@ -341,16 +341,13 @@ impl<'a, A: Arith> Trainer<'a, A> {
         }
     }
 
-    /// Accuracy of sign(f) against Y* on `split` at parameters `q`, with f evaluated in
-    /// this arithmetic (its sign, not the sign of f rounded to f64).
-    pub fn accuracy(&self, split: &Split, q: &[A::Real]) -> f64 {
+    /// Test accuracy: the share of test samples whose sign(f) is Y*, at parameters `q`,
+    /// with f evaluated in this arithmetic (its sign, not the sign of f rounded to f64).
+    pub fn test_accuracy(&self, q: &[A::Real]) -> f64 {
         let ar = self.ar;
+        let split: &Split = &self.data.test;
         let (n, t, d) = split.x.dim();
-        let g = if std::ptr::eq(split, &self.data.test) {
-            &self.g_test
-        } else {
-            &self.g_train
-        };
+        let g = &self.g_test;
         let mut correct = vec![0u8; n];
         linalg::for_each_row(&ar, &mut correct, 1, t * d, |i, ok| {
             let mut z = ar.zeros(t);
@@ -422,10 +419,11 @@ impl<'a, A: Arith> Trainer<'a, A> {
             .zip(&self.data.train.y)
             .filter(|(s, y)| model::predict(ar, &s.f) == **y)
             .count();
-        let mut cp = Checkpoint::new(
+        Checkpoint::new(
             self.step,
             ar.to_f64(&self.loss),
-            self.accuracy(&self.data.test, &q),
+            correct as f64 / self.samples.len() as f64,
+            self.test_accuracy(&q),
             ar.norm_f64(&q),
             ar.norm_f64(&self.grad_q()),
             cumulative,
@@ -433,9 +431,7 @@ impl<'a, A: Arith> Trainer<'a, A> {
             &self.data.groups,
             &self.data.train.y,
             &self.data.train.y_true,
-        );
-        cp.train_accuracy = correct as f64 / self.samples.len() as f64;
-        cp
+        )
     }
 
     /// Which trainer this is, for trajectories.
