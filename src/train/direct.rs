@@ -7,7 +7,7 @@
 //! q = W^T p: q_k = sum_m p_m W[m, k], an fma chain over m = 0, 1, ...
 //! ```
 
-use super::Params;
+use super::{Params, Sample};
 use crate::arith::Arith;
 use crate::config::{Formulation, Mode};
 use crate::linalg;
@@ -77,8 +77,7 @@ impl<R: Clone + Send + Sync> Direct<R> {
         tokens: usize,
         s: &[R],
         g: &[R],
-        f: &[R],
-        coef: &[R],
+        samples: &[Sample<R>],
         c: &[R],
     ) {
         let d = self.q.len();
@@ -98,8 +97,8 @@ impl<R: Clone + Send + Sync> Direct<R> {
                         xi,
                         &s[span.clone()],
                         &g[span],
-                        &f[i],
-                        &coef[i],
+                        &samples[i].f,
+                        &samples[i].coef,
                         &mut b,
                         v,
                     );

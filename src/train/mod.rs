@@ -274,9 +274,7 @@ impl<'a, A: Arith> Trainer<'a, A> {
             return Err(self.non_finite("loss", None));
         }
         if let Engine::Direct(e) = &mut self.engine {
-            let f: Vec<A::Real> = self.samples.iter().map(|s| s.f.clone()).collect();
-            let coef: Vec<A::Real> = self.samples.iter().map(|s| s.coef.clone()).collect();
-            e.backward(&ar, form, x, t, &self.s, g, &f, &coef, &self.c);
+            e.backward(&ar, form, x, t, &self.s, g, &self.samples, &self.c);
             if !e.grad_q.iter().all(|v| ar.is_finite(v)) {
                 return Err(self.non_finite("grad_q", None));
             }
