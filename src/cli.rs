@@ -54,6 +54,9 @@ enum Command {
     Config(ConfigArgs),
     /// Write a run's exact data (tokens, labels, nu, p(0), W(0)) as NPY, with a manifest.
     Data(DataArgs),
+    /// Judge another implementation: replay its run in the twin on the exported data and
+    /// locate and diagnose its first error (exit 0 agrees, 1 differs, 2 bad input).
+    Judge(JudgeCmdArgs),
 }
 
 #[derive(Args, Debug)]
@@ -63,6 +66,25 @@ struct DataArgs {
     /// Directory for the NPY files, config.toml and manifest.json.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+struct JudgeCmdArgs {
+    /// The external trajectory (`.json`, or `.npz` with a `header` array): README
+    /// "Check your own implementation".
+    #[arg(value_name = "EXT")]
+    external: PathBuf,
+    /// The `tokensel data` directory the implementation ran on.
+    #[arg(long, value_name = "DIR")]
+    data: PathBuf,
+    #[command(flatten)]
+    judge: JudgeArgs,
+    /// Print exactly one JSON object (the report, with every recorded step) on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -334,6 +356,7 @@ where
         Command::Saturation(args) => ok(saturation(&args)),
         Command::Config(args) => ok(args.load().map(|c| print!("{}", c.to_toml()))),
         Command::Data(args) => ok(data(&args)),
+        Command::Judge(args) => judge(&args),
     };
     use std::io::Write;
     let _ = std::io::stdout().flush();
@@ -533,6 +556,40 @@ fn data(args: &DataArgs) -> Result<()> {
         m.w0
     );
     Ok(())
+}
+
+fn judge(args: &JudgeCmdArgs) -> Result<i32> {
+    check_tol(args.judge.tol)?;
+    let truth = Mpfr::truth(args.judge.prec)?;
+    let ext = crate::io::external::External::read(&args.external)?;
+    let (mut cfg, _) = crate::io::export::verify_data(&args.data)?;
+    ext.check_against(&cfg)?;
+    cfg.steps = *ext.steps.last().expect("checked: steps not empty");
+    crate::train::check_memory(&cfg, truth.kind(), args.judge.prec, Method::Span)?;
+    let t0 = Instant::now();
+    let data = Dataset::generate(&cfg);
+    let bar = progress_bar(cfg.steps, args.quiet);
+    let opts = crate::analysis::judge::Options {
+        prec: args.judge.prec,
+        tol: args.judge.tol,
+    };
+    let report =
+        crate::analysis::judge::judge(&cfg, &data, &ext, opts, &mut |s| bar.set_position(s))?;
+    bar.finish_and_clear();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else {
+        print!("{report}");
+    }
+    finish(t0, None);
+    Ok(if report.within_tolerance {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    })
 }
 
 fn read_text(path: &Path) -> Result<String> {

@@ -44,6 +44,15 @@ pub enum Error {
         /// The size asked for and the limit.
         reason: String,
     },
+    /// Two inputs that must describe the same run do not (an external trajectory's
+    /// shapes or config against a data export, a data export against its manifest).
+    #[error("mismatch: {what}: {reason}")]
+    Mismatch {
+        /// What does not match.
+        what: String,
+        /// How.
+        reason: String,
+    },
     /// A quantity became NaN or infinite during training.
     #[error("non-finite {quantity} at step {step}{}: training stopped", sample_text(.sample))]
     NonFinite {
@@ -74,7 +83,10 @@ impl Error {
     pub fn is_input_error(&self) -> bool {
         matches!(
             self,
-            Error::InvalidConfig { .. } | Error::Parse { .. } | Error::Io { .. }
+            Error::InvalidConfig { .. }
+                | Error::Parse { .. }
+                | Error::Io { .. }
+                | Error::Mismatch { .. }
         )
     }
 

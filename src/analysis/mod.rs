@@ -12,5 +12,6 @@ pub fn exceeds(err: f64, tol: f64) -> bool {
 
 pub mod diff;
 pub mod exact;
+pub mod judge;
 pub mod saturation;
 pub mod theory;

@@ -60,6 +60,63 @@ fn npy<A: WritableElement, D: Dimension>(a: ArrayView<'_, A, D>) -> Vec<u8> {
     bytes
 }
 
+/// One serialised array of the export: name, NumPy dtype, shape and NPY bytes.
+struct Npy {
+    name: &'static str,
+    dtype: &'static str,
+    shape: Vec<usize>,
+    bytes: Vec<u8>,
+}
+
+/// The export's arrays, in file order, serialised in memory.
+fn arrays(data: &Dataset, p0: ArrayView1<'_, f64>, w0: Option<ArrayView2<'_, f64>>) -> Vec<Npy> {
+    let (train, test) = (&data.train, &data.test);
+    let noisy: Array1<bool> = (0..train.len()).map(|i| train.is_noisy(i)).collect();
+    let labels = |y: &[i8]| Array1::from_vec(y.to_vec());
+    let entry = |name, dtype, shape: &[usize], bytes| Npy {
+        name,
+        dtype,
+        shape: shape.to_vec(),
+        bytes,
+    };
+    let mut out = vec![
+        entry("X_train", "float64", train.x.shape(), npy(train.x.view())),
+        entry(
+            "y_train",
+            "int8",
+            &[train.len()],
+            npy(labels(&train.y).view()),
+        ),
+        entry(
+            "y_true_train",
+            "int8",
+            &[train.len()],
+            npy(labels(&train.y_true).view()),
+        ),
+        entry("noisy_train", "bool", &[train.len()], npy(noisy.view())),
+        entry("nu", "float64", data.nu.shape(), npy(data.nu.view())),
+        entry("X_test", "float64", test.x.shape(), npy(test.x.view())),
+        entry(
+            "y_test",
+            "int8",
+            &[test.len()],
+            npy(labels(&test.y_true).view()),
+        ),
+        entry("p0", "float64", p0.shape(), npy(p0)),
+    ];
+    if let Some(w) = w0 {
+        out.push(entry("W0", "float64", w.shape(), npy(w)));
+    }
+    out
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Write the exact arrays of `cfg`'s run (its data set and initial parameters p(0) and
 /// W(0), `None` for the identity) into `dir` (created if missing), each file
 /// atomically, the manifest last.
@@ -74,66 +131,91 @@ pub fn write_data(
         path: dir.to_path_buf(),
         source,
     })?;
-    let (train, test) = (&data.train, &data.test);
-    let noisy: Array1<bool> = (0..train.len()).map(|i| train.is_noisy(i)).collect();
-    let labels = |y: &[i8]| Array1::from_vec(y.to_vec());
-    let mut arrays = BTreeMap::new();
-    let mut put = |name: &str, dtype: &str, shape: &[usize], bytes: Vec<u8>| -> Result<()> {
-        let file = format!("{name}.npy");
-        write_atomic(&dir.join(&file), &bytes)?;
-        let sha256 = Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        arrays.insert(
-            name.to_string(),
+    let w0_name = if w0.is_some() { "W0.npy" } else { "identity" };
+    let mut entries = BTreeMap::new();
+    for a in arrays(data, p0, w0) {
+        let file = format!("{}.npy", a.name);
+        write_atomic(&dir.join(&file), &a.bytes)?;
+        entries.insert(
+            a.name.to_string(),
             ArrayEntry {
                 file,
-                shape: shape.to_vec(),
-                dtype: dtype.into(),
-                sha256,
+                shape: a.shape,
+                dtype: a.dtype.into(),
+                sha256: sha256_hex(&a.bytes),
             },
         );
-        Ok(())
-    };
-    put("X_train", "float64", train.x.shape(), npy(train.x.view()))?;
-    put(
-        "y_train",
-        "int8",
-        &[train.len()],
-        npy(labels(&train.y).view()),
-    )?;
-    put(
-        "y_true_train",
-        "int8",
-        &[train.len()],
-        npy(labels(&train.y_true).view()),
-    )?;
-    put("noisy_train", "bool", &[train.len()], npy(noisy.view()))?;
-    put("nu", "float64", data.nu.shape(), npy(data.nu.view()))?;
-    put("X_test", "float64", test.x.shape(), npy(test.x.view()))?;
-    put(
-        "y_test",
-        "int8",
-        &[test.len()],
-        npy(labels(&test.y_true).view()),
-    )?;
-    put("p0", "float64", p0.shape(), npy(p0))?;
-    let w0 = match w0 {
-        Some(w) => {
-            put("W0", "float64", w.shape(), npy(w))?;
-            "W0.npy"
-        }
-        None => "identity",
-    };
+    }
     write_atomic(&dir.join("config.toml"), cfg.to_toml().as_bytes())?;
     let manifest = Manifest {
         format: DATA_FORMAT.into(),
         seed: cfg.seed,
-        w0: w0.into(),
-        arrays,
+        w0: w0_name.into(),
+        arrays: entries,
     };
     let text = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
     write_atomic(&dir.join("manifest.json"), text.as_bytes())?;
     Ok(manifest)
+}
+
+/// Read a data export back and prove it is the run its `config.toml` describes: the
+/// data regenerated from the config must give, array for array, the manifest's SHA-256,
+/// and so must the NPY files on disk. Returns the validated config.
+pub fn verify_data(dir: &Path) -> Result<(Config, Manifest)> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    let manifest_path = dir.join("manifest.json");
+    let text = std::fs::read_to_string(&manifest_path).map_err(io(&manifest_path))?;
+    let manifest: Manifest = serde_json::from_str(&text).map_err(|e| Error::Parse {
+        what: "data manifest",
+        path: manifest_path.clone(),
+        message: e.to_string(),
+    })?;
+    let mismatch = |what: String, reason: String| Error::Mismatch { what, reason };
+    if manifest.format != DATA_FORMAT {
+        return Err(mismatch(
+            manifest_path.display().to_string(),
+            format!("format `{}`, expected `{DATA_FORMAT}`", manifest.format),
+        ));
+    }
+    let cfg = Config::from_file(&dir.join("config.toml"))?;
+    if cfg.seed != manifest.seed {
+        return Err(mismatch(
+            "config.toml `seed`".into(),
+            format!("{} but the manifest says {}", cfg.seed, manifest.seed),
+        ));
+    }
+    let data = Dataset::generate(&cfg);
+    let init = crate::train::Params::init(&cfg);
+    let ours = arrays(&data, init.p.view(), init.w.as_ref().map(|w| w.view()));
+    let names: Vec<&str> = ours.iter().map(|a| a.name).collect();
+    let listed: Vec<&str> = manifest.arrays.keys().map(String::as_str).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    if sorted != listed {
+        return Err(mismatch(
+            "data manifest".into(),
+            format!("lists arrays {listed:?}; config.toml gives {sorted:?}"),
+        ));
+    }
+    for a in &ours {
+        let entry = &manifest.arrays[a.name];
+        if sha256_hex(&a.bytes) != entry.sha256 {
+            return Err(mismatch(
+                format!("array `{}`", a.name),
+                "the data regenerated from config.toml differs from the manifest's SHA-256 (config.toml edited, or another tokensel version)".into(),
+            ));
+        }
+        let path = dir.join(&entry.file);
+        let bytes = std::fs::read(&path).map_err(io(&path))?;
+        if sha256_hex(&bytes) != entry.sha256 {
+            return Err(mismatch(
+                path.display().to_string(),
+                "the file's SHA-256 differs from the manifest's (the file was changed)".into(),
+            ));
+        }
+    }
+    Ok((cfg, manifest))
 }

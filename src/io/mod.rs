@@ -3,4 +3,5 @@
 //! training works.
 
 pub mod export;
+pub mod external;
 pub mod trajectory;

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""A plain NumPy implementation of tokensel's run, for `tokensel judge` to check.
+
+It reads a `tokensel data` directory (the NPY arrays, config.toml), trains p by full-batch
+gradient descent with W fixed (the paper's first version, p-mode), and writes an
+external trajectory (README "Check your own implementation"):
+
+    python examples/numpy_reference.py DATA_DIR --out EXT.json [--steps N] [--every K]
+        [--float32] [--naive-softmax] [--bug wrong-sign]
+
+--float32        compute everything in float32 (data, parameters, arithmetic).
+--naive-softmax  the textbook softmax gradient c_t = s_t (g_t - f), f = sum_t s_t g_t,
+                 which cancels once s_top rounds to 1 (tokensel's stable form takes
+                 g_top - f from the centred sum instead).
+--bug wrong-sign gradient ascent instead of descent (a deliberately wrong model).
+
+Only NumPy and the standard library are used. The maths is SPEC section 3:
+z = X q, s = softmax(z), f = sum_t s_t <nu, x_t>, L = mean log(1 + exp(-y f)),
+dL/dq = (1/n) sum_i l'(y_i f_i) y_i sum_t s_t (g_t - f_i) x_t with g_t = <nu, x_t>.
+"""
+
+import argparse
+import json
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+
+def load(data_dir: Path, dtype):
+    cfg = tomllib.loads((data_dir / "config.toml").read_text())
+    if cfg.get("mode", "p") != "p":
+        sys.exit(f"numpy_reference.py trains p only (mode = 'p'); the data's config has mode = {cfg['mode']!r}")
+    arr = lambda name: np.load(data_dir / f"{name}.npy")
+    x = arr("X_train").astype(dtype)
+    y = arr("y_train").astype(dtype)
+    nu = arr("nu").astype(dtype)
+    p0 = arr("p0").astype(dtype)
+    w = arr("W0").astype(dtype) if (data_dir / "W0.npy").exists() else None
+    return cfg, x, y, nu, p0, w
+
+
+def forward_backward(x, y, nu, q, naive):
+    """Scores, attention, outputs, loss and dL/dq at q."""
+    n = x.shape[0]
+    z = x @ q                                   # (n, T)
+    top = np.argmax(z, axis=1)
+    e = np.exp(z - z[np.arange(n), top][:, None])
+    s = e / e.sum(axis=1, keepdims=True)
+    g = x @ nu                                  # (n, T): <nu, x_t>
+    f = (s * g).sum(axis=1)
+    if naive:
+        c = s * (g - f[:, None])
+    else:
+        # g_top - f = sum_{t != top} s_t (g_top - g_t): no cancellation of O(1) terms
+        g_top = g[np.arange(n), top]
+        top_minus_f = (s * (g_top[:, None] - g)).sum(axis=1)
+        c = s * ((g - g_top[:, None]) + top_minus_f[:, None])
+    margin = y * f
+    loss = np.logaddexp(0, -margin).mean()
+    lprime = -1 / (1 + np.exp(margin))          # l'(u) = -1 / (1 + e^u)
+    coef = lprime * y / n
+    grad = np.einsum("i,it,itd->d", coef, c, x)
+    return z, s, f, loss, grad
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("data_dir", type=Path)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--steps", type=int, help="number of updates (default: the config's)")
+    ap.add_argument("--every", type=int, default=1, help="record every K steps (and the last)")
+    ap.add_argument("--float32", action="store_true")
+    ap.add_argument("--naive-softmax", action="store_true")
+    ap.add_argument("--bug", choices=["wrong-sign"])
+    args = ap.parse_args()
+
+    dtype = np.float32 if args.float32 else np.float64
+    cfg, x, y, nu, p, w = load(args.data_dir, dtype)
+    steps = cfg["steps"] if args.steps is None else args.steps
+    alpha = dtype(cfg["step_size"])
+    sign = dtype(-1) if args.bug == "wrong-sign" else dtype(1)
+    rec = {k: [] for k in ("steps", "p", "z", "s", "f", "loss", "grad")}
+    for t in range(steps + 1):
+        q = p if w is None else w.T @ p
+        z, s, f, loss, grad = forward_backward(x, y, nu, q, args.naive_softmax)
+        if t % args.every == 0 or t == steps:
+            for k, v in (("steps", t), ("p", p), ("z", z), ("s", s), ("f", f), ("loss", loss), ("grad", grad)):
+                rec[k].append(v.tolist() if isinstance(v, np.ndarray) else float(v) if k != "steps" else v)
+        if t < steps:
+            grad_p = grad if w is None else w @ grad
+            p = p - sign * alpha * grad_p
+
+    name = "numpy_reference.py" + "".join(
+        f" {flag}" for flag, on in (("--float32", args.float32), ("--naive-softmax", args.naive_softmax)) if on
+    ) + (f" --bug {args.bug}" if args.bug else "")
+    out = {
+        "format": "tokensel-external/1",
+        "dtype": np.dtype(dtype).name,
+        "implementation": name,
+        "config": {"seed": cfg["seed"], "step_size": cfg["step_size"], "mode": "p"},
+        **rec,
+    }
+    # NaN and infinities are written as null (JSON has no spelling for them)
+    text = json.dumps(out, allow_nan=True).replace("NaN", "null").replace("-Infinity", "null").replace("Infinity", "null")
+    args.out.write_text(text)
+    print(f"wrote {len(rec['steps'])} recorded steps to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

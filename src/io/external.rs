@@ -1,0 +1,469 @@
+//! The external-trajectory format: what another implementation writes so that
+//! `tokensel judge` can replay its run in the twin and compare.
+//!
+//! Two encodings carry the same content (README "Check your own implementation"):
+//!
+//! * **JSON**: one object with the header keys (`format`, `dtype`, optional
+//!   `implementation` and `config`), `steps` (the recorded step numbers, increasing) and
+//!   any of the quantities below, each a list with one entry per recorded step (nested
+//!   lists for arrays; `null` for a NaN or an infinity, which JSON cannot spell).
+//! * **NPZ** (`np.savez`, compressed or not): the header as an array `header` of uint8
+//!   holding the JSON header's bytes, `steps` as an integer array (k,), and each quantity
+//!   as a float32 or float64 array whose first axis is the recorded step.
+//!
+//! The quantities, at step t (after t updates; the forward pass at the parameters of
+//! step t): `p` (d), `q` = W^T p (d), `W` (d, d, the paper's W, z = X W^T p), the scores
+//! `z` (n, T) and attention `s` (n, T) of the training samples, the outputs `f` (n), the
+//! empirical `loss` (a scalar), and `grad` = dL/dq (d). Any non-empty subset may be
+//! present. Shapes are checked against the run's config by [`External::check_against`].
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use ndarray::{ArrayD, IxDyn};
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+/// Format tag of an external trajectory.
+pub const EXTERNAL_FORMAT: &str = "tokensel-external/1";
+
+/// The floating-point type the external implementation computed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    /// IEEE binary32.
+    Float32,
+    /// IEEE binary64.
+    Float64,
+}
+
+impl Dtype {
+    /// Machine epsilon (NumPy's `finfo(dtype).eps`): 2^-23 or 2^-52.
+    pub fn eps(self) -> f64 {
+        match self {
+            Dtype::Float32 => f64::from(f32::EPSILON),
+            Dtype::Float64 => f64::EPSILON,
+        }
+    }
+
+    /// Unit roundoff u = eps / 2.
+    pub fn unit_roundoff(self) -> f64 {
+        self.eps() / 2.0
+    }
+
+    /// NumPy's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::Float32 => "float32",
+            Dtype::Float64 => "float64",
+        }
+    }
+}
+
+/// A recorded quantity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Quantity {
+    /// The trainable token p (d).
+    #[serde(rename = "p")]
+    P,
+    /// q = W^T p (d).
+    #[serde(rename = "q")]
+    Q,
+    /// The key-query matrix W (d, d).
+    #[serde(rename = "W")]
+    W,
+    /// Scores z (n, T).
+    #[serde(rename = "z")]
+    Z,
+    /// Attention s (n, T).
+    #[serde(rename = "s")]
+    S,
+    /// Outputs f (n).
+    #[serde(rename = "f")]
+    F,
+    /// Empirical loss (scalar).
+    #[serde(rename = "loss")]
+    Loss,
+    /// dL/dq (d).
+    #[serde(rename = "grad")]
+    Grad,
+}
+
+impl Quantity {
+    /// Every quantity, in report order.
+    pub const ALL: [Quantity; 8] = [
+        Quantity::P,
+        Quantity::Q,
+        Quantity::W,
+        Quantity::Z,
+        Quantity::S,
+        Quantity::F,
+        Quantity::Loss,
+        Quantity::Grad,
+    ];
+
+    /// The key in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Quantity::P => "p",
+            Quantity::Q => "q",
+            Quantity::W => "W",
+            Quantity::Z => "z",
+            Quantity::S => "s",
+            Quantity::F => "f",
+            Quantity::Loss => "loss",
+            Quantity::Grad => "grad",
+        }
+    }
+
+    /// The quantity with this key.
+    pub fn from_name(name: &str) -> Option<Quantity> {
+        Quantity::ALL.into_iter().find(|q| q.name() == name)
+    }
+
+    /// Shape of one step's value under `cfg`.
+    pub fn shape(self, cfg: &Config) -> Vec<usize> {
+        let (n, t, d) = (cfg.n_train, cfg.tokens(), cfg.d);
+        match self {
+            Quantity::P | Quantity::Q | Quantity::Grad => vec![d],
+            Quantity::W => vec![d, d],
+            Quantity::Z | Quantity::S => vec![n, t],
+            Quantity::F => vec![n],
+            Quantity::Loss => vec![],
+        }
+    }
+}
+
+/// The header of an external trajectory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Header {
+    /// Always [`EXTERNAL_FORMAT`].
+    pub format: String,
+    /// The dtype the implementation computed in.
+    pub dtype: Dtype,
+    /// Free text naming the implementation.
+    #[serde(default)]
+    pub implementation: Option<String>,
+    /// Config values the implementation used, by tokensel config key (e.g. `step_size`,
+    /// `mode`, `seed`); each must equal the data's config.
+    #[serde(default)]
+    pub config: BTreeMap<String, serde_json::Value>,
+}
+
+/// One recorded quantity: its values at every recorded step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Shape of one step's value, as found in the file.
+    pub shape: Vec<usize>,
+    /// Row-major values, one vector per recorded step.
+    pub values: Vec<Vec<f64>>,
+}
+
+/// An external trajectory, read and checked for internal consistency.
+#[derive(Debug, Clone, PartialEq)]
+pub struct External {
+    /// The header.
+    pub header: Header,
+    /// Recorded steps, strictly increasing.
+    pub steps: Vec<u64>,
+    /// The recorded quantities (at least one).
+    pub series: BTreeMap<Quantity, Series>,
+}
+
+fn bad(path: &Path, message: impl Into<String>) -> Error {
+    Error::Parse {
+        what: "external trajectory",
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+/// Flatten a nested JSON list into row-major values and a shape (`null` reads as NaN).
+fn flatten(
+    v: &serde_json::Value,
+    shape: &mut Vec<usize>,
+    depth: usize,
+    out: &mut Vec<f64>,
+) -> std::result::Result<(), String> {
+    match v {
+        serde_json::Value::Array(items) => {
+            if shape.len() == depth {
+                shape.push(items.len());
+            } else if shape.len() < depth || shape[depth] != items.len() {
+                return Err("nested lists of different lengths (not a rectangular array)".into());
+            }
+            items
+                .iter()
+                .try_for_each(|x| flatten(x, shape, depth + 1, out))
+        }
+        serde_json::Value::Number(x) => {
+            if shape.len() != depth {
+                return Err("a number where a list was expected".into());
+            }
+            out.push(x.as_f64().ok_or("number out of range")?);
+            Ok(())
+        }
+        serde_json::Value::Null if shape.len() == depth => {
+            out.push(f64::NAN);
+            Ok(())
+        }
+        _ => Err(format!("expected a number, null or a list, found {v}")),
+    }
+}
+
+impl External {
+    /// Read an external trajectory, JSON or NPZ (by extension, `.npz` for NPZ).
+    pub fn read(path: &Path) -> Result<External> {
+        let io = |source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if path.is_dir() {
+            return Err(io(std::io::Error::other("is a directory, expected a file")));
+        }
+        let ext = match path.extension().and_then(|e| e.to_str()) {
+            Some(e) if e.eq_ignore_ascii_case("npz") => External::read_npz(path)?,
+            _ => {
+                let text = std::fs::read_to_string(path).map_err(io)?;
+                External::from_json(&text, path)?
+            }
+        };
+        ext.check_consistency(path)?;
+        Ok(ext)
+    }
+
+    /// Parse the JSON encoding (`path` is only used in messages).
+    pub fn from_json(text: &str, path: &Path) -> Result<External> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| bad(path, e.to_string()))?;
+        let serde_json::Value::Object(mut map) = value else {
+            return Err(bad(path, "expected a JSON object"));
+        };
+        let steps = map
+            .remove("steps")
+            .ok_or_else(|| bad(path, "missing `steps`"))?;
+        let steps: Vec<u64> = serde_json::from_value(steps).map_err(|e| {
+            bad(
+                path,
+                format!("`steps`: {e} (expected non-negative integers)"),
+            )
+        })?;
+        let mut series = BTreeMap::new();
+        let keys: Vec<String> = map.keys().cloned().collect();
+        for key in keys {
+            let Some(q) = Quantity::from_name(&key) else {
+                continue;
+            };
+            let v = map.remove(&key).expect("key listed");
+            let serde_json::Value::Array(per_step) = v else {
+                return Err(bad(
+                    path,
+                    format!("`{key}`: expected a list with one entry per recorded step"),
+                ));
+            };
+            let mut shape = Vec::new();
+            let mut values = Vec::with_capacity(per_step.len());
+            for (k, entry) in per_step.iter().enumerate() {
+                let mut s = Vec::new();
+                let mut out = Vec::new();
+                flatten(entry, &mut s, 0, &mut out)
+                    .map_err(|m| bad(path, format!("`{key}` at index {k}: {m}")))?;
+                if k > 0 && s != shape {
+                    return Err(bad(
+                        path,
+                        format!("`{key}`: shape {s:?} at index {k}, {shape:?} before"),
+                    ));
+                }
+                shape = s;
+                values.push(out);
+            }
+            series.insert(q, Series { shape, values });
+        }
+        let header: Header = serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
+            bad(path, format!("{e} (header keys: format, dtype, implementation, config; quantities: p, q, W, z, s, f, loss, grad)"))
+        })?;
+        Ok(External {
+            header,
+            steps,
+            series,
+        })
+    }
+
+    fn read_npz(path: &Path) -> Result<External> {
+        use ndarray_npy::NpzReader;
+        let file = std::fs::File::open(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut npz = NpzReader::new(file).map_err(|e| bad(path, e.to_string()))?;
+        let names = npz.names().map_err(|e| bad(path, e.to_string()))?;
+        let header: ArrayD<u8> = npz
+            .by_name("header")
+            .map_err(|e| bad(path, format!("array `header` (uint8 JSON bytes): {e}")))?;
+        let header: Header = serde_json::from_slice(&header.iter().copied().collect::<Vec<u8>>())
+            .map_err(|e| bad(path, format!("header: {e}")))?;
+        let steps: Vec<u64> = match npz.by_name::<ndarray::OwnedRepr<i64>, IxDyn>("steps") {
+            Ok(a) => a
+                .iter()
+                .map(|&s| {
+                    u64::try_from(s).map_err(|_| bad(path, format!("`steps`: negative step {s}")))
+                })
+                .collect::<Result<_>>()?,
+            Err(_) => npz
+                .by_name::<ndarray::OwnedRepr<u64>, IxDyn>("steps")
+                .map_err(|e| bad(path, format!("array `steps` (int64 or uint64): {e}")))?
+                .iter()
+                .copied()
+                .collect(),
+        };
+        let mut series = BTreeMap::new();
+        for name in names {
+            if name == "header" || name == "steps" {
+                continue;
+            }
+            let Some(q) = Quantity::from_name(&name) else {
+                return Err(bad(
+                    path,
+                    format!("unknown array `{name}` (quantities: p, q, W, z, s, f, loss, grad)"),
+                ));
+            };
+            let a: ArrayD<f64> = match npz.by_name::<ndarray::OwnedRepr<f64>, IxDyn>(&name) {
+                Ok(a) => a,
+                Err(_) => npz
+                    .by_name::<ndarray::OwnedRepr<f32>, IxDyn>(&name)
+                    .map_err(|e| bad(path, format!("array `{name}` (float32 or float64): {e}")))?
+                    .mapv(f64::from),
+            };
+            let Some((&k, shape)) = a.shape().split_first() else {
+                return Err(bad(
+                    path,
+                    format!(
+                        "array `{name}` is 0-dimensional; its first axis must be the recorded step"
+                    ),
+                ));
+            };
+            let a = a.as_standard_layout();
+            let flat = a.as_slice().expect("standard layout");
+            let len: usize = shape.iter().product();
+            let values = (0..k)
+                .map(|i| flat[i * len..(i + 1) * len].to_vec())
+                .collect();
+            series.insert(
+                q,
+                Series {
+                    shape: shape.to_vec(),
+                    values,
+                },
+            );
+        }
+        Ok(External {
+            header,
+            steps,
+            series,
+        })
+    }
+
+    /// The file's own consistency: format tag, increasing steps, at least one quantity,
+    /// one entry per step in each.
+    fn check_consistency(&self, path: &Path) -> Result<()> {
+        if self.header.format != EXTERNAL_FORMAT {
+            return Err(bad(
+                path,
+                format!(
+                    "format `{}`, expected `{EXTERNAL_FORMAT}`",
+                    self.header.format
+                ),
+            ));
+        }
+        if self.steps.is_empty() {
+            return Err(bad(path, "`steps` is empty"));
+        }
+        if let Some(w) = self.steps.windows(2).find(|w| w[0] >= w[1]) {
+            return Err(bad(
+                path,
+                format!("`steps` must increase strictly ({} then {})", w[0], w[1]),
+            ));
+        }
+        if self.series.is_empty() {
+            return Err(bad(
+                path,
+                "no quantity recorded (any of p, q, W, z, s, f, loss, grad)",
+            ));
+        }
+        for (q, s) in &self.series {
+            if s.values.len() != self.steps.len() {
+                return Err(bad(
+                    path,
+                    format!(
+                        "`{}` has {} entries for {} steps",
+                        q.name(),
+                        s.values.len(),
+                        self.steps.len()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Check every quantity's shape against `cfg` (the data's config), and the header's
+    /// config values against `cfg`'s.
+    pub fn check_against(&self, cfg: &Config) -> Result<()> {
+        for (q, s) in &self.series {
+            let want = q.shape(cfg);
+            if s.shape != want {
+                return Err(Error::Mismatch {
+                    what: format!("quantity `{}`", q.name()),
+                    reason: format!(
+                        "shape {:?} per step, the data's config gives {want:?}",
+                        s.shape
+                    ),
+                });
+            }
+        }
+        let ours = serde_json::to_value(cfg).expect("config serialises");
+        for (key, theirs) in &self.header.config {
+            let Some(mine) = ours.get(key) else {
+                return Err(Error::Mismatch {
+                    what: format!("header config `{key}`"),
+                    reason: "not a tokensel config key".into(),
+                });
+            };
+            if !same_value(mine, theirs) {
+                return Err(Error::Mismatch {
+                    what: format!("header config `{key}`"),
+                    reason: format!(
+                        "the implementation used {theirs}, the data's config.toml has {mine}"
+                    ),
+                });
+            }
+        }
+        if let Some(&last) = self.steps.last()
+            && last > cfg.steps
+        {
+            return Err(Error::Mismatch {
+                what: "steps".into(),
+                reason: format!(
+                    "step {last} recorded, the data's config runs {} steps",
+                    cfg.steps
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// JSON equality with numbers compared as f64 and objects compared on the keys given.
+fn same_value(mine: &serde_json::Value, theirs: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (mine, theirs) {
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        (Value::Object(a), Value::Object(b)) => b
+            .iter()
+            .all(|(k, v)| a.get(k).is_some_and(|m| same_value(m, v))),
+        _ => mine == theirs,
+    }
+}
