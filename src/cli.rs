@@ -57,6 +57,67 @@ enum Command {
     /// Judge another implementation: replay its run in the twin on the exported data and
     /// locate and diagnose its first error (exit 0 agrees, 1 differs, 2 bad input).
     Judge(JudgeCmdArgs),
+    /// Run a grid of configs over seeds (heat maps, label-noise map), sharded or whole;
+    /// `grid merge DIR` reduces the cell files into tables and heat maps.
+    Grid(GridArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct GridArgs {
+    #[command(subcommand)]
+    action: Option<GridAction>,
+    /// Base config (a TOML file over the preset), for a grid built from `--set`.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// A grid preset (heatmap-v1, heatmap-final, label-noise-map), or a config preset
+    /// as the base of a grid built from `--set`.
+    #[arg(long, value_name = "NAME")]
+    preset: Option<String>,
+    /// A grid TOML: `preset`, `seeds`, `steps`, `[config]` overrides, `[axes]`.
+    #[arg(long, value_name = "FILE")]
+    grid: Option<PathBuf>,
+    /// An axis: `key=a:b:step` (inclusive) or `key=v1,v2,...`; repeatable; replaces the
+    /// grid's axis of that key.
+    #[arg(long = "set", value_name = "KEY=VALUES")]
+    set: Vec<String>,
+    /// Seeds: a range a..b (b excluded) or a list s1,s2,...
+    #[arg(long, value_name = "SEEDS", value_parser = crate::experiments::claims::parse_seeds)]
+    seeds: Option<Vec<u64>>,
+    /// Override the number of steps of every cell.
+    #[arg(long, value_name = "N")]
+    steps: Option<u64>,
+    /// Override the step method of every cell.
+    #[arg(long, value_name = "direct|span", value_parser = parse_method)]
+    method: Option<Method>,
+    /// Run only shard K of N (1 <= K <= N): every N-th cell from the K-th; merge later
+    /// with `grid merge DIR`.
+    #[arg(long, value_name = "K/N", value_parser = crate::experiments::grid::parse_shard)]
+    shard: Option<(usize, usize)>,
+    /// The grid directory (grid.json, cells/, and the merged tables and plots).
+    #[arg(long, value_name = "DIR", required = true)]
+    out: Option<PathBuf>,
+    /// Print the merged summary as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum GridAction {
+    /// Merge a grid directory's cell files into grid.csv, summary.csv, summary.json and
+    /// the heat maps (byte-identical however the cells were sharded); exit 1 while runs
+    /// are missing.
+    Merge {
+        /// The grid directory.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// Print the summary as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -357,6 +418,7 @@ where
         Command::Config(args) => ok(args.load().map(|c| print!("{}", c.to_toml()))),
         Command::Data(args) => ok(data(&args)),
         Command::Judge(args) => judge(&args),
+        Command::Grid(args) => grid(&args),
     };
     use std::io::Write;
     let _ = std::io::stdout().flush();
@@ -590,6 +652,159 @@ fn judge(args: &JudgeCmdArgs) -> Result<i32> {
     } else {
         EXIT_FAILED
     })
+}
+
+/// The grid of `args`: a grid TOML, a grid preset, or a base config; then `--set`,
+/// `--seeds`, `--steps`, `--method`. Every cell is validated here.
+fn grid_spec(args: &GridArgs) -> Result<crate::experiments::grid::Spec> {
+    use crate::experiments::grid::{Axis, GRID_FORMAT, GridPreset, Spec, parse_values};
+    let grid_preset = args.preset.as_deref().and_then(GridPreset::from_name);
+    let mut spec = match (&args.grid, grid_preset) {
+        (Some(_), Some(_)) => {
+            return Err(Error::config(
+                "grid",
+                "give --grid FILE or a grid --preset, not both",
+            ));
+        }
+        (Some(path), None) if args.preset.is_none() && args.config.is_none() => {
+            Spec::from_toml(&read_text(path)?, path)?
+        }
+        (None, Some(p)) if args.config.is_none() => Spec::from_toml(p.toml(), Path::new(p.name()))?,
+        (None, None) => {
+            let base = ConfigArgs {
+                config: args.config.clone(),
+                preset: args.preset.clone(),
+                seed: None,
+                steps: None,
+                method: None,
+            }
+            .load()?;
+            Spec {
+                format: GRID_FORMAT.into(),
+                name: "custom".into(),
+                seeds: vec![base.seed],
+                base,
+                axes: Vec::new(),
+            }
+        }
+        _ => {
+            return Err(Error::config(
+                "grid",
+                "--config and a config --preset build a grid from --set; a grid TOML or grid preset carries its own base config",
+            ));
+        }
+    };
+    for text in &args.set {
+        let (key, values) = text
+            .split_once('=')
+            .ok_or_else(|| Error::config("set", format!("`{text}` is not KEY=VALUES")))?;
+        let values = parse_values(values).map_err(|m| Error::config(key.trim(), m))?;
+        let axis = Axis {
+            key: key.trim().to_string(),
+            values,
+        };
+        match spec.axes.iter_mut().find(|a| a.key == axis.key) {
+            Some(a) => *a = axis,
+            None => spec.axes.push(axis),
+        }
+    }
+    if let Some(seeds) = &args.seeds {
+        spec.seeds = seeds.clone();
+    }
+    if let Some(steps) = args.steps {
+        spec.base.steps = steps;
+    }
+    if let Some(method) = args.method {
+        spec.base.method = method;
+    }
+    spec.base.validate()?;
+    spec.cells()?;
+    Ok(spec)
+}
+
+fn grid(args: &GridArgs) -> Result<i32> {
+    use crate::experiments::grid;
+    if let Some(GridAction::Merge { dir, json }) = &args.action {
+        return grid_merge(dir, *json);
+    }
+    let dir = args.out.as_deref().expect("clap requires --out");
+    let spec = grid_spec(args)?;
+    let cells = spec.cells()?;
+    check_output_dir(dir)?;
+    if dir.join("grid.json").exists() && grid::Spec::read(dir)? != spec {
+        return Err(Error::Mismatch {
+            what: dir.join("grid.json").display().to_string(),
+            reason: "the directory holds another grid (other base config, axes or seeds); use a new --out".into(),
+        });
+    }
+    spec.write(dir)?;
+    let mine = match args.shard {
+        Some(s) => grid::shard(cells, s),
+        None => cells,
+    };
+    let t0 = Instant::now();
+    let bar = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        let bar = ProgressBar::new(mine.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:40}] {pos}/{len} runs ({eta} left)",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        bar
+    };
+    let ran = grid::run_cells(dir, &mine, &|done| bar.set_position(done as u64))?;
+    bar.finish_and_clear();
+    eprintln!(
+        "ran {ran} of {} runs ({} already done) in {:.1} s",
+        mine.len(),
+        mine.len() - ran,
+        t0.elapsed().as_secs_f64()
+    );
+    match args.shard {
+        Some((k, n)) => {
+            println!(
+                "shard {k}/{n}: {} runs in {}; merge with `tokensel grid merge {}`",
+                mine.len(),
+                dir.join("cells").display(),
+                dir.display()
+            );
+            Ok(EXIT_OK)
+        }
+        None => grid_merge(dir, args.json),
+    }
+}
+
+fn grid_merge(dir: &Path, json: bool) -> Result<i32> {
+    let summary = crate::experiments::grid::merge(dir)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&summary).expect("summary serialises")
+        );
+    } else {
+        print!("{summary}");
+        println!(
+            "wrote grid.csv, summary.csv, summary.json{} to {}",
+            if summary.axes.len() == 2 {
+                ", heatmap.svg, heatmap.png"
+            } else {
+                ""
+            },
+            dir.display()
+        );
+    }
+    if summary.runs_missing > 0 {
+        eprintln!(
+            "{} runs have no cell file yet: the merge is partial",
+            summary.runs_missing
+        );
+        return Ok(EXIT_FAILED);
+    }
+    Ok(EXIT_OK)
 }
 
 fn read_text(path: &Path) -> Result<String> {

@@ -68,6 +68,12 @@ pub struct Dataset {
 impl Dataset {
     /// Draw the data set of `cfg` from its seeded streams. `cfg` must be validated.
     pub fn generate(cfg: &Config) -> Dataset {
+        Dataset::generate_cached(cfg, None)
+    }
+
+    /// [`Dataset::generate`], taking the test tokens' noise from `cache` where it holds
+    /// it (the same bits).
+    pub fn generate_cached(cfg: &Config, cache: Option<&NoiseCache>) -> Dataset {
         let (mu_pos, mu_neg) = signals(cfg);
         let nu = Array1::from_vec(model::head(
             &F64,
@@ -108,7 +114,16 @@ impl Dataset {
         for &i in &flipped {
             y[i] = -y[i];
         }
-        let train = draw_split(cfg, Stream::TrainTokens, y_true, y, &mu_pos, &mu_neg, &nu);
+        let train = draw_split(
+            cfg,
+            Stream::TrainTokens,
+            y_true,
+            y,
+            &mu_pos,
+            &mu_neg,
+            &nu,
+            None,
+        );
 
         let mut test_labels = rng::stream(cfg.seed, Stream::TestLabels);
         let y_test: Vec<i8> = (0..cfg.n_test).map(|_| coin(&mut test_labels)).collect();
@@ -120,6 +135,7 @@ impl Dataset {
             &mu_pos,
             &mu_neg,
             &nu,
+            cache,
         );
         Dataset {
             mu_pos,
@@ -172,6 +188,64 @@ fn signals(cfg: &Config) -> (Array1<f64>, Array1<f64>) {
     }
 }
 
+/// Unit Gaussian noise of one split's tokens, drawn row by row (one row = one token's
+/// d values, each row starting a fresh Box-Muller pair) from the split's stream.
+fn unit_noise(seed: u64, stream: Stream, rows: usize, d: usize, out: &mut [f64]) {
+    let mut rng = rng::stream(seed, stream);
+    for row in out.chunks_exact_mut(d).take(rows) {
+        rng::fill_normal(&mut rng, 1.0, row);
+    }
+}
+
+/// Recently drawn unit noise, shared between runs that differ only in what does not
+/// change the noise (||mu||, rho, eta, step size, ...): a grid's cells over ||mu|| at one
+/// d and seed draw their test set once. Bit-identical to drawing it again: fill_normal
+/// computes sigma * a, and so does the scaling of a cached a.
+#[derive(Debug)]
+pub struct NoiseCache {
+    entries: std::sync::Mutex<std::collections::VecDeque<(NoiseKey, std::sync::Arc<Vec<f64>>)>>,
+    capacity: usize,
+}
+
+/// What the unit noise of a split depends on.
+type NoiseKey = (u64, u64, usize, usize);
+
+impl NoiseCache {
+    /// A cache of the `capacity` most recent noise arrays.
+    pub fn new(capacity: usize) -> NoiseCache {
+        NoiseCache {
+            entries: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            capacity: capacity.max(1),
+        }
+    }
+
+    fn get(&self, seed: u64, stream: Stream, rows: usize, d: usize) -> std::sync::Arc<Vec<f64>> {
+        let key = (seed, stream as u64, rows, d);
+        let hit = {
+            let entries = self.entries.lock().expect("cache lock");
+            entries
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.clone())
+        };
+        if let Some(v) = hit {
+            return v;
+        }
+        let mut noise = vec![0.0; rows * d];
+        unit_noise(seed, stream, rows, d, &mut noise);
+        let noise = std::sync::Arc::new(noise);
+        let mut entries = self.entries.lock().expect("cache lock");
+        if !entries.iter().any(|(k, _)| *k == key) {
+            if entries.len() == self.capacity {
+                entries.pop_front();
+            }
+            entries.push_back((key, noise.clone()));
+        }
+        noise
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn draw_split(
     cfg: &Config,
     stream: Stream,
@@ -180,11 +254,18 @@ fn draw_split(
     mu_pos: &Array1<f64>,
     mu_neg: &Array1<f64>,
     nu: &Array1<f64>,
+    cache: Option<&NoiseCache>,
 ) -> Split {
     let (n, t_len, d) = (y.len(), cfg.layout.tokens, cfg.d);
     let groups = cfg.layout.groups();
-    let mut rng = rng::stream(cfg.seed, stream);
     let mut x = Array3::<f64>::zeros((n, t_len, d));
+    {
+        let flat = x.as_slice_mut().expect("standard layout");
+        match cache {
+            Some(c) => flat.copy_from_slice(&c.get(cfg.seed, stream, n * t_len, d)),
+            None => unit_noise(cfg.seed, stream, n * t_len, d, flat),
+        }
+    }
     let nu = nu.as_slice().expect("contiguous");
     for (i, yt) in y_true.iter().enumerate() {
         let (same, other) = if *yt > 0 {
@@ -195,7 +276,7 @@ fn draw_split(
         for (t, group) in groups.iter().enumerate() {
             let mut row = x.slice_mut(ndarray::s![i, t, ..]);
             let row = row.as_slice_mut().expect("contiguous");
-            rng::fill_normal(&mut rng, cfg.sigma, row);
+            row.iter_mut().for_each(|v| *v *= cfg.sigma);
             let signal = match group {
                 Group::R => Some((1.0, same)),
                 Group::WSame => Some((cfg.rho, same)),

@@ -2,4 +2,5 @@
 
 pub mod claims;
 pub mod cost;
+pub mod grid;
 pub mod sweep;

@@ -1,4 +1,5 @@
 //! Charts (SVG, and PNG through resvg) and the readable run report.
 
+pub mod heatmap;
 pub mod plot;
 pub mod run;

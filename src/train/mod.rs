@@ -342,12 +342,19 @@ impl<'a, A: Arith> Trainer<'a, A> {
     /// Test accuracy: the share of test samples whose sign(f) is Y*, at parameters `q`,
     /// with f evaluated in this arithmetic (its sign, not the sign of f rounded to f64).
     pub fn test_accuracy(&self, q: &[A::Real]) -> f64 {
+        self.test_metrics(q).0
+    }
+
+    /// Test accuracy (as [`Trainer::test_accuracy`]) and test loss (the mean logistic
+    /// loss of Y* f over the test set, each term evaluated in this arithmetic and
+    /// rounded, summed in f64 in sample order).
+    pub fn test_metrics(&self, q: &[A::Real]) -> (f64, f64) {
         let ar = self.ar;
         let split: &Split = &self.data.test;
         let (n, t, d) = split.x.dim();
         let g = &self.g_test;
-        let mut correct = vec![0u8; n];
-        linalg::for_each_row(&ar, &mut correct, 1, t * d, |i, ok| {
+        let mut out = vec![(0u8, 0.0f64); n];
+        linalg::for_each_row(&ar, &mut out, 1, t * d, |i, res| {
             let mut z = ar.zeros(t);
             let mut s = ar.zeros(t);
             let mut att = Attention::new(&ar);
@@ -355,9 +362,18 @@ impl<'a, A: Arith> Trainer<'a, A> {
             model::scores(&ar, split.tokens(i), q, &mut z);
             model::softmax(&ar, &z, &mut s, self.form, &mut att);
             model::output(&ar, &s, &g[i * t..(i + 1) * t], att.top, self.form, &mut f);
-            ok[0] = u8::from(model::predict(&ar, &f) == split.y_true[i]);
+            let y = split.y_true[i];
+            let mut margin = f.clone();
+            if y < 0 {
+                ar.neg(&mut margin);
+            }
+            let mut l = ar.zero();
+            model::loss(&ar, &margin, &mut l);
+            res[0] = (u8::from(model::predict(&ar, &f) == y), ar.to_f64(&l));
         });
-        correct.iter().map(|&c| c as usize).sum::<usize>() as f64 / n as f64
+        let correct = out.iter().map(|r| r.0 as usize).sum::<usize>();
+        let loss = out.iter().map(|r| r.1).sum::<f64>() / n as f64;
+        (correct as f64 / n as f64, loss)
     }
 
     /// Group masses of training sample `i`, summed in this arithmetic in token order.

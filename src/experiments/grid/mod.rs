@@ -1,0 +1,503 @@
+//! `tokensel grid`: the cartesian product of config values, each cell a full run, over
+//! seeds; sharded execution with one atomic result file per cell and seed; a merge
+//! whose output does not depend on how the work was split.
+//!
+//! A grid directory holds `grid.json` (the spec: base config, axes, seeds), `cells/`
+//! (one `HASH.json` per cell and seed, HASH = the first 16 hex digits of the SHA-256 of
+//! the cell's full config as TOML), and after a merge `grid.csv` (one row per cell and
+//! seed), `summary.csv` and `summary.json` (reduced over seeds), and the heat maps.
+
+pub mod cell;
+pub mod figure;
+pub mod reduce;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::config::{Config, Preset};
+use crate::data::NoiseCache;
+use crate::error::{Error, Result};
+use crate::io::trajectory::write_atomic;
+
+/// Format tag of `grid.json`.
+pub const GRID_FORMAT: &str = "tokensel-grid/1";
+/// Format tag of a cell file.
+pub const CELL_FORMAT: &str = "tokensel-cell/1";
+/// Most cells (times seeds) one grid may hold.
+pub const MAX_RUNS: usize = 100_000;
+
+/// One varied config key and its values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Axis {
+    /// Config key, dotted for nested tables (e.g. `layout.relevant`).
+    pub key: String,
+    /// Values, in order.
+    pub values: Vec<f64>,
+}
+
+/// A grid: the base config, the axes and the seeds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spec {
+    /// Always [`GRID_FORMAT`].
+    pub format: String,
+    /// Name (a preset's, or `custom`).
+    pub name: String,
+    /// The config every cell starts from.
+    pub base: Config,
+    /// The axes, outermost first.
+    pub axes: Vec<Axis>,
+    /// Seeds, innermost.
+    pub seeds: Vec<u64>,
+}
+
+/// One run of the grid: axis values and seed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    /// Position in the grid's order.
+    pub index: usize,
+    /// One value per axis.
+    pub point: Vec<f64>,
+    /// The seed.
+    pub seed: u64,
+    /// The full config.
+    pub config: Config,
+    /// File stem: hash of the config.
+    pub hash: String,
+}
+
+/// A cell file: the cell's config and its metrics or its failure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellFile {
+    /// Always [`CELL_FORMAT`].
+    pub format: String,
+    /// Axis values.
+    pub point: Vec<f64>,
+    /// Seed.
+    pub seed: u64,
+    /// The full config.
+    pub config: Config,
+    /// The result: metrics, or the error that stopped or refused the run.
+    pub outcome: Outcome,
+}
+
+/// How a cell ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// It ran to the end.
+    Ok(Box<cell::Metrics>),
+    /// It stopped (non-finite value) or was refused (too large).
+    Failed(String),
+}
+
+/// Grid presets (SPEC 2c, 2d; proofs-notes/grid.md gives the sources).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GridPreset {
+    /// First-version heat maps: d in 250..5000 step 250, ||mu|| in 5..100 step 5,
+    /// balanced setting otherwise, 1000 steps.
+    HeatmapV1,
+    /// Final-version heat map: d = 250 + 125 i, ||mu|| = 5 + 2.5 j (39 x 39), the
+    /// official-final preset (joint W and p).
+    HeatmapFinal,
+    /// (eta x rho) at d = 6000, ||mu|| = 100, the official label-noise script's rules.
+    LabelNoiseMap,
+}
+
+impl GridPreset {
+    /// Every preset.
+    pub const ALL: [GridPreset; 3] = [
+        GridPreset::HeatmapV1,
+        GridPreset::HeatmapFinal,
+        GridPreset::LabelNoiseMap,
+    ];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            GridPreset::HeatmapV1 => "heatmap-v1",
+            GridPreset::HeatmapFinal => "heatmap-final",
+            GridPreset::LabelNoiseMap => "label-noise-map",
+        }
+    }
+
+    /// The preset with this name.
+    pub fn from_name(name: &str) -> Option<GridPreset> {
+        GridPreset::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// Its grid TOML.
+    pub fn toml(self) -> &'static str {
+        match self {
+            GridPreset::HeatmapV1 => include_str!("../../presets/grids/heatmap_v1.toml"),
+            GridPreset::HeatmapFinal => include_str!("../../presets/grids/heatmap_final.toml"),
+            GridPreset::LabelNoiseMap => {
+                include_str!("../../presets/grids/label_noise_map.toml")
+            }
+        }
+    }
+}
+
+/// Parse axis values: `a:b:step` (a, a + step, ... up to b inclusive, each rounded to
+/// the decimals written) or a list `v1,v2,...`.
+pub fn parse_values(text: &str) -> std::result::Result<Vec<f64>, String> {
+    let bad = || format!("`{text}` is not a range a:b:step or a list v1,v2,...");
+    let num = |s: &str| s.trim().parse::<f64>().ok().filter(|v| v.is_finite());
+    let parts: Vec<&str> = text.split(':').collect();
+    let values: Vec<f64> = match parts.as_slice() {
+        [a, b, step] => {
+            let (a_v, b_v, s_v) = (
+                num(a).ok_or_else(bad)?,
+                num(b).ok_or_else(bad)?,
+                num(step).ok_or_else(bad)?,
+            );
+            if s_v <= 0.0 || b_v < a_v {
+                return Err(format!("`{text}`: need step > 0 and a <= b"));
+            }
+            let decimals = |s: &str| s.trim().split_once('.').map_or(0, |(_, f)| f.len()) as i32;
+            let scale = 10f64.powi(decimals(a).max(decimals(step)).min(15));
+            let count = ((b_v - a_v) / s_v + 1e-9).floor() as usize + 1;
+            if count > MAX_RUNS {
+                return Err(format!("`{text}` has more than {MAX_RUNS} values"));
+            }
+            (0..count)
+                .map(|k| ((a_v + k as f64 * s_v) * scale).round() / scale)
+                .collect()
+        }
+        [_] => text
+            .split(',')
+            .map(|v| num(v).ok_or_else(bad))
+            .collect::<std::result::Result<_, _>>()?,
+        _ => return Err(bad()),
+    };
+    if values.is_empty() {
+        return Err(bad());
+    }
+    Ok(values)
+}
+
+/// `cfg` with `key` (dotted) set to `value`, validated. Integer keys take only
+/// integral values. A config over a size limit is returned as is: that cell is refused
+/// when it runs, and the grid goes on.
+pub fn with_value(cfg: &Config, key: &str, value: f64) -> Result<Config> {
+    let mut root = toml::Value::try_from(cfg).expect("config serialises");
+    let mut slot = &mut root;
+    for part in key.split('.') {
+        slot = slot
+            .get_mut(part)
+            .ok_or_else(|| Error::config(key, "not a config key"))?;
+    }
+    *slot = match slot {
+        toml::Value::Integer(_) => {
+            if value.fract() != 0.0 || value < 0.0 || value > i64::MAX as f64 {
+                return Err(Error::config(
+                    key,
+                    format!("takes a non-negative integer, got {value}"),
+                ));
+            }
+            toml::Value::Integer(value as i64)
+        }
+        toml::Value::Float(_) => toml::Value::Float(value),
+        _ => {
+            return Err(Error::config(
+                key,
+                "is not numeric: it cannot be a grid axis",
+            ));
+        }
+    };
+    let out: Config = root
+        .try_into()
+        .map_err(|e: toml::de::Error| Error::config(key, e.to_string()))?;
+    match out.validate() {
+        Err(e) if !e.is_stopped_run() => Err(e),
+        _ => Ok(out),
+    }
+}
+
+/// The grid TOML: `preset` (a config preset), `seeds`, optional `steps`, `name`, a
+/// `[config]` table of overrides and an `[axes]` table of `key = "a:b:step"` or lists.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GridToml {
+    name: Option<String>,
+    preset: Option<String>,
+    seeds: Option<String>,
+    steps: Option<u64>,
+    #[serde(default)]
+    config: toml::Table,
+    #[serde(default)]
+    axes: toml::Table,
+}
+
+impl Spec {
+    /// Parse a grid TOML (`origin` names it in messages).
+    pub fn from_toml(text: &str, origin: &Path) -> Result<Spec> {
+        let parse = |message: String| Error::Parse {
+            what: "grid",
+            path: origin.to_path_buf(),
+            message,
+        };
+        let g: GridToml = toml::from_str(text).map_err(|e| parse(e.to_string()))?;
+        let preset = match &g.preset {
+            Some(name) => Preset::from_name(name)?,
+            None => Preset::Balanced,
+        };
+        let overrides = toml::to_string(&g.config).expect("table serialises");
+        let mut base = Config::from_toml_str_over_preset(&overrides, origin, preset)?;
+        if let Some(steps) = g.steps {
+            base.steps = steps;
+        }
+        base.validate()?;
+        let mut axes = Vec::new();
+        for (key, v) in &g.axes {
+            let values = match v {
+                toml::Value::String(s) => parse_values(s),
+                toml::Value::Array(items) => items
+                    .iter()
+                    .map(|x| match x {
+                        toml::Value::Integer(i) => Ok(*i as f64),
+                        toml::Value::Float(f) => Ok(*f),
+                        _ => Err(format!("axis `{key}`: values must be numbers")),
+                    })
+                    .collect(),
+                _ => Err(format!(
+                    "axis `{key}`: a range string \"a:b:step\" or a list"
+                )),
+            }
+            .map_err(parse)?;
+            axes.push(Axis {
+                key: key.clone(),
+                values,
+            });
+        }
+        let seeds = match &g.seeds {
+            Some(s) => crate::experiments::claims::parse_seeds(s).map_err(parse)?,
+            None => vec![base.seed],
+        };
+        let spec = Spec {
+            format: GRID_FORMAT.into(),
+            name: g.name.unwrap_or_else(|| "custom".into()),
+            base,
+            axes,
+            seeds,
+        };
+        spec.cells()?;
+        Ok(spec)
+    }
+
+    /// Every cell in grid order (the first axis outermost, seeds innermost), each config
+    /// validated: a bad value is found here, before any run.
+    pub fn cells(&self) -> Result<Vec<Cell>> {
+        let total = self
+            .axes
+            .iter()
+            .map(|a| a.values.len())
+            .try_fold(self.seeds.len(), usize::checked_mul)
+            .filter(|n| *n <= MAX_RUNS)
+            .ok_or_else(|| Error::config("grid", format!("more than {MAX_RUNS} runs")))?;
+        if self.axes.len() > 4 {
+            return Err(Error::config("grid", "at most 4 axes"));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for a in &self.axes {
+            if !seen.insert(a.key.as_str()) || a.key == "seed" {
+                return Err(Error::config(
+                    &a.key,
+                    "axis given twice (or `seed`: use seeds)",
+                ));
+            }
+        }
+        let mut out = Vec::with_capacity(total);
+        for index in 0..total {
+            let mut rest = index;
+            let seed = self.seeds[rest % self.seeds.len()];
+            rest /= self.seeds.len();
+            let mut point = vec![0.0; self.axes.len()];
+            for (k, a) in self.axes.iter().enumerate().rev() {
+                point[k] = a.values[rest % a.values.len()];
+                rest /= a.values.len();
+            }
+            let mut config = Config {
+                seed,
+                ..self.base.clone()
+            };
+            for (a, v) in self.axes.iter().zip(&point) {
+                config = with_value(&config, &a.key, *v)?;
+            }
+            let hash: String = Sha256::digest(config.to_toml().as_bytes())[..8]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            out.push(Cell {
+                index,
+                point,
+                seed,
+                config,
+                hash,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Write `DIR/grid.json` (atomically; every shard writes the same bytes).
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let text = serde_json::to_string_pretty(self).expect("spec serialises");
+        write_atomic(&dir.join("grid.json"), text.as_bytes())
+    }
+
+    /// Read `DIR/grid.json`.
+    pub fn read(dir: &Path) -> Result<Spec> {
+        let path = dir.join("grid.json");
+        let text = std::fs::read_to_string(&path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let spec: Spec = serde_json::from_str(&text).map_err(|e| Error::Parse {
+            what: "grid spec",
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        if spec.format != GRID_FORMAT {
+            return Err(Error::Parse {
+                what: "grid spec",
+                path,
+                message: format!("format `{}`, expected `{GRID_FORMAT}`", spec.format),
+            });
+        }
+        Ok(spec)
+    }
+}
+
+/// Parse `K/N` (1 <= K <= N).
+pub fn parse_shard(text: &str) -> std::result::Result<(usize, usize), String> {
+    let bad = || format!("`{text}` is not a shard K/N with 1 <= K <= N");
+    let (k, n) = text.split_once('/').ok_or_else(bad)?;
+    let (k, n) = (
+        k.trim().parse::<usize>().map_err(|_| bad())?,
+        n.trim().parse::<usize>().map_err(|_| bad())?,
+    );
+    if k == 0 || k > n {
+        return Err(bad());
+    }
+    Ok((k, n))
+}
+
+/// The cells of shard `k` of `n` (1-based): every n-th cell from the (k-1)-th.
+pub fn shard(cells: Vec<Cell>, (k, n): (usize, usize)) -> Vec<Cell> {
+    cells.into_iter().filter(|c| c.index % n == k - 1).collect()
+}
+
+/// Path of a cell's file.
+pub fn cell_path(dir: &Path, cell: &Cell) -> PathBuf {
+    dir.join("cells").join(format!("{}.json", cell.hash))
+}
+
+/// Read a complete cell file, `None` when it is missing or unreadable (then it is run
+/// again; files are written atomically, so a partial file cannot exist).
+pub fn read_cell(dir: &Path, cell: &Cell) -> Option<CellFile> {
+    let text = std::fs::read_to_string(cell_path(dir, cell)).ok()?;
+    let file: CellFile = serde_json::from_str(&text).ok()?;
+    (file.format == CELL_FORMAT && file.config == cell.config).then_some(file)
+}
+
+/// Run one cell and write its file atomically. A run that stops or is refused is a
+/// failed cell, not an error; an I/O error is.
+pub fn run_cell(dir: &Path, cell: &Cell, cache: Option<&NoiseCache>) -> Result<CellFile> {
+    let outcome = match cell::run(&cell.config, cache) {
+        Ok(m) => Outcome::Ok(Box::new(m)),
+        Err(e) if e.is_stopped_run() => Outcome::Failed(e.to_string()),
+        Err(e) => return Err(e),
+    };
+    let file = CellFile {
+        format: CELL_FORMAT.into(),
+        point: cell.point.clone(),
+        seed: cell.seed,
+        config: cell.config.clone(),
+        outcome,
+    };
+    let text = serde_json::to_string_pretty(&file).expect("cell serialises");
+    write_atomic(&cell_path(dir, cell), text.as_bytes())?;
+    Ok(file)
+}
+
+/// Run every cell of `cells` that has no complete file yet, in parallel over cells;
+/// returns how many ran. `progress(done)` after each.
+pub fn run_cells(dir: &Path, cells: &[Cell], progress: &(dyn Fn(usize) + Sync)) -> Result<usize> {
+    use rayon::prelude::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    std::fs::create_dir_all(dir.join("cells")).map_err(|source| Error::Io {
+        path: dir.join("cells"),
+        source,
+    })?;
+    let mut todo: Vec<&Cell> = cells
+        .iter()
+        .filter(|c| read_cell(dir, c).is_none())
+        .collect();
+    // seed-major: the cells of one seed in grid order share the test noise wherever only
+    // ||mu||, rho, eta or the step size differ (results do not depend on the order)
+    todo.sort_by_key(|c| (c.seed, c.index));
+    let done = AtomicUsize::new(cells.len() - todo.len());
+    // each worker thread keeps its last test noise
+    let cache = NoiseCache::new(2 * rayon::current_num_threads());
+    progress(done.load(Ordering::Relaxed));
+    todo.par_iter()
+        .with_max_len(1)
+        .try_for_each(|c| -> Result<()> {
+            run_cell(dir, c, Some(&cache))?;
+            progress(done.fetch_add(1, Ordering::Relaxed) + 1);
+            Ok(())
+        })?;
+    Ok(todo.len())
+}
+
+/// Each cell of a grid with its file (`None` when missing), in grid order.
+pub type CellFiles = Vec<(Cell, Option<CellFile>)>;
+
+/// Everything a merge read: the spec and each cell's file.
+pub fn collect(dir: &Path) -> Result<(Spec, CellFiles)> {
+    let spec = Spec::read(dir)?;
+    let cells = spec.cells()?;
+    let files = cells
+        .into_iter()
+        .map(|c| {
+            let f = read_cell(dir, &c);
+            (c, f)
+        })
+        .collect();
+    Ok((spec, files))
+}
+
+/// Axis values by key, for reports.
+pub fn axis_map(spec: &Spec) -> BTreeMap<String, Vec<f64>> {
+    spec.axes
+        .iter()
+        .map(|a| (a.key.clone(), a.values.clone()))
+        .collect()
+}
+
+/// Merge `DIR`: read the spec and every cell file, write `grid.csv`, `summary.csv`,
+/// `summary.json` and, for two-axis grids, `heatmap.svg` and `heatmap.png`, each
+/// atomically. The output depends only on the files' contents.
+pub fn merge(dir: &Path) -> Result<reduce::Summary> {
+    let (spec, files) = collect(dir)?;
+    let summary = reduce::summarise(&spec, &files);
+    write_atomic(
+        &dir.join("grid.csv"),
+        reduce::runs_csv(&spec, &files).as_bytes(),
+    )?;
+    write_atomic(&dir.join("summary.csv"), summary.to_csv().as_bytes())?;
+    let json = serde_json::to_string_pretty(&summary).expect("summary serialises");
+    write_atomic(&dir.join("summary.json"), json.as_bytes())?;
+    if let Some(fig) = figure::figure(&spec, &summary) {
+        let svg = fig.to_svg();
+        write_atomic(&dir.join("heatmap.svg"), svg.as_bytes())?;
+        let png = crate::report::plot::svg_to_png(&svg).map_err(|e| Error::Io {
+            path: dir.join("heatmap.png"),
+            source: std::io::Error::other(e),
+        })?;
+        write_atomic(&dir.join("heatmap.png"), &png)?;
+    }
+    Ok(summary)
+}

@@ -1,0 +1,515 @@
+//! The merge: cell files reduced over seeds, CSV/JSON tables, the regime boundaries
+//! fitted on (d, ||mu||) grids and the label-noise boundary on (eta, rho) grids.
+//! Everything here is a function of the spec and the cell files only, so the merge is
+//! byte-identical however the cells were split into shards.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::cell::{Metrics, Regime};
+use super::{Cell, CellFile, Outcome, Spec};
+
+/// The scalar metrics reported per cell, by name.
+pub const METRICS: [&str; 14] = [
+    "train_accuracy",
+    "test_accuracy",
+    "train_loss",
+    "test_loss",
+    "clean_R",
+    "noisy_R",
+    "noisy_W_opposite",
+    "noisy_I",
+    "eq9_ratio",
+    "eq10_ratio",
+    "same_class_ratio_pos",
+    "same_class_ratio_neg",
+    "fit_step",
+    "generalisation_step",
+];
+
+/// One metric of a run, `None` where undefined (no noisy sample, labels never fitted).
+pub fn metric(m: &Metrics, name: &str) -> Option<f64> {
+    match name {
+        "train_accuracy" => Some(m.train_accuracy),
+        "test_accuracy" => Some(m.test_accuracy),
+        "train_loss" => Some(m.train_loss),
+        "test_loss" => Some(m.test_loss),
+        "clean_R" => m.clean_selection.map(|p| p.r),
+        "noisy_R" => m.noisy_selection.map(|p| p.r),
+        "noisy_W_opposite" => m.noisy_selection.map(|p| p.w_opposite),
+        "noisy_I" => m.noisy_selection.map(|p| p.i),
+        "eq9_ratio" => m.eq9_ratio,
+        "eq10_ratio" => m.eq10_ratio,
+        "same_class_ratio_pos" => m.same_class_ratio_pos,
+        "same_class_ratio_neg" => m.same_class_ratio_neg,
+        "fit_step" => m.fit_step.map(|s| s as f64),
+        "generalisation_step" => Some(m.generalisation_step as f64),
+        _ => None,
+    }
+}
+
+/// Mean, min and max over the seeds where a metric is defined.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Stat {
+    /// Mean.
+    pub mean: f64,
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+    /// Seeds where it is defined.
+    pub n: usize,
+}
+
+fn stat(values: &[f64]) -> Option<Stat> {
+    (!values.is_empty()).then(|| Stat {
+        mean: values.iter().sum::<f64>() / values.len() as f64,
+        min: values.iter().copied().fold(f64::INFINITY, f64::min),
+        max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        n: values.len(),
+    })
+}
+
+/// One grid point reduced over its seeds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// Axis values.
+    pub point: Vec<f64>,
+    /// Seeds that ran to the end.
+    pub seeds_ok: usize,
+    /// Seeds that failed, with the reason.
+    pub failed: Vec<(u64, String)>,
+    /// Seeds with no cell file yet.
+    pub missing: Vec<u64>,
+    /// Each metric over the seeds.
+    pub stats: BTreeMap<String, Stat>,
+    /// Fraction of the seeds that ran in each regime.
+    pub regimes: BTreeMap<String, f64>,
+}
+
+impl Point {
+    /// The regime of most seeds (ties: report order), `None` if no seed ran.
+    pub fn majority(&self) -> Option<Regime> {
+        Regime::ALL
+            .into_iter()
+            .filter(|r| self.regimes[r.name()] > 0.0)
+            .max_by(|a, b| {
+                self.regimes[a.name()]
+                    .total_cmp(&self.regimes[b.name()])
+                    .then(b.cmp(a))
+            })
+    }
+}
+
+/// A fitted boundary ||mu|| = c x(d) between two sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fit {
+    /// The curve, e.g. `||mu|| = c1 d^(1/4)`.
+    pub curve: String,
+    /// The fitted constant.
+    pub c: f64,
+    /// Grid points on the predicted side / all grid points that ran.
+    pub agreement: f64,
+    /// Points misclassified by the curve.
+    pub errors: usize,
+    /// Points used.
+    pub points: usize,
+    /// Points on the named side (harmful, resp. not overfitting).
+    pub positives: usize,
+}
+
+/// Label-noise boundary at one rho.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoiseBoundary {
+    /// rho.
+    pub rho: f64,
+    /// Per seed: the first eta at which fewer than half the clean samples select R
+    /// (`None`: never).
+    pub per_seed: Vec<(u64, Option<f64>)>,
+    /// Mean of the seeds' boundaries (over seeds that have one).
+    pub mean: Option<f64>,
+    /// Seeds whose clean-on-R fraction falls from >= 0.9 x its plateau to <= 0.1 within
+    /// 0.05 of eta, over all seeds.
+    pub abrupt_fraction: f64,
+    /// The mean-over-seeds curve's boundary (first eta where mean clean-on-R < 0.5).
+    pub mean_curve_boundary: Option<f64>,
+}
+
+/// The merged grid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Grid name.
+    pub name: String,
+    /// Axis keys, outermost first.
+    pub axes: Vec<String>,
+    /// Seeds.
+    pub seeds: Vec<u64>,
+    /// Test accuracy below which an overfitting run counts as harmful.
+    pub harmful_below: f64,
+    /// Runs that ran / failed / are missing.
+    pub runs_ok: usize,
+    /// Failed runs.
+    pub runs_failed: usize,
+    /// Missing runs.
+    pub runs_missing: usize,
+    /// Every grid point.
+    pub points: Vec<Point>,
+    /// On (d, ||mu||) grids: the harmful/benign boundary ||mu|| = c1 d^(1/4) and the
+    /// benign/not-overfitting boundary ||mu|| = c2 sqrt(d / n).
+    pub fits: Vec<Fit>,
+    /// On grids with axes eta and rho: the boundary per rho.
+    pub label_noise: Vec<NoiseBoundary>,
+}
+
+/// Reduce the cell files (`files` in grid order, as [`super::collect`] returns them).
+pub fn summarise(spec: &Spec, files: &[(Cell, Option<CellFile>)]) -> Summary {
+    let per_point = spec.seeds.len();
+    let points: Vec<Point> = files
+        .chunks(per_point)
+        .map(|group| {
+            let mut ok: Vec<&Metrics> = Vec::new();
+            let mut failed = Vec::new();
+            let mut missing = Vec::new();
+            for (cell, file) in group {
+                match file.as_ref().map(|f| &f.outcome) {
+                    Some(Outcome::Ok(m)) => ok.push(m),
+                    Some(Outcome::Failed(why)) => failed.push((cell.seed, why.clone())),
+                    None => missing.push(cell.seed),
+                }
+            }
+            let stats = METRICS
+                .iter()
+                .filter_map(|name| {
+                    let v: Vec<f64> = ok.iter().filter_map(|m| metric(m, name)).collect();
+                    stat(&v).map(|s| (name.to_string(), s))
+                })
+                .collect();
+            let regimes = Regime::ALL
+                .iter()
+                .map(|r| {
+                    let n = ok.iter().filter(|m| m.regime == *r).count();
+                    (r.name().to_string(), n as f64 / ok.len().max(1) as f64)
+                })
+                .collect();
+            Point {
+                point: group[0].0.point.clone(),
+                seeds_ok: ok.len(),
+                failed,
+                missing,
+                stats,
+                regimes,
+            }
+        })
+        .collect();
+    let runs_ok = points.iter().map(|p| p.seeds_ok).sum();
+    let runs_failed = points.iter().map(|p| p.failed.len()).sum();
+    let runs_missing = points.iter().map(|p| p.missing.len()).sum();
+    let axes: Vec<String> = spec.axes.iter().map(|a| a.key.clone()).collect();
+    let fits = fit_boundaries(spec, &points);
+    let label_noise = noise_boundaries(spec, files);
+    Summary {
+        name: spec.name.clone(),
+        axes,
+        seeds: spec.seeds.clone(),
+        harmful_below: super::cell::HARMFUL_BELOW,
+        runs_ok,
+        runs_failed,
+        runs_missing,
+        points,
+        fits,
+        label_noise,
+    }
+}
+
+/// Index of the axes `a` and `b` when the grid has exactly these two.
+fn two_axes(spec: &Spec, a: &str, b: &str) -> Option<(usize, usize)> {
+    let keys: Vec<&str> = spec.axes.iter().map(|x| x.key.as_str()).collect();
+    if keys.len() != 2 {
+        return None;
+    }
+    Some((
+        keys.iter().position(|k| *k == a)?,
+        keys.iter().position(|k| *k == b)?,
+    ))
+}
+
+/// Best constant c for "below the curve ||mu|| = c x" (below = true side): scans the
+/// points' own ratios ||mu|| / x as candidates, the midpoint between neighbours.
+fn fit_threshold(samples: &[(f64, bool)], curve: String, below: bool) -> Option<Fit> {
+    if samples.is_empty() || samples.iter().all(|s| s.1) || samples.iter().all(|s| !s.1) {
+        return None;
+    }
+    let mut r: Vec<f64> = samples.iter().map(|s| s.0).collect();
+    r.sort_by(f64::total_cmp);
+    r.dedup();
+    let mut cands = vec![r[0] * 0.5];
+    cands.extend(r.windows(2).map(|w| 0.5 * (w[0] + w[1])));
+    cands.push(r[r.len() - 1] * 1.5);
+    let errors = |c: f64| {
+        samples
+            .iter()
+            .filter(|(x, below)| (*x < c) != *below)
+            .count()
+    };
+    let (c, e) = cands
+        .iter()
+        .map(|&c| (c, errors(c)))
+        .min_by(|a, b| a.1.cmp(&b.1).then(a.0.total_cmp(&b.0)))
+        .expect("candidates");
+    Some(Fit {
+        curve,
+        c,
+        agreement: 1.0 - e as f64 / samples.len() as f64,
+        errors: e,
+        points: samples.len(),
+        positives: samples.iter().filter(|s| s.1 == below).count(),
+    })
+}
+
+/// c1 and c2 on a (d, mu_norm) grid, from each point's majority regime.
+fn fit_boundaries(spec: &Spec, points: &[Point]) -> Vec<Fit> {
+    let Some((id, im)) = two_axes(spec, "d", "mu_norm") else {
+        return Vec::new();
+    };
+    let n = spec.base.n_train as f64;
+    let ran: Vec<(&Point, Regime)> = points
+        .iter()
+        .filter_map(|p| p.majority().map(|r| (p, r)))
+        .collect();
+    let harmful: Vec<(f64, bool)> = ran
+        .iter()
+        .map(|(p, r)| (p.point[im] / p.point[id].powf(0.25), *r == Regime::Harmful))
+        .collect();
+    let overfit: Vec<(f64, bool)> = ran
+        .iter()
+        .map(|(p, r)| {
+            (
+                p.point[im] / (p.point[id] / n).sqrt(),
+                *r != Regime::NotOverfitting,
+            )
+        })
+        .collect();
+    [
+        fit_threshold(&harmful, "||mu|| = c1 d^(1/4) (harmful below)".into(), true),
+        fit_threshold(
+            &overfit,
+            "||mu|| = c2 sqrt(d/n) (not overfitting above)".into(),
+            false,
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Clean-on-R fraction against eta (`None` where the run is missing or failed).
+type Curve = Vec<(f64, Option<f64>)>;
+
+/// Per rho and seed, the eta where clean samples stop selecting R.
+fn noise_boundaries(spec: &Spec, files: &[(Cell, Option<CellFile>)]) -> Vec<NoiseBoundary> {
+    let Some((ie, ir)) = two_axes(spec, "eta", "rho") else {
+        return Vec::new();
+    };
+    let etas = &spec.axes[ie].values;
+    let clean_r = |rho: f64, seed: u64| -> Curve {
+        etas.iter()
+            .map(|&eta| {
+                let v = files
+                    .iter()
+                    .find(|(c, _)| c.seed == seed && c.point[ie] == eta && c.point[ir] == rho)
+                    .and_then(|(_, f)| match f.as_ref().map(|f| &f.outcome) {
+                        Some(Outcome::Ok(m)) => m.clean_selection.map(|p| p.r),
+                        _ => None,
+                    });
+                (eta, v)
+            })
+            .collect()
+    };
+    spec.axes[ir]
+        .values
+        .iter()
+        .map(|&rho| {
+            let curves: Vec<(u64, Curve)> =
+                spec.seeds.iter().map(|&s| (s, clean_r(rho, s))).collect();
+            let per_seed: Vec<(u64, Option<f64>)> = curves
+                .iter()
+                .map(|(s, c)| {
+                    (
+                        *s,
+                        c.iter()
+                            .find(|(_, v)| v.is_some_and(|v| v < 0.5))
+                            .map(|x| x.0),
+                    )
+                })
+                .collect();
+            let found: Vec<f64> = per_seed.iter().filter_map(|x| x.1).collect();
+            let abrupt = curves.iter().filter(|(_, c)| abrupt_drop(c)).count();
+            let mean_curve: Vec<(f64, f64)> = etas
+                .iter()
+                .enumerate()
+                .filter_map(|(k, &eta)| {
+                    let v: Vec<f64> = curves.iter().filter_map(|(_, c)| c[k].1).collect();
+                    (!v.is_empty()).then(|| (eta, v.iter().sum::<f64>() / v.len() as f64))
+                })
+                .collect();
+            NoiseBoundary {
+                rho,
+                per_seed,
+                mean: (!found.is_empty()).then(|| found.iter().sum::<f64>() / found.len() as f64),
+                abrupt_fraction: abrupt as f64 / spec.seeds.len().max(1) as f64,
+                mean_curve_boundary: mean_curve.iter().find(|(_, v)| *v < 0.5).map(|x| x.0),
+            }
+        })
+        .collect()
+}
+
+/// Whether a clean-on-R curve over eta falls from >= 0.9 x its plateau (the largest
+/// value before the fall) to <= 0.1 within an eta span of 0.05.
+fn abrupt_drop(curve: &[(f64, Option<f64>)]) -> bool {
+    let pts: Vec<(f64, f64)> = curve
+        .iter()
+        .filter_map(|(e, v)| v.map(|v| (*e, v)))
+        .collect();
+    let Some(k_low) = pts.iter().position(|(_, v)| *v <= 0.1) else {
+        return false;
+    };
+    let plateau = pts[..k_low].iter().map(|p| p.1).fold(0.0, f64::max);
+    if plateau < 0.5 {
+        return false; // no plateau before the fall: nothing to drop from
+    }
+    let high = pts[..k_low].iter().rev().find(|(_, v)| *v >= 0.9 * plateau);
+    high.is_some_and(|(e, _)| pts[k_low].0 - e <= 0.05 + 1e-9)
+}
+
+/// CSV number: shortest round-trip text, empty for `None`.
+fn num(v: Option<f64>) -> String {
+    v.map_or(String::new(), |x| x.to_string())
+}
+
+impl Summary {
+    /// `summary.csv`: one row per grid point, mean/min/max of every metric over seeds
+    /// and the regime fractions.
+    pub fn to_csv(&self) -> String {
+        let mut head: Vec<String> = self.axes.clone();
+        head.extend(["seeds_ok", "seeds_failed", "seeds_missing"].map(String::from));
+        for m in METRICS {
+            head.extend(["mean", "min", "max"].map(|s| format!("{m}_{s}")));
+        }
+        head.extend(Regime::ALL.map(|r| format!("fraction_{}", r.name())));
+        let mut out = head.join(",") + "\n";
+        for p in &self.points {
+            let mut row: Vec<String> = p.point.iter().map(|v| v.to_string()).collect();
+            row.extend([p.seeds_ok, p.failed.len(), p.missing.len()].map(|v| v.to_string()));
+            for m in METRICS {
+                let s = p.stats.get(m);
+                row.extend([s.map(|s| s.mean), s.map(|s| s.min), s.map(|s| s.max)].map(num));
+            }
+            row.extend(Regime::ALL.map(|r| p.regimes[r.name()].to_string()));
+            out += &(row.join(",") + "\n");
+        }
+        out
+    }
+}
+
+/// `grid.csv`: one row per cell and seed (status `ok`, `failed` or `missing`).
+pub fn runs_csv(spec: &Spec, files: &[(Cell, Option<CellFile>)]) -> String {
+    let mut head: Vec<String> = spec.axes.iter().map(|a| a.key.clone()).collect();
+    head.extend(["seed", "status"].map(String::from));
+    head.extend(METRICS.map(String::from));
+    head.push("regime".into());
+    let mut out = head.join(",") + "\n";
+    for (cell, file) in files {
+        let mut row: Vec<String> = cell.point.iter().map(|v| v.to_string()).collect();
+        row.push(cell.seed.to_string());
+        match file.as_ref().map(|f| &f.outcome) {
+            Some(Outcome::Ok(m)) => {
+                row.push("ok".into());
+                row.extend(METRICS.map(|name| num(metric(m, name))));
+                row.push(m.regime.name().into());
+            }
+            other => {
+                row.push(if other.is_some() { "failed" } else { "missing" }.into());
+                row.extend(METRICS.map(|_| String::new()));
+                row.push(String::new());
+            }
+        }
+        out += &(row.join(",") + "\n");
+    }
+    out
+}
+
+impl std::fmt::Display for Summary {
+    /// The readable summary: counts, failures, fits and label-noise boundaries.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "tokensel grid `{}`: axes {}, {} seed(s), {} grid points; runs ok {}, failed {}, missing {}",
+            self.name,
+            self.axes.join(" x "),
+            self.seeds.len(),
+            self.points.len(),
+            self.runs_ok,
+            self.runs_failed,
+            self.runs_missing
+        )?;
+        for p in &self.points {
+            for (seed, why) in &p.failed {
+                writeln!(f, "  FAILED {:?} seed {seed}: {why}", p.point)?;
+            }
+        }
+        let counts = Regime::ALL.map(|r| {
+            self.points
+                .iter()
+                .filter(|p| p.majority() == Some(r))
+                .count()
+        });
+        writeln!(
+            f,
+            "  majority regime (harmful: all labels fitted, test accuracy < {}): benign {}, harmful {}, not overfitting {} points",
+            self.harmful_below, counts[0], counts[1], counts[2]
+        )?;
+        for fit in &self.fits {
+            writeln!(
+                f,
+                "  fit {}: c = {:.4}, agrees on {}/{} points ({:.1}%; {} points on that side)",
+                fit.curve,
+                fit.c,
+                fit.points - fit.errors,
+                fit.points,
+                100.0 * fit.agreement,
+                fit.positives
+            )?;
+        }
+        if !self.label_noise.is_empty() {
+            writeln!(
+                f,
+                "\n  {:>7}{:>22}{:>18}{:>16}{:>16}",
+                "rho", "boundary (mean curve)", "seeds' mean", "seeds' range", "abrupt seeds"
+            )?;
+            for b in &self.label_noise {
+                let found: Vec<f64> = b.per_seed.iter().filter_map(|x| x.1).collect();
+                let range = if found.is_empty() {
+                    "-".to_string()
+                } else {
+                    format!(
+                        "{}-{}",
+                        found.iter().copied().fold(f64::INFINITY, f64::min),
+                        found.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+                    )
+                };
+                writeln!(
+                    f,
+                    "  {:>7}{:>22}{:>18}{:>16}{:>15.0}%",
+                    b.rho,
+                    b.mean_curve_boundary
+                        .map_or("none".into(), |v| v.to_string()),
+                    b.mean.map_or("-".into(), |v| format!("{v:.4}")),
+                    range,
+                    100.0 * b.abrupt_fraction
+                )?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,282 @@
+//! `tokensel grid`: sharded runs merge byte-identically (through GNU parallel where it
+//! is installed: .ci/run installs it), an interrupted grid resumes, failing cells do not
+//! stop the grid, bad input exits 2, and each cell's metrics agree with the trainer's own
+//! trajectory (an independent code path: `Trainer::run` and `trajectory::Cumulative`).
+
+use std::path::Path;
+use std::process::Command;
+
+use tokensel::experiments::grid::{Spec, cell};
+use tokensel::io::trajectory::Cumulative;
+
+mod common;
+use common::{run_f64, stderr, tokensel};
+
+/// A small grid: 3 x 2 points, 2 seeds, 60 steps at a step size that fits the labels.
+const GRID: &str = r#"
+name = "small"
+preset = "balanced"
+seeds = "0..2"
+steps = 60
+
+[config]
+n_train = 8
+n_test = 40
+step_size = 0.5
+method = "span"
+
+[axes]
+d = "20:40:10"
+mu_norm = [3.0, 8.0]
+"#;
+
+const OUTPUTS: [&str; 5] = [
+    "grid.csv",
+    "summary.csv",
+    "summary.json",
+    "heatmap.svg",
+    "heatmap.png",
+];
+
+fn run_grid(dir: &Path, grid: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "grid",
+        "--grid",
+        grid.to_str().unwrap(),
+        "--out",
+        dir.to_str().unwrap(),
+        "--quiet",
+    ];
+    args.extend(extra);
+    tokensel(&args)
+}
+
+fn read(dir: &Path, name: &str) -> Vec<u8> {
+    std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// One run without shards and three shards (GNU parallel, 3 jobs) merge to the same
+/// bytes; deleting a cell file and re-running runs that cell only, with the same result.
+#[test]
+fn shards_merge_byte_identically_and_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let grid = tmp.path().join("grid.toml");
+    std::fs::write(&grid, GRID).unwrap();
+    let whole = tmp.path().join("whole");
+    let o = run_grid(&whole, &grid, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("runs ok 12, failed 0, missing 0"), "{text}");
+
+    let sharded = tmp.path().join("sharded");
+    let bin = env!("CARGO_BIN_EXE_tokensel");
+    let have_parallel = Command::new("parallel").arg("--version").output().is_ok();
+    if std::env::var("TOKENSEL_REQUIRE_PARALLEL").is_ok() {
+        assert!(
+            have_parallel,
+            "GNU parallel is required here (.ci/run installs it)"
+        );
+    }
+    if have_parallel {
+        let o = Command::new("parallel")
+            .args(["--will-cite", "--halt", "now,fail=1", "-j", "3"])
+            .arg(format!(
+                "{bin} grid --grid {} --out {} --quiet --shard {{}}/3",
+                grid.display(),
+                sharded.display()
+            ))
+            .args([":::", "1", "2", "3"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+    } else {
+        eprintln!("GNU parallel not installed: shards run one after another");
+        for k in ["1/3", "2/3", "3/3"] {
+            let o = run_grid(&sharded, &grid, &["--shard", k]);
+            assert!(o.status.success(), "{}", stderr(&o));
+        }
+    }
+    assert!(
+        !sharded.join("summary.csv").exists(),
+        "a shard does not merge"
+    );
+    let o = tokensel(&["grid", "merge", sharded.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for name in OUTPUTS {
+        assert_eq!(read(&whole, name), read(&sharded, name), "{name}");
+    }
+
+    // resume: one cell file lost, one run again, the same bytes
+    let cells: Vec<_> = std::fs::read_dir(sharded.join("cells"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(cells.len(), 12);
+    std::fs::remove_file(&cells[0]).unwrap();
+    let o = tokensel(&["grid", "merge", sharded.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "a partial merge exits 1");
+    let o = run_grid(&sharded, &grid, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("ran 1 of 12 runs (11 already done)"),
+        "{}",
+        stderr(&o)
+    );
+    for name in OUTPUTS {
+        assert_eq!(read(&whole, name), read(&sharded, name), "{name}");
+    }
+}
+
+/// Each cell's final accuracies, loss, selection and Eq. (9) ratio are those of the
+/// trainer's own trajectory of the same config (`Trainer::run`, `Cumulative`); the
+/// labels-fitted step is the first step at which a trajectory recorded at every step
+/// fits every label.
+#[test]
+fn cell_metrics_agree_with_the_trajectory() {
+    let spec = Spec::from_toml(GRID, Path::new("small.toml")).unwrap();
+    for c in spec.cells().unwrap().into_iter().step_by(5) {
+        let mut cfg = c.config.clone();
+        let m = cell::run(&cfg, None).unwrap();
+        cfg.record.checkpoints_per_decade = 1000; // every step up to 60
+        let t = run_f64(&cfg);
+        let end = t.last();
+        assert_eq!(m.train_accuracy, end.train_accuracy);
+        assert_eq!(m.test_accuracy, end.test_accuracy);
+        assert_eq!(m.train_loss, end.train_loss);
+        assert_eq!(m.clean_selection, end.selection.clean);
+        assert_eq!(m.noisy_selection, end.selection.noisy);
+        let noisy = t.y.iter().zip(&t.y_true).filter(|(a, b)| a != b).count();
+        let cum: Cumulative = end.cumulative;
+        let want = cum.clean_to_noisy(t.y.len() - noisy, noisy);
+        match (m.eq9_ratio, want) {
+            // the same sums, added in another order: a few ulps per step
+            (Some(a), Some(b)) => assert!((a - b).abs() <= 1e-12 * b, "{a} vs {b}"),
+            (a, b) => assert_eq!(a, b),
+        }
+        let fitted = t
+            .checkpoints
+            .iter()
+            .find(|c| c.train_accuracy == 1.0)
+            .map(|c| c.step);
+        assert_eq!(m.fit_step, fitted);
+        let regime = match (
+            m.train_accuracy == 1.0,
+            m.test_accuracy < cell::HARMFUL_BELOW,
+        ) {
+            (false, _) => cell::Regime::NotOverfitting,
+            (true, true) => cell::Regime::Harmful,
+            (true, false) => cell::Regime::Benign,
+        };
+        assert_eq!(m.regime, regime);
+    }
+}
+
+/// A cell that stops (non-finite values at a huge step size) or is refused (a test set
+/// over the data size limit) is reported as failed, and the other cells still run and
+/// merge.
+#[test]
+fn failing_cells_do_not_stop_the_grid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("g");
+    let o = tokensel(&[
+        "grid",
+        "--set",
+        "d=30",
+        "--set",
+        "n_test=40,100000000",
+        "--set",
+        "step_size=0.5,1e308",
+        "--steps",
+        "30",
+        "--out",
+        dir.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("runs ok 1, failed 3, missing 0"), "{text}");
+    assert!(
+        text.contains("FAILED [30.0, 40.0, 1e308] seed 0: non-finite"),
+        "{text}"
+    );
+    assert!(
+        text.contains("FAILED [30.0, 100000000.0, 0.5] seed 0: refused"),
+        "{text}"
+    );
+    let csv = String::from_utf8(read(&dir, "grid.csv")).unwrap();
+    assert_eq!(csv.lines().filter(|l| l.contains(",failed,")).count(), 3);
+}
+
+/// Bad grids exit 2 before any run.
+#[test]
+fn bad_grids_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("g");
+    let o = out.to_str().unwrap();
+    let grid = tmp.path().join("grid.toml");
+    std::fs::write(&grid, GRID).unwrap();
+    let bad = tmp.path().join("bad.toml");
+    std::fs::write(&bad, GRID.replace("[axes]", "colour = 1\n[axes]")).unwrap();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["grid", "--set", "dd=1,2", "--out", o],
+        vec!["grid", "--set", "d=0,10", "--out", o],
+        vec!["grid", "--set", "d=10.5", "--out", o],
+        vec!["grid", "--set", "d=10:5:1", "--out", o],
+        vec!["grid", "--set", "mode=1", "--out", o],
+        vec![
+            "grid", "--set", "eta=0.2", "--set", "eta=0.3", "--shard", "0/3", "--out", o,
+        ],
+        vec!["grid", "--set", "eta=0.2", "--shard", "4/3", "--out", o],
+        vec!["grid", "--seeds", "3..1", "--out", o],
+        vec![
+            "grid",
+            "--preset",
+            "heatmap-v1",
+            "--config",
+            grid.to_str().unwrap(),
+            "--out",
+            o,
+        ],
+        vec!["grid", "--preset", "nope", "--out", o],
+        vec!["grid", "--grid", bad.to_str().unwrap(), "--out", o],
+        vec!["grid", "--set", "d=20,30"],
+        vec!["grid", "merge", tmp.path().to_str().unwrap()],
+    ];
+    for args in cases {
+        let r = tokensel(&args);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {}", stderr(&r));
+        assert!(!out.join("cells").exists(), "{args:?} did work");
+    }
+    // a directory that holds another grid
+    let r = tokensel(&[
+        "grid", "--set", "d=20", "--steps", "5", "--out", o, "--quiet",
+    ]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let r = tokensel(&[
+        "grid", "--set", "d=30", "--steps", "5", "--out", o, "--quiet",
+    ]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+}
+
+/// The grid presets parse, and have the sizes the paper's figures have.
+#[test]
+fn grid_presets_have_the_papers_sizes() {
+    use tokensel::experiments::grid::GridPreset;
+    let size = |p: GridPreset| {
+        let s = Spec::from_toml(p.toml(), Path::new(p.name())).unwrap();
+        let shape: Vec<usize> = s.axes.iter().map(|a| a.values.len()).collect();
+        (shape, s.seeds.len(), s)
+    };
+    let (shape, seeds, s) = size(GridPreset::HeatmapV1);
+    assert_eq!((shape, seeds), (vec![20, 20], 1));
+    assert_eq!(s.axes[0].values[19], 5000.0);
+    assert_eq!(s.axes[1].values[19], 100.0);
+    let (shape, _, s) = size(GridPreset::HeatmapFinal);
+    assert_eq!(shape, vec![39, 39]);
+    assert_eq!(s.axes[1].values[38], 100.0);
+    assert_eq!(s.base.mode, tokensel::config::Mode::Joint);
+    let (shape, seeds, s) = size(GridPreset::LabelNoiseMap);
+    assert_eq!((shape, seeds), (vec![17, 5], 10));
+    assert_eq!(s.axes[0].values[8], 0.7);
+    assert_eq!(s.base.labels, tokensel::config::LabelRule::HalfSplit);
+}
