@@ -110,6 +110,28 @@ fn bad_claim_files_exit_2_naming_claim_and_field() {
             claim("expected = \"differs\"\n", "train_accuracy", ">="),
             "`expected`",
         ),
+        (
+            claim("axes = { d = \"20,30\" }\n", "train_accuracy", ">="),
+            "`axes`",
+        ),
+        (
+            claim("", "runs_ok", ">=").replace("source = \"run\"", "source = \"grid\""),
+            "`axes`",
+        ),
+        (
+            claim("axes = { dd = \"20,30\" }\n", "runs_ok", ">=")
+                .replace("source = \"run\"", "source = \"grid\""),
+            "`axes`",
+        ),
+        (
+            claim(
+                "axes = { d = \"20,30\" }\nfraction = 0.5\n",
+                "runs_ok",
+                ">=",
+            )
+            .replace("source = \"run\"", "source = \"grid\""),
+            "`fraction`",
+        ),
         ("claim = []\n".to_string(), "no claims"),
         ("[[claim]]\nname = \"x\"\n".to_string(), "missing field"),
         ("not toml at all [".to_string(), "claims"),
@@ -126,6 +148,25 @@ fn bad_claim_files_exit_2_naming_claim_and_field() {
     }
     let o = tokensel(&["check", "/nonexistent/claims.toml"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// A grid claim runs its grid (all its seeds in one) and reads the merged summary: two
+/// points x two seeds make 4 runs, and a claim that cannot hold fails (exit 1).
+#[test]
+fn grid_claims_read_the_merged_summary() {
+    let body = format!(
+        "[[claim]]\nname = \"runs\"\n{SMALL}source = \"grid\"\naxes = {{ mu_norm = [3.0, 8.0] }}\nseeds = \"0..2\"\nquantity = \"runs_ok\"\nop = \"==\"\nbound = 4\n\n\
+         [[claim]]\nname = \"cannot hold\"\n{SMALL}source = \"grid\"\naxes = {{ mu_norm = [3.0, 8.0] }}\nseeds = \"0..2\"\nquantity = \"points/1/stats/train_accuracy/max\"\nop = \">\"\nbound = 1\n"
+    );
+    let o = claims(&body);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("1 passed, 1 failed"), "{out}");
 }
 
 /// Claims over seeds count the share of seeds that satisfy them; a baseline claim reads

@@ -106,6 +106,38 @@ fn shards_merge_byte_identically_and_resume() {
         assert_eq!(read(&whole, name), read(&sharded, name), "{name}");
     }
 
+    // the examples' recipes: GNU parallel, and the Slurm array script run as tasks 1..3
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    if have_parallel {
+        let dir = tmp.path().join("recipe-parallel");
+        let o = Command::new("bash")
+            .arg(examples.join("grid_parallel.sh"))
+            .args([dir.to_str().unwrap(), "3", "--grid", grid.to_str().unwrap()])
+            .env("TOKENSEL", bin)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        for name in OUTPUTS {
+            assert_eq!(read(&whole, name), read(&dir, name), "{name}");
+        }
+    }
+    let dir = tmp.path().join("recipe-slurm");
+    for task in ["1", "2", "3"] {
+        let o = Command::new("bash")
+            .arg(examples.join("grid_slurm.sh"))
+            .args([dir.to_str().unwrap(), "3", "--grid", grid.to_str().unwrap()])
+            .env("TOKENSEL", bin)
+            .env("SLURM_ARRAY_TASK_ID", task)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let o = tokensel(&["grid", "merge", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for name in OUTPUTS {
+        assert_eq!(read(&whole, name), read(&dir, name), "{name}");
+    }
+
     // resume: one cell file lost, one run again, the same bytes
     let cells: Vec<_> = std::fs::read_dir(sharded.join("cells"))
         .unwrap()

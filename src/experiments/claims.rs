@@ -19,7 +19,13 @@
 //! expected = "differs"                # optional: a recorded disagreement (default holds)
 //! prec = 256                          # optional (compare, saturation, lemma_a6)
 //! tol = 1e-8                          # optional (compare, saturation)
+//! axes = { eta = "0.5:0.9:0.025", rho = [0.05, 0.1] }   # grid only
 //! ```
+//!
+//! A `grid` claim runs the grid of its config (the base), `axes` and `seeds` (all seeds
+//! in one grid, `tokensel grid`'s cells) and reads one number from the merged summary
+//! (`grid merge --json`); fractions over seeds are quantities of that summary (e.g.
+//! `label_noise/0/abrupt_fraction`), so `fraction` does not apply.
 //!
 //! A claim with `paper` must say where the value comes from and why the bound follows;
 //! `expected = "differs"` records that tokensel does not reproduce the paper there (with
@@ -101,6 +107,9 @@ pub struct Claim {
     /// Whether the claim is expected to hold (default) or is a recorded disagreement.
     #[serde(default)]
     pub expected: Expected,
+    /// Grid axes (`grid` only): key = "a:b:step" or a list of numbers.
+    #[serde(default)]
+    pub axes: Option<toml::Table>,
 }
 
 /// A claim's comparison operator.
@@ -195,6 +204,8 @@ pub enum Source {
     Saturation,
     /// W-mode vs p-mode (Lemma A.6) in f64.
     LemmaA6,
+    /// A grid over `axes` and `seeds` (`tokensel grid`), its merged summary.
+    Grid,
 }
 
 /// The verdict on one claim.
@@ -283,6 +294,18 @@ impl ClaimsFile {
             if c.quantity.trim().is_empty() {
                 return Err(err("quantity", "empty path".into()));
             }
+            if (c.source == Source::Grid) != c.axes.is_some() {
+                return Err(err(
+                    "axes",
+                    "a `grid` claim needs `axes`, and only a grid claim has them".into(),
+                ));
+            }
+            if c.source == Source::Grid && c.fraction.is_some() {
+                return Err(err(
+                    "fraction",
+                    "a grid claim reads one number from the grid's summary; its fractions over seeds are quantities there".into(),
+                ));
+            }
             if c.step.is_some() && c.source != Source::Run {
                 return Err(err("step", "only `run` claims read a checkpoint".into()));
             }
@@ -301,6 +324,9 @@ impl ClaimsFile {
                 .unwrap_or_default();
             let cfg = Config::from_toml_str_over_preset(&overlay, path, preset)
                 .map_err(|e| err("config", e.to_string()))?;
+            if c.source == Source::Grid {
+                grid_spec(c, &cfg).map_err(|e| err("axes", e.to_string()))?;
+            }
             if let Some(s) = c.step.or(c.baseline_step).filter(|s| *s > cfg.steps) {
                 return Err(err(
                     "step",
@@ -323,7 +349,31 @@ pub fn lookup<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_json
         })
 }
 
+/// The grid of a `grid` claim: its config as the base, its axes and seeds.
+fn grid_spec(claim: &Claim, cfg: &Config) -> Result<crate::experiments::grid::Spec> {
+    let mut table = toml::Table::new();
+    if let Some(s) = &claim.seeds {
+        table.insert("seeds".into(), toml::Value::String(s.clone()));
+    }
+    table.insert(
+        "axes".into(),
+        toml::Value::Table(claim.axes.clone().unwrap_or_default()),
+    );
+    let mut spec = crate::experiments::grid::Spec::from_toml(
+        &toml::to_string(&table).expect("table serialises"),
+        Path::new(&claim.name),
+    )?;
+    spec.name = claim.name.clone();
+    spec.base = cfg.clone();
+    spec.cells()?;
+    Ok(spec)
+}
+
 fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
+    if claim.source == Source::Grid {
+        let spec = grid_spec(claim, cfg)?;
+        return Ok(json(&crate::experiments::grid::run_in_memory(&spec)?));
+    }
     let prec = claim.prec.unwrap_or(crate::arith::DEFAULT_PREC);
     let tol = claim.tol.unwrap_or(1e-8);
     let data = Dataset::generate(cfg);
@@ -362,6 +412,7 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
                 &grid,
             )?)
         }
+        Source::Grid => unreachable!("handled above"),
         Source::LemmaA6 => {
             let mut w_cfg = cfg.clone();
             w_cfg.mode = Mode::W;
@@ -422,8 +473,11 @@ pub fn check(
         progress(k, file.claim.len(), &claim.name);
         let err = |field: &str, reason: String| claim_error(path, k, &claim.name, field, reason);
         let seeds = match &claim.seeds {
-            Some(s) => parse_seeds(s).map_err(|e| err("seeds", e))?,
-            None => vec![cfg.seed],
+            // a grid claim runs all its seeds in one grid
+            Some(s) if claim.source != Source::Grid => {
+                parse_seeds(s).map_err(|e| err("seeds", e))?
+            }
+            _ => vec![cfg.seed],
         };
         let mut per_seed = Vec::with_capacity(seeds.len());
         for &seed in &seeds {
@@ -431,11 +485,19 @@ pub fn check(
                 seed,
                 ..cfg.clone()
             };
+            let grid = match claim.source {
+                Source::Grid => (
+                    claim.axes.as_ref().map(|a| a.to_string()),
+                    claim.seeds.clone(),
+                ),
+                _ => (None, None),
+            };
             let key = serde_json::to_string(&(
                 claim.source,
                 cfg.to_toml(),
                 claim.prec,
                 claim.tol.map(f64::to_bits),
+                grid,
             ))
             .expect("key serialises");
             if !cache.contains_key(&key) {

@@ -103,15 +103,17 @@ fn tick(v: f64) -> String {
     }
 }
 
-/// Edges of the cells around sorted centres (half a step beyond the ends).
-fn range(values: &[f64]) -> (f64, f64) {
-    let (a, b) = (values[0], values[values.len() - 1]);
-    let half = if values.len() > 1 {
-        0.5 * (b - a) / (values.len() - 1) as f64
-    } else {
-        0.5 * a.abs().max(1.0)
-    };
-    (a - half, b + half)
+/// Position of a data value in cell units (cell k spans [k, k + 1], its value at
+/// k + 0.5): piecewise linear between the grid values, so curves line up with the cells
+/// on unevenly spaced axes too; extrapolated with the end spacing.
+fn cell_coord(values: &[f64], v: f64) -> f64 {
+    let n = values.len();
+    if n == 1 {
+        return 0.5 + (v - values[0]) / values[0].abs().max(1.0);
+    }
+    let k = values.windows(2).position(|w| v <= w[1]).unwrap_or(n - 2);
+    let (a, b) = (values[k], values[k + 1]);
+    k as f64 + 0.5 + (v - a) / (b - a)
 }
 
 impl HeatMap {
@@ -140,12 +142,15 @@ impl HeatMap {
             w / 2.0,
             esc(&self.title)
         );
-        let (xr, yr) = (range(&self.x.1), range(&self.y.1));
         for (k, panel) in self.panels.iter().enumerate() {
             let ox = 10.0 + (k % cols) as f64 * cell_w + ML;
             let oy = 40.0 + (k / cols) as f64 * cell_h + MT;
-            let px = |x: f64| ox + (x - xr.0) / (xr.1 - xr.0) * PW;
-            let py = |y: f64| oy + PH - (y - yr.0) / (yr.1 - yr.0) * PH;
+            let px = |x: f64| ox + cell_coord(&self.x.1, x) / nx as f64 * PW;
+            let py = |y: f64| oy + PH - cell_coord(&self.y.1, y) / ny as f64 * PH;
+            let inside = |x: f64, y: f64| {
+                (0.0..=nx as f64).contains(&cell_coord(&self.x.1, x))
+                    && (0.0..=ny as f64).contains(&cell_coord(&self.y.1, y))
+            };
             let _ = writeln!(
                 s,
                 r#"<text x="{}" y="{}" font-size="13" text-anchor="middle">{}</text>"#,
@@ -201,12 +206,8 @@ impl HeatMap {
                     .filter(|(x, y)| x.is_finite() && y.is_finite())
                     .map(|&(x, y)| format!("{:.2},{:.2}", px(x), py(y)))
                     .collect();
-                let inside = c
-                    .points
-                    .iter()
-                    .rev()
-                    .find(|(x, y)| (xr.0..=xr.1).contains(x) && (yr.0..=yr.1).contains(y));
-                if let (Some(tag), Some(&(x, y))) = (&c.tag, inside) {
+                let last_inside = c.points.iter().rev().find(|(x, y)| inside(*x, *y));
+                if let (Some(tag), Some(&(x, y))) = (&c.tag, last_inside) {
                     let _ = writeln!(
                         s,
                         r#"<text x="{:.1}" y="{:.1}" font-size="10" fill="{}" text-anchor="end">{}</text>"#,

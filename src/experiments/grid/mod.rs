@@ -405,21 +405,47 @@ pub fn read_cell(dir: &Path, cell: &Cell) -> Option<CellFile> {
 /// Run one cell and write its file atomically. A run that stops or is refused is a
 /// failed cell, not an error; an I/O error is.
 pub fn run_cell(dir: &Path, cell: &Cell, cache: Option<&NoiseCache>) -> Result<CellFile> {
+    let file = compute_cell(cell, cache)?;
+    let text = serde_json::to_string_pretty(&file).expect("cell serialises");
+    write_atomic(&cell_path(dir, cell), text.as_bytes())?;
+    Ok(file)
+}
+
+/// Run one cell in memory: a run that stops or is refused is a failed cell.
+pub fn compute_cell(cell: &Cell, cache: Option<&NoiseCache>) -> Result<CellFile> {
     let outcome = match cell::run(&cell.config, cache) {
         Ok(m) => Outcome::Ok(Box::new(m)),
         Err(e) if e.is_stopped_run() => Outcome::Failed(e.to_string()),
         Err(e) => return Err(e),
     };
-    let file = CellFile {
+    Ok(CellFile {
         format: CELL_FORMAT.into(),
         point: cell.point.clone(),
         seed: cell.seed,
         config: cell.config.clone(),
         outcome,
-    };
-    let text = serde_json::to_string_pretty(&file).expect("cell serialises");
-    write_atomic(&cell_path(dir, cell), text.as_bytes())?;
-    Ok(file)
+    })
+}
+
+/// Run a whole grid in memory (no files) and reduce it: what claim files use.
+pub fn run_in_memory(spec: &Spec) -> Result<reduce::Summary> {
+    use rayon::prelude::*;
+    let cells = spec.cells()?;
+    let mut order: Vec<&Cell> = cells.iter().collect();
+    order.sort_by_key(|c| (c.seed, c.index));
+    let cache = NoiseCache::new(2 * rayon::current_num_threads());
+    let mut done: Vec<(usize, CellFile)> = order
+        .par_iter()
+        .with_max_len(1)
+        .map(|c| compute_cell(c, Some(&cache)).map(|f| (c.index, f)))
+        .collect::<Result<_>>()?;
+    done.sort_by_key(|(i, _)| *i);
+    let files: CellFiles = cells
+        .into_iter()
+        .zip(done)
+        .map(|(c, (_, f))| (c, Some(f)))
+        .collect();
+    Ok(reduce::summarise(spec, &files))
 }
 
 /// Run every cell of `cells` that has no complete file yet, in parallel over cells;

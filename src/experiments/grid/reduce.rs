@@ -160,6 +160,14 @@ pub struct Summary {
     pub fits: Vec<Fit>,
     /// On grids with axes eta and rho: the boundary per rho.
     pub label_noise: Vec<NoiseBoundary>,
+    /// On grids with axes eta and rho: the fraction of seeds whose boundary does not
+    /// move to higher eta as rho decreases (a seed with no boundary in the eta range at
+    /// some rho counts it as beyond the range).
+    pub label_noise_monotone_fraction: Option<f64>,
+    /// On grids with axes eta and rho: the fraction of seeds whose boundary at the
+    /// smallest rho lies strictly below the one at the largest rho (no boundary: beyond
+    /// the eta range).
+    pub label_noise_shift_fraction: Option<f64>,
 }
 
 /// Reduce the cell files (`files` in grid order, as [`super::collect`] returns them).
@@ -208,6 +216,41 @@ pub fn summarise(spec: &Spec, files: &[(Cell, Option<CellFile>)]) -> Summary {
     let axes: Vec<String> = spec.axes.iter().map(|a| a.key.clone()).collect();
     let fits = fit_boundaries(spec, &points);
     let label_noise = noise_boundaries(spec, files);
+    let label_noise_monotone_fraction = (!label_noise.is_empty()).then(|| {
+        let monotone = spec
+            .seeds
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| {
+                // boundaries in increasing rho; None = beyond the eta range
+                let mut by_rho: Vec<(f64, f64)> = label_noise
+                    .iter()
+                    .map(|b| (b.rho, b.per_seed[*k].1.unwrap_or(f64::INFINITY)))
+                    .collect();
+                by_rho.sort_by(|a, b| a.0.total_cmp(&b.0));
+                by_rho.windows(2).all(|w| w[0].1 <= w[1].1)
+            })
+            .count();
+        monotone as f64 / spec.seeds.len() as f64
+    });
+    let label_noise_shift_fraction = (label_noise.len() >= 2).then(|| {
+        let lo = label_noise
+            .iter()
+            .min_by(|a, b| a.rho.total_cmp(&b.rho))
+            .expect("two rhos");
+        let hi = label_noise
+            .iter()
+            .max_by(|a, b| a.rho.total_cmp(&b.rho))
+            .expect("two rhos");
+        let inf = |v: Option<f64>| v.unwrap_or(f64::INFINITY);
+        let shifted = lo
+            .per_seed
+            .iter()
+            .zip(&hi.per_seed)
+            .filter(|(a, b)| inf(a.1) < inf(b.1))
+            .count();
+        shifted as f64 / spec.seeds.len() as f64
+    });
     Summary {
         name: spec.name.clone(),
         axes,
@@ -219,6 +262,8 @@ pub fn summarise(spec: &Spec, files: &[(Cell, Option<CellFile>)]) -> Summary {
         points,
         fits,
         label_noise,
+        label_noise_monotone_fraction,
+        label_noise_shift_fraction,
     }
 }
 
@@ -507,6 +552,20 @@ impl std::fmt::Display for Summary {
                     b.mean.map_or("-".into(), |v| format!("{v:.4}")),
                     range,
                     100.0 * b.abrupt_fraction
+                )?;
+            }
+            if let Some(m) = self.label_noise_monotone_fraction {
+                writeln!(
+                    f,
+                    "  seeds whose boundary moves to lower (or equal) eta as rho decreases: {:.0}%",
+                    100.0 * m
+                )?;
+            }
+            if let Some(m) = self.label_noise_shift_fraction {
+                writeln!(
+                    f,
+                    "  seeds whose boundary at the smallest rho lies strictly below the one at the largest: {:.0}%",
+                    100.0 * m
                 )?;
             }
         }
