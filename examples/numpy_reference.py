@@ -95,17 +95,26 @@ def main():
     name = "numpy_reference.py" + "".join(
         f" {flag}" for flag, on in (("--float32", args.float32), ("--naive-softmax", args.naive_softmax)) if on
     ) + (f" --bug {args.bug}" if args.bug else "")
+    write_external(args.out, rec, np.dtype(dtype).name, name, cfg)
+
+
+def write_external(path, rec, dtype_name, implementation, cfg):
+    """Write the recorded quantities `rec` (lists, one entry per recorded step, and
+    `steps`) as a tokensel-external/1 JSON file; the header names the dtype, the
+    implementation and the config values it used (checked against the data's)."""
     out = {
         "format": "tokensel-external/1",
-        "dtype": np.dtype(dtype).name,
-        "implementation": name,
+        "dtype": dtype_name,
+        "implementation": implementation,
         "config": {"seed": cfg["seed"], "step_size": cfg["step_size"], "mode": "p"},
         **rec,
     }
     # NaN and infinities are written as null (JSON has no spelling for them)
-    text = json.dumps(out, allow_nan=True).replace("NaN", "null").replace("-Infinity", "null").replace("Infinity", "null")
-    args.out.write_text(text)
-    print(f"wrote {len(rec['steps'])} recorded steps to {args.out}")
+    text = json.dumps(out, allow_nan=True)
+    for token in ("-Infinity", "Infinity", "NaN"):
+        text = text.replace(token, "null")
+    path.write_text(text)
+    print(f"wrote {len(rec['steps'])} recorded steps to {path}")
 
 
 if __name__ == "__main__":

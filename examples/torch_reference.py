@@ -15,13 +15,14 @@ default setting the gaps stay small and the float64 run agrees with the twin.
 """
 
 import argparse
-import json
 import tomllib
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from numpy_reference import write_external  # the same file format, next to this script
 
 
 def main():
@@ -67,16 +68,8 @@ def main():
             with torch.no_grad():
                 p -= sign * alpha * p.grad
 
-    out = {
-        "format": "tokensel-external/1",
-        "dtype": "float32" if args.float32 else "float64",
-        "implementation": "torch_reference.py (autograd)" + (" --float32" if args.float32 else ""),
-        "config": {"seed": cfg["seed"], "step_size": cfg["step_size"], "mode": "p"},
-        **rec,
-    }
-    text = json.dumps(out, allow_nan=True).replace("NaN", "null").replace("-Infinity", "null").replace("Infinity", "null")
-    args.out.write_text(text)
-    print(f"wrote {len(rec['steps'])} recorded steps to {args.out}")
+    name = "torch_reference.py (autograd)" + (" --float32" if args.float32 else "")
+    write_external(args.out, rec, "float32" if args.float32 else "float64", name, cfg)
 
 
 if __name__ == "__main__":

@@ -638,14 +638,7 @@ fn judge(args: &JudgeCmdArgs) -> Result<i32> {
     let report =
         crate::analysis::judge::judge(&cfg, &data, &ext, opts, &mut |s| bar.set_position(s))?;
     bar.finish_and_clear();
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).expect("report serialises")
-        );
-    } else {
-        print!("{report}");
-    }
+    print_report(&report, args.json);
     finish(t0, None);
     Ok(if report.within_tolerance {
         EXIT_OK
@@ -807,6 +800,18 @@ fn grid_merge(dir: &Path, json: bool) -> Result<i32> {
     Ok(EXIT_OK)
 }
 
+/// Print a report: one JSON object with `json`, else its readable table.
+fn print_report<T: serde::Serialize + std::fmt::Display>(report: &T, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(report).expect("reports serialise")
+        );
+    } else {
+        print!("{report}");
+    }
+}
+
 fn read_text(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
@@ -838,11 +843,7 @@ fn cost(args: &CostArgs) -> Result<()> {
         args.twin_reps,
         &mut |name| eprintln!("timing {name}"),
     )?;
-    if args.json {
-        println!("{}", serde_json::to_string(&r).expect("report serialises"));
-    } else {
-        print!("{r}");
-    }
+    print_report(&r, args.json);
     Ok(())
 }
 
@@ -874,11 +875,7 @@ fn diff(args: &DiffArgs) -> Result<i32> {
     check_tol(args.rtol)?;
     let (a, b) = (load_trajectory(&args.a)?, load_trajectory(&args.b)?);
     let r = crate::analysis::diff::diff(&a, &b, args.rtol, args.common_only);
-    if args.json {
-        println!("{}", serde_json::to_string(&r).expect("report serialises"));
-    } else {
-        print!("{r}");
-    }
+    print_report(&r, args.json);
     Ok(if r.diverged { EXIT_FAILED } else { EXIT_OK })
 }
 
@@ -990,14 +987,7 @@ fn compare(args: &CompareArgs) -> Result<()> {
     let report =
         crate::analysis::compare::compare(&cfg, &data, opts, &mut |s| bar.set_position(s))?;
     bar.finish_and_clear();
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).expect("report serialises")
-        );
-    } else {
-        print!("{report}");
-    }
+    print_report(&report, args.json);
     finish(t0, None);
     Ok(())
 }
@@ -1029,11 +1019,7 @@ fn saturation(args: &SaturationArgs) -> Result<()> {
         args.judge.tol,
         &grid,
     )?;
-    if args.json {
-        println!("{}", serde_json::to_string(&r).expect("report serialises"));
-    } else {
-        print!("{r}");
-    }
+    print_report(&r, args.json);
     Ok(())
 }
 
