@@ -186,7 +186,7 @@ impl HeatMap {
                     };
                     let _ = writeln!(
                         s,
-                        r#"<rect x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}" fill="{fill}"/>"#,
+                        r#"<rect x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}" fill="{fill}" shape-rendering="crispEdges"/>"#,
                         ox + ix as f64 * cw,
                         oy + PH - (iy + 1) as f64 * ch,
                         cw + 0.3,
