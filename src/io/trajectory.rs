@@ -460,6 +460,40 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     })
 }
 
+/// Write `bytes` to `path` atomically where several processes may write the same file
+/// at once (a grid's shards all write `grid.json`, possibly from several machines on a
+/// shared file system): each writer uses its own temporary name (process id, a counter
+/// and the time) and removes no other writer's temporaries, so concurrent writers never
+/// break each other's rename; the last rename wins, and all of them are complete files.
+pub fn write_atomic_shared(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let unique = format!(
+        ".{name}.tmp{}-{}-{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let tmp = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(d) => d.join(unique),
+        None => unique.into(),
+    };
+    let mut file = std::fs::File::create(&tmp).map_err(io)?;
+    file.write_all(bytes).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
 /// Remove temporaries `.NAME.tmp*` that killed writers of `path` left beside it.
 fn remove_stale_temps(path: &Path) {
     let dir = path

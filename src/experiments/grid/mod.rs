@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use crate::config::{Config, Preset};
 use crate::data::NoiseCache;
 use crate::error::{Error, Result};
-use crate::io::trajectory::write_atomic;
+use crate::io::trajectory::{write_atomic, write_atomic_shared};
 
 /// Format tag of `grid.json`.
 pub const GRID_FORMAT: &str = "tokensel-grid/1";
@@ -341,10 +341,11 @@ impl Spec {
         Ok(out)
     }
 
-    /// Write `DIR/grid.json` (atomically; every shard writes the same bytes).
+    /// Write `DIR/grid.json` (atomically; every shard writes the same bytes, possibly
+    /// at the same time).
     pub fn write(&self, dir: &Path) -> Result<()> {
         let text = serde_json::to_string_pretty(self).expect("spec serialises");
-        write_atomic(&dir.join("grid.json"), text.as_bytes())
+        write_atomic_shared(&dir.join("grid.json"), text.as_bytes())
     }
 
     /// Read `DIR/grid.json`.
@@ -407,7 +408,7 @@ pub fn read_cell(dir: &Path, cell: &Cell) -> Option<CellFile> {
 pub fn run_cell(dir: &Path, cell: &Cell, cache: Option<&NoiseCache>) -> Result<CellFile> {
     let file = compute_cell(cell, cache)?;
     let text = serde_json::to_string_pretty(&file).expect("cell serialises");
-    write_atomic(&cell_path(dir, cell), text.as_bytes())?;
+    write_atomic_shared(&cell_path(dir, cell), text.as_bytes())?;
     Ok(file)
 }
 
