@@ -44,10 +44,19 @@ fn own_trajectory(cfg: &Config) -> Value {
         |v: &[f64]| -> Vec<Vec<f64>> { v.chunks(cfg.tokens()).map(<[f64]>::to_vec).collect() };
     let (mut steps, mut p, mut z, mut s, mut f, mut loss, mut grad) =
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut q, mut w) = (vec![], vec![]);
+    let d = cfg.d;
+    let identity: Vec<f64> = (0..d * d)
+        .map(|k| f64::from(u8::from(k % (d + 1) == 0)))
+        .collect();
     loop {
         t.forward_backward().unwrap();
         steps.push(t.step);
-        p.push(t.params().0);
+        let (pk, wk) = t.params();
+        p.push(pk);
+        q.push(t.q());
+        let wk = wk.unwrap_or_else(|| identity.clone());
+        w.push(wk.chunks(d).map(<[f64]>::to_vec).collect::<Vec<_>>());
         z.push(rows(&t.z));
         s.push(rows(&t.s));
         f.push(t.samples.iter().map(|x| x.f).collect::<Vec<f64>>());
@@ -60,8 +69,8 @@ fn own_trajectory(cfg: &Config) -> Value {
     }
     json!({
         "format": "tokensel-external/1", "dtype": "float64", "implementation": "tokensel f64",
-        "config": {"step_size": cfg.step_size, "mode": "p"},
-        "steps": steps, "p": p, "z": z, "s": s, "f": f, "loss": loss, "grad": grad,
+        "config": {"step_size": cfg.step_size, "mode": cfg.mode},
+        "steps": steps, "p": p, "q": q, "W": w, "z": z, "s": s, "f": f, "loss": loss, "grad": grad,
     })
 }
 
@@ -133,7 +142,7 @@ fn own_trajectory_agrees_and_damaged_copies_are_diagnosed() {
     let (code, r) = judge(&ext, tmp.path(), &data, "own.json");
     assert_eq!(code, 0, "{r:#}");
     assert_eq!(r["within_tolerance"], true);
-    for q in ["p", "z", "s", "f", "loss", "grad"] {
+    for q in ["p", "q", "W", "z", "s", "f", "loss", "grad"] {
         // f64 rounding: a few hundred eps at most over 30 steps (compare's bound)
         let e = r["quantities"][q]["max_rel_err"].as_f64().unwrap();
         assert!(e < 1e-12, "{q}: {e}");
@@ -141,7 +150,7 @@ fn own_trajectory_agrees_and_damaged_copies_are_diagnosed() {
     assert_eq!(r["rows"].as_array().unwrap().len(), 31);
 
     let mut f32s = ext.clone();
-    for q in ["p", "z", "s", "f", "loss", "grad"] {
+    for q in ["p", "q", "W", "z", "s", "f", "loss", "grad"] {
         map_quantity(&mut f32s, q, &|_, x| f64::from(x as f32));
     }
     let (code, r) = judge(&f32s, tmp.path(), &data, "f32.json");
@@ -170,6 +179,37 @@ fn own_trajectory_agrees_and_damaged_copies_are_diagnosed() {
     let (code, r) = judge(&nan, tmp.path(), &data, "nan.json");
     assert_eq!(code, 1);
     assert_eq!(first_diagnosis(&r), ("non-finite", 20), "{r:#}");
+}
+
+/// Joint mode from a Kaiming W(0): tokensel's own f64 trajectory, with p, q = W^T p and
+/// W rebuilt by the span twin at every step, agrees; the same with W off by 1e-6 in one
+/// entry after step 3 does not, first at step 4 in `W`.
+#[test]
+fn joint_mode_with_w_agrees_and_a_perturbed_w_does_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let joint = format!(
+        "{}mode = \"joint\"\n[init]\np = \"gaussian\"\nw = \"kaiming_uniform\"\n",
+        SMALL.replace("step_size = 0.5", "step_size = 0.05")
+    );
+    let data = export(tmp.path(), &joint);
+    assert!(data.join("W0.npy").exists());
+    let cfg = Config::from_file(&data.join("config.toml")).unwrap();
+    let ext = own_trajectory(&cfg);
+    let (code, r) = judge(&ext, tmp.path(), &data, "joint.json");
+    assert_eq!(code, 0, "{r:#}");
+    for q in ["p", "q", "W", "z", "grad"] {
+        let e = r["quantities"][q]["max_rel_err"].as_f64().unwrap();
+        assert!(e < 1e-12, "{q}: {e}");
+    }
+    let mut bent = ext.clone();
+    for k in 4..=30 {
+        let v = bent["W"][k][3][7].as_f64().unwrap();
+        bent["W"][k][3][7] = json!(v + 1e-6);
+    }
+    let (code, r) = judge(&bent, tmp.path(), &data, "bent.json");
+    assert_eq!(code, 1);
+    assert_eq!(r["quantities"]["W"]["first_over_tol"], 4, "{r:#}");
+    assert_eq!(r["findings"][0]["quantity"], "W");
 }
 
 /// The NPZ encoding (float32 or float64 arrays, a uint8 `header`) reads as the JSON one.
@@ -247,7 +287,7 @@ fn bad_inputs_exit_2() {
         (
             "no quantity",
             Box::new(|e| {
-                for q in ["p", "z", "s", "f", "loss", "grad"] {
+                for q in ["p", "q", "W", "z", "s", "f", "loss", "grad"] {
                     e.as_object_mut().unwrap().remove(q);
                 }
             }),
