@@ -66,6 +66,43 @@ pub struct ByNoise {
     pub noisy: Option<PerGroup>,
 }
 
+impl ByNoise {
+    /// The mean of a per-group value over clean and over noisy training samples
+    /// (`values[i]` for sample i, summed in sample order; `y`, `y_true` the labels).
+    pub fn mean(values: &[[f64; 4]], y: &[i8], y_true: &[i8]) -> ByNoise {
+        let over = |noisy: bool| {
+            let mut acc = [0.0; 4];
+            let mut n = 0usize;
+            for (i, v) in values.iter().enumerate() {
+                if (y[i] != y_true[i]) == noisy {
+                    n += 1;
+                    for (a, x) in acc.iter_mut().zip(v) {
+                        *a += x;
+                    }
+                }
+            }
+            (n > 0).then(|| PerGroup::from_array(acc.map(|a| a / n as f64)))
+        };
+        ByNoise {
+            clean: over(false),
+            noisy: over(true),
+        }
+    }
+
+    /// The fraction of clean and of noisy training samples whose top token (the group
+    /// `top_groups[i]` for sample i) lies in each group.
+    pub fn selection(top_groups: impl Iterator<Item = Group>, y: &[i8], y_true: &[i8]) -> ByNoise {
+        let one_hot: Vec<[f64; 4]> = top_groups
+            .map(|g| {
+                let mut v = [0.0; 4];
+                v[g.index()] = 1.0;
+                v
+            })
+            .collect();
+        ByNoise::mean(&one_hot, y, y_true)
+    }
+}
+
 /// State of one training sample at a checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SampleState {
@@ -225,30 +262,9 @@ impl Checkpoint {
         y: &[i8],
         y_true: &[i8],
     ) -> Checkpoint {
-        let aggregate = |noisy: bool, value: &dyn Fn(&SampleState) -> [f64; 4]| {
-            let members: Vec<&SampleState> = samples
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| (y[*i] != y_true[*i]) == noisy)
-                .map(|(_, s)| s)
-                .collect();
-            if members.is_empty() {
-                return None;
-            }
-            let mut acc = [0.0; 4];
-            for s in &members {
-                for (a, v) in acc.iter_mut().zip(value(s)) {
-                    *a += v;
-                }
-            }
-            Some(PerGroup::from_array(acc.map(|a| a / members.len() as f64)))
-        };
-        let mass = |s: &SampleState| s.mass.to_array();
-        let selected = |s: &SampleState| {
-            let mut v = [0.0; 4];
-            v[groups[s.top].index()] = 1.0;
-            v
-        };
+        let mass: Vec<[f64; 4]> = samples.iter().map(|s| s.mass.to_array()).collect();
+        let attention = ByNoise::mean(&mass, y, y_true);
+        let selection = ByNoise::selection(samples.iter().map(|s| groups[s.top]), y, y_true);
         Checkpoint {
             step,
             train_loss,
@@ -256,14 +272,8 @@ impl Checkpoint {
             test_accuracy,
             q_norm,
             grad_norm,
-            attention: ByNoise {
-                clean: aggregate(false, &mass),
-                noisy: aggregate(true, &mass),
-            },
-            selection: ByNoise {
-                clean: aggregate(false, &selected),
-                noisy: aggregate(true, &selected),
-            },
+            attention,
+            selection,
             cumulative,
             samples,
         }

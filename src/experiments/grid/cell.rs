@@ -4,10 +4,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::arith::F64;
-use crate::config::{Config, Group};
+use crate::config::Config;
 use crate::data::{Dataset, NoiseCache};
 use crate::error::Result;
-use crate::io::trajectory::{self, PerGroup};
+use crate::io::trajectory::{self, ByNoise, PerGroup};
 use crate::train::Trainer;
 
 /// Test accuracy at least this close to its final value counts as "arrived".
@@ -42,45 +42,36 @@ impl Regime {
     }
 }
 
-/// Definition 4.1 sums S_i(tau') over tau' <= tau, by clean/noisy and observed label.
+/// One value per set of training samples: clean or noisy, by observed label.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct Sums {
+pub struct BySet<T> {
     /// Clean samples of class +1.
-    pub clean_pos: f64,
+    pub clean_pos: T,
     /// Clean samples of class -1.
-    pub clean_neg: f64,
+    pub clean_neg: T,
     /// Noisy samples observed +1 (true class -1).
-    pub noisy_obs_pos: f64,
+    pub noisy_obs_pos: T,
     /// Noisy samples observed -1 (true class +1).
-    pub noisy_obs_neg: f64,
+    pub noisy_obs_neg: T,
 }
 
-/// Sample counts of the four sets of [`Sums`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Counts {
-    /// Clean, class +1.
-    pub clean_pos: usize,
-    /// Clean, class -1.
-    pub clean_neg: usize,
-    /// Noisy, observed +1.
-    pub noisy_obs_pos: usize,
-    /// Noisy, observed -1.
-    pub noisy_obs_neg: usize,
-}
-
-impl Sums {
-    fn add(&mut self, scores: &[f64], y: &[i8], y_true: &[i8]) {
-        for ((s, yi), ti) in scores.iter().zip(y).zip(y_true) {
-            let slot = match (yi == ti, *yi > 0) {
-                (true, true) => &mut self.clean_pos,
-                (true, false) => &mut self.clean_neg,
-                (false, true) => &mut self.noisy_obs_pos,
-                (false, false) => &mut self.noisy_obs_neg,
-            };
-            *slot += s;
+impl<T> BySet<T> {
+    /// The value of the set of a sample with observed label `y` and true label `y_true`.
+    fn slot(&mut self, y: i8, y_true: i8) -> &mut T {
+        match (y == y_true, y > 0) {
+            (true, true) => &mut self.clean_pos,
+            (true, false) => &mut self.clean_neg,
+            (false, true) => &mut self.noisy_obs_pos,
+            (false, false) => &mut self.noisy_obs_neg,
         }
     }
 }
+
+/// Definition 4.1 sums S_i(tau') over tau' <= tau, per set.
+pub type Sums = BySet<f64>;
+
+/// Sample counts of the four sets.
+pub type Counts = BySet<usize>;
 
 /// Per-sample mean a / na over b / nb (`None` where a set is empty, or the ratio is not
 /// a finite number: b = 0, or b so small that the quotient overflows).
@@ -139,12 +130,7 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
     let (y, y_true) = (&data.train.y, &data.train.y_true);
     let mut counts = Counts::default();
     for (yi, ti) in y.iter().zip(y_true) {
-        match (yi == ti, *yi > 0) {
-            (true, true) => counts.clean_pos += 1,
-            (true, false) => counts.clean_neg += 1,
-            (false, true) => counts.noisy_obs_pos += 1,
-            (false, false) => counts.noisy_obs_neg += 1,
-        }
+        *counts.slot(*yi, *ti) += 1;
     }
     let schedule = trajectory::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
     let mut next = schedule.iter().peekable();
@@ -153,9 +139,12 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
     let mut fit_step = None;
     let mut test_curve = Vec::with_capacity(schedule.len());
     let mut last = None;
+    let mut correct; // training labels fitted at the last forward pass
     loop {
         tr.forward_backward()?;
-        sums.add(&tr.selection_scores(), y, y_true);
+        for ((s, yi), ti) in tr.selection_scores().iter().zip(y).zip(y_true) {
+            *sums.slot(*yi, *ti) += s;
+        }
         if tr.step == 0 {
             eq10_at_0 = ratio(
                 sums.clean_pos,
@@ -164,12 +153,13 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
                 counts.clean_neg,
             );
         }
-        let fitted = tr
+        correct = tr
             .samples
             .iter()
             .zip(y)
-            .all(|(s, yi)| crate::model::predict(&F64, &s.f) == *yi);
-        if fitted && fit_step.is_none() {
+            .filter(|(s, yi)| crate::model::predict(&F64, &s.f) == **yi)
+            .count();
+        if correct == y.len() && fit_step.is_none() {
             fit_step = Some(tr.step);
         }
         if next.peek() == Some(&&tr.step) {
@@ -186,18 +176,13 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
         tr.update()?;
     }
     let (test_accuracy, test_loss) = last.expect("the schedule ends at cfg.steps");
-    let correct = tr
-        .samples
-        .iter()
-        .zip(y)
-        .filter(|(s, yi)| crate::model::predict(&F64, &s.f) == **yi)
-        .count();
     let train_accuracy = correct as f64 / y.len() as f64;
     let generalisation_step = test_curve
         .iter()
         .find(|(_, a)| (a - test_accuracy).abs() <= GENERALISATION_BAND)
         .map_or(cfg.steps, |(s, _)| *s);
-    let selection = selection(&tr, &data);
+    let selection =
+        ByNoise::selection(tr.samples.iter().map(|s| data.groups[s.att.top]), y, y_true);
     let regime = if train_accuracy < 1.0 {
         Regime::NotOverfitting
     } else if test_accuracy < HARMFUL_BELOW {
@@ -212,8 +197,8 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
         test_accuracy,
         train_loss: tr.loss,
         test_loss,
-        clean_selection: selection.0,
-        noisy_selection: selection.1,
+        clean_selection: selection.clean,
+        noisy_selection: selection.noisy,
         eq9_ratio: ratio(
             sums.clean_pos + sums.clean_neg,
             c.clean_pos + c.clean_neg,
@@ -242,20 +227,4 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
         counts,
         sums,
     })
-}
-
-/// Fraction of clean and of noisy training samples whose top token lies in each group.
-fn selection(tr: &Trainer<'_, F64>, data: &Dataset) -> (Option<PerGroup>, Option<PerGroup>) {
-    let mut tally = [[0usize; 4]; 2];
-    let mut n = [0usize; 2];
-    for (i, s) in tr.samples.iter().enumerate() {
-        let k = usize::from(data.train.is_noisy(i));
-        let g: Group = data.groups[s.att.top];
-        tally[k][g.index()] += 1;
-        n[k] += 1;
-    }
-    let frac = |k: usize| {
-        (n[k] > 0).then(|| PerGroup::from_array(tally[k].map(|c| c as f64 / n[k] as f64)))
-    };
-    (frac(0), frac(1))
 }
