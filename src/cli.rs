@@ -624,12 +624,11 @@ fn judge(args: &JudgeCmdArgs) -> Result<i32> {
     check_tol(args.judge.tol)?;
     let truth = Mpfr::truth(args.judge.prec)?;
     let ext = crate::io::external::External::read(&args.external)?;
-    let (mut cfg, _) = crate::io::export::verify_data(&args.data)?;
+    let (mut cfg, _, data) = crate::io::export::verify_data(&args.data)?;
     ext.check_against(&cfg)?;
     cfg.steps = *ext.steps.last().expect("checked: steps not empty");
     crate::train::check_memory(&cfg, truth.kind(), args.judge.prec, Method::Span)?;
     let t0 = Instant::now();
-    let data = Dataset::generate(&cfg);
     let bar = progress_bar(cfg.steps, args.quiet);
     let opts = crate::analysis::judge::Options {
         prec: args.judge.prec,

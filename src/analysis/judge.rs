@@ -164,26 +164,60 @@ fn identity(d: usize, prec: u32) -> Vec<rug::Float> {
         .collect()
 }
 
-/// Error of one quantity at the twin's current step.
-fn error_of(q: Quantity, ext: &[f64], b: &Trainer<'_, Mpfr>, prec: u32) -> f64 {
-    let t = b.cfg.tokens();
-    let e = match q {
-        Quantity::P => normwise_rel_err(ext, &b.params().0),
-        Quantity::Q => normwise_rel_err(ext, &b.q()),
-        Quantity::W => {
-            let w = b.params().1.unwrap_or_else(|| identity(b.cfg.d, prec));
-            normwise_rel_err(ext, &w)
+/// The twin's d-space values at its current step, each rebuilt (from the span
+/// coefficients, O(nTd) or O(d^2) in MPFR) at most once however many quantities read it.
+struct Rebuilt<'t, 'a> {
+    b: &'t Trainer<'a, Mpfr>,
+    prec: u32,
+    params: std::cell::OnceCell<(Vec<rug::Float>, Option<Vec<rug::Float>>)>,
+    identity: std::cell::OnceCell<Vec<rug::Float>>,
+    q: std::cell::OnceCell<Vec<rug::Float>>,
+}
+
+impl<'t, 'a> Rebuilt<'t, 'a> {
+    fn new(b: &'t Trainer<'a, Mpfr>, prec: u32) -> Self {
+        Rebuilt {
+            b,
+            prec,
+            params: std::cell::OnceCell::new(),
+            identity: std::cell::OnceCell::new(),
+            q: std::cell::OnceCell::new(),
         }
-        Quantity::Z => per_sample(ext, &b.z, t),
-        Quantity::S => per_sample(ext, &b.s, t),
-        Quantity::F => {
-            let f: Vec<rug::Float> = b.samples.iter().map(|s| s.f.clone()).collect();
-            normwise_rel_err(ext, &f)
+    }
+
+    /// The twin's value of a d-space quantity (p, q or W; W = I built only where the
+    /// twin does not store W and W is asked for).
+    fn vector(&self, q: Quantity) -> &[rug::Float] {
+        let params = || self.params.get_or_init(|| self.b.params());
+        match q {
+            Quantity::P => &params().0,
+            Quantity::W => match &params().1 {
+                Some(w) => w,
+                None => self
+                    .identity
+                    .get_or_init(|| identity(self.b.cfg.d, self.prec)),
+            },
+            _ => self.q.get_or_init(|| self.b.q()),
         }
-        Quantity::Loss => rel_err(ext[0], &b.loss),
-        Quantity::Grad => normwise_rel_err(ext, &b.grad_q()),
-    };
-    finite_or_inf(e)
+    }
+
+    /// Error of one recorded quantity.
+    fn error_of(&self, q: Quantity, ext: &[f64]) -> f64 {
+        let b = self.b;
+        let t = b.cfg.tokens();
+        let e = match q {
+            Quantity::P | Quantity::Q | Quantity::W => normwise_rel_err(ext, self.vector(q)),
+            Quantity::Z => per_sample(ext, &b.z, t),
+            Quantity::S => per_sample(ext, &b.s, t),
+            Quantity::F => {
+                let f: Vec<rug::Float> = b.samples.iter().map(|s| s.f.clone()).collect();
+                normwise_rel_err(ext, &f)
+            }
+            Quantity::Loss => rel_err(ext[0], &b.loss),
+            Quantity::Grad => normwise_rel_err(ext, &b.grad_q()),
+        };
+        finite_or_inf(e)
+    }
 }
 
 /// Errors a float32 computation of this model makes: within [u32 / 100, 1e4 u32]
@@ -231,34 +265,29 @@ pub fn judge(
             .iter()
             .map(|t| t.att.gap.to_f64())
             .fold(0.0, f64::max);
+        let twin = Rebuilt::new(&b, opts.prec);
         let rel_err = ext
             .series
             .iter()
-            .map(|(q, s)| {
-                (
-                    q.name().to_string(),
-                    error_of(*q, &s.values[k], &b, opts.prec),
-                )
-            })
+            .map(|(q, s)| (q.name().to_string(), twin.error_of(*q, &s.values[k])))
             .collect();
         if let Some(q) = moving {
-            let twin = match q {
-                Quantity::P => b.params().0,
-                _ => b.q(),
-            };
+            let now = twin.vector(q).to_vec();
             let values = &ext.series[&q].values;
-            if let (Some(before), true) = (&prev_twin, k > 0) {
+            if let Some(before) = &prev_twin {
                 let unchanged = values[k]
                     .iter()
                     .zip(&values[k - 1])
                     .all(|(a, c)| a.to_bits() == c.to_bits());
-                let twin_change: Vec<f64> = before.iter().map(|v| v.to_f64()).collect();
-                let change = finite_or_inf(normwise_rel_err(&twin_change, &twin));
-                if unchanged && change > 0.0 && absorbed.is_none() {
+                // exactly: did the twin's value change at all between the two records
+                let moved = before.iter().zip(&now).any(|(a, c)| a != c);
+                if unchanged && moved && absorbed.is_none() {
+                    let before_f64: Vec<f64> = before.iter().map(|v| v.to_f64()).collect();
+                    let change = finite_or_inf(normwise_rel_err(&before_f64, &now));
                     absorbed = Some((ext.steps[k - 1], step, change));
                 }
             }
-            prev_twin = Some(twin);
+            prev_twin = Some(now);
         }
         rows.push(Row {
             step,

@@ -160,8 +160,9 @@ pub fn write_data(
 
 /// Read a data export back and prove it is the run its `config.toml` describes: the
 /// data regenerated from the config must give, array for array, the manifest's SHA-256,
-/// and so must the NPY files on disk. Returns the validated config.
-pub fn verify_data(dir: &Path) -> Result<(Config, Manifest)> {
+/// and so must the NPY files on disk. Returns the validated config, the manifest and
+/// the data set (regenerated, so it is not drawn a second time).
+pub fn verify_data(dir: &Path) -> Result<(Config, Manifest, Dataset)> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| Error::Io { path, source }
@@ -217,5 +218,5 @@ pub fn verify_data(dir: &Path) -> Result<(Config, Manifest)> {
             ));
         }
     }
-    Ok((cfg, manifest))
+    Ok((cfg, manifest, data))
 }
