@@ -67,12 +67,12 @@ pub fn figure(spec: &Spec, summary: &Summary) -> Option<HeatMap> {
         (0, 1)
     };
     let (xs, ys) = (&spec.axes[ix].values, &spec.axes[iy].values);
-    let at = |x: f64, y: f64| {
-        summary
-            .points
-            .iter()
-            .find(|p| p.point[ix] == x && p.point[iy] == y)
-    };
+    let by_xy: std::collections::BTreeMap<(u64, u64), &super::reduce::Point> = summary
+        .points
+        .iter()
+        .map(|p| ((p.point[ix].to_bits(), p.point[iy].to_bits()), p))
+        .collect();
+    let at = |x: f64, y: f64| by_xy.get(&(x.to_bits(), y.to_bits())).copied();
     let grid = |f: &dyn Fn(&super::reduce::Point) -> Option<f64>| -> Vec<Option<f64>> {
         ys.iter()
             .flat_map(|&y| xs.iter().map(move |&x| (x, y)))

@@ -403,13 +403,10 @@ pub fn read_cell(dir: &Path, cell: &Cell) -> Option<CellFile> {
     (file.format == CELL_FORMAT && file.config == cell.config).then_some(file)
 }
 
-/// Run one cell and write its file atomically. A run that stops or is refused is a
-/// failed cell, not an error; an I/O error is.
-pub fn run_cell(dir: &Path, cell: &Cell, cache: Option<&NoiseCache>) -> Result<CellFile> {
-    let file = compute_cell(cell, cache)?;
-    let text = serde_json::to_string_pretty(&file).expect("cell serialises");
-    write_atomic_shared(&cell_path(dir, cell), text.as_bytes())?;
-    Ok(file)
+/// Write a cell's file atomically.
+fn write_cell(dir: &Path, cell: &Cell, file: &CellFile) -> Result<()> {
+    let text = serde_json::to_string_pretty(file).expect("cell serialises");
+    write_atomic_shared(&cell_path(dir, cell), text.as_bytes())
 }
 
 /// Run one cell in memory: a run that stops or is refused is a failed cell.
@@ -428,54 +425,62 @@ pub fn compute_cell(cell: &Cell, cache: Option<&NoiseCache>) -> Result<CellFile>
     })
 }
 
-/// Run a whole grid in memory (no files) and reduce it: what claim files use.
-pub fn run_in_memory(spec: &Spec) -> Result<reduce::Summary> {
+/// Compute `cells` in parallel, seed-major (the cells of one seed in grid order share
+/// the test noise wherever only ||mu||, rho, eta or the step size differ; results do not
+/// depend on the order), each worker keeping its last test noise in a shared cache.
+/// `each(cell, file)` is called as each finishes; results come back in `cells`' order.
+fn compute_cells(
+    cells: &[&Cell],
+    each: &(dyn Fn(&Cell, &CellFile) -> Result<()> + Sync),
+) -> Result<Vec<CellFile>> {
     use rayon::prelude::*;
-    let cells = spec.cells()?;
-    let mut order: Vec<&Cell> = cells.iter().collect();
-    order.sort_by_key(|c| (c.seed, c.index));
+    let mut order: Vec<usize> = (0..cells.len()).collect();
+    order.sort_by_key(|&k| (cells[k].seed, cells[k].index));
     let cache = NoiseCache::new(2 * rayon::current_num_threads());
     let mut done: Vec<(usize, CellFile)> = order
         .par_iter()
         .with_max_len(1)
-        .map(|c| compute_cell(c, Some(&cache)).map(|f| (c.index, f)))
+        .map(|&k| {
+            let file = compute_cell(cells[k], Some(&cache))?;
+            each(cells[k], &file)?;
+            Ok((k, file))
+        })
         .collect::<Result<_>>()?;
-    done.sort_by_key(|(i, _)| *i);
+    done.sort_by_key(|(k, _)| *k);
+    Ok(done.into_iter().map(|(_, f)| f).collect())
+}
+
+/// Run a whole grid in memory (no files) and reduce it: what claim files use.
+pub fn run_in_memory(spec: &Spec) -> Result<reduce::Summary> {
+    let cells = spec.cells()?;
+    let done = compute_cells(&cells.iter().collect::<Vec<_>>(), &|_, _| Ok(()))?;
     let files: CellFiles = cells
         .into_iter()
         .zip(done)
-        .map(|(c, (_, f))| (c, Some(f)))
+        .map(|(c, f)| (c, Some(f)))
         .collect();
     Ok(reduce::summarise(spec, &files))
 }
 
-/// Run every cell of `cells` that has no complete file yet, in parallel over cells;
-/// returns how many ran. `progress(done)` after each.
+/// Run every cell of `cells` that has no complete file yet, writing each cell's file
+/// as it finishes; returns how many ran. `progress(done)` after each.
 pub fn run_cells(dir: &Path, cells: &[Cell], progress: &(dyn Fn(usize) + Sync)) -> Result<usize> {
-    use rayon::prelude::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
     std::fs::create_dir_all(dir.join("cells")).map_err(|source| Error::Io {
         path: dir.join("cells"),
         source,
     })?;
-    let mut todo: Vec<&Cell> = cells
+    let todo: Vec<&Cell> = cells
         .iter()
         .filter(|c| read_cell(dir, c).is_none())
         .collect();
-    // seed-major: the cells of one seed in grid order share the test noise wherever only
-    // ||mu||, rho, eta or the step size differ (results do not depend on the order)
-    todo.sort_by_key(|c| (c.seed, c.index));
     let done = AtomicUsize::new(cells.len() - todo.len());
-    // each worker thread keeps its last test noise
-    let cache = NoiseCache::new(2 * rayon::current_num_threads());
     progress(done.load(Ordering::Relaxed));
-    todo.par_iter()
-        .with_max_len(1)
-        .try_for_each(|c| -> Result<()> {
-            run_cell(dir, c, Some(&cache))?;
-            progress(done.fetch_add(1, Ordering::Relaxed) + 1);
-            Ok(())
-        })?;
+    compute_cells(&todo, &|cell, file| {
+        write_cell(dir, cell, file)?;
+        progress(done.fetch_add(1, Ordering::Relaxed) + 1);
+        Ok(())
+    })?;
     Ok(todo.len())
 }
 

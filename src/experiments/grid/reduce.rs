@@ -357,16 +357,20 @@ fn noise_boundaries(spec: &Spec, files: &[(Cell, Option<CellFile>)]) -> Vec<Nois
         return Vec::new();
     };
     let etas = &spec.axes[ie].values;
+    // clean-on-R of each run by (eta, rho, seed): one pass over the files
+    let by_run: BTreeMap<(u64, u64, u64), f64> = files
+        .iter()
+        .filter_map(|(c, f)| match f.as_ref().map(|f| &f.outcome) {
+            Some(Outcome::Ok(m)) => m
+                .clean_selection
+                .map(|p| ((c.point[ie].to_bits(), c.point[ir].to_bits(), c.seed), p.r)),
+            _ => None,
+        })
+        .collect();
     let clean_r = |rho: f64, seed: u64| -> Curve {
         etas.iter()
             .map(|&eta| {
-                let v = files
-                    .iter()
-                    .find(|(c, _)| c.seed == seed && c.point[ie] == eta && c.point[ir] == rho)
-                    .and_then(|(_, f)| match f.as_ref().map(|f| &f.outcome) {
-                        Some(Outcome::Ok(m)) => m.clean_selection.map(|p| p.r),
-                        _ => None,
-                    });
+                let v = by_run.get(&(eta.to_bits(), rho.to_bits(), seed)).copied();
                 (eta, v)
             })
             .collect()
