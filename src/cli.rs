@@ -506,15 +506,18 @@ fn finish(t0: Instant, steps: Option<u64>) {
     }
 }
 
-fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
+/// A progress bar with ETA over `total` units (steps, runs), hidden with `quiet`.
+fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
     if quiet {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} steps ({eta} left)")
-            .expect("valid template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(&format!(
+            "{{elapsed_precise}} [{{bar:40}}] {{pos}}/{{len}} {unit} ({{eta}} left)"
+        ))
+        .expect("valid template")
+        .progress_chars("=> "),
     );
     bar
 }
@@ -527,7 +530,7 @@ fn run(args: &RunArgs) -> Result<()> {
     }
     let t0 = Instant::now();
     let data = Dataset::generate(&cfg);
-    let bar = progress_bar(cfg.steps, args.output.quiet);
+    let bar = progress_bar(cfg.steps, args.output.quiet, "steps");
     let traj = Trainer::run(&cfg, &data, F64, &mut |s| bar.set_position(s))?;
     bar.finish_and_clear();
     report_trajectory(&traj, args.output.out.as_deref(), args.output.json)?;
@@ -582,7 +585,7 @@ fn twin(args: &TwinArgs) -> Result<()> {
     };
     let t0 = Instant::now();
     let data = Dataset::generate(&cfg);
-    let bar = progress_bar(cfg.steps, args.output.quiet);
+    let bar = progress_bar(cfg.steps, args.output.quiet, "steps");
     let save = args.state.as_deref().map(|p| (p, args.save_every));
     let stop = args.stop_after;
     let mut tr = Trainer::new(&cfg, &data, ar, cfg.formulation)?;
@@ -629,7 +632,7 @@ fn judge(args: &JudgeCmdArgs) -> Result<i32> {
     cfg.steps = *ext.steps.last().expect("checked: steps not empty");
     crate::train::check_memory(&cfg, truth.kind(), args.judge.prec, Method::Span)?;
     let t0 = Instant::now();
-    let bar = progress_bar(cfg.steps, args.quiet);
+    let bar = progress_bar(cfg.steps, args.quiet, "steps");
     let opts = crate::analysis::judge::Options {
         prec: args.judge.prec,
         tol: args.judge.tol,
@@ -735,19 +738,7 @@ fn grid(args: &GridArgs) -> Result<i32> {
         None => cells,
     };
     let t0 = Instant::now();
-    let bar = if args.quiet {
-        ProgressBar::hidden()
-    } else {
-        let bar = ProgressBar::new(mine.len() as u64);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:40}] {pos}/{len} runs ({eta} left)",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        bar
-    };
+    let bar = progress_bar(mine.len() as u64, args.quiet, "runs");
     let ran = grid::run_cells(dir, &mine, &|done| bar.set_position(done as u64))?;
     bar.finish_and_clear();
     eprintln!(
@@ -921,7 +912,7 @@ fn sweep(args: &SweepArgs) -> Result<()> {
     }
     let t0 = Instant::now();
     let total = (args.etas.len() * args.seeds.len()) as u64;
-    let bar = progress_bar(total, args.quiet);
+    let bar = progress_bar(total, args.quiet, "runs");
     let report =
         crate::experiments::sweep::sweep(&base, &args.etas, &args.seeds, &mut |done, _| {
             bar.set_position(done as u64)
@@ -976,7 +967,7 @@ fn compare(args: &CompareArgs) -> Result<()> {
     }
     let t0 = Instant::now();
     let data = Dataset::generate(&cfg);
-    let bar = progress_bar(cfg.steps, args.quiet);
+    let bar = progress_bar(cfg.steps, args.quiet, "steps");
     let opts = crate::analysis::compare::Options {
         prec: args.judge.prec,
         tol: args.judge.tol,
