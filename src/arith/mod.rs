@@ -143,7 +143,21 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
     /// Total order for finite values, `None` with a NaN.
     fn cmp(&self, a: &Self::Real, b: &Self::Real) -> Option<Ordering>;
     /// Sign: 1, -1, or 0 for zero (and NaN).
+    ///
+    /// For branches between expressions that are equal in the reals only (which side of
+    /// the logistic loss to evaluate); a REPORTED sign uses [`Arith::decide_sign`].
     fn sign(&self, x: &Self::Real) -> i8;
+    /// The order of `a` and `b` where it is proved, `None` where it is not (a ball
+    /// arithmetic whose balls overlap). `Some(Equal)` only for values known to be equal.
+    /// Every reported decision between two values (the top token) goes through this.
+    fn decide_cmp(&self, a: &Self::Real, b: &Self::Real) -> Option<Ordering> {
+        self.cmp(a, b)
+    }
+    /// The sign of `x` where it is proved (1, -1, or 0 for a value known to be zero),
+    /// `None` where it is not. Every reported sign (a prediction) goes through this.
+    fn decide_sign(&self, x: &Self::Real) -> Option<i8> {
+        self.is_finite(x).then(|| self.sign(x))
+    }
     /// True unless infinite or NaN.
     fn is_finite(&self, x: &Self::Real) -> bool;
     /// Exact text of a value that [`Arith::parse_exact`] reads back bit for bit.
