@@ -605,7 +605,7 @@ fn data(args: &DataArgs) -> Result<()> {
     let cfg = args.config.load()?;
     check_output_dir(&args.out)?;
     let data = Dataset::generate(&cfg);
-    let init = crate::train::Params::init(&cfg);
+    let init = crate::data::Params::init(&cfg);
     let m = crate::io::export::write_data(
         &cfg,
         &data,

@@ -2,12 +2,13 @@
 //!
 //! Each sequence has T tokens in four groups at fixed positions (R, W_{Y*}, W_{-Y*}, I):
 //! x_t = c_t mu_{Y*} or c_t mu_{-Y*} plus N(0, sigma^2 I_d) noise. Training labels are
-//! flipped with rate eta (the noisy set); test labels are clean.
+//! flipped with rate eta (the noisy set); test labels are clean. The initial parameters
+//! p(0), W(0) ([`Params`]) belong to the data of a run too: one `init` stream.
 
 use ndarray::{Array1, Array2, Array3, ArrayView2};
 
 use crate::arith::{self, Arith, F64};
-use crate::config::{Config, FlipRule, Group, LabelRule, Signals};
+use crate::config::{Config, FlipRule, Group, LabelRule, Mode, PInit, Signals, WInit};
 use crate::model;
 use crate::rng::{self, Stream};
 
@@ -43,6 +44,43 @@ impl Split {
     /// Whether sample `i` carries a flipped label (belongs to the noisy set N).
     pub fn is_noisy(&self, i: usize) -> bool {
         self.y[i] != self.y_true[i]
+    }
+}
+
+/// Initial parameters in f64 (the data of a run). `w = None` means W = I.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// The token p.
+    pub p: Array1<f64>,
+    /// The key-query matrix W (d x d), or `None` for the identity.
+    pub w: Option<Array2<f64>>,
+}
+
+impl Params {
+    /// Initial parameters of `cfg` (p from `init.p`, W from `init.w`), from the `init`
+    /// stream (the one stream of initial values): p first, then W row by row.
+    pub fn init(cfg: &Config) -> Params {
+        let d = cfg.d;
+        let mut r = rng::stream(cfg.seed, Stream::Init);
+        let mut p = Array1::zeros(d);
+        if cfg.init.p == PInit::Gaussian {
+            rng::fill_normal(
+                &mut r,
+                cfg.init.p_scale,
+                p.as_slice_mut().expect("contiguous"),
+            );
+        }
+        let w = match (cfg.mode, cfg.init.w) {
+            (Mode::P, WInit::Identity) => None,
+            (_, WInit::Identity) => Some(Array2::eye(d)),
+            (_, WInit::KaimingUniform) => {
+                let bound = 1.0 / (d as f64).sqrt();
+                Some(Array2::from_shape_simple_fn((d, d), || {
+                    (2.0 * rng::uniform(&mut r) - 1.0) * bound
+                }))
+            }
+        };
+        Params { p, w }
     }
 }
 

@@ -5,8 +5,7 @@ use ndarray::{Array1, Array2, Array3};
 use ndarray_npy::read_npy;
 use sha2::{Digest, Sha256};
 use tokensel::config::{Config, Preset};
-use tokensel::data::Dataset;
-use tokensel::train::Params;
+use tokensel::data::{Dataset, Params};
 
 mod common;
 use common::{stderr, tokensel};

@@ -6,9 +6,8 @@ use num_traits::{Signed, Zero};
 use tokensel::analysis::exact::{self, rat, rat_mpfr};
 use tokensel::arith::{Arith, F64, Mpfr};
 use tokensel::config::{Config, Formulation, PInit};
-use tokensel::data::Dataset;
+use tokensel::data::{Dataset, Params};
 use tokensel::model;
-use tokensel::train::Params;
 
 fn setup() -> (Config, Dataset, Vec<f64>) {
     let mut c = Config {

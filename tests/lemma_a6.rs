@@ -11,8 +11,8 @@ use num_traits::Zero;
 use tokensel::analysis::exact::rat_mpfr;
 use tokensel::arith::{self as arith, Arith, Mpfr};
 use tokensel::config::{Config, Mode, PInit, WInit};
-use tokensel::data::Dataset;
-use tokensel::train::{Engine, Params, Trainer};
+use tokensel::data::{Dataset, Params};
+use tokensel::train::{Engine, Trainer};
 
 mod common;
 

@@ -80,7 +80,7 @@ proptest! {
         let data = Dataset::generate(&cfg);
         let x = data.train.tokens(0);
         let g: Vec<f64> = data.train.g.row(0).to_vec();
-        let q = tokensel::train::Params::init(&cfg).p.to_vec();
+        let q = tokensel::data::Params::init(&cfg).p.to_vec();
         let t = x.nrows();
         let perm: Vec<usize> = (0..t).map(|i| (i + rot) % t).collect();
         let xp = ndarray::Array2::from_shape_fn(x.dim(), |(i, k)| x[[perm[i], k]]);

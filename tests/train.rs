@@ -4,8 +4,8 @@
 use ndarray::Array2;
 use tokensel::arith::F64;
 use tokensel::config::{Config, Mode, PInit, WInit};
-use tokensel::data::Dataset;
-use tokensel::train::{Params, Trainer};
+use tokensel::data::{Dataset, Params};
+use tokensel::train::Trainer;
 
 mod common;
 

@@ -3,8 +3,7 @@
 use ndarray::Array1;
 
 use crate::config::Group;
-use crate::data::Dataset;
-use crate::train::Params;
+use crate::data::{Dataset, Params};
 
 /// Theorem 4.1's benign-overfitting solution (SPEC section 2b):
 /// p = mu_{+1} + mu_{-1} + beta sum_i eps_{u_i}, W = I, where u_i is the first relevant

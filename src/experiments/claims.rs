@@ -44,10 +44,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::arith::{Arith, F64, Mpfr};
 use crate::config::{Config, Mode, PInit, Preset};
-use crate::data::Dataset;
+use crate::data::{Dataset, Params};
 use crate::error::{Error, Result};
 use crate::io::trajectory::Summary;
-use crate::train::{Params, Trainer};
+use crate::train::Trainer;
 
 /// A claims file.
 #[derive(Debug, Clone, Deserialize)]

@@ -189,7 +189,7 @@ pub fn verify_data(dir: &Path) -> Result<(Config, Manifest, Dataset)> {
         ));
     }
     let data = Dataset::generate(&cfg);
-    let init = crate::train::Params::init(&cfg);
+    let init = crate::data::Params::init(&cfg);
     let ours = arrays(&data, init.p.view(), init.w.as_ref().map(|w| w.view()));
     let names: Vec<&str> = ours.iter().map(|a| a.name).collect();
     let listed: Vec<&str> = manifest.arrays.keys().map(String::as_str).collect();

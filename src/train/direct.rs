@@ -7,9 +7,10 @@
 //! q = W^T p: q_k = sum_m p_m W[m, k], an fma chain over m = 0, 1, ...
 //! ```
 
-use super::{Params, Sample};
+use super::Sample;
 use crate::arith::Arith;
 use crate::config::{Formulation, Mode};
+use crate::data::Params;
 use crate::linalg;
 use crate::model;
 

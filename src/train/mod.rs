@@ -20,63 +20,24 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use ndarray::{Array1, Array2};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::arith::{Arith, Kind};
-use crate::config::{Config, Formulation, Method, Mode, PInit, WInit};
-use crate::data::{Dataset, Split};
+use crate::config::{Config, Formulation, Method, Mode, WInit};
+use crate::data::{Dataset, Params, Split};
 use crate::error::{Error, Result};
 use crate::io::trajectory::{
     self, Checkpoint, Cumulative, PerGroup, SampleState, TrainerInfo, Trajectory,
 };
 use crate::linalg;
 use crate::model::{self, Attention};
-use crate::rng::{self, Stream};
 
 pub mod direct;
 pub mod span;
 
 use direct::Direct;
 use span::Span;
-
-/// Initial parameters in f64 (the data of a run). `w = None` means W = I.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Params {
-    /// The token p.
-    pub p: Array1<f64>,
-    /// The key-query matrix W (d x d), or `None` for the identity.
-    pub w: Option<Array2<f64>>,
-}
-
-impl Params {
-    /// Initial parameters of `cfg` (p from `init.p`, W from `init.w`), from the `init`
-    /// stream: p first, then W row by row.
-    pub fn init(cfg: &Config) -> Params {
-        let d = cfg.d;
-        let mut r = rng::stream(cfg.seed, Stream::Init);
-        let mut p = Array1::zeros(d);
-        if cfg.init.p == PInit::Gaussian {
-            rng::fill_normal(
-                &mut r,
-                cfg.init.p_scale,
-                p.as_slice_mut().expect("contiguous"),
-            );
-        }
-        let w = match (cfg.mode, cfg.init.w) {
-            (Mode::P, WInit::Identity) => None,
-            (_, WInit::Identity) => Some(Array2::eye(d)),
-            (_, WInit::KaimingUniform) => {
-                let bound = 1.0 / (d as f64).sqrt();
-                Some(Array2::from_shape_simple_fn((d, d), || {
-                    (2.0 * rng::uniform(&mut r) - 1.0) * bound
-                }))
-            }
-        };
-        Params { p, w }
-    }
-}
 
 /// The step engine: direct (d-space) or span (coefficients).
 #[derive(Debug, Clone)]

@@ -19,9 +19,9 @@
 //! d-space (q for the test set, |dL/dq|, p and W) are rebuilt from the coefficients on
 //! demand.
 
-use super::Params;
 use crate::arith::Arith;
 use crate::config::Mode;
+use crate::data::Params;
 use crate::linalg;
 
 /// Coefficients, Gram matrices and what it takes to rebuild p, W and q.

@@ -5,9 +5,9 @@ use std::process::{Command, Output};
 use tokensel::arith::F64;
 
 use tokensel::config::{Config, Layout, Method, Mode, PInit, WInit};
-use tokensel::data::Dataset;
+use tokensel::data::{Dataset, Params};
 use tokensel::io::trajectory::Trajectory;
-use tokensel::train::{Params, Trainer};
+use tokensel::train::Trainer;
 
 /// The f64 trainer's whole trajectory of `cfg` (its own data).
 pub fn run_f64(cfg: &Config) -> Trajectory {
