@@ -16,6 +16,7 @@ use crate::arith::{Arith, F64, Mpfr};
 use crate::config::{Config, Method, Preset};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+use crate::io::files::check_output_dir;
 use crate::io::trajectory::{Summary, Trajectory};
 use crate::train::Trainer;
 
@@ -450,19 +451,6 @@ pub fn exit_code(e: &Error) -> i32 {
     }
 }
 
-/// Check, before any work, that `dir` can receive output files: create it if missing,
-/// then create and remove a probe file in it.
-fn check_output_dir(dir: &Path) -> Result<()> {
-    let io = |source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let probe = dir.join(format!(".tokensel-probe{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(io)?;
-    std::fs::remove_file(&probe).map_err(io)
-}
-
 /// Write a finished run's trajectory (with `out`) and print its summary (JSON or table).
 fn report_trajectory(traj: &Trajectory, out: Option<&Path>, json: bool) -> Result<()> {
     if let Some(dir) = out {
@@ -539,7 +527,7 @@ fn run(args: &RunArgs) -> Result<()> {
 }
 
 fn twin(args: &TwinArgs) -> Result<()> {
-    use crate::train::State;
+    use crate::io::state::{self, Saver, Start};
     let cfg = args.config.load()?;
     let ar = if args.predictor {
         Mpfr::predictor()
@@ -553,47 +541,40 @@ fn twin(args: &TwinArgs) -> Result<()> {
     if args.resume && args.state.is_none() {
         return Err(Error::config("resume", "needs --state FILE"));
     }
-    if let Some(path) = &args.state {
-        if path.is_dir() {
-            return Err(Error::config(
-                "state",
-                format!("`{}` is a directory, not a state file", path.display()),
-            ));
-        }
-        if path.exists() && !args.resume {
-            return Err(Error::config(
-                "state",
-                format!(
-                    "`{}` exists: pass --resume to continue that run, or remove it",
-                    path.display()
-                ),
-            ));
-        }
-        let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
-        check_output_dir(dir.unwrap_or(Path::new(".")))?;
-    }
+    let start = match &args.state {
+        Some(path) => state::open(path, args.resume)?,
+        None => Start::Fresh,
+    };
     if let Some(dir) = &args.output.out {
         check_output_dir(dir)?;
     }
-    let resume = match (&args.state, args.resume) {
-        (Some(path), true) if path.exists() => Some(State::load(path)?),
-        (Some(path), true) => {
-            eprintln!("no state at {}: starting from step 0", path.display());
+    let resume = match start {
+        Start::Resume(st) => Some(st),
+        Start::Fresh => {
+            if let (Some(path), true) = (&args.state, args.resume) {
+                eprintln!("no state at {}: starting from step 0", path.display());
+            }
             None
         }
-        _ => None,
     };
     let t0 = Instant::now();
     let data = Dataset::generate(&cfg);
     let bar = progress_bar(cfg.steps, args.output.quiet, "steps");
-    let save = args.state.as_deref().map(|p| (p, args.save_every));
+    let saver = args.state.as_deref().map(|path| Saver {
+        path,
+        every: args.save_every,
+    });
     let stop = args.stop_after;
     let mut tr = Trainer::new(&cfg, &data, ar, cfg.formulation)?;
-    let traj = tr.run_from(resume, save, &mut |s| {
-        bar.set_position(s);
-        if stop == Some(s) {
+    let traj = tr.record(resume.as_deref(), &mut |tr, rec| {
+        if let Some(s) = saver.filter(|s| s.due(tr.step, cfg.steps)) {
+            tr.state(rec).save(s.path)?;
+        }
+        bar.set_position(tr.step);
+        if stop == Some(tr.step) {
             std::process::exit(3);
         }
+        Ok(())
     })?;
     bar.finish_and_clear();
     report_trajectory(&traj, args.output.out.as_deref(), args.output.json)?;
@@ -893,7 +874,7 @@ fn plot(args: &PlotArgs) -> Result<()> {
     } else {
         svg.into_bytes()
     };
-    crate::io::trajectory::write_atomic(&args.out, &bytes)?;
+    crate::io::files::write_atomic(&args.out, &bytes)?;
     println!("wrote {}", args.out.display());
     Ok(())
 }
@@ -924,12 +905,9 @@ fn sweep(args: &SweepArgs) -> Result<()> {
             source,
         })?;
         let json = serde_json::to_string_pretty(&report).expect("report serialises");
-        crate::io::trajectory::write_atomic(&dir.join("sweep.json"), json.as_bytes())?;
-        crate::io::trajectory::write_atomic(&dir.join("sweep.csv"), report.to_csv().as_bytes())?;
-        crate::io::trajectory::write_atomic(
-            &dir.join("sweep.svg"),
-            report.chart().to_svg().as_bytes(),
-        )?;
+        crate::io::files::write_atomic(&dir.join("sweep.json"), json.as_bytes())?;
+        crate::io::files::write_atomic(&dir.join("sweep.csv"), report.to_csv().as_bytes())?;
+        crate::io::files::write_atomic(&dir.join("sweep.svg"), report.chart().to_svg().as_bytes())?;
     }
     if args.json {
         println!(

@@ -23,7 +23,6 @@ use crate::arith::{F64, Mpfr, normwise_rel_err, rel_err};
 use crate::config::{Config, Formulation, Method};
 use crate::data::Dataset;
 use crate::error::Result;
-use crate::io::trajectory;
 use crate::train::{Engine, Trainer};
 
 /// The compared quantities, in report order.
@@ -298,7 +297,7 @@ pub fn compare(
         true => Some(Trainer::new(cfg, data, Mpfr::predictor(), cfg.formulation)?),
         false => None,
     };
-    let schedule = trajectory::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
+    let schedule = crate::train::record::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
     let mut next = schedule.iter().peekable();
     let every_step = opts.twin_method == Method::Direct;
 

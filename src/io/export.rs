@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 use crate::config::Config;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::io::trajectory::write_atomic;
+use crate::io::files::write_atomic;
 
 /// Format tag of the manifest.
 pub const DATA_FORMAT: &str = "tokensel-data/1";

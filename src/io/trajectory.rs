@@ -3,9 +3,9 @@
 //! A [`Trajectory`] holds the config, the labels and a list of [`Checkpoint`]s
 //! (log-spaced steps). Quantities are f64 whatever the trainer's precision (the twin
 //! rounds its values to nearest), so trajectories of both trainers compare directly.
-//! Written as JSON (everything) and CSV (one row per checkpoint).
+//! Written as JSON (everything) and CSV (one row per checkpoint). What is recorded, and
+//! when, is the trainer's business (`train::record`); this module is the format.
 
-use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{Config, Formulation, Group, Method};
 use crate::error::{Error, Result};
+use crate::io::files::{remove_stale_temps, write_temp};
 
 /// Format tag written into every trajectory file.
 pub const FORMAT: &str = "tokensel-trajectory/1";
@@ -66,43 +67,6 @@ pub struct ByNoise {
     pub noisy: Option<PerGroup>,
 }
 
-impl ByNoise {
-    /// The mean of a per-group value over clean and over noisy training samples
-    /// (`values[i]` for sample i, summed in sample order; `y`, `y_true` the labels).
-    pub fn mean(values: &[[f64; 4]], y: &[i8], y_true: &[i8]) -> ByNoise {
-        let over = |noisy: bool| {
-            let mut acc = [0.0; 4];
-            let mut n = 0usize;
-            for (i, v) in values.iter().enumerate() {
-                if (y[i] != y_true[i]) == noisy {
-                    n += 1;
-                    for (a, x) in acc.iter_mut().zip(v) {
-                        *a += x;
-                    }
-                }
-            }
-            (n > 0).then(|| PerGroup::from_array(acc.map(|a| a / n as f64)))
-        };
-        ByNoise {
-            clean: over(false),
-            noisy: over(true),
-        }
-    }
-
-    /// The fraction of clean and of noisy training samples whose top token (the group
-    /// `top_groups[i]` for sample i) lies in each group.
-    pub fn selection(top_groups: impl Iterator<Item = Group>, y: &[i8], y_true: &[i8]) -> ByNoise {
-        let one_hot: Vec<[f64; 4]> = top_groups
-            .map(|g| {
-                let mut v = [0.0; 4];
-                v[g.index()] = 1.0;
-                v
-            })
-            .collect();
-        ByNoise::mean(&one_hot, y, y_true)
-    }
-}
-
 /// State of one training sample at a checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SampleState {
@@ -121,11 +85,6 @@ pub struct SampleState {
     pub selection_score: f64,
 }
 
-/// S = m_R (1 - m_R) from group masses, with 1 - m_R = m_W_same + m_W_opposite + m_I.
-pub fn selection_score(mass: &PerGroup) -> f64 {
-    mass.r * (mass.w_same + mass.w_opposite + mass.i)
-}
-
 /// Sums of the Definition 4.1 score S_i(tau') over steps tau' = 0..=tau and over the
 /// samples of each set (clean / noisy training samples; true class +1 / -1).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -141,22 +100,6 @@ pub struct Cumulative {
 }
 
 impl Cumulative {
-    /// Add one step's scores `s[i]` (training samples in order).
-    pub fn add(&mut self, scores: &[f64], y: &[i8], y_true: &[i8]) {
-        for ((si, yi), ti) in scores.iter().zip(y).zip(y_true) {
-            if yi == ti {
-                self.clean += si;
-            } else {
-                self.noisy += si;
-            }
-            if *ti > 0 {
-                self.class_pos += si;
-            } else {
-                self.class_neg += si;
-            }
-        }
-    }
-
     /// Per-sample ratio of the clean to the noisy cumulative score,
     /// (clean / |C|) / (noisy / |N|) (`None` without noisy samples or before any
     /// noisy score).
@@ -222,63 +165,7 @@ pub struct Trajectory {
     pub checkpoints: Vec<Checkpoint>,
 }
 
-/// Log-spaced checkpoint steps: 0, then round(10^(k / per_decade)) for k = 0, 1, ...,
-/// deduplicated, and always `steps` itself.
-pub fn schedule(steps: u64, per_decade: u32) -> Vec<u64> {
-    let mut out = vec![0];
-    let mut k = 0u32;
-    loop {
-        let s = 10f64.powf(k as f64 / per_decade as f64).round() as u64;
-        if s >= steps {
-            break;
-        }
-        if s > *out.last().expect("non-empty") {
-            out.push(s);
-        }
-        k += 1;
-    }
-    if steps > 0 {
-        out.push(steps);
-    }
-    out
-}
-
 impl Checkpoint {
-    /// Aggregate per-sample states into a checkpoint.
-    ///
-    /// `train_accuracy` is the trainer's (the sign of f in its own arithmetic);
-    /// `groups[t]` is the group of position t; `y`, `y_true` the training labels.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        step: u64,
-        train_loss: f64,
-        train_accuracy: f64,
-        test_accuracy: f64,
-        q_norm: f64,
-        grad_norm: f64,
-        cumulative: Cumulative,
-        samples: Vec<SampleState>,
-        groups: &[Group],
-        y: &[i8],
-        y_true: &[i8],
-    ) -> Checkpoint {
-        let mass: Vec<[f64; 4]> = samples.iter().map(|s| s.mass.to_array()).collect();
-        let attention = ByNoise::mean(&mass, y, y_true);
-        let selection = ByNoise::selection(samples.iter().map(|s| groups[s.top]), y, y_true);
-        Checkpoint {
-            step,
-            train_loss,
-            train_accuracy,
-            test_accuracy,
-            q_norm,
-            grad_norm,
-            attention,
-            selection,
-            cumulative,
-            samples,
-        }
-    }
-
     /// Every f64 of the checkpoint, in a fixed order (for digests and diffs).
     pub fn numbers(&self) -> Vec<f64> {
         let mut v = vec![
@@ -299,15 +186,6 @@ impl Checkpoint {
         }
         v
     }
-}
-
-/// Group masses of one attention vector `s` under `groups`.
-pub fn group_mass(s: &[f64], groups: &[Group]) -> PerGroup {
-    let mut m = [0.0; 4];
-    for (st, g) in s.iter().zip(groups) {
-        m[g.index()] += st;
-    }
-    PerGroup::from_array(m)
 }
 
 impl Trajectory {
@@ -457,93 +335,6 @@ impl Trajectory {
     }
 }
 
-/// Write `bytes` to `path` atomically: a temporary file in the same directory, synced,
-/// then renamed over `path`. A crash leaves either the old file or the new one.
-/// A kill between the write and the rename leaves `.NAME.tmpPID` behind; the next
-/// atomic write of `path` removes such leftovers first.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    remove_stale_temps(path);
-    let tmp = write_temp(path, bytes)?;
-    std::fs::rename(&tmp, path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-/// Write `bytes` to `path` atomically where several processes may write the same file
-/// at once (a grid's shards all write `grid.json`, possibly from several machines on a
-/// shared file system): each writer uses its own temporary name (process id, a counter
-/// and the time) and removes no other writer's temporaries, so concurrent writers never
-/// break each other's rename; the last rename wins, and all of them are complete files.
-pub fn write_atomic_shared(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let unique = format!(
-        ".{name}.tmp{}-{}-{nanos}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    );
-    let tmp = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        Some(d) => d.join(unique),
-        None => unique.into(),
-    };
-    let mut file = std::fs::File::create(&tmp).map_err(io)?;
-    file.write_all(bytes).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
-}
-
-/// Remove temporaries `.NAME.tmp*` that killed writers of `path` left beside it.
-fn remove_stale_temps(path: &Path) {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
-        return;
-    };
-    let prefix = format!(".{name}.tmp");
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            if entry.file_name().to_string_lossy().starts_with(&prefix) {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-    }
-}
-
-/// Write `bytes` to a synced temporary file beside `path` (`.NAME.tmpPID`) and return
-/// its path.
-fn write_temp(path: &Path, bytes: &[u8]) -> Result<std::path::PathBuf> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir
-        .map(|d| d.join(format!(".{name}.tmp{}", std::process::id())))
-        .unwrap_or_else(|| format!(".{name}.tmp{}", std::process::id()).into());
-    let mut file = std::fs::File::create(&tmp).map_err(io)?;
-    file.write_all(bytes).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    Ok(tmp)
-}
-
 /// The end-of-run summary printed by `tokensel run --json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -585,21 +376,5 @@ impl Summary {
             trajectory_digest: t.digest(),
             config: t.config.clone(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schedule_is_log_spaced_and_complete() {
-        let s = schedule(30000, 10);
-        assert_eq!(s[..4], [0, 1, 2, 3]);
-        assert_eq!(*s.last().unwrap(), 30000);
-        assert!(s.windows(2).all(|w| w[0] < w[1]));
-        assert!(s.contains(&10) && s.contains(&100) && s.contains(&1000));
-        assert_eq!(schedule(0, 10), vec![0]);
-        assert_eq!(schedule(1, 10), vec![0, 1]);
     }
 }

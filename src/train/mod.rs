@@ -17,26 +17,26 @@
 //! `Trainer<Mpfr>` the high-precision twin (truth) or the bit-exact f64 predictor. Every
 //! reduction has a fixed order, so the bits do not depend on the thread count.
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 
 use crate::arith::{Arith, Kind};
 use crate::config::{Config, Formulation, Method, Mode, WInit};
 use crate::data::{Dataset, Params, Split};
 use crate::error::{Error, Result};
-use crate::io::trajectory::{
-    self, Checkpoint, Cumulative, PerGroup, SampleState, TrainerInfo, Trajectory,
-};
+use crate::io::state::State;
+use crate::io::trajectory::{TrainerInfo, Trajectory};
 use crate::linalg;
 use crate::model::{self, Attention};
 
 pub mod direct;
+pub mod drive;
+pub mod record;
+pub mod resume;
 pub mod span;
 
 use direct::Direct;
+use drive::{Control, Event, drive};
+use record::Recorder;
 use span::Span;
 
 /// The step engine: direct (d-space) or span (coefficients).
@@ -337,78 +337,6 @@ impl<'a, A: Arith> Trainer<'a, A> {
         (correct as f64 / n as f64, loss)
     }
 
-    /// Group masses of training sample `i`, summed in this arithmetic in token order.
-    fn group_mass(&self, i: usize) -> [A::Real; 4] {
-        let ar = &self.ar;
-        let groups = &self.data.groups;
-        let t = groups.len();
-        let mut m: [A::Real; 4] = std::array::from_fn(|_| ar.zero());
-        for (st, grp) in self.s[i * t..(i + 1) * t].iter().zip(groups) {
-            ar.add(&mut m[grp.index()], st);
-        }
-        m
-    }
-
-    /// Attention mass per group of training sample `i` (last forward pass), rounded.
-    pub fn mass(&self, i: usize) -> PerGroup {
-        PerGroup::from_array(self.group_mass(i).map(|m| self.ar.to_f64(&m)))
-    }
-
-    /// Definition 4.1 scores S_i = m_R (m_W_same + m_W_opposite + m_I) of every training
-    /// sample (1 - m_R as the sum of the other groups: no cancellation), rounded.
-    pub fn selection_scores(&self) -> Vec<f64> {
-        let ar = &self.ar;
-        (0..self.samples.len())
-            .map(|i| {
-                let [r, mut ws, wo, irr] = self.group_mass(i);
-                ar.add(&mut ws, &wo);
-                ar.add(&mut ws, &irr);
-                ar.mul(&mut ws, &r);
-                ar.to_f64(&ws)
-            })
-            .collect()
-    }
-
-    /// Record a checkpoint from the last [`Trainer::forward_backward`] (evaluates the
-    /// test set); `cumulative` holds the Definition 4.1 sums up to this step.
-    pub fn checkpoint(&self, cumulative: Cumulative) -> Checkpoint {
-        let ar = &self.ar;
-        let scores = self.selection_scores();
-        let samples = self
-            .samples
-            .iter()
-            .enumerate()
-            .map(|(i, s)| SampleState {
-                f: ar.to_f64(&s.f),
-                top: s.att.top,
-                gap: ar.to_f64(&s.att.gap),
-                rest: ar.to_f64(&s.att.rest),
-                mass: self.mass(i),
-                selection_score: scores[i],
-            })
-            .collect();
-        let q = self.q();
-        let correct = self
-            .samples
-            .iter()
-            .zip(&self.data.train.y)
-            .filter(|(s, y)| model::predict(ar, &s.f) == **y)
-            .count();
-        Checkpoint::new(
-            self.step,
-            ar.to_f64(&self.loss),
-            correct as f64 / self.samples.len() as f64,
-            self.test_accuracy(&q),
-            ar.norm_f64(&q),
-            ar.norm_f64(&self.grad_q()),
-            cumulative,
-            samples,
-            &self.data.groups,
-            &self.data.train.y,
-            &self.data.train.y_true,
-        )
-    }
-
     /// Which trainer this is, for trajectories.
     pub fn info(&self) -> TrainerInfo {
         TrainerInfo {
@@ -420,7 +348,7 @@ impl<'a, A: Arith> Trainer<'a, A> {
     }
 
     /// Train for `cfg.steps` steps in the config's formulation and method, recording the
-    /// checkpoints of [`trajectory::schedule`]. `progress(step)` is called as it goes.
+    /// checkpoints of [`record::schedule`]. `progress(step)` is called after each update.
     pub fn run(
         cfg: &Config,
         data: &Dataset,
@@ -428,131 +356,33 @@ impl<'a, A: Arith> Trainer<'a, A> {
         progress: &mut dyn FnMut(u64),
     ) -> Result<Trajectory> {
         let mut tr = Trainer::new(cfg, data, ar, cfg.formulation)?;
-        tr.run_from(None, None, progress)
-    }
-
-    /// Drive the trainer to `cfg.steps`: from step 0, or from a saved [`State`]; with
-    /// `save = Some((path, every))`, the state is written atomically every `every` steps
-    /// and at the end. A resumed run is bit-identical to an uninterrupted one.
-    pub fn run_from(
-        &mut self,
-        resume: Option<State>,
-        save: Option<(&Path, u64)>,
-        progress: &mut dyn FnMut(u64),
-    ) -> Result<Trajectory> {
-        let cfg = self.cfg;
-        let schedule = trajectory::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
-        let mut checkpoints = Vec::with_capacity(schedule.len());
-        let mut cumulative = Cumulative::default();
-        if let Some(state) = resume {
-            self.restore(&state)?;
-            checkpoints = state.checkpoints;
-            cumulative = state.cumulative;
-        }
-        let start = self.step;
-        let mut next = schedule.iter().filter(|s| **s >= start).peekable();
-        let (y, y_true) = (&self.data.train.y, &self.data.train.y_true);
-        loop {
-            self.forward_backward()?;
-            cumulative.add(&self.selection_scores(), y, y_true);
-            if next.peek() == Some(&&self.step) {
-                checkpoints.push(self.checkpoint(cumulative));
-                next.next();
-            }
-            if self.step == cfg.steps {
-                break;
-            }
-            self.update()?;
-            if let Some((path, every)) = save
-                && (self.step.is_multiple_of(every) || self.step == cfg.steps)
-            {
-                self.state(cumulative, &checkpoints).save(path)?;
-            }
-            progress(self.step);
-        }
-        progress(self.step);
-        Ok(Trajectory {
-            format: trajectory::FORMAT.to_string(),
-            trainer: self.info(),
-            config: cfg.clone(),
-            y_true: self.data.train.y_true.clone(),
-            y: self.data.train.y.clone(),
-            checkpoints,
+        tr.record(None, &mut |tr, _| {
+            progress(tr.step);
+            Ok(())
         })
     }
 
-    /// The resumable state after the last update: step, the engine's parameters (exact
-    /// text), the Definition 4.1 sums and the checkpoints so far.
-    pub fn state(&self, cumulative: Cumulative, checkpoints: &[Checkpoint]) -> State {
-        let ar = &self.ar;
-        let text = |v: &[A::Real]| v.iter().map(|x| ar.to_exact_string(x)).collect::<Vec<_>>();
-        let mut values = BTreeMap::new();
-        match &self.engine {
-            Engine::Direct(e) => {
-                values.insert("p".to_string(), text(&e.p));
-                if let Some(w) = &e.w {
-                    values.insert("W".to_string(), text(w));
-                }
-            }
-            Engine::Span(e) => {
-                values.insert("a".to_string(), text(&e.a));
-                values.insert("M".to_string(), text(&e.m));
-            }
-        }
-        State {
-            format: STATE_FORMAT.to_string(),
-            config: self.cfg.clone(),
-            trainer: self.info(),
-            step: self.step,
-            values,
-            cumulative,
-            checkpoints: checkpoints.to_vec(),
-            source: None,
-        }
-    }
-
-    /// Restore the engine's parameters and the step from a state, after checking that it
-    /// belongs to this run (config, arithmetic, formulation, method).
-    pub fn restore(&mut self, st: &State) -> Result<()> {
-        st.check(self.cfg, &self.info())?;
-        let ar = self.ar;
-        let read = |name: &str, into: &mut Vec<A::Real>| -> Result<()> {
-            let v = st
-                .values
-                .get(name)
-                .ok_or_else(|| state_error(&st.source, format!("`{name}` is missing")))?;
-            if v.len() != into.len() {
-                return Err(state_error(
-                    &st.source,
-                    format!(
-                        "`{name}` has {} entries, this run needs {}",
-                        v.len(),
-                        into.len()
-                    ),
-                ));
-            }
-            for (x, s) in into.iter_mut().zip(v) {
-                *x = ar
-                    .parse_exact(s)
-                    .ok_or_else(|| state_error(&st.source, format!("bad `{name}` value `{s}`")))?;
-            }
-            Ok(())
+    /// Drive the trainer to `cfg.steps`, recording its trajectory ([`Recorder`]): from
+    /// step 0, or from a saved [`State`] (checked against this run first). After each
+    /// update `after_update(trainer, recorder)` is called (progress, state saving: see
+    /// [`Trainer::state`]). A resumed run is bit-identical to an uninterrupted one.
+    pub fn record(
+        &mut self,
+        resume: Option<&State>,
+        after_update: &mut dyn FnMut(&Self, &Recorder) -> Result<()>,
+    ) -> Result<Trajectory> {
+        let mut rec = match resume {
+            Some(st) => self.restore(st)?,
+            None => Recorder::new(self.cfg),
         };
-        match &mut self.engine {
-            Engine::Direct(e) => {
-                read("p", &mut e.p)?;
-                if let Some(w) = &mut e.w {
-                    read("W", w)?;
-                }
-                e.compute_q(&ar);
+        drive(self, self.cfg.steps, |tr, event| {
+            match event {
+                Event::Forward => rec.observe(tr),
+                Event::Update => after_update(tr, &rec)?,
             }
-            Engine::Span(e) => {
-                read("a", &mut e.a)?;
-                read("M", &mut e.m)?;
-            }
-        }
-        self.step = st.step;
-        Ok(())
+            Ok(Control::Continue)
+        })?;
+        Ok(rec.trajectory(self))
     }
 }
 
@@ -620,93 +450,4 @@ pub fn check_memory(cfg: &Config, kind: Kind, prec: u32, method: Method) -> Resu
         });
     }
     Ok(())
-}
-
-/// Format tag of trainer state files.
-pub const STATE_FORMAT: &str = "tokensel-state/2";
-
-/// A resumable snapshot of a run (see [`Trainer::run_from`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct State {
-    /// Always [`STATE_FORMAT`].
-    pub format: String,
-    /// The run's config (a resumed run must use the same).
-    pub config: Config,
-    /// The trainer (arithmetic, precision, formulation, method).
-    pub trainer: TrainerInfo,
-    /// Steps done.
-    pub step: u64,
-    /// The engine's parameters by name (`p`, `W` direct; `a`, `M` span), exact text.
-    pub values: BTreeMap<String, Vec<String>>,
-    /// Definition 4.1 sums over steps 0..step-1.
-    pub cumulative: Cumulative,
-    /// Checkpoints recorded so far.
-    pub checkpoints: Vec<Checkpoint>,
-    /// The file this state was read from (for error messages; not stored).
-    #[serde(skip)]
-    pub source: Option<std::path::PathBuf>,
-}
-
-fn state_error(source: &Option<std::path::PathBuf>, message: String) -> Error {
-    Error::Parse {
-        what: "trainer state",
-        path: source.clone().unwrap_or_else(|| "(state in memory)".into()),
-        message,
-    }
-}
-
-impl State {
-    /// Write atomically.
-    pub fn save(&self, path: &Path) -> Result<()> {
-        let text = serde_json::to_string(self).expect("state serialises");
-        trajectory::write_atomic(path, text.as_bytes())
-    }
-
-    /// Read a state file.
-    pub fn load(path: &Path) -> Result<State> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let parse = |message: String| Error::Parse {
-            what: "trainer state",
-            path: path.to_path_buf(),
-            message,
-        };
-        let mut st: State = serde_json::from_str(&text).map_err(|e| parse(e.to_string()))?;
-        st.source = Some(path.to_path_buf());
-        if st.format != STATE_FORMAT {
-            return Err(parse(format!(
-                "format `{}` is not `{STATE_FORMAT}`",
-                st.format
-            )));
-        }
-        Ok(st)
-    }
-
-    /// Refuse to resume under another config, arithmetic, formulation or method.
-    pub fn check(&self, cfg: &Config, trainer: &TrainerInfo) -> Result<()> {
-        let file = self
-            .source
-            .as_ref()
-            .map_or("the saved state".to_string(), |p| {
-                format!("`{}`", p.display())
-            });
-        let mismatch = |what: &str| {
-            Err(Error::config(
-                "resume",
-                format!("{file} has another {what} than this run"),
-            ))
-        };
-        if &self.config != cfg {
-            return mismatch("config");
-        }
-        if &self.trainer != trainer {
-            return mismatch("trainer (arithmetic, precision, formulation or method)");
-        }
-        if self.step > cfg.steps {
-            return mismatch("step count");
-        }
-        Ok(())
-    }
 }

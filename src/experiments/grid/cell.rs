@@ -7,7 +7,7 @@ use crate::arith::F64;
 use crate::config::Config;
 use crate::data::{Dataset, NoiseCache};
 use crate::error::Result;
-use crate::io::trajectory::{self, ByNoise, PerGroup};
+use crate::io::trajectory::PerGroup;
 use crate::train::Trainer;
 
 /// Test accuracy at least this close to its final value counts as "arrived".
@@ -132,7 +132,7 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
     for (yi, ti) in y.iter().zip(y_true) {
         *counts.slot(*yi, *ti) += 1;
     }
-    let schedule = trajectory::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
+    let schedule = crate::train::record::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
     let mut next = schedule.iter().peekable();
     let mut sums = Sums::default();
     let mut eq10_at_0 = None;
@@ -181,8 +181,11 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
         .iter()
         .find(|(_, a)| (a - test_accuracy).abs() <= GENERALISATION_BAND)
         .map_or(cfg.steps, |(s, _)| *s);
-    let selection =
-        ByNoise::selection(tr.samples.iter().map(|s| data.groups[s.att.top]), y, y_true);
+    let selection = crate::train::record::selection_by_noise(
+        tr.samples.iter().map(|s| data.groups[s.att.top]),
+        y,
+        y_true,
+    );
     let regime = if train_accuracy < 1.0 {
         Regime::NotOverfitting
     } else if test_accuracy < HARMFUL_BELOW {

@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use crate::config::{Config, Preset};
 use crate::data::NoiseCache;
 use crate::error::{Error, Result};
-use crate::io::trajectory::{write_atomic, write_atomic_shared};
+use crate::io::files::{write_atomic, write_atomic_shared};
 
 /// Format tag of `grid.json`.
 pub const GRID_FORMAT: &str = "tokensel-grid/1";

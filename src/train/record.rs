@@ -1,0 +1,241 @@
+//! What a checkpoint records, and when: the log-spaced schedule, the Definition 4.1
+//! accumulation (proofs-notes/definition-4-1.md), the aggregation of per-sample values
+//! over clean and noisy samples, and a [`Checkpoint`] built from a trainer. The format
+//! these end up in is `io::trajectory`'s.
+
+use crate::arith::Arith;
+use crate::config::{Config, Group};
+use crate::io::trajectory::{
+    self, ByNoise, Checkpoint, Cumulative, PerGroup, SampleState, Trajectory,
+};
+use crate::model;
+
+use super::Trainer;
+
+/// Log-spaced checkpoint steps: 0, then round(10^(k / per_decade)) for k = 0, 1, ...,
+/// deduplicated, and always `steps` itself.
+pub fn schedule(steps: u64, per_decade: u32) -> Vec<u64> {
+    let mut out = vec![0];
+    let mut k = 0u32;
+    loop {
+        let s = 10f64.powf(k as f64 / per_decade as f64).round() as u64;
+        if s >= steps {
+            break;
+        }
+        if s > *out.last().expect("non-empty") {
+            out.push(s);
+        }
+        k += 1;
+    }
+    if steps > 0 {
+        out.push(steps);
+    }
+    out
+}
+
+/// Add one step's Definition 4.1 scores `scores[i]` (training samples in order) to the
+/// sums of each set.
+pub fn accumulate(sums: &mut Cumulative, scores: &[f64], y: &[i8], y_true: &[i8]) {
+    for ((si, yi), ti) in scores.iter().zip(y).zip(y_true) {
+        if yi == ti {
+            sums.clean += si;
+        } else {
+            sums.noisy += si;
+        }
+        if *ti > 0 {
+            sums.class_pos += si;
+        } else {
+            sums.class_neg += si;
+        }
+    }
+}
+
+/// The mean of a per-group value over clean and over noisy training samples
+/// (`values[i]` for sample i, summed in sample order; `y`, `y_true` the labels; `None`
+/// for an empty set).
+pub fn mean_by_noise(values: &[[f64; 4]], y: &[i8], y_true: &[i8]) -> ByNoise {
+    let over = |noisy: bool| {
+        let mut acc = [0.0; 4];
+        let mut n = 0usize;
+        for (i, v) in values.iter().enumerate() {
+            if (y[i] != y_true[i]) == noisy {
+                n += 1;
+                for (a, x) in acc.iter_mut().zip(v) {
+                    *a += x;
+                }
+            }
+        }
+        (n > 0).then(|| PerGroup::from_array(acc.map(|a| a / n as f64)))
+    };
+    ByNoise {
+        clean: over(false),
+        noisy: over(true),
+    }
+}
+
+/// The fraction of clean and of noisy training samples whose top token (the group
+/// `top_groups[i]` for sample i) lies in each group.
+pub fn selection_by_noise(
+    top_groups: impl Iterator<Item = Group>,
+    y: &[i8],
+    y_true: &[i8],
+) -> ByNoise {
+    let one_hot: Vec<[f64; 4]> = top_groups
+        .map(|g| {
+            let mut v = [0.0; 4];
+            v[g.index()] = 1.0;
+            v
+        })
+        .collect();
+    mean_by_noise(&one_hot, y, y_true)
+}
+
+impl<A: Arith> Trainer<'_, A> {
+    /// Group masses of training sample `i`, summed in this arithmetic in token order.
+    fn group_mass(&self, i: usize) -> [A::Real; 4] {
+        let ar = &self.ar;
+        let groups = &self.data.groups;
+        let t = groups.len();
+        let mut m: [A::Real; 4] = std::array::from_fn(|_| ar.zero());
+        for (st, grp) in self.s[i * t..(i + 1) * t].iter().zip(groups) {
+            ar.add(&mut m[grp.index()], st);
+        }
+        m
+    }
+
+    /// Attention mass per group of training sample `i` (last forward pass), rounded.
+    pub fn mass(&self, i: usize) -> PerGroup {
+        PerGroup::from_array(self.group_mass(i).map(|m| self.ar.to_f64(&m)))
+    }
+
+    /// Definition 4.1 scores S_i = m_R (m_W_same + m_W_opposite + m_I) of every training
+    /// sample (1 - m_R as the sum of the other groups: no cancellation), rounded.
+    pub fn selection_scores(&self) -> Vec<f64> {
+        let ar = &self.ar;
+        (0..self.samples.len())
+            .map(|i| {
+                let [r, mut ws, wo, irr] = self.group_mass(i);
+                ar.add(&mut ws, &wo);
+                ar.add(&mut ws, &irr);
+                ar.mul(&mut ws, &r);
+                ar.to_f64(&ws)
+            })
+            .collect()
+    }
+
+    /// Training samples whose prediction sign(f) (in this arithmetic) is their observed
+    /// label, at the last forward pass.
+    pub fn train_correct(&self) -> usize {
+        self.samples
+            .iter()
+            .zip(&self.data.train.y)
+            .filter(|(s, y)| model::predict(&self.ar, &s.f) == **y)
+            .count()
+    }
+
+    /// A checkpoint of the last [`Trainer::forward_backward`] (evaluates the test set);
+    /// `cumulative` holds the Definition 4.1 sums up to this step.
+    pub fn checkpoint(&self, cumulative: Cumulative) -> Checkpoint {
+        let ar = &self.ar;
+        let scores = self.selection_scores();
+        let samples: Vec<SampleState> = self
+            .samples
+            .iter()
+            .enumerate()
+            .map(|(i, s)| SampleState {
+                f: ar.to_f64(&s.f),
+                top: s.att.top,
+                gap: ar.to_f64(&s.att.gap),
+                rest: ar.to_f64(&s.att.rest),
+                mass: self.mass(i),
+                selection_score: scores[i],
+            })
+            .collect();
+        let q = self.q();
+        let (y, y_true) = (&self.data.train.y, &self.data.train.y_true);
+        let mass: Vec<[f64; 4]> = samples.iter().map(|s| s.mass.to_array()).collect();
+        let groups = &self.data.groups;
+        Checkpoint {
+            step: self.step,
+            train_loss: ar.to_f64(&self.loss),
+            train_accuracy: self.train_correct() as f64 / self.samples.len() as f64,
+            test_accuracy: self.test_accuracy(&q),
+            q_norm: ar.norm_f64(&q),
+            grad_norm: ar.norm_f64(&self.grad_q()),
+            attention: mean_by_noise(&mass, y, y_true),
+            selection: selection_by_noise(samples.iter().map(|s| groups[s.top]), y, y_true),
+            cumulative,
+            samples,
+        }
+    }
+}
+
+/// What a run records as it goes: the Definition 4.1 sums at every forward pass and a
+/// checkpoint at each step of the [`schedule`].
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    schedule: Vec<u64>,
+    /// Definition 4.1 sums over the forward passes observed so far.
+    pub cumulative: Cumulative,
+    /// Checkpoints recorded so far.
+    pub checkpoints: Vec<Checkpoint>,
+}
+
+impl Recorder {
+    /// A recorder for `cfg`'s run from step 0.
+    pub fn new(cfg: &Config) -> Recorder {
+        let schedule = schedule(cfg.steps, cfg.record.checkpoints_per_decade);
+        Recorder {
+            checkpoints: Vec::with_capacity(schedule.len()),
+            schedule,
+            cumulative: Cumulative::default(),
+        }
+    }
+
+    /// A recorder that continues a run: the sums and checkpoints recorded before.
+    pub fn resumed(cfg: &Config, cumulative: Cumulative, checkpoints: Vec<Checkpoint>) -> Self {
+        Recorder {
+            schedule: schedule(cfg.steps, cfg.record.checkpoints_per_decade),
+            cumulative,
+            checkpoints,
+        }
+    }
+
+    /// Observe a forward pass: add its S_i to the sums, and record a checkpoint when the
+    /// step is scheduled.
+    pub fn observe<A: Arith>(&mut self, tr: &Trainer<'_, A>) {
+        let (y, y_true) = (&tr.data.train.y, &tr.data.train.y_true);
+        accumulate(&mut self.cumulative, &tr.selection_scores(), y, y_true);
+        if self.schedule.binary_search(&tr.step).is_ok() {
+            self.checkpoints.push(tr.checkpoint(self.cumulative));
+        }
+    }
+
+    /// The trajectory recorded by `tr`'s run.
+    pub fn trajectory<A: Arith>(self, tr: &Trainer<'_, A>) -> Trajectory {
+        Trajectory {
+            format: trajectory::FORMAT.to_string(),
+            trainer: tr.info(),
+            config: tr.cfg.clone(),
+            y_true: tr.data.train.y_true.clone(),
+            y: tr.data.train.y.clone(),
+            checkpoints: self.checkpoints,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_is_log_spaced_and_complete() {
+        let s = schedule(30000, 10);
+        assert_eq!(s[..4], [0, 1, 2, 3]);
+        assert_eq!(*s.last().unwrap(), 30000);
+        assert!(s.windows(2).all(|w| w[0] < w[1]));
+        assert!(s.contains(&10) && s.contains(&100) && s.contains(&1000));
+        assert_eq!(schedule(0, 10), vec![0]);
+        assert_eq!(schedule(1, 10), vec![0, 1]);
+    }
+}

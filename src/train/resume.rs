@@ -1,0 +1,86 @@
+//! A trainer's resumable state: built from the engine's exact parameters, the step and
+//! what the recorder holds; restored bit for bit (the file format is `io::state`'s).
+
+use std::collections::BTreeMap;
+
+use crate::arith::Arith;
+use crate::error::Result;
+use crate::io::state::{STATE_FORMAT, State};
+
+use super::record::Recorder;
+use super::{Engine, Trainer};
+
+impl<A: Arith> Trainer<'_, A> {
+    /// The resumable state after the last update: step, the engine's parameters (exact
+    /// text), and the recorder's Definition 4.1 sums and checkpoints so far.
+    pub fn state(&self, rec: &Recorder) -> State {
+        let ar = &self.ar;
+        let text = |v: &[A::Real]| v.iter().map(|x| ar.to_exact_string(x)).collect::<Vec<_>>();
+        let mut values = BTreeMap::new();
+        match &self.engine {
+            Engine::Direct(e) => {
+                values.insert("p".to_string(), text(&e.p));
+                if let Some(w) = &e.w {
+                    values.insert("W".to_string(), text(w));
+                }
+            }
+            Engine::Span(e) => {
+                values.insert("a".to_string(), text(&e.a));
+                values.insert("M".to_string(), text(&e.m));
+            }
+        }
+        State {
+            format: STATE_FORMAT.to_string(),
+            config: self.cfg.clone(),
+            trainer: self.info(),
+            step: self.step,
+            values,
+            cumulative: rec.cumulative,
+            checkpoints: rec.checkpoints.clone(),
+            source: None,
+        }
+    }
+
+    /// Restore the engine's parameters and the step from a state, after checking that it
+    /// belongs to this run (config, arithmetic, formulation, method); returns the
+    /// recorder that continues it.
+    pub fn restore(&mut self, st: &State) -> Result<Recorder> {
+        st.check(self.cfg, &self.info())?;
+        let ar = self.ar;
+        let read = |name: &str, into: &mut Vec<A::Real>| -> Result<()> {
+            let v = st.values(name)?;
+            if v.len() != into.len() {
+                return Err(st.error(format!(
+                    "`{name}` has {} entries, this run needs {}",
+                    v.len(),
+                    into.len()
+                )));
+            }
+            for (x, s) in into.iter_mut().zip(v) {
+                *x = ar
+                    .parse_exact(s)
+                    .ok_or_else(|| st.error(format!("bad `{name}` value `{s}`")))?;
+            }
+            Ok(())
+        };
+        match &mut self.engine {
+            Engine::Direct(e) => {
+                read("p", &mut e.p)?;
+                if let Some(w) = &mut e.w {
+                    read("W", w)?;
+                }
+                e.compute_q(&ar);
+            }
+            Engine::Span(e) => {
+                read("a", &mut e.a)?;
+                read("M", &mut e.m)?;
+            }
+        }
+        self.step = st.step;
+        Ok(Recorder::resumed(
+            self.cfg,
+            st.cumulative,
+            st.checkpoints.clone(),
+        ))
+    }
+}
