@@ -23,7 +23,8 @@ use crate::arith::{F64, Mpfr, normwise_rel_err, rel_err};
 use crate::config::{Config, Formulation, Method};
 use crate::data::Dataset;
 use crate::error::Result;
-use crate::train::{Engine, Trainer};
+use crate::train::drive::{Control, Event, drive};
+use crate::train::{Engine, Trainer, record};
 
 /// The compared quantities, in report order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -291,14 +292,13 @@ pub fn compare(
     progress: &mut dyn FnMut(u64),
 ) -> Result<Report> {
     let truth = Mpfr::truth(opts.prec)?;
-    let mut a = Trainer::new(cfg, data, F64, cfg.formulation)?;
-    let mut b = Trainer::with_method(cfg, data, truth, Formulation::Stable, opts.twin_method)?;
-    let mut p = match opts.predictor {
+    let a = Trainer::new(cfg, data, F64, cfg.formulation)?;
+    let b = Trainer::with_method(cfg, data, truth, Formulation::Stable, opts.twin_method)?;
+    let p = match opts.predictor {
         true => Some(Trainer::new(cfg, data, Mpfr::predictor(), cfg.formulation)?),
         false => None,
     };
-    let schedule = crate::train::record::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
-    let mut next = schedule.iter().peekable();
+    let schedule = record::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
     let every_step = opts.twin_method == Method::Direct;
 
     let mut max = [0.0f64; 7];
@@ -323,12 +323,37 @@ pub fn compare(
     let mut rows = Vec::new();
     let mut judge_out_of_range = None;
     let gap_limit = -(rug::float::exp_min() as f64) * std::f64::consts::LN_2;
-    loop {
+    // the f64 q before an update (direct f64 trainer), for the absorption check
+    let mut q_before: Option<Vec<f64>> = None;
+    // the f64 trainer, the truth twin and the optional predictor, in lockstep
+    let mut trio = (a, (b, p));
+    drive(&mut trio, cfg.steps, |(a, (b, p)), event| {
+        if event == Event::Update {
+            if let (Some(q_before), Engine::Direct(e)) = (q_before.take(), &a.engine) {
+                // the gradient that was just applied is still the engine's grad_q
+                let step = a.step - 1;
+                let moving = e.grad_q.iter().filter(|g| **g != 0.0).count();
+                let absorbed =
+                    e.q.iter()
+                        .zip(&q_before)
+                        .zip(&e.grad_q)
+                        .filter(|((new, old), g)| new == old && **g != 0.0)
+                        .count();
+                if absorbed > 0 {
+                    absorption.first_partial_step.get_or_insert(step);
+                    absorption.max_fraction =
+                        absorption.max_fraction.max(absorbed as f64 / cfg.d as f64);
+                    if absorbed == moving {
+                        absorption.first_total_step.get_or_insert(step);
+                    }
+                }
+            }
+            progress(a.step);
+            return Ok(Control::Continue);
+        }
         let step = a.step;
-        a.forward_backward()?;
-        b.forward_backward()?;
-        let at_checkpoint = next.peek() == Some(&&step);
-        let errs = errors(&a, &b, every_step || at_checkpoint);
+        let at_checkpoint = schedule.binary_search(&step).is_ok();
+        let errs = errors(a, b, every_step || at_checkpoint);
         let gap = b
             .samples
             .iter()
@@ -356,12 +381,11 @@ pub fn compare(
                 }
             }
         }
-        if let (Some(pt), Some(verdict)) = (p.as_mut(), predictor.as_mut()) {
-            pt.forward_backward()?;
-            if let Some(q) = predictor_mismatch(&a, pt).filter(|_| verdict.bits_equal) {
-                verdict.bits_equal = false;
-                verdict.first_mismatch = Some((step, q.to_string()));
-            }
+        if let (Some(pt), Some(verdict)) = (p, predictor.as_mut())
+            && let Some(q) = predictor_mismatch(a, pt).filter(|_| verdict.bits_equal)
+        {
+            verdict.bits_equal = false;
+            verdict.first_mismatch = Some((step, q.to_string()));
         }
         if at_checkpoint {
             rows.push(Row {
@@ -374,40 +398,12 @@ pub fn compare(
                     .map(|(k, v)| (k.to_string(), v))
                     .collect(),
             });
-            next.next();
         }
-        if step == cfg.steps {
-            break;
+        if let Engine::Direct(e) = &a.engine {
+            q_before = Some(e.q.clone());
         }
-        let before = match &a.engine {
-            Engine::Direct(e) => Some(e.q.clone()),
-            Engine::Span(_) => None,
-        };
-        a.update()?;
-        b.update()?;
-        if let Some(pt) = p.as_mut() {
-            pt.update()?;
-        }
-        if let (Some(q_before), Engine::Direct(e)) = (before, &a.engine) {
-            // the gradient that was just applied is still the engine's grad_q
-            let moving = e.grad_q.iter().filter(|g| **g != 0.0).count();
-            let absorbed =
-                e.q.iter()
-                    .zip(&q_before)
-                    .zip(&e.grad_q)
-                    .filter(|((new, old), g)| new == old && **g != 0.0)
-                    .count();
-            if absorbed > 0 {
-                absorption.first_partial_step.get_or_insert(step);
-                absorption.max_fraction =
-                    absorption.max_fraction.max(absorbed as f64 / cfg.d as f64);
-                if absorbed == moving {
-                    absorption.first_total_step.get_or_insert(step);
-                }
-            }
-        }
-        progress(a.step);
-    }
+        Ok(Control::Continue)
+    })?;
     let named = |v: [f64; 7]| -> BTreeMap<String, f64> {
         Quantity::ALL
             .iter()

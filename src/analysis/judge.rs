@@ -22,6 +22,7 @@ use crate::data::Dataset;
 use crate::error::Result;
 use crate::io::external::{Dtype, External, Quantity};
 use crate::train::Trainer;
+use crate::train::drive::{Control, Event, drive};
 
 /// Options of [`judge`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -253,19 +254,23 @@ pub fn judge(
         .find(|q| ext.series.contains_key(q));
     let mut absorbed: Option<(u64, u64, f64)> = None;
     let mut prev_twin: Option<Vec<rug::Float>> = None;
-    for (k, &step) in ext.steps.iter().enumerate() {
-        while b.step < step {
-            b.forward_backward()?;
-            b.update()?;
+    let last = ext.steps[ext.steps.len() - 1];
+    drive(&mut b, last, |b, event| {
+        let k = rows.len();
+        if event == Event::Update {
             progress(b.step);
+            return Ok(Control::Continue);
         }
-        b.forward_backward()?;
+        let step = b.step;
+        if ext.steps[k] != step {
+            return Ok(Control::Continue);
+        }
         let gap = b
             .samples
             .iter()
             .map(|t| t.att.gap.to_f64())
             .fold(0.0, f64::max);
-        let twin = Rebuilt::new(&b, opts.prec);
+        let twin = Rebuilt::new(b, opts.prec);
         let rel_err = ext
             .series
             .iter()
@@ -294,7 +299,8 @@ pub fn judge(
             max_gap: gap,
             rel_err,
         });
-    }
+        Ok(Control::Continue)
+    })?;
     let dtype = ext.header.dtype;
     let eps = dtype.eps();
     let mut quantities = BTreeMap::new();
@@ -326,7 +332,7 @@ pub fn judge(
         twin_method: Method::Span,
         tolerance: opts.tol,
         steps_compared: rows.len(),
-        last_step: ext.steps[ext.steps.len() - 1],
+        last_step: last,
         within_tolerance: findings.is_empty(),
         quantities,
         findings,

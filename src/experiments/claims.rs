@@ -48,6 +48,7 @@ use crate::data::{Dataset, Params};
 use crate::error::{Error, Result};
 use crate::io::trajectory::Summary;
 use crate::train::Trainer;
+use crate::train::drive::{Control, Event, drive};
 
 /// A claims file.
 #[derive(Debug, Clone, Deserialize)]
@@ -420,7 +421,7 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
                 w_cfg.init.p = PInit::Gaussian;
             }
             let w_init = Params::init(&w_cfg);
-            let mut w_run = Trainer::new(&w_cfg, &data, F64, w_cfg.formulation)?;
+            let w_run = Trainer::new(&w_cfg, &data, F64, w_cfg.formulation)?;
             let p = w_init.p.clone();
             let mut p_cfg = cfg.clone();
             p_cfg.mode = Mode::P;
@@ -431,18 +432,23 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
                 p: w_run.q().into(),
                 w: None,
             };
-            let mut p_run =
+            let p_run =
                 Trainer::from_params(&p_cfg, &data, F64, p_cfg.formulation, p_cfg.method, &q0)?;
             let mut worst = 0.0f64;
-            for _ in 0..cfg.steps {
-                for t in [&mut w_run, &mut p_run] {
-                    t.forward_backward()?;
-                    t.update()?;
+            // both runs in lockstep; q compared after every update
+            let mut pair = (w_run, p_run);
+            drive(&mut pair, cfg.steps, |(w_run, p_run), event| {
+                if event == Event::Forward {
+                    return Ok(Control::Continue);
                 }
                 let (wq, pq) = (w_run.q(), p_run.q());
                 let diff: Vec<f64> = wq.iter().zip(&pq).map(|(a, b)| a - b).collect();
                 worst = worst.max(F64.norm_f64(&diff) / F64.norm_f64(&wq));
-            }
+                Ok(match w_run.step == cfg.steps {
+                    true => Control::Stop,
+                    false => Control::Continue,
+                })
+            })?;
             serde_json::json!({ "max_rel_q_diff": worst })
         }
     })

@@ -10,6 +10,7 @@ use crate::config::{Config, Method, Mode};
 use crate::data::Dataset;
 use crate::error::Result;
 use crate::train::Trainer;
+use crate::train::drive::{Control, Event, drive};
 
 /// One row of the cost table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -74,15 +75,21 @@ fn time_steps<A: Arith>(
     let t0 = Instant::now();
     let mut tr = Trainer::with_method(cfg, data, ar, cfg.formulation, method)?;
     let setup = t0.elapsed().as_secs_f64();
-    tr.forward_backward()?;
-    tr.update()?;
+    // `n` steps (forward, backward, update) through the driver
+    let steps = |tr: &mut Trainer<'_, A>, n: usize| {
+        let end = tr.step + n as u64;
+        drive(tr, u64::MAX, |tr, event| {
+            Ok(match event == Event::Update && tr.step == end {
+                true => Control::Stop,
+                false => Control::Continue,
+            })
+        })
+    };
+    steps(&mut tr, 1)?;
     let mut samples = Vec::with_capacity(reps);
     for _ in 0..reps.max(1) {
         let t0 = Instant::now();
-        for _ in 0..block {
-            tr.forward_backward()?;
-            tr.update()?;
-        }
+        steps(&mut tr, block)?;
         samples.push(t0.elapsed().as_secs_f64() / block as f64);
     }
     Ok((setup, median(samples)))

@@ -119,3 +119,70 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stepper that logs what the driver asks of it.
+    struct Log<'a>(u64, &'a std::cell::RefCell<Vec<String>>, &'static str);
+
+    impl Stepper for Log<'_> {
+        fn forward_backward(&mut self) -> Result<()> {
+            self.1.borrow_mut().push(format!("{}f{}", self.2, self.0));
+            Ok(())
+        }
+        fn update(&mut self) -> Result<()> {
+            self.0 += 1;
+            self.1.borrow_mut().push(format!("{}u{}", self.2, self.0));
+            Ok(())
+        }
+    }
+
+    impl Clocked for Log<'_> {
+        fn step(&self) -> u64 {
+            self.0
+        }
+    }
+
+    /// Forward passes at every step up to `until` inclusive, updates between them,
+    /// lockstep in order (a pair, then an absent and a present optional stepper), and
+    /// the observer sees each event after all steppers have done it.
+    #[test]
+    fn lockstep_order_and_events() {
+        let log = std::cell::RefCell::new(Vec::new());
+        let mut s = (Log(1, &log, "a"), (None::<Log>, Some(Log(1, &log, "b"))));
+        drive(&mut s, 3, |s, e| {
+            log.borrow_mut().push(format!("{e:?}{}", s.step()));
+            Ok(Control::Continue)
+        })
+        .unwrap();
+        let want =
+            "af1 bf1 Forward1 au2 bu2 Update2 af2 bf2 Forward2 au3 bu3 Update3 af3 bf3 Forward3";
+        assert_eq!(log.borrow().join(" "), want);
+    }
+
+    /// The observer stops the run early, at either event.
+    #[test]
+    fn the_observer_stops_the_run() {
+        let log = std::cell::RefCell::new(Vec::new());
+        let mut s = Log(0, &log, "");
+        drive(&mut s, 10, |s, e| {
+            Ok(match (e, s.step()) {
+                (Event::Update, 2) => Control::Stop,
+                _ => Control::Continue,
+            })
+        })
+        .unwrap();
+        assert_eq!(log.borrow().join(" "), "f0 u1 f1 u2");
+        log.borrow_mut().clear();
+        drive(&mut s, 10, |_, e| {
+            Ok(match e {
+                Event::Forward => Control::Stop,
+                Event::Update => Control::Continue,
+            })
+        })
+        .unwrap();
+        assert_eq!(log.borrow().join(" "), "f2");
+    }
+}

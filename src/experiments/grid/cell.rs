@@ -8,7 +8,8 @@ use crate::config::Config;
 use crate::data::{Dataset, NoiseCache};
 use crate::error::Result;
 use crate::io::trajectory::PerGroup;
-use crate::train::Trainer;
+use crate::train::drive::{Control, Event, drive};
+use crate::train::{Trainer, record};
 
 /// Test accuracy at least this close to its final value counts as "arrived".
 pub const GENERALISATION_BAND: f64 = 0.01;
@@ -120,7 +121,7 @@ pub struct Metrics {
 }
 
 /// Train `cfg` (validated) in f64 and measure it. Test accuracy is evaluated at the
-/// checkpoints of [`trajectory::schedule`] (`record.checkpoints_per_decade`). The test
+/// checkpoints of [`record::schedule`] (`record.checkpoints_per_decade`). The test
 /// tokens' noise comes from `cache` where it holds it (the same bits).
 pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
     cfg.validate()?;
@@ -132,16 +133,17 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
     for (yi, ti) in y.iter().zip(y_true) {
         *counts.slot(*yi, *ti) += 1;
     }
-    let schedule = crate::train::record::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
-    let mut next = schedule.iter().peekable();
+    let schedule = record::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
     let mut sums = Sums::default();
     let mut eq10_at_0 = None;
     let mut fit_step = None;
     let mut test_curve = Vec::with_capacity(schedule.len());
     let mut last = None;
-    let mut correct; // training labels fitted at the last forward pass
-    loop {
-        tr.forward_backward()?;
+    let mut correct = 0; // training labels fitted at the last forward pass
+    drive(&mut tr, cfg.steps, |tr, event| {
+        if event == Event::Update {
+            return Ok(Control::Continue);
+        }
         for ((s, yi), ti) in tr.selection_scores().iter().zip(y).zip(y_true) {
             *sums.slot(*yi, *ti) += s;
         }
@@ -153,39 +155,27 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
                 counts.clean_neg,
             );
         }
-        correct = tr
-            .samples
-            .iter()
-            .zip(y)
-            .filter(|(s, yi)| crate::model::predict(&F64, &s.f) == **yi)
-            .count();
+        correct = tr.train_correct();
         if correct == y.len() && fit_step.is_none() {
             fit_step = Some(tr.step);
         }
-        if next.peek() == Some(&&tr.step) {
-            next.next();
+        if schedule.binary_search(&tr.step).is_ok() {
             let (acc, loss) = tr.test_metrics(&tr.q());
             test_curve.push((tr.step, acc));
             if tr.step == cfg.steps {
                 last = Some((acc, loss));
             }
         }
-        if tr.step == cfg.steps {
-            break;
-        }
-        tr.update()?;
-    }
+        Ok(Control::Continue)
+    })?;
     let (test_accuracy, test_loss) = last.expect("the schedule ends at cfg.steps");
     let train_accuracy = correct as f64 / y.len() as f64;
     let generalisation_step = test_curve
         .iter()
         .find(|(_, a)| (a - test_accuracy).abs() <= GENERALISATION_BAND)
         .map_or(cfg.steps, |(s, _)| *s);
-    let selection = crate::train::record::selection_by_noise(
-        tr.samples.iter().map(|s| data.groups[s.att.top]),
-        y,
-        y_true,
-    );
+    let selection =
+        record::selection_by_noise(tr.samples.iter().map(|s| data.groups[s.att.top]), y, y_true);
     let regime = if train_accuracy < 1.0 {
         Regime::NotOverfitting
     } else if test_accuracy < HARMFUL_BELOW {
