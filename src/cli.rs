@@ -83,7 +83,7 @@ struct GridArgs {
     #[arg(long = "set", value_name = "KEY=VALUES")]
     set: Vec<String>,
     /// Seeds: a range a..b (b excluded) or a list s1,s2,...
-    #[arg(long, value_name = "SEEDS", value_parser = crate::experiments::claims::parse_seeds)]
+    #[arg(long, value_name = "SEEDS", value_parser = crate::experiments::grid::parse_seeds)]
     seeds: Option<Vec<u64>>,
     /// Override the number of steps of every cell.
     #[arg(long, value_name = "N")]

@@ -46,6 +46,7 @@ use crate::arith::{Arith, F64, Mpfr};
 use crate::config::{Config, Mode, PInit, Preset};
 use crate::data::{Dataset, Params};
 use crate::error::{Error, Result};
+use crate::experiments::grid;
 use crate::io::trajectory::Summary;
 use crate::train::Trainer;
 use crate::train::drive::{Control, Event, drive};
@@ -173,26 +174,6 @@ pub enum Expected {
     Differs,
 }
 
-/// Parse a seed list: "a..b" (b excluded) or "s1,s2,...".
-pub fn parse_seeds(text: &str) -> std::result::Result<Vec<u64>, String> {
-    let bad = || format!("`{text}` is not a seed range a..b or a list s1,s2,...");
-    let seeds: Vec<u64> = match text.split_once("..") {
-        Some((a, b)) => {
-            let (a, b) = (a.trim().parse::<u64>(), b.trim().parse::<u64>());
-            let (a, b) = (a.map_err(|_| bad())?, b.map_err(|_| bad())?);
-            (a..b).collect()
-        }
-        None => text
-            .split(',')
-            .map(|s| s.trim().parse::<u64>().map_err(|_| bad()))
-            .collect::<std::result::Result<_, _>>()?,
-    };
-    if seeds.is_empty() || seeds.len() > 1000 {
-        return Err(format!("`{text}` must name 1 to 1000 seeds"));
-    }
-    Ok(seeds)
-}
-
 /// Computations a claim can read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -261,7 +242,7 @@ impl ClaimsFile {
         for (k, c) in file.claim.iter().enumerate() {
             let err = |field: &str, reason: String| claim_error(path, k, &c.name, field, reason);
             if let Some(s) = &c.seeds {
-                parse_seeds(s).map_err(|e| err("seeds", e))?;
+                grid::parse_seeds(s).map_err(|e| err("seeds", e))?;
             }
             if let Some(f) = c.fraction.filter(|f| !(*f > 0.0 && *f <= 1.0)) {
                 return Err(err("fraction", format!("must lie in (0, 1], got {f}")));
@@ -351,7 +332,7 @@ pub fn lookup<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_json
 }
 
 /// The grid of a `grid` claim: its config as the base, its axes and seeds.
-fn grid_spec(claim: &Claim, cfg: &Config) -> Result<crate::experiments::grid::Spec> {
+fn grid_spec(claim: &Claim, cfg: &Config) -> Result<grid::Spec> {
     let mut table = toml::Table::new();
     if let Some(s) = &claim.seeds {
         table.insert("seeds".into(), toml::Value::String(s.clone()));
@@ -360,7 +341,7 @@ fn grid_spec(claim: &Claim, cfg: &Config) -> Result<crate::experiments::grid::Sp
         "axes".into(),
         toml::Value::Table(claim.axes.clone().unwrap_or_default()),
     );
-    let mut spec = crate::experiments::grid::Spec::from_toml(
+    let mut spec = grid::Spec::from_toml(
         &toml::to_string(&table).expect("table serialises"),
         Path::new(&claim.name),
     )?;
@@ -373,7 +354,7 @@ fn grid_spec(claim: &Claim, cfg: &Config) -> Result<crate::experiments::grid::Sp
 fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
     if claim.source == Source::Grid {
         let spec = grid_spec(claim, cfg)?;
-        return Ok(json(&crate::experiments::grid::run_in_memory(&spec)?));
+        return Ok(json(&grid::run_in_memory(&spec)?));
     }
     let prec = claim.prec.unwrap_or(crate::arith::DEFAULT_PREC);
     let tol = claim.tol.unwrap_or(1e-8);
@@ -481,7 +462,7 @@ pub fn check(
         let seeds = match &claim.seeds {
             // a grid claim runs all its seeds in one grid
             Some(s) if claim.source != Source::Grid => {
-                parse_seeds(s).map_err(|e| err("seeds", e))?
+                grid::parse_seeds(s).map_err(|e| err("seeds", e))?
             }
             _ => vec![cfg.seed],
         };

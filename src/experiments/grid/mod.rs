@@ -273,7 +273,7 @@ impl Spec {
             });
         }
         let seeds = match &g.seeds {
-            Some(s) => crate::experiments::claims::parse_seeds(s).map_err(parse)?,
+            Some(s) => parse_seeds(s).map_err(parse)?,
             None => vec![base.seed],
         };
         let spec = Spec {
@@ -369,6 +369,26 @@ impl Spec {
         }
         Ok(spec)
     }
+}
+
+/// Parse a seed list: "a..b" (b excluded) or "s1,s2,...".
+pub fn parse_seeds(text: &str) -> std::result::Result<Vec<u64>, String> {
+    let bad = || format!("`{text}` is not a seed range a..b or a list s1,s2,...");
+    let seeds: Vec<u64> = match text.split_once("..") {
+        Some((a, b)) => {
+            let (a, b) = (a.trim().parse::<u64>(), b.trim().parse::<u64>());
+            let (a, b) = (a.map_err(|_| bad())?, b.map_err(|_| bad())?);
+            (a..b).collect()
+        }
+        None => text
+            .split(',')
+            .map(|s| s.trim().parse::<u64>().map_err(|_| bad()))
+            .collect::<std::result::Result<_, _>>()?,
+    };
+    if seeds.is_empty() || seeds.len() > 1000 {
+        return Err(format!("`{text}` must name 1 to 1000 seeds"));
+    }
+    Ok(seeds)
 }
 
 /// Parse `K/N` (1 <= K <= N).
