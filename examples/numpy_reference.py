@@ -81,12 +81,13 @@ def main():
     steps = cfg["steps"] if args.steps is None else args.steps
     alpha = dtype(cfg["step_size"])
     sign = dtype(-1) if args.bug == "wrong-sign" else dtype(1)
-    rec = {k: [] for k in ("steps", "p", "z", "s", "f", "loss", "grad")}
+    rec = {k: [] for k in ("steps", "p", "scores", "attention", "output", "loss", "grad_q")}
     for t in range(steps + 1):
         q = p if w is None else w.T @ p
         z, s, f, loss, grad = forward_backward(x, y, nu, q, args.naive_softmax)
         if t % args.every == 0 or t == steps:
-            for k, v in (("steps", t), ("p", p), ("z", z), ("s", s), ("f", f), ("loss", loss), ("grad", grad)):
+            for k, v in (("steps", t), ("p", p), ("scores", z), ("attention", s), ("output", f),
+                         ("loss", loss), ("grad_q", grad)):
                 rec[k].append(v.tolist() if isinstance(v, np.ndarray) else float(v) if k != "steps" else v)
         if t < steps:
             grad_p = grad if w is None else w @ grad
@@ -100,10 +101,10 @@ def main():
 
 def write_external(path, rec, dtype_name, implementation, cfg):
     """Write the recorded quantities `rec` (lists, one entry per recorded step, and
-    `steps`) as a tokensel-external/1 JSON file; the header names the dtype, the
+    `steps`) as a tokensel-external/2 JSON file; the header names the dtype, the
     implementation and the config values it used (checked against the data's)."""
     out = {
-        "format": "tokensel-external/1",
+        "format": "tokensel-external/2",
         "dtype": dtype_name,
         "implementation": implementation,
         "config": {"seed": cfg["seed"], "step_size": cfg["step_size"], "mode": "p"},

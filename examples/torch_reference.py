@@ -48,7 +48,7 @@ def main():
     sign = -1.0 if args.bug == "wrong-sign" else 1.0
     g = x @ nu  # (n, T): <nu, x_t>
 
-    rec = {k: [] for k in ("steps", "p", "z", "s", "f", "loss", "grad")}
+    rec = {k: [] for k in ("steps", "p", "scores", "attention", "output", "loss", "grad_q")}
     p = p.clone().requires_grad_(True)
     for t in range(steps + 1):
         q = p if w is None else w.T @ p
@@ -61,7 +61,7 @@ def main():
         loss.backward()
         if t % args.every == 0 or t == steps:
             rec["steps"].append(t)
-            for k, v in (("p", p), ("z", z), ("s", s), ("f", f), ("grad", q.grad)):
+            for k, v in (("p", p), ("scores", z), ("attention", s), ("output", f), ("grad_q", q.grad)):
                 rec[k].append(v.detach().tolist())
             rec["loss"].append(loss.item())
         if t < steps:

@@ -58,7 +58,7 @@ pub enum Error {
     NonFinite {
         /// The step (number of updates done) at which it was found.
         step: u64,
-        /// Name of the quantity (e.g. "loss", "grad_q").
+        /// The quantity's name (`crate::quantity::Quantity::name`: "output", "loss", ...).
         quantity: &'static str,
         /// Training sample index, where the quantity belongs to one.
         sample: Option<usize>,

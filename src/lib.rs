@@ -35,6 +35,7 @@ pub mod experiments;
 pub mod io;
 pub mod linalg;
 pub mod model;
+pub mod quantity;
 pub mod report;
 pub mod rng;
 pub mod train;

@@ -27,7 +27,7 @@ pub use crate::config::Formulation;
 
 /// Summary of one softmax evaluation.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Attention<R> {
+pub struct Softmax<R> {
     /// Index of the largest score (lowest index on ties): the selected token.
     pub top: usize,
     /// `rest` = 1 - s_top (`Stable`: sum_{j != top} e_j / sum_u e_u; `Naive`: 1 - s_top).
@@ -36,10 +36,10 @@ pub struct Attention<R> {
     pub gap: R,
 }
 
-impl<R> Attention<R> {
+impl<R> Softmax<R> {
     /// A placeholder (top 0, zero rest and gap) in `ar`.
     pub fn new<A: Arith<Real = R>>(ar: &A) -> Self {
-        Attention {
+        Softmax {
             top: 0,
             rest: ar.zero(),
             gap: ar.zero(),
@@ -75,47 +75,47 @@ pub fn head_values<A: Arith>(ar: &A, x: ArrayView3<'_, f64>, nu: &[A::Real]) -> 
 }
 
 /// Scores z_t = <x_t, q> for every token (rows of `x`), by [`Arith::dot_f64`].
-pub fn scores<A: Arith>(ar: &A, x: ArrayView2<'_, f64>, q: &[A::Real], z: &mut [A::Real]) {
-    for (zt, row) in z.iter_mut().zip(x.rows()) {
+pub fn scores<A: Arith>(ar: &A, x: ArrayView2<'_, f64>, q: &[A::Real], scores: &mut [A::Real]) {
+    for (zt, row) in scores.iter_mut().zip(x.rows()) {
         ar.dot_f64(row.as_slice().expect("contiguous rows"), q, zt);
     }
 }
 
 /// Index of the largest entry (lowest index on ties).
-pub fn argmax<A: Arith>(ar: &A, z: &[A::Real]) -> usize {
+pub fn argmax<A: Arith>(ar: &A, scores: &[A::Real]) -> usize {
     let mut top = 0;
-    for (t, v) in z.iter().enumerate() {
-        if ar.cmp(v, &z[top]) == Some(Ordering::Greater) {
+    for (t, v) in scores.iter().enumerate() {
+        if ar.cmp(v, &scores[top]) == Some(Ordering::Greater) {
             top = t;
         }
     }
     top
 }
 
-/// Softmax of `z` into `s`, with the max subtracted first.
+/// Softmax of `scores` into `s`, with the max subtracted first.
 ///
 /// e_t = exp(z_t - z_top) (so e_top = 1), E = 1 + sum_{j != top} e_j summed in token
 /// order, s_t = e_t / E. The formulations differ only in how `rest` = 1 - s_top is
 /// formed.
 pub fn softmax<A: Arith>(
     ar: &A,
-    z: &[A::Real],
+    scores: &[A::Real],
     s: &mut [A::Real],
     form: Formulation,
-    att: &mut Attention<A::Real>,
+    att: &mut Softmax<A::Real>,
 ) {
-    let top = argmax(ar, z);
-    let zmax = &z[top];
+    let top = argmax(ar, scores);
+    let zmax = &scores[top];
     let mut others = ar.zero();
     let mut second: Option<usize> = None;
-    for (t, (zt, st)) in z.iter().zip(s.iter_mut()).enumerate() {
+    for (t, (zt, st)) in scores.iter().zip(s.iter_mut()).enumerate() {
         if t == top {
             ar.set_f64(st, 1.0);
         } else {
             ar.diff(st, zt, zmax);
             ar.exp(st);
             ar.add(&mut others, st);
-            if second.is_none_or(|u| ar.cmp(zt, &z[u]) == Some(Ordering::Greater)) {
+            if second.is_none_or(|u| ar.cmp(zt, &scores[u]) == Some(Ordering::Greater)) {
                 second = Some(t);
             }
         }
@@ -137,7 +137,7 @@ pub fn softmax<A: Arith>(
     }
     att.top = top;
     match second {
-        Some(u) => ar.diff(&mut att.gap, zmax, &z[u]),
+        Some(u) => ar.diff(&mut att.gap, zmax, &scores[u]),
         None => ar.set_f64(&mut att.gap, f64::INFINITY),
     }
 }
@@ -330,12 +330,12 @@ mod tests {
         let x = array![[1.0, 0.5, -0.2], [0.3, -1.0, 0.4], [-0.7, 0.2, 0.9]];
         let q = [0.4, -0.3, 0.8];
         let g = [0.2, -0.1, 0.05];
-        let mut z = [0.0; 3];
-        scores(&ar, x.view(), &q, &mut z);
+        let mut sc = [0.0; 3];
+        scores(&ar, x.view(), &q, &mut sc);
         let (mut s1, mut s2) = ([0.0; 3], [0.0; 3]);
-        let (mut a1, mut a2) = (Attention::new(&ar), Attention::new(&ar));
-        softmax(&ar, &z, &mut s1, Formulation::Naive, &mut a1);
-        softmax(&ar, &z, &mut s2, Formulation::Stable, &mut a2);
+        let (mut a1, mut a2) = (Softmax::new(&ar), Softmax::new(&ar));
+        softmax(&ar, &sc, &mut s1, Formulation::Naive, &mut a1);
+        softmax(&ar, &sc, &mut s2, Formulation::Stable, &mut a2);
         assert_eq!(s1, s2);
         assert!((a1.rest - a2.rest).abs() < 1e-15);
         let (mut f1, mut f2) = (0.0, 0.0);

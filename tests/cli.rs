@@ -335,7 +335,7 @@ fn non_finite_values_stop_the_run_with_a_clear_error() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
-        err.contains("non-finite f at step 1, training sample 0"),
+        err.contains("non-finite output at step 1, training sample 0"),
         "{err}"
     );
     assert!(o.stdout.is_empty());

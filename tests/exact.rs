@@ -82,7 +82,7 @@ fn naive_gradient_assembly_within_bound_and_bound_explains_cancellation() {
         let q: Vec<f64> = u.iter().map(|v| gap / unit_gap * v).collect();
         model::scores(&F64, x, &q, &mut z);
         let mut s = vec![0.0; z.len()];
-        let mut att = model::Attention::new(&F64);
+        let mut att = model::Softmax::new(&F64);
         model::softmax(&F64, &z, &mut s, Formulation::Naive, &mut att);
         let mut f = 0.0;
         model::output(&F64, &s, &g64, att.top, Formulation::Naive, &mut f);
@@ -153,12 +153,12 @@ fn softmax_values_lie_in_the_rational_enclosure() {
             &z,
             &mut s,
             Formulation::Stable,
-            &mut model::Attention::new(&F64),
+            &mut model::Softmax::new(&F64),
         );
         // twin on the same f64 scores
         let zf = ar.of_slice(&z);
         let mut sf = ar.zeros(z.len());
-        let mut att = model::Attention::new(&ar);
+        let mut att = model::Softmax::new(&ar);
         model::softmax(&ar, &zf, &mut sf, Formulation::Stable, &mut att);
         for t in 0..z.len() {
             let (lo, hi) = &enc[t];

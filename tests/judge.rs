@@ -14,6 +14,19 @@ use tokensel::train::Trainer;
 mod common;
 use common::{stderr, tokensel};
 
+/// Every quantity's key in the external format (`tokensel-external/2`).
+const ALL: [&str; 9] = [
+    "p",
+    "q",
+    "W",
+    "scores",
+    "attention",
+    "rest",
+    "output",
+    "loss",
+    "grad_q",
+];
+
 /// A small p-mode run (d = 40, n = 6, 30 steps at step size 0.5: the scores move by
 /// O(1) in 30 steps, far from saturation).
 const SMALL: &str =
@@ -44,6 +57,7 @@ fn own_trajectory(cfg: &Config) -> Value {
         |v: &[f64]| -> Vec<Vec<f64>> { v.chunks(cfg.tokens()).map(<[f64]>::to_vec).collect() };
     let (mut steps, mut p, mut z, mut s, mut f, mut loss, mut grad) =
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let mut rest = vec![];
     let (mut q, mut w) = (vec![], vec![]);
     let d = cfg.d;
     let identity: Vec<f64> = (0..d * d)
@@ -57,8 +71,14 @@ fn own_trajectory(cfg: &Config) -> Value {
         q.push(t.q());
         let wk = wk.unwrap_or_else(|| identity.clone());
         w.push(wk.chunks(d).map(<[f64]>::to_vec).collect::<Vec<_>>());
-        z.push(rows(&t.z));
-        s.push(rows(&t.s));
+        z.push(rows(&t.scores));
+        s.push(rows(&t.attention));
+        rest.push(
+            t.samples
+                .iter()
+                .map(|x| x.softmax.rest)
+                .collect::<Vec<f64>>(),
+        );
         f.push(t.samples.iter().map(|x| x.f).collect::<Vec<f64>>());
         loss.push(t.loss);
         grad.push(t.grad_q());
@@ -68,9 +88,10 @@ fn own_trajectory(cfg: &Config) -> Value {
         t.update().unwrap();
     }
     json!({
-        "format": "tokensel-external/1", "dtype": "float64", "implementation": "tokensel f64",
+        "format": "tokensel-external/2", "dtype": "float64", "implementation": "tokensel f64",
         "config": {"step_size": cfg.step_size, "mode": cfg.mode},
-        "steps": steps, "p": p, "q": q, "W": w, "z": z, "s": s, "f": f, "loss": loss, "grad": grad,
+        "steps": steps, "p": p, "q": q, "W": w, "scores": z, "attention": s, "rest": rest,
+        "output": f, "loss": loss, "grad_q": grad,
     })
 }
 
@@ -142,7 +163,7 @@ fn own_trajectory_agrees_and_damaged_copies_are_diagnosed() {
     let (code, r) = judge(&ext, tmp.path(), &data, "own.json");
     assert_eq!(code, 0, "{r:#}");
     assert_eq!(r["within_tolerance"], true);
-    for q in ["p", "q", "W", "z", "s", "f", "loss", "grad"] {
+    for q in ALL {
         // f64 rounding: a few hundred eps at most over 30 steps (compare's bound)
         let e = r["quantities"][q]["max_rel_err"].as_f64().unwrap();
         assert!(e < 1e-12, "{q}: {e}");
@@ -150,7 +171,7 @@ fn own_trajectory_agrees_and_damaged_copies_are_diagnosed() {
     assert_eq!(r["rows"].as_array().unwrap().len(), 31);
 
     let mut f32s = ext.clone();
-    for q in ["p", "q", "W", "z", "s", "f", "loss", "grad"] {
+    for q in ALL {
         map_quantity(&mut f32s, q, &|_, x| f64::from(x as f32));
     }
     let (code, r) = judge(&f32s, tmp.path(), &data, "f32.json");
@@ -197,7 +218,7 @@ fn joint_mode_with_w_agrees_and_a_perturbed_w_does_not() {
     let ext = own_trajectory(&cfg);
     let (code, r) = judge(&ext, tmp.path(), &data, "joint.json");
     assert_eq!(code, 0, "{r:#}");
-    for q in ["p", "q", "W", "z", "grad"] {
+    for q in ["p", "q", "W", "scores", "grad_q"] {
         let e = r["quantities"][q]["max_rel_err"].as_f64().unwrap();
         assert!(e < 1e-12, "{q}: {e}");
     }
@@ -212,7 +233,9 @@ fn joint_mode_with_w_agrees_and_a_perturbed_w_does_not() {
     assert_eq!(r["findings"][0]["quantity"], "W");
 }
 
-/// The NPZ encoding (float32 or float64 arrays, a uint8 `header`) reads as the JSON one.
+/// The NPZ encoding (float32 or float64 arrays, a uint8 `header`) reads as the JSON one;
+/// this file is of the first version (`tokensel-external/1`), whose key `s` names the
+/// attention.
 #[test]
 fn npz_encoding_reads() {
     use ndarray::{Array1, Array2, Array3};
@@ -242,8 +265,11 @@ fn npz_encoding_reads() {
         .unwrap();
     npz.add_array("p", &Array2::from_shape_vec((k, d), vals("p")).unwrap())
         .unwrap();
-    npz.add_array("s", &Array3::from_shape_vec((k, n, t), vals("s")).unwrap())
-        .unwrap();
+    npz.add_array(
+        "s",
+        &Array3::from_shape_vec((k, n, t), vals("attention")).unwrap(),
+    )
+    .unwrap();
     let loss32: Vec<f32> = vals("loss").iter().map(|&x| x as f32).collect();
     npz.add_array("loss", &Array1::from_vec(loss32)).unwrap();
     npz.finish().unwrap();
@@ -252,10 +278,51 @@ fn npz_encoding_reads() {
     assert_eq!(code, 1, "{r:#}");
     assert_eq!(r["implementation"], "npz test");
     assert!(r["quantities"]["p"]["max_rel_err"].as_f64().unwrap() < 1e-12);
-    assert!(r["quantities"]["s"]["max_rel_err"].as_f64().unwrap() < 1e-12);
+    assert!(
+        r["quantities"]["attention"]["max_rel_err"]
+            .as_f64()
+            .unwrap()
+            < 1e-12
+    );
     let loss = r["quantities"]["loss"]["max_rel_err"].as_f64().unwrap();
     assert!(loss > 1e-10 && loss < 1e-7, "{loss}");
     assert_eq!(first_diagnosis(&r).0, "float32-rounding");
+}
+
+/// Files of the first version (`tokensel-external/1`, keys `z`, `s`, `f`, `grad`) still
+/// read, and give the same report as the same values under the canonical names; under
+/// `tokensel-external/2` the old keys are unknown (exit 2), and under `/1` the new ones.
+#[test]
+fn first_version_files_still_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = export(tmp.path(), SMALL);
+    let cfg = Config::from_file(&data.join("config.toml")).unwrap();
+    let ext = own_trajectory(&cfg);
+    let mut v1 = ext.clone();
+    let obj = v1.as_object_mut().unwrap();
+    obj.insert("format".into(), json!("tokensel-external/1"));
+    obj.remove("rest");
+    for (new, old) in [
+        ("scores", "z"),
+        ("attention", "s"),
+        ("output", "f"),
+        ("grad_q", "grad"),
+    ] {
+        let v = obj.remove(new).unwrap();
+        obj.insert(old.into(), v);
+    }
+    let mut v2 = ext.clone();
+    v2.as_object_mut().unwrap().remove("rest");
+    let (c1, r1) = judge(&v1, tmp.path(), &data, "v1.json");
+    let (c2, r2) = judge(&v2, tmp.path(), &data, "v2.json");
+    assert_eq!((c1, c2), (0, 0), "{r1:#}");
+    assert_eq!(r1, r2);
+    let mut old_keys_in_v2 = v1.clone();
+    old_keys_in_v2["format"] = json!("tokensel-external/2");
+    assert_eq!(judge(&old_keys_in_v2, tmp.path(), &data, "bad1.json").0, 2);
+    let mut new_keys_in_v1 = ext.clone();
+    new_keys_in_v1["format"] = json!("tokensel-external/1");
+    assert_eq!(judge(&new_keys_in_v1, tmp.path(), &data, "bad2.json").0, 2);
 }
 
 /// Bad input exits 2 before any replay: shapes that do not fit the data, no quantity,
@@ -276,7 +343,7 @@ fn bad_inputs_exit_2() {
         (
             "ragged",
             Box::new(|e| {
-                e["z"][3][1]
+                e["scores"][3][1]
                     .as_array_mut()
                     .unwrap()
                     .pop()
@@ -287,7 +354,7 @@ fn bad_inputs_exit_2() {
         (
             "no quantity",
             Box::new(|e| {
-                for q in ["p", "q", "W", "z", "s", "f", "loss", "grad"] {
+                for q in ALL {
                     e.as_object_mut().unwrap().remove(q);
                 }
             }),
@@ -427,7 +494,7 @@ fn numpy_reference_verdicts() {
         "--no-predictor",
     ]);
     let c: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(Some(step), c["first_exceed"]["grad"].as_u64(), "{c:#}");
+    assert_eq!(Some(step), c["first_exceed"]["grad_q"].as_u64(), "{c:#}");
     let gap = r["findings"][0]["score_gap"].as_f64().unwrap();
     let row = c["checkpoints"]
         .as_array()

@@ -118,8 +118,8 @@ fn predictor_matches_through_subnormal_attention() {
                 None,
                 "alpha {alpha}, step {step}"
             );
-            subnormal |= a.s.iter().any(|v| v.is_subnormal());
-            zero |= a.s.contains(&0.0);
+            subnormal |= a.attention.iter().any(|v| v.is_subnormal());
+            zero |= a.attention.contains(&0.0);
             if step < cfg.steps {
                 a.update().unwrap();
                 p.update().unwrap();

@@ -56,13 +56,13 @@ proptest! {
     ) {
         for form in [Formulation::Naive, Formulation::Stable] {
             let mut s = vec![0.0; z.len()];
-            let mut a = model::Attention::new(&F64);
+            let mut a = model::Softmax::new(&F64);
             model::softmax(&F64, &z, &mut s, form, &mut a);
             let total: f64 = s.iter().sum();
             prop_assert!((total - 1.0).abs() <= z.len() as f64 * f64::EPSILON);
             let shifted: Vec<f64> = z.iter().map(|v| v + c).collect();
             let mut s2 = vec![0.0; z.len()];
-            let mut b = model::Attention::new(&F64);
+            let mut b = model::Softmax::new(&F64);
             model::softmax(&F64, &shifted, &mut s2, form, &mut b);
             prop_assert_eq!(a.top, b.top);
             for (x, y) in s.iter().zip(&s2) {
@@ -89,7 +89,7 @@ proptest! {
             let mut z = vec![0.0; t];
             let mut s = vec![0.0; t];
             model::scores(&F64, x, &q, &mut z);
-            let mut a = model::Attention::new(&F64);
+            let mut a = model::Softmax::new(&F64);
             model::softmax(&F64, &z, &mut s, Formulation::Stable, &mut a);
             let mut f = 0.0;
             model::output(&F64, &s, g, a.top, Formulation::Stable, &mut f);
@@ -119,11 +119,11 @@ proptest! {
         let mut b = Trainer::new(&cfg, &data, Mpfr::truth(256).unwrap(), Formulation::Stable).unwrap();
         a.forward_backward().unwrap();
         b.forward_backward().unwrap();
-        prop_assume!(a.samples.iter().all(|t| t.att.gap < 20.0));
+        prop_assume!(a.samples.iter().all(|t| t.softmax.gap < 20.0));
         let rel = normwise_rel_err(&a.grad_q(), &b.grad_q());
         prop_assert!(rel <= 1e-11, "grad rel err {}", rel);
         prop_assert!(rel_err(a.loss, &b.loss) <= 1e-14);
-        for (x, y) in a.s.iter().zip(&b.s) {
+        for (x, y) in a.attention.iter().zip(&b.attention) {
             prop_assert!(rel_err(*x, y) <= 1e-11);
         }
     }

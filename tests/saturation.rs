@@ -5,6 +5,7 @@ use tokensel::analysis::compare::{self, Options};
 use tokensel::analysis::saturation;
 use tokensel::config::{Config, Formulation, Method, PInit};
 use tokensel::data::Dataset;
+use tokensel::quantity::Quantity;
 
 fn small() -> Config {
     Config {
@@ -35,12 +36,12 @@ fn gap_sweep_locates_the_breaking_points() {
         lost("naive.rest")
     );
     assert!(
-        (30.0..=40.0).contains(&lost("naive.grad")),
-        "naive grad lost at {}",
-        lost("naive.grad")
+        (30.0..=40.0).contains(&lost("naive.grad_q")),
+        "naive grad_q lost at {}",
+        lost("naive.grad_q")
     );
-    assert!(over("naive.rest") < 25.0 && over("naive.grad") < 25.0);
-    for k in ["stable.rest", "stable.grad"] {
+    assert!(over("naive.rest") < 25.0 && over("naive.grad_q") < 25.0);
+    for k in ["stable.rest", "stable.grad_q"] {
         assert!(over(k) > 700.0, "{k} over tolerance at {}", over(k));
         assert!(
             (708.0..=746.0).contains(&lost(k)),
@@ -49,13 +50,13 @@ fn gap_sweep_locates_the_breaking_points() {
         );
     }
     assert!(
-        t("stable.f").over_tol.is_none(),
+        t("stable.output").over_tol.is_none(),
         "f stays accurate: it never depends on 1 - s alone"
     );
     for row in r.rows.iter().filter(|r| r.gap < 700.0) {
         let s = row.stable;
         assert!(
-            s.rest <= 1e-10 && s.grad <= 1e-10 && s.f <= 1e-10,
+            s.rest <= 1e-10 && s.grad_q <= 1e-10 && s.output <= 1e-10,
             "stable at gap {}: {s:?}",
             row.gap
         );
@@ -101,8 +102,12 @@ fn compare_detects_naive_saturation_and_clears_the_stable_form() {
     assert!(r.saturation.detected);
     let gap = r.saturation.score_gap.unwrap();
     assert!((20.0..=60.0).contains(&gap), "gap at detection {gap}");
-    assert_eq!(r.saturation.quantity.as_deref(), Some("rest"));
-    assert_eq!(r.max_rel_err["rest"], 1.0, "1 - s_top rounded to 0");
+    assert_eq!(r.saturation.quantity, Some(Quantity::Rest));
+    assert_eq!(
+        r.max_rel_err[&Quantity::Rest],
+        1.0,
+        "1 - s_top rounded to 0"
+    );
     assert!(r.predictor.as_ref().unwrap().bits_equal);
 
     let stable = saturating(Formulation::Stable);
@@ -163,12 +168,12 @@ fn proofs_notes_quote_what_the_sweep_measures() {
     for (k, v) in [
         ("naive.rest over", t("naive.rest").over_tol),
         ("naive.rest lost", t("naive.rest").all_digits_lost),
-        ("naive.grad over", t("naive.grad").over_tol),
-        ("naive.grad lost", t("naive.grad").all_digits_lost),
+        ("naive.grad_q over", t("naive.grad_q").over_tol),
+        ("naive.grad_q lost", t("naive.grad_q").all_digits_lost),
         ("stable.rest over", t("stable.rest").over_tol),
         ("stable.rest lost", t("stable.rest").all_digits_lost),
-        ("stable.grad over", t("stable.grad").over_tol),
-        ("stable.grad lost", t("stable.grad").all_digits_lost),
+        ("stable.grad_q over", t("stable.grad_q").over_tol),
+        ("stable.grad_q lost", t("stable.grad_q").all_digits_lost),
     ] {
         let shown = format!("{:.2}", v.unwrap());
         assert!(

@@ -56,7 +56,7 @@ fn lockstep<A: Arith>(cfg: &Config, data: &Dataset, ar: A) -> f64 {
             * u
             * score_scale(data, &q).max(f64::MIN_POSITIVE);
         let mut dz = 0.0f64;
-        for (za, zb) in a.z.iter().zip(&b.z) {
+        for (za, zb) in a.scores.iter().zip(&b.scores) {
             let mut diff = za.clone();
             ar.sub(&mut diff, zb);
             dz = dz.max(ar.to_f64(&diff).abs());
@@ -67,13 +67,13 @@ fn lockstep<A: Arith>(cfg: &Config, data: &Dataset, ar: A) -> f64 {
             "{:?} step {step}: |dz| = {dz:e} > B = {bound:e}",
             cfg.mode
         );
-        for (i, (sa, sb)) in a.s.iter().zip(&b.s).enumerate() {
-            let row = &a.z[i / t * t..(i / t + 1) * t];
+        for (i, (sa, sb)) in a.attention.iter().zip(&b.attention).enumerate() {
+            let row = &a.scores[i / t * t..(i / t + 1) * t];
             let top = row
                 .iter()
                 .map(|v| ar.to_f64(v))
                 .fold(f64::NEG_INFINITY, f64::max);
-            let spread = (top - ar.to_f64(&a.z[i])).abs();
+            let spread = (top - ar.to_f64(&a.scores[i])).abs();
             let ds = 2.0 * dz + 2.0 * (spread + (t + 4) as f64) * u;
             let (sa, sb) = (ar.to_f64(sa), ar.to_f64(sb));
             assert!(

@@ -18,63 +18,25 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::exceeds;
+use crate::analysis::{Row, exceeds};
 use crate::arith::{F64, Mpfr, normwise_rel_err, rel_err};
 use crate::config::{Config, Formulation, Method};
 use crate::data::Dataset;
 use crate::error::Result;
+use crate::quantity::Quantity;
 use crate::train::drive::{Control, Event, drive};
 use crate::train::{Engine, Trainer, record};
 
 /// The compared quantities, in report order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Quantity {
-    /// q = W^T p (normwise).
-    Q,
-    /// Scores z (per sample, relative to the largest).
-    Scores,
-    /// Attention s (componentwise).
-    S,
-    /// 1 - s_top (componentwise).
-    Rest,
-    /// Outputs f (componentwise).
-    F,
-    /// dL/dq (normwise).
-    Grad,
-    /// The loss.
-    Loss,
-}
-
-impl Quantity {
-    /// All quantities, in report order.
-    pub const ALL: [Quantity; 7] = [
-        Quantity::Q,
-        Quantity::Scores,
-        Quantity::S,
-        Quantity::Rest,
-        Quantity::F,
-        Quantity::Grad,
-        Quantity::Loss,
-    ];
-
-    /// The name used as a key in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Quantity::Q => "q",
-            Quantity::Scores => "scores",
-            Quantity::S => "s",
-            Quantity::Rest => "rest",
-            Quantity::F => "f",
-            Quantity::Grad => "grad",
-            Quantity::Loss => "loss",
-        }
-    }
-
-    /// True for the d-space quantities, which a span twin rebuilds at checkpoints only.
-    pub fn in_d_space(self) -> bool {
-        matches!(self, Quantity::Q | Quantity::Grad)
-    }
-}
+pub const COMPARED: [Quantity; 7] = [
+    Quantity::Q,
+    Quantity::Scores,
+    Quantity::Attention,
+    Quantity::Rest,
+    Quantity::Output,
+    Quantity::GradQ,
+    Quantity::Loss,
+];
 
 /// Unit roundoff of f64, 2^-53.
 pub const U64: f64 = 1.0 / (1u64 << 53) as f64;
@@ -111,7 +73,7 @@ pub struct Saturation {
     /// Largest score gap z_top - z_second over training samples at that step (twin).
     pub score_gap: Option<f64>,
     /// The quantity that passed first (report order breaks ties).
-    pub quantity: Option<String>,
+    pub quantity: Option<Quantity>,
 }
 
 /// Update absorption: f64 q stops moving although its own gradient is nonzero (direct
@@ -137,17 +99,6 @@ pub struct Predictor {
     pub first_mismatch: Option<(u64, String)>,
 }
 
-/// Errors at one checkpoint.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Row {
-    /// Step.
-    pub step: u64,
-    /// Largest score gap over training samples (twin).
-    pub max_gap: f64,
-    /// Relative error of each quantity.
-    pub rel_err: BTreeMap<String, f64>,
-}
-
 /// The report of `tokensel compare`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -163,14 +114,14 @@ pub struct Report {
     pub method: Method,
     /// The truth twin's method.
     pub twin_method: Method,
-    /// Steps at which q and grad were compared: "every step" or "checkpoints".
+    /// Steps at which q and grad_q were compared: "every step" or "checkpoints".
     pub d_space_compared_at: String,
     /// Largest relative error of each quantity over the compared steps.
-    pub max_rel_err: BTreeMap<String, f64>,
+    pub max_rel_err: BTreeMap<Quantity, f64>,
     /// First step at which each quantity passed the tolerance.
-    pub first_exceed: BTreeMap<String, Option<u64>>,
+    pub first_exceed: BTreeMap<Quantity, Option<u64>>,
     /// Error table in units of 2^-53.
-    pub error_ulps: BTreeMap<String, UlpStats>,
+    pub error_ulps: BTreeMap<Quantity, UlpStats>,
     /// First tolerance failure.
     pub saturation: Saturation,
     /// Update absorption.
@@ -190,16 +141,16 @@ fn componentwise<'a>(pairs: impl Iterator<Item = (f64, &'a rug::Float)>) -> f64 
     pairs.map(|(a, b)| rel_err(a, b)).fold(0.0, f64::max)
 }
 
-/// Relative errors of the f64 trainer against the truth twin, in [`Quantity::ALL`] order;
-/// q and grad only when `d_space` (NaN otherwise: not measured).
+/// Relative errors of the f64 trainer against the truth twin, in [`COMPARED`] order;
+/// q and grad_q only when `d_space` (NaN otherwise: not measured).
 pub fn errors(a: &Trainer<'_, F64>, b: &Trainer<'_, Mpfr>, d_space: bool) -> [f64; 7] {
     let t_len = a.data.train.x.dim().1;
     let n = a.samples.len();
     let scores = (0..n)
         .map(|i| {
             let (za, zb) = (
-                &a.z[i * t_len..(i + 1) * t_len],
-                &b.z[i * t_len..(i + 1) * t_len],
+                &a.scores[i * t_len..(i + 1) * t_len],
+                &b.scores[i * t_len..(i + 1) * t_len],
             );
             let scale = zb.iter().map(|v| v.to_f64().abs()).fold(0.0, f64::max);
             let diff = za
@@ -229,12 +180,12 @@ pub fn errors(a: &Trainer<'_, F64>, b: &Trainer<'_, Mpfr>, d_space: bool) -> [f6
     [
         q,
         scores,
-        componentwise(a.s.iter().copied().zip(&b.s)),
+        componentwise(a.attention.iter().copied().zip(&b.attention)),
         componentwise(
             a.samples
                 .iter()
-                .map(|t| t.att.rest)
-                .zip(b.samples.iter().map(|t| &t.att.rest)),
+                .map(|t| t.softmax.rest)
+                .zip(b.samples.iter().map(|t| &t.softmax.rest)),
         ),
         componentwise(
             a.samples
@@ -247,9 +198,9 @@ pub fn errors(a: &Trainer<'_, F64>, b: &Trainer<'_, Mpfr>, d_space: bool) -> [f6
     ]
 }
 
-/// First quantity whose f64 bits differ from the predictor's: scores, attention,
-/// 1 - s_top, f, the loss, the token coefficients, then the engine's state (q and dL/dq
-/// for the direct step, the coefficients for the span step).
+/// First quantity whose f64 bits differ from the predictor's, by name: `scores`,
+/// `attention`, `rest`, `output`, `loss`, then `coefficients` (the token coefficients)
+/// and `engine state` (q and dL/dq for the direct step, the span coefficients).
 pub fn predictor_mismatch(a: &Trainer<'_, F64>, p: &Trainer<'_, Mpfr>) -> Option<&'static str> {
     let same = |x: f64, y: &rug::Float| x.to_bits() == y.to_f64().to_bits();
     let all = |xs: &[f64], ys: &[rug::Float]| {
@@ -259,7 +210,7 @@ pub fn predictor_mismatch(a: &Trainer<'_, F64>, p: &Trainer<'_, Mpfr>) -> Option
         .samples
         .iter()
         .zip(&p.samples)
-        .all(|(x, y)| same(x.att.rest, &y.att.rest));
+        .all(|(x, y)| same(x.softmax.rest, &y.softmax.rest));
     let f = a
         .samples
         .iter()
@@ -271,13 +222,13 @@ pub fn predictor_mismatch(a: &Trainer<'_, F64>, p: &Trainer<'_, Mpfr>) -> Option
         _ => false,
     };
     [
-        ("scores", all(&a.z, &p.z)),
-        ("s", all(&a.s, &p.s)),
-        ("rest", rest),
-        ("f", f),
-        ("loss", same(a.loss, &p.loss)),
-        ("c", all(&a.c, &p.c)),
-        ("state", engine),
+        (Quantity::Scores.name(), all(&a.scores, &p.scores)),
+        (Quantity::Attention.name(), all(&a.attention, &p.attention)),
+        (Quantity::Rest.name(), rest),
+        (Quantity::Output.name(), f),
+        (Quantity::Loss.name(), same(a.loss, &p.loss)),
+        ("coefficients", all(&a.c, &p.c)),
+        ("engine state", engine),
     ]
     .into_iter()
     .find(|(_, ok)| !ok)
@@ -357,12 +308,12 @@ pub fn compare(
         let gap = b
             .samples
             .iter()
-            .map(|t| t.att.gap.to_f64())
+            .map(|t| t.softmax.gap.to_f64())
             .fold(0.0, f64::max);
         if gap > gap_limit && judge_out_of_range.is_none() {
             judge_out_of_range = Some(step);
         }
-        for (k, q) in Quantity::ALL.into_iter().enumerate() {
+        for (k, q) in COMPARED.into_iter().enumerate() {
             if q.in_d_space() && !(every_step || at_checkpoint) {
                 continue; // not measured at this step
             }
@@ -376,7 +327,7 @@ pub fn compare(
                         detected: true,
                         step: Some(step),
                         score_gap: Some(gap),
-                        quantity: Some(q.name().to_string()),
+                        quantity: Some(q),
                     };
                 }
             }
@@ -391,12 +342,7 @@ pub fn compare(
             rows.push(Row {
                 step,
                 max_gap: gap,
-                rel_err: Quantity::ALL
-                    .iter()
-                    .map(|q| q.name())
-                    .zip(errs)
-                    .map(|(k, v)| (k.to_string(), v))
-                    .collect(),
+                rel_err: COMPARED.into_iter().zip(errs).collect(),
             });
         }
         if let Engine::Direct(e) = &a.engine {
@@ -404,14 +350,6 @@ pub fn compare(
         }
         Ok(Control::Continue)
     })?;
-    let named = |v: [f64; 7]| -> BTreeMap<String, f64> {
-        Quantity::ALL
-            .iter()
-            .map(|q| q.name())
-            .zip(v)
-            .map(|(k, x)| (k.to_string(), x))
-            .collect()
-    };
     Ok(Report {
         prec_bits: opts.prec,
         steps: cfg.steps,
@@ -425,20 +363,14 @@ pub fn compare(
             "checkpoints"
         }
         .into(),
-        max_rel_err: named(max),
-        first_exceed: Quantity::ALL
-            .iter()
-            .map(|q| q.name())
-            .zip(first)
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
-        error_ulps: Quantity::ALL
-            .iter()
-            .map(|q| q.name())
+        max_rel_err: COMPARED.into_iter().zip(max).collect(),
+        first_exceed: COMPARED.into_iter().zip(first).collect(),
+        error_ulps: COMPARED
+            .into_iter()
             .enumerate()
-            .map(|(k, name)| {
+            .map(|(k, q)| {
                 (
-                    name.to_string(),
+                    q,
                     UlpStats {
                         max: max[k] / U64,
                         mean: sum[k] / count[k].max(1) as f64 / U64,
@@ -458,7 +390,7 @@ impl std::fmt::Display for Report {
     /// The readable error table and verdicts of `tokensel compare`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut out = format!(
-            "tokensel compare: f64 ({:?}, {}) vs {}-bit twin (stable, {}), {} steps, tolerance {:e}\n  q and grad compared at {}\n\n",
+            "tokensel compare: f64 ({:?}, {}) vs {}-bit twin (stable, {}), {} steps, tolerance {:e}\n  q and grad_q compared at {}\n\n",
             self.formulation,
             self.method.name(),
             self.prec_bits,
@@ -468,15 +400,15 @@ impl std::fmt::Display for Report {
             self.d_space_compared_at
         );
         out += &format!(
-            "  {:<8}{:>14}{:>16}{:>16}{:>14}\n",
+            "  {:<11}{:>14}{:>16}{:>16}{:>14}\n",
             "quantity", "max rel err", "max (2^-53)", "mean (2^-53)", "first > tol"
         );
-        for q in Quantity::ALL.map(|q| q.name()) {
-            let ulps = self.error_ulps[q];
-            let first = self.first_exceed[q].map_or("-".to_string(), |s| s.to_string());
+        for q in COMPARED {
+            let ulps = self.error_ulps[&q];
+            let first = self.first_exceed[&q].map_or("-".to_string(), |s| s.to_string());
             out += &format!(
-                "  {q:<8}{:>14.3e}{:>16.3e}{:>16.3e}{first:>14}\n",
-                self.max_rel_err[q], ulps.max, ulps.mean
+                "  {q:<11}{:>14.3e}{:>16.3e}{:>16.3e}{first:>14}\n",
+                self.max_rel_err[&q], ulps.max, ulps.mean
             );
         }
         let s = &self.saturation;

@@ -191,11 +191,11 @@ pub fn exp_enclosure(r: &BigRational, bits: u32) -> (BigRational, BigRational) {
     }
 }
 
-/// Enclosures of softmax(z) for exact rational scores: with e_t in [lo_t, hi_t]
+/// Enclosures of softmax(scores) for exact rational scores: with e_t in [lo_t, hi_t]
 /// (enclosing exp(z_t - z_max)), s_t lies in [lo_t / sum_u hi_u, hi_t / sum_u lo_u].
-pub fn softmax_enclosure(z: &[BigRational], bits: u32) -> Vec<(BigRational, BigRational)> {
-    let zmax = z.iter().max().expect("non-empty").clone();
-    let e: Vec<_> = z
+pub fn softmax_enclosure(scores: &[BigRational], bits: u32) -> Vec<(BigRational, BigRational)> {
+    let zmax = scores.iter().max().expect("non-empty").clone();
+    let e: Vec<_> = scores
         .iter()
         .map(|zt| exp_enclosure(&(zt - &zmax), bits))
         .collect();

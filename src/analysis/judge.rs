@@ -6,21 +6,23 @@
 //! d (proofs-notes/span.md); p, q, W and dL/dq are rebuilt from its coefficients at the
 //! recorded steps only.
 //!
-//! Relative errors are normwise (2-norm): per vector for p, q, W, dL/dq and f, per
-//! training sample for z and s (the largest over samples is reported), and plain relative
-//! for the loss. A NaN or infinite external value counts as an infinite error. The
+//! Relative errors are normwise (2-norm): per vector for p, q, W, grad_q (dL/dq) and the
+//! outputs, per training sample for the scores and attention (the largest over samples is
+//! reported), componentwise for rest = 1 - s_top (it spans many orders of magnitude), and
+//! plain relative for the loss. A NaN or infinite external value counts as an infinite error. The
 //! diagnoses and their thresholds are derived in proofs-notes/judge.md.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::exceeds;
+use crate::analysis::{Row, exceeds};
 use crate::arith::{Mpfr, normwise_rel_err, rel_err};
 use crate::config::{Config, Formulation, Method};
 use crate::data::Dataset;
 use crate::error::Result;
-use crate::io::external::{Dtype, External, Quantity};
+use crate::io::external::{Dtype, External};
+use crate::quantity::Quantity;
 use crate::train::Trainer;
 use crate::train::drive::{Control, Event, drive};
 
@@ -46,17 +48,6 @@ pub struct Stats {
     pub mean_eps: f64,
     /// First recorded step at which the error passed the tolerance.
     pub first_over_tol: Option<u64>,
-}
-
-/// Errors at one recorded step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Row {
-    /// Step.
-    pub step: u64,
-    /// Largest score gap z_top - z_second over training samples (twin).
-    pub max_gap: f64,
-    /// Relative error of each recorded quantity.
-    pub rel_err: BTreeMap<String, f64>,
 }
 
 /// What a deviation looks like.
@@ -106,7 +97,7 @@ pub struct Finding {
     /// The recorded step where it shows.
     pub step: u64,
     /// The quantity with the largest error there.
-    pub quantity: String,
+    pub quantity: Quantity,
     /// That error.
     pub rel_err: f64,
     /// The twin's largest score gap there.
@@ -135,7 +126,7 @@ pub struct Report {
     /// Last recorded step.
     pub last_step: u64,
     /// Error statistics of each recorded quantity.
-    pub quantities: BTreeMap<String, Stats>,
+    pub quantities: BTreeMap<Quantity, Stats>,
     /// Every recorded value within the tolerance.
     pub within_tolerance: bool,
     /// The first step past the tolerance, with quantity, error and score gap; then any
@@ -208,14 +199,19 @@ impl<'t, 'a> Rebuilt<'t, 'a> {
         let t = b.cfg.tokens();
         let e = match q {
             Quantity::P | Quantity::Q | Quantity::W => normwise_rel_err(ext, self.vector(q)),
-            Quantity::Z => per_sample(ext, &b.z, t),
-            Quantity::S => per_sample(ext, &b.s, t),
-            Quantity::F => {
+            Quantity::Scores => per_sample(ext, &b.scores, t),
+            Quantity::Attention => per_sample(ext, &b.attention, t),
+            Quantity::Rest => ext
+                .iter()
+                .zip(&b.samples)
+                .map(|(x, s)| finite_or_inf(rel_err(*x, &s.softmax.rest)))
+                .fold(0.0, f64::max),
+            Quantity::Output => {
                 let f: Vec<rug::Float> = b.samples.iter().map(|s| s.f.clone()).collect();
                 normwise_rel_err(ext, &f)
             }
             Quantity::Loss => rel_err(ext[0], &b.loss),
-            Quantity::Grad => normwise_rel_err(ext, &b.grad_q()),
+            Quantity::GradQ => normwise_rel_err(ext, &b.grad_q()),
         };
         finite_or_inf(e)
     }
@@ -268,13 +264,13 @@ pub fn judge(
         let gap = b
             .samples
             .iter()
-            .map(|t| t.att.gap.to_f64())
+            .map(|t| t.softmax.gap.to_f64())
             .fold(0.0, f64::max);
         let twin = Rebuilt::new(b, opts.prec);
         let rel_err = ext
             .series
             .iter()
-            .map(|(q, s)| (q.name().to_string(), twin.error_of(*q, &s.values[k])))
+            .map(|(q, s)| (*q, twin.error_of(*q, &s.values[k])))
             .collect();
         if let Some(q) = moving {
             let now = twin.vector(q).to_vec();
@@ -304,13 +300,12 @@ pub fn judge(
     let dtype = ext.header.dtype;
     let eps = dtype.eps();
     let mut quantities = BTreeMap::new();
-    for q in ext.series.keys() {
-        let name = q.name();
-        let errs: Vec<f64> = rows.iter().map(|r| r.rel_err[name]).collect();
+    for &q in ext.series.keys() {
+        let errs: Vec<f64> = rows.iter().map(|r| r.rel_err[&q]).collect();
         let max = errs.iter().copied().fold(0.0, f64::max);
         let mean = errs.iter().sum::<f64>() / errs.len() as f64;
         quantities.insert(
-            name.to_string(),
+            q,
             Stats {
                 max_rel_err: max,
                 mean_rel_err: mean,
@@ -318,7 +313,7 @@ pub fn judge(
                 mean_eps: mean / eps,
                 first_over_tol: rows
                     .iter()
-                    .find(|r| exceeds(r.rel_err[name], opts.tol))
+                    .find(|r| exceeds(r.rel_err[&q], opts.tol))
                     .map(|r| r.step),
             },
         );
@@ -341,12 +336,14 @@ pub fn judge(
 }
 
 /// The largest error at a row, and its quantity (report order breaks ties).
-fn worst(row: &Row) -> (String, f64) {
+fn worst(row: &Row) -> (Quantity, f64) {
     row.rel_err
         .iter()
-        .fold((String::new(), -1.0), |acc, (k, &v)| {
-            if v > acc.1 { (k.clone(), v) } else { acc }
+        .fold(None, |acc: Option<(Quantity, f64)>, (&k, &v)| match acc {
+            Some((_, best)) if v <= best => acc,
+            _ => Some((k, v)),
         })
+        .expect("a row measures at least one quantity")
 }
 
 /// Whether a naive 1 - s_top at unit roundoff `u` can explain error `err` at score gap
@@ -493,17 +490,13 @@ impl std::fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "\n  {:<8}{:>14}{:>15}{:>14}{:>14}{:>14}",
+            "\n  {:<11}{:>14}{:>15}{:>14}{:>14}{:>14}",
             "quantity", "max rel err", "mean rel err", "max (eps)", "mean (eps)", "first > tol"
         )?;
-        for q in Quantity::ALL {
-            let Some(s) = self.quantities.get(q.name()) else {
-                continue;
-            };
+        for (q, s) in &self.quantities {
             writeln!(
                 f,
-                "  {:<8}{:>14.3e}{:>15.3e}{:>14.3e}{:>14.3e}{:>14}",
-                q.name(),
+                "  {q:<11}{:>14.3e}{:>15.3e}{:>14.3e}{:>14.3e}{:>14}",
                 s.max_rel_err,
                 s.mean_rel_err,
                 s.max_eps,

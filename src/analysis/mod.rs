@@ -2,7 +2,25 @@
 //! the saturation gap sweep, the exact rational tier, explicit constructions from the
 //! paper's theorems, and the diff of two trajectories.
 
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::quantity::Quantity;
+
 pub mod compare;
+
+/// Relative errors at one step of a run measured against the truth twin (`compare`'s
+/// checkpoints, `judge`'s recorded steps).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// Step.
+    pub step: u64,
+    /// Largest score gap z_top - z_second over the training samples (twin).
+    pub max_gap: f64,
+    /// Relative error of each measured quantity.
+    pub rel_err: BTreeMap<Quantity, f64>,
+}
 
 /// True when `err` is above `tol` or NaN (an error that cannot be measured fails).
 pub fn exceeds(err: f64, tol: f64) -> bool {

@@ -18,53 +18,33 @@ use crate::arith::{self, Arith, F64, Mpfr, normwise_rel_err, rel_err};
 use crate::config::Formulation;
 use crate::data::Split;
 use crate::model;
+use crate::quantity::Quantity;
 
 /// Relative errors of one formulation at one gap.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Errors {
     /// 1 - s_top.
     pub rest: f64,
-    /// Output f.
-    pub f: f64,
+    /// The output f.
+    pub output: f64,
     /// df/dq, normwise.
-    pub grad: f64,
+    pub grad_q: f64,
     /// Cosine between the f64 and the twin's df/dq (1 = same direction); `None` when
     /// the f64 gradient is exactly zero (no direction at all, unlike an orthogonal one).
     pub grad_cosine: Option<f64>,
 }
 
-/// A quantity of the sweep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Quantity {
-    /// 1 - s_top.
-    Rest,
-    /// The output f.
-    F,
-    /// df/dq.
-    Grad,
-}
-
-impl Quantity {
-    /// All quantities, in report order.
-    pub const ALL: [Quantity; 3] = [Quantity::Rest, Quantity::F, Quantity::Grad];
-
-    /// Name used in reports ("rest", "f", "grad").
-    pub fn name(self) -> &'static str {
-        match self {
-            Quantity::Rest => "rest",
-            Quantity::F => "f",
-            Quantity::Grad => "grad",
-        }
-    }
-}
+/// The quantities the sweep measures, in report order.
+pub const SWEPT: [Quantity; 3] = [Quantity::Rest, Quantity::Output, Quantity::GradQ];
 
 impl Errors {
-    /// The relative error of quantity `q`.
+    /// The relative error of quantity `q` (NaN for one the sweep does not measure).
     pub fn get(&self, q: Quantity) -> f64 {
         match q {
             Quantity::Rest => self.rest,
-            Quantity::F => self.f,
-            Quantity::Grad => self.grad,
+            Quantity::Output => self.output,
+            Quantity::GradQ => self.grad_q,
+            _ => f64::NAN,
         }
     }
 }
@@ -104,7 +84,7 @@ pub struct Report {
     pub tokens: usize,
     /// Dimension d.
     pub d: usize,
-    /// Thresholds keyed "naive.rest", "stable.grad", ...
+    /// Thresholds keyed formulation.quantity: "naive.rest", "stable.grad_q", ...
     pub thresholds: BTreeMap<String, Threshold>,
     /// The grid.
     pub rows: Vec<Row>,
@@ -126,15 +106,15 @@ fn evaluate<A: Arith>(
     q: &[f64],
     g: &[f64],
     form: Formulation,
-) -> (model::Attention<A::Real>, A::Real, Vec<A::Real>) {
+) -> (model::Softmax<A::Real>, A::Real, Vec<A::Real>) {
     let (t_len, d) = x.dim();
     let (q, g) = (ar.of_slice(q), ar.of_slice(g));
-    let mut z = ar.zeros(t_len);
+    let mut scores = ar.zeros(t_len);
     let mut s = ar.zeros(t_len);
-    let mut att = model::Attention::new(ar);
+    let mut att = model::Softmax::new(ar);
     let mut f = ar.zero();
-    model::scores(ar, x, &q, &mut z);
-    model::softmax(ar, &z, &mut s, form, &mut att);
+    model::scores(ar, x, &q, &mut scores);
+    model::softmax(ar, &scores, &mut s, form, &mut att);
     model::output(ar, &s, &g, att.top, form, &mut f);
     let mut grad = ar.zeros(d);
     model::grad_q(ar, x, &s, &g, att.top, &f, &ar.of(1.0), form, &mut grad);
@@ -160,8 +140,8 @@ impl Probe<'_> {
             let cos = arith::dot(&g64, &truth) / (norm * arith::norm(&truth));
             Errors {
                 rest: rel_err(a.rest, &att.rest),
-                f: rel_err(f64v, &f),
-                grad: normwise_rel_err(&g64, &grad),
+                output: rel_err(f64v, &f),
+                grad_q: normwise_rel_err(&g64, &grad),
                 grad_cosine: (norm > 0.0 && cos.is_finite()).then_some(cos),
             }
         };
@@ -196,10 +176,10 @@ pub fn sweep(
     let ar = Mpfr::truth(prec)?;
     let x = split.tokens(sample);
     let u = x.row(0).to_vec();
-    let mut z = vec![0.0; x.nrows()];
-    model::scores(&F64, x, &u, &mut z);
-    let top = model::argmax(&F64, &z);
-    let second = z
+    let mut scores = vec![0.0; x.nrows()];
+    model::scores(&F64, x, &u, &mut scores);
+    let top = model::argmax(&F64, &scores);
+    let second = scores
         .iter()
         .enumerate()
         .filter(|(t, _)| *t != top)
@@ -209,7 +189,7 @@ pub fn sweep(
         x,
         g: split.g.row(sample).to_vec(),
         u,
-        unit_gap: z[top] - second,
+        unit_gap: scores[top] - second,
         ar,
     };
     let rows: Vec<Row> = grid.iter().map(|&gap| probe.eval(gap)).collect();
@@ -222,7 +202,7 @@ pub fn sweep(
             Formulation::Naive => r.naive,
             Formulation::Stable => r.stable,
         };
-        for q in Quantity::ALL {
+        for q in SWEPT {
             let locate = |limit: f64| {
                 let k = rows
                     .iter()
@@ -283,27 +263,27 @@ impl std::fmt::Display for Report {
             );
         }
         out += &format!(
-            "\n  {:>9}{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}\n",
+            "\n  {:>9}{:>12}{:>12}{:>14}{:>12}{:>13}{:>15}\n",
             "gap",
             "1 - s_top",
             "naive rest",
-            "naive grad",
+            "naive grad_q",
             "naive cos",
             "stable rest",
-            "stable grad"
+            "stable grad_q"
         );
         for row in &self.rows {
             out += &format!(
-                "  {:>9.2}{:>12.3e}{:>12.2e}{:>12.2e}{:>12}{:>12.2e}{:>12.2e}\n",
+                "  {:>9.2}{:>12.3e}{:>12.2e}{:>14.2e}{:>12}{:>13.2e}{:>15.2e}\n",
                 row.gap,
                 row.rest,
                 row.naive.rest,
-                row.naive.grad,
+                row.naive.grad_q,
                 row.naive
                     .grad_cosine
                     .map_or("zero".into(), |c| format!("{c:.4}")),
                 row.stable.rest,
-                row.stable.grad
+                row.stable.grad_q
             );
         }
         f.write_str(&out)

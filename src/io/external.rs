@@ -12,10 +12,14 @@
 //!   as a float32 or float64 array whose first axis is the recorded step.
 //!
 //! The quantities, at step t (after t updates; the forward pass at the parameters of
-//! step t): `p` (d), `q` = W^T p (d), `W` (d, d, the paper's W, z = X W^T p), the scores
-//! `z` (n, T) and attention `s` (n, T) of the training samples, the outputs `f` (n), the
-//! empirical `loss` (a scalar), and `grad` = dL/dq (d). Any non-empty subset may be
-//! present. Shapes are checked against the run's config by [`External::check_against`].
+//! step t), named as everywhere in tokensel ([`Quantity`]): `p` (d), `q` = W^T p (d), `W`
+//! (d, d, the paper's W: scores = X W^T p), the `scores` (n, T), `attention` (n, T) and
+//! `rest` = 1 - s_top (n) of the training samples, their `output`s f (n), the empirical
+//! `loss` (a scalar), and `grad_q` = dL/dq (d). Any non-empty subset may be present.
+//! Shapes are checked against the run's config by [`External::check_against`].
+//!
+//! Files of the first version (`tokensel-external/1`) are still read: there `z`, `s`, `f`
+//! and `grad` name the scores, attention, outputs and dL/dq (and `rest` is not a key).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,9 +29,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::quantity::Quantity;
 
-/// Format tag of an external trajectory.
-pub const EXTERNAL_FORMAT: &str = "tokensel-external/1";
+/// Format tag of an external trajectory (keys: the quantities' one names).
+pub const EXTERNAL_FORMAT: &str = "tokensel-external/2";
+
+/// The first version's tag, still read: its keys `z`, `s`, `f`, `grad` name scores,
+/// attention, output and grad_q.
+pub const EXTERNAL_FORMAT_V1: &str = "tokensel-external/1";
 
 /// The floating-point type the external implementation computed in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,77 +71,29 @@ impl Dtype {
     }
 }
 
-/// A recorded quantity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum Quantity {
-    /// The trainable token p (d).
-    #[serde(rename = "p")]
-    P,
-    /// q = W^T p (d).
-    #[serde(rename = "q")]
-    Q,
-    /// The key-query matrix W (d, d).
-    #[serde(rename = "W")]
-    W,
-    /// Scores z (n, T).
-    #[serde(rename = "z")]
-    Z,
-    /// Attention s (n, T).
-    #[serde(rename = "s")]
-    S,
-    /// Outputs f (n).
-    #[serde(rename = "f")]
-    F,
-    /// Empirical loss (scalar).
-    #[serde(rename = "loss")]
-    Loss,
-    /// dL/dq (d).
-    #[serde(rename = "grad")]
-    Grad,
+/// The quantity a key of a file names: under [`EXTERNAL_FORMAT`] the quantity's one
+/// name ([`Quantity::name`]); under [`EXTERNAL_FORMAT_V1`] its old keys `z` (scores), `s`
+/// (attention), `f` (output) and `grad` (grad_q), and `p`, `q`, `W`, `loss`.
+pub fn quantity_of_key(format: &str, key: &str) -> Option<Quantity> {
+    if format == EXTERNAL_FORMAT_V1 {
+        return match key {
+            "z" => Some(Quantity::Scores),
+            "s" => Some(Quantity::Attention),
+            "f" => Some(Quantity::Output),
+            "grad" => Some(Quantity::GradQ),
+            "p" | "q" | "W" | "loss" => Quantity::from_name(key),
+            _ => None,
+        };
+    }
+    Quantity::from_name(key)
 }
 
-impl Quantity {
-    /// Every quantity, in report order.
-    pub const ALL: [Quantity; 8] = [
-        Quantity::P,
-        Quantity::Q,
-        Quantity::W,
-        Quantity::Z,
-        Quantity::S,
-        Quantity::F,
-        Quantity::Loss,
-        Quantity::Grad,
-    ];
-
-    /// The key in the file.
-    pub fn name(self) -> &'static str {
-        match self {
-            Quantity::P => "p",
-            Quantity::Q => "q",
-            Quantity::W => "W",
-            Quantity::Z => "z",
-            Quantity::S => "s",
-            Quantity::F => "f",
-            Quantity::Loss => "loss",
-            Quantity::Grad => "grad",
-        }
-    }
-
-    /// The quantity with this key.
-    pub fn from_name(name: &str) -> Option<Quantity> {
-        Quantity::ALL.into_iter().find(|q| q.name() == name)
-    }
-
-    /// Shape of one step's value under `cfg`.
-    pub fn shape(self, cfg: &Config) -> Vec<usize> {
-        let (n, t, d) = (cfg.n_train, cfg.tokens(), cfg.d);
-        match self {
-            Quantity::P | Quantity::Q | Quantity::Grad => vec![d],
-            Quantity::W => vec![d, d],
-            Quantity::Z | Quantity::S => vec![n, t],
-            Quantity::F => vec![n],
-            Quantity::Loss => vec![],
-        }
+/// The keys of the quantities under `format`, for messages.
+fn keys(format: &str) -> String {
+    if format == EXTERNAL_FORMAT_V1 {
+        "p, q, W, z, s, f, loss, grad".into()
+    } else {
+        Quantity::names()
     }
 }
 
@@ -140,7 +101,7 @@ impl Quantity {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Header {
-    /// Always [`EXTERNAL_FORMAT`].
+    /// [`EXTERNAL_FORMAT`] (or [`EXTERNAL_FORMAT_V1`]).
     pub format: String,
     /// The dtype the implementation computed in.
     pub dtype: Dtype,
@@ -252,9 +213,14 @@ impl External {
             )
         })?;
         let mut series = BTreeMap::new();
-        let keys: Vec<String> = map.keys().cloned().collect();
-        for key in keys {
-            let Some(q) = Quantity::from_name(&key) else {
+        let format = map
+            .get("format")
+            .and_then(|f| f.as_str())
+            .unwrap_or_default()
+            .to_string();
+        let names: Vec<String> = map.keys().cloned().collect();
+        for key in names {
+            let Some(q) = quantity_of_key(&format, &key) else {
                 continue;
             };
             let v = map.remove(&key).expect("key listed");
@@ -282,9 +248,16 @@ impl External {
             }
             series.insert(q, Series { shape, values });
         }
-        let header: Header = serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
-            bad(path, format!("{e} (header keys: format, dtype, implementation, config; quantities: p, q, W, z, s, f, loss, grad)"))
-        })?;
+        let header: Header =
+            serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
+                bad(
+                    path,
+                    format!(
+                        "{e} (header keys: format, dtype, implementation, config; quantities: {})",
+                        keys(&format)
+                    ),
+                )
+            })?;
         Ok(External {
             header,
             steps,
@@ -324,10 +297,13 @@ impl External {
             if name == "header" || name == "steps" {
                 continue;
             }
-            let Some(q) = Quantity::from_name(&name) else {
+            let Some(q) = quantity_of_key(&header.format, &name) else {
                 return Err(bad(
                     path,
-                    format!("unknown array `{name}` (quantities: p, q, W, z, s, f, loss, grad)"),
+                    format!(
+                        "unknown array `{name}` (quantities: {})",
+                        keys(&header.format)
+                    ),
                 ));
             };
             let a: ArrayD<f64> = match npz.by_name::<ndarray::OwnedRepr<f64>, IxDyn>(&name) {
@@ -369,11 +345,11 @@ impl External {
     /// The file's own consistency: format tag, increasing steps, at least one quantity,
     /// one entry per step in each.
     fn check_consistency(&self, path: &Path) -> Result<()> {
-        if self.header.format != EXTERNAL_FORMAT {
+        if self.header.format != EXTERNAL_FORMAT && self.header.format != EXTERNAL_FORMAT_V1 {
             return Err(bad(
                 path,
                 format!(
-                    "format `{}`, expected `{EXTERNAL_FORMAT}`",
+                    "format `{}`, expected `{EXTERNAL_FORMAT}` (or `{EXTERNAL_FORMAT_V1}`)",
                     self.header.format
                 ),
             ));
@@ -390,7 +366,10 @@ impl External {
         if self.series.is_empty() {
             return Err(bad(
                 path,
-                "no quantity recorded (any of p, q, W, z, s, f, loss, grad)",
+                format!(
+                    "no quantity recorded (any of {})",
+                    keys(&self.header.format)
+                ),
             ));
         }
         for (q, s) in &self.series {

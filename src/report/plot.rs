@@ -241,16 +241,15 @@ pub fn attention_chart(t: &crate::io::trajectory::Trajectory) -> Chart {
 /// with the first tolerance failure marked.
 pub fn error_chart(r: &crate::analysis::compare::Report) -> Chart {
     let mut series = Vec::new();
-    for (k, q) in crate::analysis::compare::Quantity::ALL.iter().enumerate() {
-        let q = q.name();
+    for (k, q) in crate::analysis::compare::COMPARED.into_iter().enumerate() {
         let points = r
             .checkpoints
             .iter()
             .filter(|c| c.step > 0)
-            .map(|c| (c.step as f64, c.rel_err[q].max(1e-18).log10()))
+            .map(|c| (c.step as f64, c.rel_err[&q].max(1e-18).log10()))
             .collect();
         series.push(Series {
-            label: (*q).to_string(),
+            label: q.name().to_string(),
             points,
             color: COLORS[k],
             dashed: false,

@@ -57,9 +57,9 @@ impl<R: Clone + Send + Sync> Direct<R> {
     }
 
     /// Scores z = X q of every training token (`x`: the nT x d rows).
-    pub fn scores<A: Arith<Real = R>>(&self, ar: &A, x: &[f64], tokens: usize, z: &mut [R]) {
+    pub fn scores<A: Arith<Real = R>>(&self, ar: &A, x: &[f64], tokens: usize, scores: &mut [R]) {
         let d = self.q.len();
-        linalg::for_each_row(ar, z, tokens, tokens * d, |i, zi| {
+        linalg::for_each_row(ar, scores, tokens, tokens * d, |i, zi| {
             for (t, zt) in zi.iter_mut().enumerate() {
                 let r = i * tokens + t;
                 ar.dot_f64(&x[r * d..(r + 1) * d], &self.q, zt);

@@ -26,7 +26,8 @@ use crate::error::{Error, Result};
 use crate::io::state::State;
 use crate::io::trajectory::{TrainerInfo, Trajectory};
 use crate::linalg;
-use crate::model::{self, Attention};
+use crate::model::{self, Softmax};
+use crate::quantity::Quantity;
 
 pub mod direct;
 pub mod drive;
@@ -51,8 +52,8 @@ pub enum Engine<R> {
 /// Per-sample results of the last forward pass.
 #[derive(Debug, Clone)]
 pub struct Sample<R> {
-    /// Attention summary (top token, 1 - s_top, score gap).
-    pub att: Attention<R>,
+    /// Softmax summary (top token, 1 - s_top, score gap).
+    pub softmax: Softmax<R>,
     /// Output f.
     pub f: R,
     /// coef = l'(Y f) Y / n.
@@ -75,9 +76,9 @@ pub struct Trainer<'a, A: Arith> {
     /// The step engine.
     pub engine: Engine<A::Real>,
     /// Scores of every training token (n x T, row-major).
-    pub z: Vec<A::Real>,
+    pub scores: Vec<A::Real>,
     /// Attention (n x T).
-    pub s: Vec<A::Real>,
+    pub attention: Vec<A::Real>,
     /// Token coefficients c = coef df/dz (n x T; stable formulation).
     pub c: Vec<A::Real>,
     /// Per-sample results.
@@ -151,12 +152,12 @@ impl<'a, A: Arith> Trainer<'a, A> {
             ar,
             form,
             engine,
-            z: ar.zeros(n * t),
-            s: ar.zeros(n * t),
+            scores: ar.zeros(n * t),
+            attention: ar.zeros(n * t),
             c: ar.zeros(n * t),
             samples: vec![
                 Sample {
-                    att: Attention::new(&ar),
+                    softmax: Softmax::new(&ar),
                     f: ar.zero(),
                     coef: ar.zero(),
                     loss: ar.zero(),
@@ -185,17 +186,17 @@ impl<'a, A: Arith> Trainer<'a, A> {
         let t = self.data.train.x.dim().1;
         let x = train_rows(self.data);
         match &self.engine {
-            Engine::Direct(e) => e.scores(&ar, x, t, &mut self.z),
-            Engine::Span(e) => e.scores(&ar, &mut self.z),
+            Engine::Direct(e) => e.scores(&ar, x, t, &mut self.scores),
+            Engine::Span(e) => e.scores(&ar, &mut self.scores),
         }
         let n = self.samples.len();
         let (form, y, g) = (self.form, &self.data.train.y, &self.g_train);
-        let z = &self.z;
+        let scores = &self.scores;
         let body = |(i, ((si, ci), sample)): SampleItem<'_, A::Real>| {
             let span = i * t..(i + 1) * t;
             let gi = &g[span.clone()];
-            model::softmax(&ar, &z[span], si, form, &mut sample.att);
-            model::output(&ar, si, gi, sample.att.top, form, &mut sample.f);
+            model::softmax(&ar, &scores[span], si, form, &mut sample.softmax);
+            model::output(&ar, si, gi, sample.softmax.top, form, &mut sample.f);
             let yi = y[i] as f64;
             let mut u = sample.f.clone();
             ar.mul_f64(&mut u, yi);
@@ -204,16 +205,16 @@ impl<'a, A: Arith> Trainer<'a, A> {
             ar.mul_f64(&mut sample.coef, yi);
             ar.div_f64(&mut sample.coef, n as f64);
             if form == Formulation::Stable {
-                model::grad_scores(&ar, si, gi, sample.att.top, &sample.f, &sample.coef, ci);
+                model::grad_scores(&ar, si, gi, sample.softmax.top, &sample.f, &sample.coef, ci);
             }
         };
         let items = self
-            .s
+            .attention
             .chunks_mut(t)
             .zip(self.c.chunks_mut(t))
             .zip(self.samples.iter_mut());
         if linalg::worth_parallel(&ar, n * t * 16) {
-            self.s
+            self.attention
                 .par_chunks_mut(t)
                 .zip(self.c.par_chunks_mut(t))
                 .zip(self.samples.par_iter_mut())
@@ -223,7 +224,7 @@ impl<'a, A: Arith> Trainer<'a, A> {
             items.enumerate().for_each(body);
         }
         if let Some(i) = self.samples.iter().position(|s| !ar.is_finite(&s.f)) {
-            return Err(self.non_finite("f", Some(i)));
+            return Err(self.non_finite(Quantity::Output, Some(i)));
         }
         let mut sum = ar.zero();
         for s in &self.samples {
@@ -232,21 +233,21 @@ impl<'a, A: Arith> Trainer<'a, A> {
         ar.div_f64(&mut sum, n as f64);
         self.loss = sum;
         if !ar.is_finite(&self.loss) {
-            return Err(self.non_finite("loss", None));
+            return Err(self.non_finite(Quantity::Loss, None));
         }
         if let Engine::Direct(e) = &mut self.engine {
-            e.backward(&ar, form, x, t, &self.s, g, &self.samples, &self.c);
+            e.backward(&ar, form, x, t, &self.attention, g, &self.samples, &self.c);
             if !e.grad_q.iter().all(|v| ar.is_finite(v)) {
-                return Err(self.non_finite("grad_q", None));
+                return Err(self.non_finite(Quantity::GradQ, None));
             }
         }
         Ok(())
     }
 
-    fn non_finite(&self, quantity: &'static str, sample: Option<usize>) -> Error {
+    fn non_finite(&self, quantity: Quantity, sample: Option<usize>) -> Error {
         Error::NonFinite {
             step: self.step,
-            quantity,
+            quantity: quantity.name(),
             sample,
         }
     }
@@ -267,7 +268,7 @@ impl<'a, A: Arith> Trainer<'a, A> {
         };
         self.step += 1;
         if !finite {
-            return Err(self.non_finite("q", None));
+            return Err(self.non_finite(Quantity::Q, None));
         }
         Ok(())
     }
@@ -318,7 +319,7 @@ impl<'a, A: Arith> Trainer<'a, A> {
         linalg::for_each_row(&ar, &mut out, 1, t * d, |i, res| {
             let mut z = ar.zeros(t);
             let mut s = ar.zeros(t);
-            let mut att = Attention::new(&ar);
+            let mut att = Softmax::new(&ar);
             let mut f = ar.zero();
             model::scores(&ar, split.tokens(i), q, &mut z);
             model::softmax(&ar, &z, &mut s, self.form, &mut att);

@@ -97,7 +97,7 @@ impl<A: Arith> Trainer<'_, A> {
         let groups = &self.data.groups;
         let t = groups.len();
         let mut m: [A::Real; 4] = std::array::from_fn(|_| ar.zero());
-        for (st, grp) in self.s[i * t..(i + 1) * t].iter().zip(groups) {
+        for (st, grp) in self.attention[i * t..(i + 1) * t].iter().zip(groups) {
             ar.add(&mut m[grp.index()], st);
         }
         m
@@ -144,9 +144,9 @@ impl<A: Arith> Trainer<'_, A> {
             .enumerate()
             .map(|(i, s)| SampleState {
                 f: ar.to_f64(&s.f),
-                top: s.att.top,
-                gap: ar.to_f64(&s.att.gap),
-                rest: ar.to_f64(&s.att.rest),
+                top: s.softmax.top,
+                gap: ar.to_f64(&s.softmax.gap),
+                rest: ar.to_f64(&s.softmax.rest),
                 mass: self.mass(i),
                 selection_score: scores[i],
             })

@@ -126,17 +126,17 @@ impl<R: Clone + Send + Sync> Span<R> {
     }
 
     /// Scores of every training token at the current coefficients.
-    pub fn scores<A: Arith<Real = R>>(&self, ar: &A, z: &mut [R]) {
+    pub fn scores<A: Arith<Real = R>>(&self, ar: &A, scores: &mut [R]) {
         let (r, g) = (self.r, &self.g);
         match self.mode {
-            Mode::P | Mode::W => linalg::matvec(ar, &g[r + 1..], &self.a, z),
+            Mode::P | Mode::W => linalg::matvec(ar, &g[r + 1..], &self.a, scores),
             Mode::Joint => {
                 let mut u = ar.zeros(r + 1);
                 linalg::matvec(ar, g, &self.a, &mut u);
                 let mut v = ar.zeros(r);
                 linalg::matvec_t(ar, &self.m, &u, &mut v);
-                linalg::matvec(ar, &self.k, &v, z);
-                for (zi, ui) in z.iter_mut().zip(&u[1..]) {
+                linalg::matvec(ar, &self.k, &v, scores);
+                for (zi, ui) in scores.iter_mut().zip(&u[1..]) {
                     ar.add(zi, ui);
                 }
             }

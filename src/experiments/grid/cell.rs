@@ -174,8 +174,11 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
         .iter()
         .find(|(_, a)| (a - test_accuracy).abs() <= GENERALISATION_BAND)
         .map_or(cfg.steps, |(s, _)| *s);
-    let selection =
-        record::selection_by_noise(tr.samples.iter().map(|s| data.groups[s.att.top]), y, y_true);
+    let selection = record::selection_by_noise(
+        tr.samples.iter().map(|s| data.groups[s.softmax.top]),
+        y,
+        y_true,
+    );
     let regime = if train_accuracy < 1.0 {
         Regime::NotOverfitting
     } else if test_accuracy < HARMFUL_BELOW {
