@@ -350,7 +350,7 @@ fn worst(row: &Row) -> (Quantity, f64) {
 /// `gap`: its relative error is about T u e^gap (proofs-notes/saturation.md), so the gap
 /// must reach ln(err / (T u)).
 fn saturation_explains(err: f64, gap: f64, u: f64, tokens: usize) -> bool {
-    gap >= (err / (tokens as f64 * u)).ln()
+    gap >= core_math::log(err / (tokens as f64 * u))
 }
 
 /// The findings, first the one at the first step past `tol`, then later ones of other
@@ -415,7 +415,7 @@ fn diagnose(
             format!(
                 "error jumps from {:.2e} to {e:.2e} at score gap {gap:.1}; 1 - s_top computed as 1 - s_top has relative error ~T u e^gap = {:.1e} there ({} u = {u:.2e})",
                 errs[..k].iter().copied().fold(0.0, f64::max),
-                tokens as f64 * u * gap.exp(),
+                tokens as f64 * u * core_math::exp(gap),
                 dtype.name()
             ),
         )
@@ -464,7 +464,7 @@ fn diagnose(
                     "error jumps {:.0}x over all earlier steps at score gap {:.1}, where 1 - s_top computed as 1 - s_top has relative error ~T u e^gap = {:.1e}",
                     ratio(j),
                     rows[j].max_gap,
-                    tokens as f64 * u * rows[j].max_gap.exp()
+                    tokens as f64 * u * core_math::exp(rows[j].max_gap)
                 ),
             ));
         }

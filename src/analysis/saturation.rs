@@ -154,11 +154,12 @@ impl Probe<'_> {
     }
 }
 
-/// Default sweep grid: `points` log-spaced gaps from 1 to 1100.
+/// Default sweep grid: `points` log-spaced gaps from 1 to 1100 (CORE-MATH's `log10`
+/// and `exp10`: the same grid on every platform).
 pub fn default_grid(points: usize) -> Vec<f64> {
-    let (lo, hi) = (0f64, 1100f64.log10());
+    let (lo, hi) = (0f64, core_math::log10(1100.0));
     (0..points)
-        .map(|k| 10f64.powf(lo + (hi - lo) * k as f64 / (points - 1) as f64))
+        .map(|k| core_math::exp10(lo + (hi - lo) * k as f64 / (points - 1) as f64))
         .collect()
 }
 

@@ -1,6 +1,9 @@
-//! Minimal, dependency-free SVG line charts (deterministic text output).
+//! Minimal, dependency-free SVG line charts (deterministic text output: logarithms and
+//! powers of ten by CORE-MATH, so the same SVG bytes on every platform).
 
 use std::fmt::Write;
+
+use core_math::log10;
 
 /// One line of a chart.
 #[derive(Debug, Clone)]
@@ -53,7 +56,7 @@ impl Chart {
     fn px(&self, x: f64) -> f64 {
         let (a, b) = self.x_range;
         let t = if self.log_x {
-            (x.log10() - a.log10()) / (b.log10() - a.log10())
+            (log10(x) - log10(a)) / (log10(b) - log10(a))
         } else {
             (x - a) / (b - a)
         };
@@ -101,10 +104,10 @@ impl Chart {
         // x ticks: decades on a log axis, 5 intervals otherwise
         let ticks: Vec<f64> = if self.log_x {
             let (a, b) = (
-                self.x_range.0.log10().ceil() as i32,
-                self.x_range.1.log10().floor() as i32,
+                log10(self.x_range.0).ceil() as i32,
+                log10(self.x_range.1).floor() as i32,
             );
-            (a..=b).map(|e| 10f64.powi(e)).collect()
+            (a..=b).map(|e| core_math::exp10(e as f64)).collect()
         } else {
             (0..=5)
                 .map(|k| self.x_range.0 + (self.x_range.1 - self.x_range.0) * k as f64 / 5.0)
@@ -246,7 +249,7 @@ pub fn error_chart(r: &crate::analysis::compare::Report) -> Chart {
             .checkpoints
             .iter()
             .filter(|c| c.step > 0)
-            .map(|c| (c.step as f64, c.rel_err[&q].max(1e-18).log10()))
+            .map(|c| (c.step as f64, log10(c.rel_err[&q].max(1e-18))))
             .collect();
         series.push(Series {
             label: q.name().to_string(),
@@ -258,8 +261,8 @@ pub fn error_chart(r: &crate::analysis::compare::Report) -> Chart {
     let tol = Series {
         label: format!("tolerance {:e}", r.tolerance),
         points: vec![
-            (1.0, r.tolerance.log10()),
-            (r.steps.max(10) as f64, r.tolerance.log10()),
+            (1.0, log10(r.tolerance)),
+            (r.steps.max(10) as f64, log10(r.tolerance)),
         ],
         color: "#000",
         dashed: true,

@@ -13,12 +13,13 @@ use crate::model;
 use super::Trainer;
 
 /// Log-spaced checkpoint steps: 0, then round(10^(k / per_decade)) for k = 0, 1, ...,
-/// deduplicated, and always `steps` itself.
+/// deduplicated, and always `steps` itself (10^x by CORE-MATH's correctly rounded
+/// `exp10`: the same steps on every platform).
 pub fn schedule(steps: u64, per_decade: u32) -> Vec<u64> {
     let mut out = vec![0];
     let mut k = 0u32;
     loop {
-        let s = 10f64.powf(k as f64 / per_decade as f64).round() as u64;
+        let s = core_math::exp10(k as f64 / per_decade as f64).round() as u64;
         if s >= steps {
             break;
         }

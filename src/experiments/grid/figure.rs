@@ -133,7 +133,7 @@ pub fn figure(spec: &Spec, summary: &Summary) -> Option<HeatMap> {
         for (fit, color) in summary.fits.iter().zip(["#ff00ff", "#ff9900"]) {
             let c = fit.c;
             let points = if fit.curve.contains("1/4") {
-                curve(&|d| c * d.powf(0.25))
+                curve(&|d| c * core_math::pow(d, 0.25))
             } else {
                 curve(&|d| c * (d / n).sqrt())
             };

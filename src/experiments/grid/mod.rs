@@ -157,7 +157,7 @@ pub fn parse_values(text: &str) -> std::result::Result<Vec<f64>, String> {
                 return Err(format!("`{text}`: need step > 0 and a <= b"));
             }
             let decimals = |s: &str| s.trim().split_once('.').map_or(0, |(_, f)| f.len()) as i32;
-            let scale = 10f64.powi(decimals(a).max(decimals(step)).min(15));
+            let scale = core_math::exp10(decimals(a).max(decimals(step)).min(15) as f64);
             let count = ((b_v - a_v) / s_v + 1e-9).floor() as usize + 1;
             if count > MAX_RUNS {
                 return Err(format!("`{text}` has more than {MAX_RUNS} values"));

@@ -324,7 +324,11 @@ fn fit_boundaries(spec: &Spec, points: &[Point]) -> Vec<Fit> {
         .collect();
     let harmful: Vec<(f64, bool)> = ran
         .iter()
-        .map(|(p, r)| (p.point[im] / p.point[id].powf(0.25), *r == Regime::Harmful))
+        .map(|(p, r)| {
+            // d^(1/4) by CORE-MATH (correctly rounded): the fitted c1 is an output
+            let ratio = p.point[im] / core_math::pow(p.point[id], 0.25);
+            (ratio, *r == Regime::Harmful)
+        })
         .collect();
     let overfit: Vec<(f64, bool)> = ran
         .iter()
