@@ -239,6 +239,39 @@ fn failing_cells_do_not_stop_the_grid() {
     assert_eq!(csv.lines().filter(|l| l.contains(",failed,")).count(), 3);
 }
 
+/// `--seeds` replaces the grid's seeds: a range and a list each run every seed (the flag
+/// once panicked in the argument parser on any valid list).
+#[test]
+fn seeds_flag_runs_every_seed() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (k, seeds) in ["0..3", "4,9,11"].into_iter().enumerate() {
+        let dir = tmp.path().join(format!("g{k}"));
+        let o = tokensel(&[
+            "grid",
+            "--set",
+            "d=20",
+            "--seeds",
+            seeds,
+            "--steps",
+            "5",
+            "--out",
+            dir.to_str().unwrap(),
+            "--quiet",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{seeds}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["runs_ok"], 3, "{seeds}: {v}");
+        let spec = Spec::read(&dir).unwrap();
+        let want: Vec<u64> = if k == 0 {
+            vec![0, 1, 2]
+        } else {
+            vec![4, 9, 11]
+        };
+        assert_eq!(spec.seeds, want);
+    }
+}
+
 /// Bad grids exit 2 before any run.
 #[test]
 fn bad_grids_exit_2() {

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Row, exceeds};
-use crate::arith::{F64, Mpfr, normwise_rel_err, rel_err};
+use crate::arith::{Arith, F64, Mpfr, normwise_rel_err, rel_err};
 use crate::config::{Config, Formulation, Method};
 use crate::data::Dataset;
 use crate::error::Result;
@@ -52,6 +52,21 @@ pub struct Options {
     pub predictor: bool,
     /// The truth twin's method (span by default: same trajectory, cost independent of d).
     pub twin_method: Method,
+}
+
+impl Options {
+    /// Check, before any work, that these options can run on `cfg`: a finite positive
+    /// tolerance, a valid twin precision, and the twin's and the predictor's state within
+    /// the memory limit.
+    pub fn check(&self, cfg: &Config) -> Result<()> {
+        crate::analysis::check_tol("tol", self.tol)?;
+        let truth = Mpfr::truth(self.prec)?;
+        crate::train::check_memory(cfg, truth.kind(), self.prec, self.twin_method)?;
+        if self.predictor {
+            crate::train::check_memory(cfg, Mpfr::predictor().kind(), 53, cfg.method)?;
+        }
+        Ok(())
+    }
 }
 
 /// Max and mean of an error in units of 2^-53 (the Boost.Math / SciPy error table).

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Row, exceeds};
-use crate::arith::{Mpfr, normwise_rel_err, rel_err};
+use crate::arith::{Arith, Mpfr, normwise_rel_err, rel_err};
 use crate::config::{Config, Formulation, Method};
 use crate::data::Dataset;
 use crate::error::Result;
@@ -33,6 +33,22 @@ pub struct Options {
     pub prec: u32,
     /// Relative-error tolerance.
     pub tol: f64,
+}
+
+impl Options {
+    /// A finite positive tolerance and a valid twin precision.
+    pub fn validate(&self) -> Result<()> {
+        crate::analysis::check_tol("tol", self.tol)?;
+        Mpfr::truth(self.prec).map(|_| ())
+    }
+
+    /// Check, before any work, that these options can replay `cfg` (whose `steps` is
+    /// the last recorded step): [`Options::validate`], and the span twin's state within
+    /// the memory limit.
+    pub fn check(&self, cfg: &Config) -> Result<()> {
+        self.validate()?;
+        crate::train::check_memory(cfg, Mpfr::truth(self.prec)?.kind(), self.prec, Method::Span)
+    }
 }
 
 /// Relative error of one quantity over the recorded steps.

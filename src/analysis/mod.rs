@@ -22,6 +22,18 @@ pub struct Row {
     pub rel_err: BTreeMap<Quantity, f64>,
 }
 
+/// Refuse a tolerance that is not finite and > 0 (`field` names the flag or key).
+pub fn check_tol(field: &str, tol: f64) -> crate::Result<()> {
+    if tol.is_finite() && tol > 0.0 {
+        Ok(())
+    } else {
+        Err(crate::Error::config(
+            field,
+            format!("must be finite and > 0, got {tol}"),
+        ))
+    }
+}
+
 /// True when `err` is above `tol` or NaN (an error that cannot be measured fails).
 pub fn exceeds(err: f64, tol: f64) -> bool {
     use std::cmp::Ordering::{Equal, Less};

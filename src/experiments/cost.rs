@@ -95,6 +95,18 @@ fn time_steps<A: Arith>(
     Ok((setup, median(samples)))
 }
 
+/// Check, before any work, that every trainer [`measure`] would build is valid (each
+/// precision) and within the memory limit (each precision and method).
+pub fn check(cfg: &Config, precs: &[u32], methods: &[Method]) -> Result<()> {
+    for &p in precs {
+        let ar = Mpfr::for_prec(p)?;
+        for &m in methods {
+            crate::train::check_memory(cfg, ar.kind(), p, m)?;
+        }
+    }
+    Ok(())
+}
+
 /// Time the f64 trainer (`reps` blocks of 20 steps) and, for each of `precs` (53 = the
 /// f64 predictor), the MPFR trainer (`twin_reps` single steps), in each of `methods`.
 pub fn measure(

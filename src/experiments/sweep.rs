@@ -2,12 +2,15 @@
 //! selection per run, summarise the seed spread per eta (SPEC section 5: the paper's
 //! abrupt benign -> harmful change between eta = 0.70 and 0.75).
 
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
 
 use crate::arith::F64;
 use crate::config::Config;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+use crate::io::files::write_atomic;
 use crate::io::trajectory::PerGroup;
 use crate::report::plot::{COLORS, Chart, Series};
 use crate::train::Trainer;
@@ -57,6 +60,25 @@ pub struct Report {
     pub config: Config,
 }
 
+/// Check, before any work, that the sweep has an eta and a seed and that `base` is
+/// valid at every eta.
+pub fn check(base: &Config, etas: &[f64], seeds: &[u64]) -> Result<()> {
+    if etas.is_empty() || seeds.is_empty() {
+        return Err(Error::config(
+            "eta/seeds",
+            "need at least one eta and one seed",
+        ));
+    }
+    for &eta in etas {
+        Config {
+            eta,
+            ..base.clone()
+        }
+        .validate()?;
+    }
+    Ok(())
+}
+
 /// Run `base` at every eta and seed. `progress(done, total)` after each run.
 pub fn sweep(
     base: &Config,
@@ -64,12 +86,7 @@ pub fn sweep(
     seeds: &[u64],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Report> {
-    if etas.is_empty() || seeds.is_empty() {
-        return Err(Error::config(
-            "eta/seeds",
-            "need at least one eta and one seed",
-        ));
-    }
+    check(base, etas, seeds)?;
     let total = etas.len() * seeds.len();
     let mut runs = Vec::with_capacity(total);
     for &eta in etas {
@@ -122,6 +139,19 @@ pub fn sweep(
 }
 
 impl Report {
+    /// Write `sweep.json`, `sweep.csv` and `sweep.svg` into `dir` (created if missing),
+    /// each atomically.
+    pub fn write_to_dir(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let json = serde_json::to_string_pretty(self).expect("report serialises");
+        write_atomic(&dir.join("sweep.json"), json.as_bytes())?;
+        write_atomic(&dir.join("sweep.csv"), self.to_csv().as_bytes())?;
+        write_atomic(&dir.join("sweep.svg"), self.chart().to_svg().as_bytes())
+    }
+
     /// One CSV row per run.
     pub fn to_csv(&self) -> String {
         let mut out = String::from(

@@ -391,6 +391,112 @@ pub fn parse_seeds(text: &str) -> std::result::Result<Vec<u64>, String> {
     Ok(seeds)
 }
 
+/// Where a grid comes from (the command line's `grid` flags): a grid TOML, a grid
+/// preset, or a base config (a config file over a config preset); then axes, seeds,
+/// steps and method that replace the grid's own.
+#[derive(Debug, Clone, Default)]
+pub struct Request<'a> {
+    /// A grid TOML's text and where it was read from.
+    pub grid: Option<(&'a str, &'a Path)>,
+    /// A grid preset's name, or a config preset's as the base of a grid built from `set`.
+    pub preset: Option<&'a str>,
+    /// A base config file's text and where it was read from (over `preset`).
+    pub config: Option<(&'a str, &'a Path)>,
+    /// Axes `key=a:b:step` or `key=v1,v2,...`, each replacing the grid's axis of that key.
+    pub set: &'a [String],
+    /// Seeds replacing the grid's.
+    pub seeds: Option<&'a [u64]>,
+    /// Steps of every cell.
+    pub steps: Option<u64>,
+    /// Step method of every cell.
+    pub method: Option<crate::config::Method>,
+}
+
+impl Spec {
+    /// The grid a [`Request`] describes, every cell validated (bad input is found here,
+    /// before any run).
+    pub fn build(req: &Request<'_>) -> Result<Spec> {
+        let grid_preset = req.preset.and_then(GridPreset::from_name);
+        let mut spec = match (req.grid, grid_preset) {
+            (Some(_), Some(_)) => {
+                return Err(Error::config(
+                    "grid",
+                    "give --grid FILE or a grid --preset, not both",
+                ));
+            }
+            (Some((text, path)), None) if req.preset.is_none() && req.config.is_none() => {
+                Spec::from_toml(text, path)?
+            }
+            (None, Some(p)) if req.config.is_none() => {
+                Spec::from_toml(p.toml(), Path::new(p.name()))?
+            }
+            (None, None) => {
+                let preset = match req.preset {
+                    Some(name) => Preset::from_name(name)?,
+                    None => Preset::Balanced,
+                };
+                let base = match req.config {
+                    Some((text, path)) => Config::from_toml_str_over_preset(text, path, preset)?,
+                    None => preset.config(),
+                };
+                Spec {
+                    format: GRID_FORMAT.into(),
+                    name: "custom".into(),
+                    seeds: vec![base.seed],
+                    base,
+                    axes: Vec::new(),
+                }
+            }
+            _ => {
+                return Err(Error::config(
+                    "grid",
+                    "--config and a config --preset build a grid from --set; a grid TOML or grid preset carries its own base config",
+                ));
+            }
+        };
+        for text in req.set {
+            let (key, values) = text
+                .split_once('=')
+                .ok_or_else(|| Error::config("set", format!("`{text}` is not KEY=VALUES")))?;
+            let values = parse_values(values).map_err(|m| Error::config(key.trim(), m))?;
+            let axis = Axis {
+                key: key.trim().to_string(),
+                values,
+            };
+            match spec.axes.iter_mut().find(|a| a.key == axis.key) {
+                Some(a) => *a = axis,
+                None => spec.axes.push(axis),
+            }
+        }
+        if let Some(seeds) = req.seeds {
+            spec.seeds = seeds.to_vec();
+        }
+        if let Some(steps) = req.steps {
+            spec.base.steps = steps;
+        }
+        if let Some(method) = req.method {
+            spec.base.method = method;
+        }
+        spec.base.validate()?;
+        spec.cells()?;
+        Ok(spec)
+    }
+
+    /// Make `dir` this grid's directory, before any run: it must accept files, and a
+    /// `grid.json` already there must be this very grid (then the run resumes);
+    /// `grid.json` is (re)written.
+    pub fn open_dir(&self, dir: &Path) -> Result<()> {
+        crate::io::files::check_output_dir(dir)?;
+        if dir.join("grid.json").exists() && Spec::read(dir)? != *self {
+            return Err(Error::Mismatch {
+                what: dir.join("grid.json").display().to_string(),
+                reason: "the directory holds another grid (other base config, axes or seeds); use a new --out".into(),
+            });
+        }
+        self.write(dir)
+    }
+}
+
 /// Parse `K/N` (1 <= K <= N).
 pub fn parse_shard(text: &str) -> std::result::Result<(usize, usize), String> {
     let bad = || format!("`{text}` is not a shard K/N with 1 <= K <= N");

@@ -1,0 +1,39 @@
+//! `tokensel diff`: compare two saved trajectories.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use super::{EXIT_FAILED, EXIT_OK, print_report, read_text};
+use crate::error::Result;
+use crate::io::trajectory::Trajectory;
+
+#[derive(Args, Debug)]
+pub(super) struct DiffArgs {
+    /// First trajectory.json.
+    a: PathBuf,
+    /// Second trajectory.json.
+    b: PathBuf,
+    /// Relative deviation that counts as a divergence.
+    #[arg(long, value_name = "X", default_value_t = 1e-12)]
+    rtol: f64,
+    /// Compare only the checkpoints both trajectories hold (different checkpoint sets
+    /// are otherwise a divergence).
+    #[arg(long)]
+    common_only: bool,
+    /// Print exactly one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+fn load(path: &Path) -> Result<Trajectory> {
+    Trajectory::from_json(&read_text(path)?, path)
+}
+
+pub(super) fn diff(args: &DiffArgs) -> Result<i32> {
+    crate::analysis::check_tol("rtol", args.rtol)?;
+    let (a, b) = (load(&args.a)?, load(&args.b)?);
+    let r = crate::analysis::diff::diff(&a, &b, args.rtol, args.common_only);
+    print_report(&r, args.json);
+    Ok(if r.diverged { EXIT_FAILED } else { EXIT_OK })
+}

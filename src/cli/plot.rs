@@ -1,0 +1,50 @@
+//! `tokensel plot`: draw a trajectory or a compare report as SVG or PNG.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use super::{EXIT_OK, read_text};
+use crate::error::{Error, Result};
+use crate::io::files::{check_output_dir, write_atomic};
+use crate::io::trajectory::Trajectory;
+use crate::report::plot;
+
+#[derive(Args, Debug)]
+pub(super) struct PlotArgs {
+    /// A trajectory.json (from `run --out` / `twin --out`) or a compare report
+    /// (`compare --json > report.json`).
+    input: PathBuf,
+    /// Output file: .svg or .png.
+    #[arg(long, value_name = "FIG.svg|png")]
+    out: PathBuf,
+}
+
+pub(super) fn plot(args: &PlotArgs) -> Result<i32> {
+    let ext = args.out.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if ext != "svg" && ext != "png" {
+        return Err(Error::config("out", "must end in .svg or .png"));
+    }
+    let out_dir = args.out.parent().filter(|p| !p.as_os_str().is_empty());
+    check_output_dir(out_dir.unwrap_or(Path::new(".")))?;
+    let text = read_text(&args.input)?;
+    let chart = match Trajectory::from_json(&text, &args.input) {
+        Ok(t) => plot::attention_chart(&t),
+        Err(first) => match serde_json::from_str::<crate::analysis::compare::Report>(&text) {
+            Ok(r) => plot::error_chart(&r),
+            Err(_) => return Err(first),
+        },
+    };
+    let svg = chart.to_svg();
+    let bytes = if ext == "png" {
+        plot::svg_to_png(&svg).map_err(|e| Error::Io {
+            path: args.out.clone(),
+            source: std::io::Error::other(e),
+        })?
+    } else {
+        svg.into_bytes()
+    };
+    write_atomic(&args.out, &bytes)?;
+    println!("wrote {}", args.out.display());
+    Ok(EXIT_OK)
+}

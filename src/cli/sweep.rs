@@ -1,0 +1,64 @@
+//! `tokensel sweep`: train at several label-noise rates and seeds.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+
+use super::{ConfigArgs, EXIT_OK, finish, progress_bar};
+use crate::config::Preset;
+use crate::error::Result;
+use crate::experiments::sweep;
+use crate::io::files::check_output_dir;
+
+#[derive(Args, Debug)]
+pub(super) struct SweepArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Label-noise rates, comma separated.
+    #[arg(long, value_name = "ETAS", value_delimiter = ',', default_values_t = [0.5, 0.6, 0.65, 0.7, 0.725, 0.75, 0.8, 0.85])]
+    etas: Vec<f64>,
+    /// Seeds, comma separated.
+    #[arg(long, value_name = "SEEDS", value_delimiter = ',', default_values_t = [0u64, 1, 2])]
+    seeds: Vec<u64>,
+    /// Write sweep.csv, sweep.json and sweep.svg into DIR.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print exactly one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+pub(super) fn sweep(args: &SweepArgs) -> Result<i32> {
+    let base = args.config.load_with_default(Preset::LabelNoiseSweep)?;
+    sweep::check(&base, &args.etas, &args.seeds)?;
+    if let Some(dir) = &args.out {
+        check_output_dir(dir)?;
+    }
+    let t0 = Instant::now();
+    let total = (args.etas.len() * args.seeds.len()) as u64;
+    let bar = progress_bar(total, args.quiet, "runs");
+    let report = sweep::sweep(&base, &args.etas, &args.seeds, &mut |done, _| {
+        bar.set_position(done as u64)
+    })?;
+    bar.finish_and_clear();
+    if let Some(dir) = &args.out {
+        report.write_to_dir(dir)?;
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else {
+        print!("{report}");
+        if let Some(dir) = &args.out {
+            println!("\n  written: {}/sweep.{{csv,json,svg}}", dir.display());
+        }
+    }
+    finish(t0, None);
+    Ok(EXIT_OK)
+}

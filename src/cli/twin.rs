@@ -1,0 +1,95 @@
+//! `tokensel twin`: train in MPFR (or the f64 predictor), with a resumable state file.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+
+use super::{ConfigArgs, EXIT_OK, RunOutput, finish, progress_bar, report_trajectory};
+use crate::arith::{Arith, Mpfr};
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+use crate::io::files::check_output_dir;
+use crate::io::state::{self, Saver, Start};
+use crate::train::Trainer;
+
+#[derive(Args, Debug)]
+pub(super) struct TwinArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Precision in bits.
+    #[arg(long, value_name = "BITS", default_value_t = crate::arith::DEFAULT_PREC)]
+    prec: u32,
+    /// Use the 53-bit f64-predictor arithmetic instead (ignores --prec).
+    #[arg(long)]
+    predictor: bool,
+    /// State file: saved atomically every --save-every steps.
+    #[arg(long, value_name = "FILE")]
+    state: Option<PathBuf>,
+    /// Steps between state saves.
+    #[arg(long, value_name = "K", default_value_t = 100)]
+    save_every: u64,
+    /// Continue from --state if it exists (bit-identical to an uninterrupted run).
+    #[arg(long)]
+    resume: bool,
+    #[command(flatten)]
+    output: RunOutput,
+    /// Testing aid: exit abruptly (code 3) after step N, as a crash would.
+    #[arg(long, hide = true, value_name = "N")]
+    stop_after: Option<u64>,
+}
+
+pub(super) fn twin(args: &TwinArgs) -> Result<i32> {
+    let cfg = args.config.load()?;
+    let ar = if args.predictor {
+        Mpfr::predictor()
+    } else {
+        Mpfr::truth(args.prec)?
+    };
+    crate::train::check_memory(&cfg, ar.kind(), ar.prec(), cfg.method)?;
+    if args.save_every == 0 {
+        return Err(Error::config("save-every", "must be at least 1"));
+    }
+    if args.resume && args.state.is_none() {
+        return Err(Error::config("resume", "needs --state FILE"));
+    }
+    let start = match &args.state {
+        Some(path) => state::open(path, args.resume)?,
+        None => Start::Fresh,
+    };
+    if let Some(dir) = &args.output.out {
+        check_output_dir(dir)?;
+    }
+    let resume = match start {
+        Start::Resume(st) => Some(st),
+        Start::Fresh => {
+            if let (Some(path), true) = (&args.state, args.resume) {
+                eprintln!("no state at {}: starting from step 0", path.display());
+            }
+            None
+        }
+    };
+    let t0 = Instant::now();
+    let data = Dataset::generate(&cfg);
+    let bar = progress_bar(cfg.steps, args.output.quiet, "steps");
+    let saver = args.state.as_deref().map(|path| Saver {
+        path,
+        every: args.save_every,
+    });
+    let stop = args.stop_after;
+    let mut tr = Trainer::new(&cfg, &data, ar, cfg.formulation)?;
+    let traj = tr.record(resume.as_deref(), &mut |tr, rec| {
+        if let Some(s) = saver.filter(|s| s.due(tr.step, cfg.steps)) {
+            tr.state(rec).save(s.path)?;
+        }
+        bar.set_position(tr.step);
+        if stop == Some(tr.step) {
+            std::process::exit(3);
+        }
+        Ok(())
+    })?;
+    bar.finish_and_clear();
+    report_trajectory(&traj, args.output.out.as_deref(), args.output.json)?;
+    finish(t0, None);
+    Ok(EXIT_OK)
+}
