@@ -210,8 +210,9 @@ pub enum Method {
 }
 
 impl std::fmt::Display for Method {
+    /// The name, padded to the formatter's width.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        f.pad(self.name())
     }
 }
 

@@ -57,8 +57,9 @@ pub enum Kind {
 }
 
 impl std::fmt::Display for Kind {
+    /// The name, padded to the formatter's width.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        f.pad(self.name())
     }
 }
 

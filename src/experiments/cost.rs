@@ -198,3 +198,56 @@ impl std::fmt::Display for Report {
         f.write_str(&out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every row's cells end where their header ends: the trainer and method names are
+    /// padded to their columns (not written at their own width).
+    #[test]
+    fn table_columns_line_up() {
+        let row = |trainer, prec_bits, method| Row {
+            trainer,
+            prec_bits,
+            method,
+            setup_seconds: 0.5,
+            seconds_per_step: 2e-3,
+            ratio_to_f64: 1.0,
+        };
+        let r = Report {
+            n: 20,
+            tokens: 8,
+            d: 2000,
+            flops_per_step: 1.0,
+            f64_gflops: None,
+            rows: vec![
+                row(Kind::F64, 53, Method::Direct),
+                row(Kind::Predictor, 53, Method::Span),
+                row(Kind::Mpfr, 1024, Method::Direct),
+            ],
+        };
+        let text = r.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        let header = lines.iter().find(|l| l.contains("trainer")).unwrap();
+        let end_of = |line: &str, word: &str| line.find(word).unwrap() + word.len();
+        let (bits, method) = (end_of(header, "bits"), end_of(header, "method"));
+        assert_eq!(
+            lines[lines.len() - 3],
+            "  f64             53  direct       0.500 s         2.00 ms         1.000"
+        );
+        for (line, m) in lines[lines.len() - 3..]
+            .iter()
+            .zip(["direct", "span", "direct"])
+        {
+            assert!(
+                line.starts_with("  f64 ")
+                    || line.starts_with("  predictor ")
+                    || line.starts_with("  mpfr "),
+                "{line}"
+            );
+            assert_eq!(end_of(line, m), method, "{line}");
+            assert_eq!(line[..bits].trim_end().len(), bits, "{line}");
+        }
+    }
+}
