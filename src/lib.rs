@@ -10,18 +10,23 @@
 //! `proofs-notes/`):
 //! 1. [`error`], [`rng`], [`config`]: the typed error, seeded streams, the one
 //!    description of a run;
-//! 2. [`arith`]: the arithmetic trait and its three implementations, with fixed-order
-//!    kernels; [`linalg`]: matrix-vector kernels over any arithmetic;
-//! 3. [`data`]: the synthetic data; [`model`]: scores, softmax, output, loss and **the
-//!    softmax gradient** (`model::grad_scores`), written once for every arithmetic;
-//! 4. [`io`]: formats (the trajectory, JSON/CSV);
-//! 5. [`train`]: the step driver (`train/mod.rs`, "what a step computes"), the direct
-//!    step (`train::direct`) and the span step (`train::span`);
+//! 2. [`arith`]: the arithmetic trait and its implementations, with fixed-order kernels;
+//!    [`linalg`]: matrix-vector kernels over any arithmetic;
+//! 3. [`data`]: the synthetic data and the initial parameters (one `init` stream);
+//!    [`model`]: scores, softmax, output, loss and **the softmax gradient**
+//!    (`model::grad_scores`), written once for every arithmetic; [`quantity`]: the one
+//!    name of each quantity that runs record and analyses compare;
+//! 4. [`io`]: formats only (the trajectory, the twin's state file, the NPY export, the
+//!    external trajectory, atomic writes); nothing there knows how training works;
+//! 5. [`train`]: the trainer (`train/mod.rs`, "what a step computes"), the one step
+//!    loop with its observer (`train::drive`), what a checkpoint records
+//!    (`train::record`), the resumable state (`train::resume`), the direct step
+//!    (`train::direct`) and the span step (`train::span`);
 //! 6. [`analysis`]: compare (saturation and absorption detector), the saturation sweep,
-//!    the exact rational tier, theory constructions, trajectory diff;
-//! 7. [`report`]: charts (SVG/PNG);
-//! 8. [`experiments`]: sweep, claims, cost;
-//! 9. [`cli`]: the `tokensel` command line.
+//!    the exact rational tier, theory constructions, trajectory diff, judge;
+//! 7. [`report`]: charts (SVG/PNG) and readable tables;
+//! 8. [`experiments`]: sweep, grid (shards, merge, seeds), claims, cost;
+//! 9. [`cli`]: the `tokensel` command line, one file per command.
 
 #![warn(missing_docs)]
 

@@ -1,6 +1,6 @@
 //! Analyses of runs: the f64-vs-twin comparison (saturation and absorption detector),
 //! the saturation gap sweep, the exact rational tier, explicit constructions from the
-//! paper's theorems, and the diff of two trajectories.
+//! paper's theorems, the diff of two trajectories, and the judge of other implementations.
 
 use std::collections::BTreeMap;
 
