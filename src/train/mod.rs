@@ -17,7 +17,7 @@
 //! `Trainer<Mpfr>` the high-precision twin (truth) or the bit-exact f64 predictor. Every
 //! reduction has a fixed order, so the bits do not depend on the thread count.
 //!
-//! Steps are taken by the one loop of [`drive`] (every analysis that trains observes it);
+//! Steps are taken by the one loop of [`drive()`] (every analysis that trains observes it);
 //! [`record`] says what a checkpoint records, [`resume`] builds and restores the
 //! resumable state, [`direct`] and [`span`] are the two engines.
 
