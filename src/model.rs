@@ -21,15 +21,44 @@
 use std::cmp::Ordering;
 
 use ndarray::{ArrayView2, ArrayView3};
+use serde::{Deserialize, Serialize};
 
 use crate::arith::Arith;
 pub use crate::config::Formulation;
 
+/// What can be reported about a sample's selected token: whether its score is proved
+/// greater than every other (the top token is the selected one), proved equal to another
+/// one's (a tie: no token is selected), or neither (an enclosure too wide to tell).
+///
+/// Decided through [`Arith::decide_cmp`]: every arithmetic but a ball one decides every
+/// comparison, so `Undecided` only comes from enclosures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Selection {
+    /// The top token's score is proved greater than every other token's.
+    Decided,
+    /// The top token's score is proved equal to another token's.
+    Tie,
+    /// Some comparison with the top token's score is not proved either way.
+    Undecided,
+}
+
+impl Selection {
+    /// A number for digests: 0 decided, 1 tie, 2 undecided.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
 /// Summary of one softmax evaluation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Softmax<R> {
-    /// Index of the largest score (lowest index on ties): the selected token.
+    /// Index of the largest score (lowest index on ties): the token the max subtraction
+    /// and the centred formulas use (any argmax is correct for them). Whether it is
+    /// *reported* as selected is `selection`'s business.
     pub top: usize,
+    /// Whether `top` is the selected token (decided), ties another, or is undecided.
+    pub selection: Selection,
     /// `rest` = 1 - s_top (`Stable`: sum_{j != top} e_j / sum_u e_u; `Naive`: 1 - s_top).
     pub rest: R,
     /// Score gap z_top - max_{j != top} z_j (infinite for T = 1).
@@ -41,6 +70,7 @@ impl<R> Softmax<R> {
     pub fn new<A: Arith<Real = R>>(ar: &A) -> Self {
         Softmax {
             top: 0,
+            selection: Selection::Decided,
             rest: ar.zero(),
             gap: ar.zero(),
         }
@@ -96,7 +126,8 @@ pub fn argmax<A: Arith>(ar: &A, scores: &[A::Real]) -> usize {
 ///
 /// e_t = exp(z_t - z_top) (so e_top = 1), E = 1 + sum_{j != top} e_j summed in token
 /// order, s_t = e_t / E. The formulations differ only in how `rest` = 1 - s_top is
-/// formed.
+/// formed. The top token's [`Selection`] compares its score with every other through
+/// [`Arith::decide_cmp`].
 pub fn softmax<A: Arith>(
     ar: &A,
     scores: &[A::Real],
@@ -108,10 +139,16 @@ pub fn softmax<A: Arith>(
     let zmax = &scores[top];
     let mut others = ar.zero();
     let mut second: Option<usize> = None;
+    let (mut tie, mut undecided) = (false, false);
     for (t, (zt, st)) in scores.iter().zip(s.iter_mut()).enumerate() {
         if t == top {
             ar.set_f64(st, 1.0);
         } else {
+            match ar.decide_cmp(zmax, zt) {
+                Some(Ordering::Greater) => {}
+                Some(Ordering::Equal) => tie = true,
+                _ => undecided = true,
+            }
             ar.diff(st, zt, zmax);
             ar.exp(st);
             ar.add(&mut others, st);
@@ -136,6 +173,11 @@ pub fn softmax<A: Arith>(
         }
     }
     att.top = top;
+    att.selection = match (undecided, tie) {
+        (true, _) => Selection::Undecided,
+        (false, true) => Selection::Tie,
+        (false, false) => Selection::Decided,
+    };
     match second {
         Some(u) => ar.diff(&mut att.gap, zmax, &scores[u]),
         None => ar.set_f64(&mut att.gap, f64::INFINITY),
@@ -311,9 +353,11 @@ pub fn loss_derivative<A: Arith>(ar: &A, u: &A::Real, out: &mut A::Real) {
     ar.div(out, &den);
 }
 
-/// Predicted label sign(f) (0 counts as wrong for both classes).
-pub fn predict<A: Arith>(ar: &A, f: &A::Real) -> i8 {
-    ar.sign(f)
+/// Predicted label sign(f), where the sign is proved ([`Arith::decide_sign`]); `None`
+/// where it is not (an enclosure of f containing 0). A prediction of 0, or one that is
+/// not decided, matches no label: it counts as wrong for both classes.
+pub fn predict<A: Arith>(ar: &A, f: &A::Real) -> Option<i8> {
+    ar.decide_sign(f)
 }
 
 #[cfg(test)]
@@ -355,6 +399,26 @@ mod tests {
         }
     }
 
+    /// The selection status: decided when the top score is greater than every other,
+    /// a tie when another score equals it (wherever that token is), with the lowest
+    /// index kept as `top`; T = 1 is decided.
+    #[test]
+    fn ties_are_reported() {
+        let ar = F64;
+        let status = |z: &[f64]| {
+            let mut s = vec![0.0; z.len()];
+            let mut att = Softmax::new(&ar);
+            softmax(&ar, z, &mut s, Formulation::Stable, &mut att);
+            (att.top, att.selection)
+        };
+        assert_eq!(status(&[1.0, 3.0, 2.0]), (1, Selection::Decided));
+        assert_eq!(status(&[1.0, 3.0, 2.0, 3.0]), (1, Selection::Tie));
+        assert_eq!(status(&[0.0; 8]), (0, Selection::Tie));
+        assert_eq!(status(&[-0.0, 0.0]), (0, Selection::Tie));
+        assert_eq!(status(&[5.0]), (0, Selection::Decided));
+        assert_eq!(status(&[1.0, 1.0 + f64::EPSILON]), (1, Selection::Decided));
+    }
+
     /// A prediction is the sign of f in the trainer's own arithmetic: an MPFR f far below
     /// f64's range (|f| < 2^-1075 rounds to 0 in f64) still counts with its sign.
     #[test]
@@ -362,9 +426,9 @@ mod tests {
         let ar = crate::arith::Mpfr::truth(256).unwrap();
         let tiny = rug::Float::with_val(256, rug::Float::i_exp(1, -2000));
         assert_eq!(ar.to_f64(&tiny), 0.0);
-        assert_eq!(predict(&ar, &tiny), 1);
-        assert_eq!(predict(&ar, &(-tiny)), -1);
-        assert_eq!(predict(&ar, &ar.zero()), 0);
+        assert_eq!(predict(&ar, &tiny), Some(1));
+        assert_eq!(predict(&ar, &(-tiny)), Some(-1));
+        assert_eq!(predict(&ar, &ar.zero()), Some(0));
     }
 
     /// l and l' against their closed forms at 0 and the overflow ends, and l' against a

@@ -141,6 +141,50 @@ fn json_summary_has_the_documented_keys_and_is_byte_identical() {
     assert_ne!(v["trajectory_digest"], c["trajectory_digest"]);
 }
 
+/// At step 0 (p = 0) every score ties: the tie is reported as such, for clean and noisy
+/// samples alike, and no sample counts as selecting R (issue 17, item 2); the trajectory
+/// records each sample's `selection` as `tie`, and the CSV has the tie columns.
+#[test]
+fn step_zero_reports_ties_not_r() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t0");
+    let v = json(&tokensel(&[
+        "run",
+        "--json",
+        "--quiet",
+        "--steps",
+        "0",
+        "--out",
+        dir.to_str().unwrap(),
+    ]));
+    for set in ["clean", "noisy"] {
+        let sel = &v["selection"][set];
+        assert_eq!(sel["tie"], 1.0, "{set}: {sel}");
+        assert_eq!(sel["undecided"], 0.0, "{set}: {sel}");
+        for g in ["R", "W_same", "W_opposite", "I"] {
+            assert_eq!(sel[g], 0.0, "{set} {g}: {sel}");
+        }
+    }
+    let t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("trajectory.json")).unwrap())
+            .unwrap();
+    assert_eq!(t["format"], "tokensel-trajectory/2");
+    let samples = t["checkpoints"][0]["samples"].as_array().unwrap();
+    assert!(
+        samples.iter().all(|s| s["selection"] == "tie"),
+        "{samples:?}"
+    );
+    let csv = std::fs::read_to_string(dir.join("trajectory.csv")).unwrap();
+    let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+    for col in ["selection_clean_tie", "selection_noisy_tie"] {
+        let k = head.iter().position(|h| *h == col).expect(col);
+        assert_eq!(row[k], "1", "{col}");
+    }
+    let k = head.iter().position(|h| *h == "selection_clean_R").unwrap();
+    assert_eq!(row[k], "0");
+}
+
 #[test]
 fn out_dir_gets_json_and_csv_trajectories() {
     let tmp = tempfile::tempdir().unwrap();

@@ -56,7 +56,7 @@ fn corrupted_trajectories_are_refused() {
         let e = Trajectory::from_json(&text[..cut], Path::new("t")).unwrap_err();
         assert!(e.is_input_error(), "{e}");
     }
-    let wrong = text.replace("tokensel-trajectory/1", "tokensel-trajectory/0");
+    let wrong = text.replace("tokensel-trajectory/2", "tokensel-trajectory/1");
     let e = Trajectory::from_json(&wrong, Path::new("t")).unwrap_err();
     assert!(e.to_string().contains("format"), "{e}");
 }

@@ -129,3 +129,52 @@ fn w_mode_trains_w_and_lowers_the_loss() {
         first.train_loss
     );
 }
+
+/// A hand-made tie after training steps: without noise (sigma = 0) every irrelevant token
+/// is exactly 0, and from p(0) = -(e_1 + e_2) every relevant and weakly relevant score is
+/// negative, so the top score (0) is shared by the irrelevant tokens at every step. The
+/// checkpoints at later steps report each sample's top token as a tie, and count it as
+/// `tie`, not as the irrelevant group its lowest index lies in; a decided top token at
+/// another config is counted in its group.
+#[test]
+fn ties_at_later_steps_are_reported_as_ties() {
+    use tokensel::model::Selection;
+    let cfg = Config {
+        d: 6,
+        n_train: 6,
+        n_test: 4,
+        sigma: 0.0,
+        steps: 20,
+        step_size: 1e-3,
+        ..Config::default()
+    };
+    let data = Dataset::generate(&cfg);
+    let mut p = ndarray::Array1::zeros(cfg.d);
+    p[0] = -1.0;
+    p[1] = -1.0;
+    let params = Params { p, w: None };
+    let mut tr = common::f64_from(&cfg, &data, &params);
+    let t = tr.record(None, &mut |_, _| Ok(())).unwrap();
+    let last = t.last();
+    assert_eq!(last.step, 20);
+    for c in &t.checkpoints {
+        assert!(
+            c.samples.iter().all(|s| s.selection == Selection::Tie),
+            "step {}",
+            c.step
+        );
+        for set in [c.selection.clean, c.selection.noisy].into_iter().flatten() {
+            assert_eq!((set.tie, set.i, set.r), (1.0, 0.0, 0.0), "step {}", c.step);
+        }
+    }
+    // the same data from p(0) = e_1 + e_2: every top token is decided (R or W_same)
+    let mut p = ndarray::Array1::zeros(cfg.d);
+    p[0] = 1.0;
+    p[1] = 1.0;
+    let mut tr = common::f64_from(&cfg, &data, &Params { p, w: None });
+    let t = tr.record(None, &mut |_, _| Ok(())).unwrap();
+    let c = t.last();
+    assert!(c.samples.iter().all(|s| s.selection == Selection::Decided));
+    let clean = c.selection.clean.unwrap();
+    assert_eq!((clean.r, clean.tie), (1.0, 0.0));
+}

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Group;
-use crate::io::trajectory::{ByNoise, Checkpoint, Trajectory};
+use crate::io::trajectory::{ByNoise, Checkpoint, PerGroup, SelectionShare, Trajectory};
 
 /// The result of [`diff`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,20 +82,31 @@ fn quantities(a: &Checkpoint, b: &Checkpoint) -> Vec<(String, f64)> {
             rel(a.cumulative.class_neg, b.cumulative.class_neg),
         ),
     ];
-    let by_noise = |name: &str, x: &ByNoise, y: &ByNoise, out: &mut Vec<(String, f64)>| {
+    // per set and entry: `names[k]` is the k-th value of each set
+    fn by_noise<const N: usize>(
+        name: &str,
+        names: [&str; N],
+        x: ByNoise<[f64; N]>,
+        y: ByNoise<[f64; N]>,
+        out: &mut Vec<(String, f64)>,
+    ) {
         for (set, u, v) in [("clean", x.clean, y.clean), ("noisy", x.noisy, y.noisy)] {
-            for g in Group::ALL {
+            for (k, entry) in names.iter().enumerate() {
                 let dev = match (u, v) {
-                    (Some(u), Some(v)) => rel(u.get(g), v.get(g)),
+                    (Some(u), Some(v)) => rel(u[k], v[k]),
                     (None, None) => 0.0,
                     _ => f64::INFINITY,
                 };
-                out.push((format!("{name}.{set}.{}", g.name()), dev));
+                out.push((format!("{name}.{set}.{entry}"), dev));
             }
         }
-    };
-    by_noise("attention", &a.attention, &b.attention, &mut out);
-    by_noise("selection", &a.selection, &b.selection, &mut out);
+    }
+    let groups = Group::ALL.map(Group::name);
+    let attention = |c: &Checkpoint| c.attention.map(PerGroup::to_array);
+    by_noise("attention", groups, attention(a), attention(b), &mut out);
+    let selection = |c: &Checkpoint| c.selection.map(SelectionShare::to_array);
+    let names = SelectionShare::NAMES;
+    by_noise("selection", names, selection(a), selection(b), &mut out);
     let per_sample = |f: &dyn Fn(&crate::io::trajectory::SampleState) -> f64| {
         a.samples
             .iter()
@@ -105,6 +116,10 @@ fn quantities(a: &Checkpoint, b: &Checkpoint) -> Vec<(String, f64)> {
     };
     out.push(("samples.f".into(), per_sample(&|s| s.f)));
     out.push(("samples.top".into(), per_sample(&|s| s.top as f64)));
+    out.push((
+        "samples.selection".into(),
+        per_sample(&|s| f64::from(s.selection.code())),
+    ));
     out.push(("samples.gap".into(), per_sample(&|s| s.gap)));
     out.push(("samples.rest".into(), per_sample(&|s| s.rest)));
     out.push((

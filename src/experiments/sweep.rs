@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::io::files::write_atomic;
-use crate::io::trajectory::PerGroup;
+use crate::io::trajectory::SelectionShare;
 use crate::report::plot::{COLORS, Chart, Series};
 use crate::train::Trainer;
 
@@ -26,10 +26,12 @@ pub struct Run {
     pub train_accuracy: f64,
     /// Final test accuracy (true labels).
     pub test_accuracy: f64,
-    /// Fraction of clean samples whose top token lies in each group.
-    pub clean_selection: Option<PerGroup>,
-    /// Fraction of noisy samples whose top token lies in each group.
-    pub noisy_selection: Option<PerGroup>,
+    /// Share of clean samples whose top token is decided in each group, ties, or is
+    /// undecided.
+    pub clean_selection: Option<SelectionShare>,
+    /// Share of noisy samples whose top token is decided in each group, ties, or is
+    /// undecided.
+    pub noisy_selection: Option<SelectionShare>,
 }
 
 /// Seed spread at one eta.
@@ -154,12 +156,17 @@ impl Report {
 
     /// One CSV row per run.
     pub fn to_csv(&self) -> String {
-        let mut out = String::from(
-            "eta,seed,train_accuracy,test_accuracy,clean_R,clean_W_same,clean_W_opposite,clean_I,noisy_R,noisy_W_same,noisy_W_opposite,noisy_I\n",
-        );
+        let mut head = vec!["eta", "seed", "train_accuracy", "test_accuracy"]
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>();
+        for set in ["clean", "noisy"] {
+            head.extend(SelectionShare::NAMES.map(|name| format!("{set}_{name}")));
+        }
+        let mut out = head.join(",") + "\n";
         for r in &self.runs {
-            let cells = |p: Option<PerGroup>| {
-                p.map_or(",,,".to_string(), |p| {
+            let cells = |p: Option<SelectionShare>| {
+                p.map_or(",,,,,".to_string(), |p| {
                     p.to_array().map(|v| v.to_string()).join(",")
                 })
             };

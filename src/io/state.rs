@@ -15,8 +15,9 @@ use crate::error::{Error, Result};
 use crate::io::files::{check_output_dir, write_atomic};
 use crate::io::trajectory::{Checkpoint, Cumulative, TrainerInfo};
 
-/// Format tag of trainer state files.
-pub const STATE_FORMAT: &str = "tokensel-state/2";
+/// Format tag of trainer state files (version 3: its checkpoints are those of
+/// `tokensel-trajectory/2`).
+pub const STATE_FORMAT: &str = "tokensel-state/3";
 
 /// A resumable snapshot of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

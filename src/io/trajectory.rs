@@ -14,9 +14,11 @@ use sha2::{Digest, Sha256};
 use crate::config::{Config, Formulation, Group, Method};
 use crate::error::{Error, Result};
 use crate::io::files::{remove_stale_temps, write_temp};
+use crate::model::Selection;
 
-/// Format tag written into every trajectory file.
-pub const FORMAT: &str = "tokensel-trajectory/1";
+/// Format tag written into every trajectory file (version 2: each sample's top token is
+/// recorded as decided, a tie or undecided, and ties are counted apart from the groups).
+pub const FORMAT: &str = "tokensel-trajectory/2";
 
 /// One number per token group.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -57,14 +59,91 @@ impl PerGroup {
     }
 }
 
-/// A per-group quantity for clean and for noisy training samples (`None` if the set is
-/// empty).
+/// Where samples' top tokens lie: the share of samples whose top token is decided and in
+/// each group, whose top token ties another token (`tie`: no group is selected), and
+/// whose top token is undecided (`undecided`: an enclosure too wide to tell; 0 in every
+/// arithmetic but a ball one). The six shares sum to 1.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct SelectionShare {
+    /// Decided, on a relevant token.
+    #[serde(rename = "R")]
+    pub r: f64,
+    /// Decided, on a weakly relevant token of the true class.
+    #[serde(rename = "W_same")]
+    pub w_same: f64,
+    /// Decided, on a weakly relevant token of the opposite class.
+    #[serde(rename = "W_opposite")]
+    pub w_opposite: f64,
+    /// Decided, on an irrelevant token.
+    #[serde(rename = "I")]
+    pub i: f64,
+    /// The top score ties another.
+    pub tie: f64,
+    /// The top score is not proved greater than or equal to every other.
+    pub undecided: f64,
+}
+
+impl SelectionShare {
+    /// The entry a sample counts in: its group when decided, else `tie` or `undecided`
+    /// (index into [`SelectionShare::to_array`]).
+    pub fn index(selection: Selection, group: Group) -> usize {
+        match selection {
+            Selection::Decided => group.index(),
+            Selection::Tie => 4,
+            Selection::Undecided => 5,
+        }
+    }
+
+    /// From values in [`SelectionShare::to_array`] order.
+    pub fn from_array(v: [f64; 6]) -> Self {
+        SelectionShare {
+            r: v[0],
+            w_same: v[1],
+            w_opposite: v[2],
+            i: v[3],
+            tie: v[4],
+            undecided: v[5],
+        }
+    }
+
+    /// Values in order: the groups of [`Group::ALL`], then `tie`, `undecided`.
+    pub fn to_array(self) -> [f64; 6] {
+        [
+            self.r,
+            self.w_same,
+            self.w_opposite,
+            self.i,
+            self.tie,
+            self.undecided,
+        ]
+    }
+
+    /// The share decided on group `g`.
+    pub fn get(&self, g: Group) -> f64 {
+        self.to_array()[g.index()]
+    }
+
+    /// The entries' names, in [`SelectionShare::to_array`] order.
+    pub const NAMES: [&str; 6] = ["R", "W_same", "W_opposite", "I", "tie", "undecided"];
+}
+
+/// A quantity for clean and for noisy training samples (`None` if the set is empty).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct ByNoise {
+pub struct ByNoise<T = PerGroup> {
     /// Over clean training samples (Y = Y*).
-    pub clean: Option<PerGroup>,
+    pub clean: Option<T>,
     /// Over noisy training samples (Y != Y*).
-    pub noisy: Option<PerGroup>,
+    pub noisy: Option<T>,
+}
+
+impl<T> ByNoise<T> {
+    /// Both sets' values through `f`.
+    pub fn map<U>(self, f: impl Fn(T) -> U) -> ByNoise<U> {
+        ByNoise {
+            clean: self.clean.map(&f),
+            noisy: self.noisy.map(&f),
+        }
+    }
 }
 
 /// State of one training sample at a checkpoint.
@@ -72,8 +151,11 @@ pub struct ByNoise {
 pub struct SampleState {
     /// Model output f(X_i).
     pub f: f64,
-    /// Position of the highest-attention token.
+    /// Position of the highest-attention token (the lowest one on a tie).
     pub top: usize,
+    /// Whether the top token is selected (`decided`), ties another (`tie`), or is
+    /// `undecided`.
+    pub selection: Selection,
     /// Score gap z_top - max_{j != top} z_j.
     pub gap: f64,
     /// 1 - s_top.
@@ -126,8 +208,9 @@ pub struct Checkpoint {
     pub grad_norm: f64,
     /// Mean attention mass per group.
     pub attention: ByNoise,
-    /// Fraction of samples whose top token lies in each group.
-    pub selection: ByNoise,
+    /// Fraction of samples whose top token is decided in each group, ties, or is
+    /// undecided.
+    pub selection: ByNoise<SelectionShare>,
     /// Cumulative Definition 4.1 scores up to this step.
     pub cumulative: Cumulative,
     /// Per training sample.
@@ -166,7 +249,9 @@ pub struct Trajectory {
 }
 
 impl Checkpoint {
-    /// Every f64 of the checkpoint, in a fixed order (for digests and diffs).
+    /// Every number of the checkpoint as f64, in a fixed order (for digests and diffs):
+    /// the scalars, the cumulative sums, then per sample f, top, its selection
+    /// ([`Selection::code`]), gap, rest, S_i and the group masses.
     pub fn numbers(&self) -> Vec<f64> {
         let mut v = vec![
             self.step as f64,
@@ -181,7 +266,15 @@ impl Checkpoint {
             self.cumulative.class_neg,
         ];
         for s in &self.samples {
-            v.extend([s.f, s.top as f64, s.gap, s.rest, s.selection_score]);
+            let selection = f64::from(s.selection.code());
+            v.extend([
+                s.f,
+                s.top as f64,
+                selection,
+                s.gap,
+                s.rest,
+                s.selection_score,
+            ]);
             v.extend(s.mass.to_array());
         }
         v
@@ -226,7 +319,10 @@ impl Trajectory {
             message,
         };
         if t.format != FORMAT {
-            return Err(bad(format!("format `{}` is not `{FORMAT}`", t.format)));
+            return Err(bad(format!(
+                "format `{}` is not `{FORMAT}` (a trajectory of an older tokensel: run it again)",
+                t.format
+            )));
         }
         t.config
             .validate()
@@ -255,7 +351,8 @@ impl Trajectory {
     }
 
     /// One CSV row per checkpoint: step, loss, accuracies, norms, then mean attention
-    /// mass and selection fraction per group for clean and noisy samples.
+    /// mass per group and the selection shares (per group, tie, undecided) for clean and
+    /// noisy samples.
     pub fn to_csv(&self) -> String {
         let mut head = vec![
             "step",
@@ -276,11 +373,14 @@ impl Trajectory {
         ] {
             head.push(what.to_string());
         }
-        for what in ["attention", "selection"] {
-            for set in ["clean", "noisy"] {
-                for g in Group::ALL {
-                    head.push(format!("{what}_{set}_{}", g.name()));
-                }
+        for set in ["clean", "noisy"] {
+            for g in Group::ALL {
+                head.push(format!("attention_{set}_{}", g.name()));
+            }
+        }
+        for set in ["clean", "noisy"] {
+            for name in SelectionShare::NAMES {
+                head.push(format!("selection_{set}_{name}"));
             }
         }
         let mut out = head.join(",") + "\n";
@@ -297,12 +397,13 @@ impl Trajectory {
                 c.cumulative.class_pos.to_string(),
                 c.cumulative.class_neg.to_string(),
             ];
-            for by in [&c.attention, &c.selection] {
-                for set in [by.clean, by.noisy] {
-                    for g in Group::ALL {
-                        row.push(set.map(|p| p.get(g).to_string()).unwrap_or_default());
-                    }
-                }
+            for set in [c.attention.clean, c.attention.noisy] {
+                let v = set.map(PerGroup::to_array);
+                row.extend((0..4).map(|k| v.map(|v| v[k].to_string()).unwrap_or_default()));
+            }
+            for set in [c.selection.clean, c.selection.noisy] {
+                let v = set.map(SelectionShare::to_array);
+                row.extend((0..6).map(|k| v.map(|v| v[k].to_string()).unwrap_or_default()));
             }
             out += &(row.join(",") + "\n");
         }
@@ -348,8 +449,9 @@ pub struct Summary {
     pub steps: u64,
     /// Master seed.
     pub seed: u64,
-    /// Fraction of clean / noisy training samples whose top token lies in each group.
-    pub selection: ByNoise,
+    /// Fraction of clean / noisy training samples whose top token is decided in each
+    /// group, ties, or is undecided.
+    pub selection: ByNoise<SelectionShare>,
     /// Mean attention mass per group at the end.
     pub attention: ByNoise,
     /// Number of noisy training samples.

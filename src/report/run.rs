@@ -2,26 +2,27 @@
 //! through `Display` next to their definitions).
 
 use crate::config::{Group, Mode};
-use crate::io::trajectory::{ByNoise, PerGroup, Summary, TrainerInfo};
+use crate::io::trajectory::{ByNoise, PerGroup, SelectionShare, Summary, TrainerInfo};
 
-fn fmt_row(label: &str, v: Option<PerGroup>) -> String {
+fn fmt_row<const N: usize>(label: &str, v: Option<[f64; N]>) -> String {
     match v {
         None => format!("  {label:<22}{:>10}\n", "(none)"),
         Some(p) => {
-            let cells: String = Group::ALL
-                .iter()
-                .map(|g| format!("{:>12.4}", p.get(*g)))
-                .collect();
+            let cells: String = p.iter().map(|x| format!("{x:>12.4}")).collect();
             format!("  {label:<22}{cells}\n")
         }
     }
 }
 
-fn group_table(title: &str, by: &ByNoise, n_clean: usize, n_noisy: usize) -> String {
-    let head: String = Group::ALL
-        .iter()
-        .map(|g| format!("{:>12}", g.name()))
-        .collect();
+/// A table of one value per column `names` for clean and noisy samples.
+fn group_table<const N: usize>(
+    title: &str,
+    names: [&str; N],
+    by: ByNoise<[f64; N]>,
+    n_clean: usize,
+    n_noisy: usize,
+) -> String {
+    let head: String = names.iter().map(|g| format!("{g:>12}")).collect();
     format!(
         "  {title:<22}{head}\n{}{}",
         fmt_row(&format!("clean ({n_clean})"), by.clean),
@@ -85,9 +86,13 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
         "  train accuracy {:>8.4}   (against observed labels Y)\n  test accuracy  {:>8.4}   (against true labels Y*, {} samples)\n  train loss     {:>8.4}\n\n",
         s.train_accuracy, s.test_accuracy, c.n_test, s.train_loss
     );
-    out += &group_table("top-token group", &s.selection, n_clean, s.n_noisy);
+    let selection = s.selection.map(SelectionShare::to_array);
+    let names = SelectionShare::NAMES;
+    out += &group_table("top-token group", names, selection, n_clean, s.n_noisy);
     out += "\n";
-    out += &group_table("mean attention mass", &s.attention, n_clean, s.n_noisy);
+    let attention = s.attention.map(PerGroup::to_array);
+    let groups = Group::ALL.map(Group::name);
+    out += &group_table("mean attention mass", groups, attention, n_clean, s.n_noisy);
     out += &format!("\n  trajectory digest {}\n", s.trajectory_digest);
     out
 }

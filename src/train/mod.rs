@@ -335,7 +335,7 @@ impl<'a, A: Arith> Trainer<'a, A> {
             }
             let mut l = ar.zero();
             model::loss(&ar, &margin, &mut l);
-            res[0] = (u8::from(model::predict(&ar, &f) == y), ar.to_f64(&l));
+            res[0] = (u8::from(model::predict(&ar, &f) == Some(y)), ar.to_f64(&l));
         });
         let correct = out.iter().map(|r| r.0 as usize).sum::<usize>();
         let loss = out.iter().map(|r| r.1).sum::<f64>() / n as f64;

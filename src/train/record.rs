@@ -6,9 +6,9 @@
 use crate::arith::Arith;
 use crate::config::{Config, Group};
 use crate::io::trajectory::{
-    self, ByNoise, Checkpoint, Cumulative, PerGroup, SampleState, Trajectory,
+    self, ByNoise, Checkpoint, Cumulative, PerGroup, SampleState, SelectionShare, Trajectory,
 };
-use crate::model;
+use crate::model::{self, Selection};
 
 use super::Trainer;
 
@@ -51,12 +51,16 @@ pub fn accumulate(sums: &mut Cumulative, scores: &[f64], y: &[i8], y_true: &[i8]
     }
 }
 
-/// The mean of a per-group value over clean and over noisy training samples
+/// The mean of a per-sample vector over clean and over noisy training samples
 /// (`values[i]` for sample i, summed in sample order; `y`, `y_true` the labels; `None`
 /// for an empty set).
-pub fn mean_by_noise(values: &[[f64; 4]], y: &[i8], y_true: &[i8]) -> ByNoise {
+pub fn mean_by_noise<const N: usize>(
+    values: &[[f64; N]],
+    y: &[i8],
+    y_true: &[i8],
+) -> ByNoise<[f64; N]> {
     let over = |noisy: bool| {
-        let mut acc = [0.0; 4];
+        let mut acc = [0.0; N];
         let mut n = 0usize;
         for (i, v) in values.iter().enumerate() {
             if (y[i] != y_true[i]) == noisy {
@@ -66,7 +70,7 @@ pub fn mean_by_noise(values: &[[f64; 4]], y: &[i8], y_true: &[i8]) -> ByNoise {
                 }
             }
         }
-        (n > 0).then(|| PerGroup::from_array(acc.map(|a| a / n as f64)))
+        (n > 0).then(|| acc.map(|a| a / n as f64))
     };
     ByNoise {
         clean: over(false),
@@ -74,21 +78,28 @@ pub fn mean_by_noise(values: &[[f64; 4]], y: &[i8], y_true: &[i8]) -> ByNoise {
     }
 }
 
-/// The fraction of clean and of noisy training samples whose top token (the group
-/// `top_groups[i]` for sample i) lies in each group.
+/// The mean attention mass per group over clean and over noisy training samples
+/// (`mass[i]` for sample i).
+pub fn attention_by_noise(mass: &[[f64; 4]], y: &[i8], y_true: &[i8]) -> ByNoise {
+    mean_by_noise(mass, y, y_true).map(PerGroup::from_array)
+}
+
+/// The share of clean and of noisy training samples whose top token is decided in each
+/// group, ties, or is undecided (`tops[i]`: sample i's selection and its top token's
+/// group).
 pub fn selection_by_noise(
-    top_groups: impl Iterator<Item = Group>,
+    tops: impl Iterator<Item = (Selection, Group)>,
     y: &[i8],
     y_true: &[i8],
-) -> ByNoise {
-    let one_hot: Vec<[f64; 4]> = top_groups
-        .map(|g| {
-            let mut v = [0.0; 4];
-            v[g.index()] = 1.0;
+) -> ByNoise<SelectionShare> {
+    let one_hot: Vec<[f64; 6]> = tops
+        .map(|(selection, group)| {
+            let mut v = [0.0; 6];
+            v[SelectionShare::index(selection, group)] = 1.0;
             v
         })
         .collect();
-    mean_by_noise(&one_hot, y, y_true)
+    mean_by_noise(&one_hot, y, y_true).map(SelectionShare::from_array)
 }
 
 impl<A: Arith> Trainer<'_, A> {
@@ -130,8 +141,21 @@ impl<A: Arith> Trainer<'_, A> {
         self.samples
             .iter()
             .zip(&self.data.train.y)
-            .filter(|(s, y)| model::predict(&self.ar, &s.f) == **y)
+            .filter(|(s, y)| model::predict(&self.ar, &s.f) == Some(**y))
             .count()
+    }
+
+    /// The share of clean and noisy training samples whose top token is decided in each
+    /// group, ties, or is undecided, at the last forward pass.
+    pub fn selection_share(&self) -> ByNoise<SelectionShare> {
+        let groups = &self.data.groups;
+        selection_by_noise(
+            self.samples
+                .iter()
+                .map(|s| (s.softmax.selection, groups[s.softmax.top])),
+            &self.data.train.y,
+            &self.data.train.y_true,
+        )
     }
 
     /// A checkpoint of the last [`Trainer::forward_backward`] (evaluates the test set);
@@ -146,6 +170,7 @@ impl<A: Arith> Trainer<'_, A> {
             .map(|(i, s)| SampleState {
                 f: ar.to_f64(&s.f),
                 top: s.softmax.top,
+                selection: s.softmax.selection,
                 gap: ar.to_f64(&s.softmax.gap),
                 rest: ar.to_f64(&s.softmax.rest),
                 mass: self.mass(i),
@@ -163,8 +188,12 @@ impl<A: Arith> Trainer<'_, A> {
             test_accuracy: self.test_accuracy(&q),
             q_norm: ar.norm_f64(&q),
             grad_norm: ar.norm_f64(&self.grad_q()),
-            attention: mean_by_noise(&mass, y, y_true),
-            selection: selection_by_noise(samples.iter().map(|s| groups[s.top]), y, y_true),
+            attention: attention_by_noise(&mass, y, y_true),
+            selection: selection_by_noise(
+                samples.iter().map(|s| (s.selection, groups[s.top])),
+                y,
+                y_true,
+            ),
             cumulative,
             samples,
         }

@@ -7,7 +7,7 @@ use crate::arith::F64;
 use crate::config::Config;
 use crate::data::{Dataset, NoiseCache};
 use crate::error::Result;
-use crate::io::trajectory::PerGroup;
+use crate::io::trajectory::SelectionShare;
 use crate::train::drive::{Control, Event, drive};
 use crate::train::{Trainer, record};
 
@@ -93,10 +93,12 @@ pub struct Metrics {
     pub train_loss: f64,
     /// Final test loss.
     pub test_loss: f64,
-    /// Fraction of clean training samples whose top token lies in each group.
-    pub clean_selection: Option<PerGroup>,
-    /// Fraction of noisy training samples whose top token lies in each group.
-    pub noisy_selection: Option<PerGroup>,
+    /// Share of clean training samples whose top token is decided in each group, ties,
+    /// or is undecided.
+    pub clean_selection: Option<SelectionShare>,
+    /// Share of noisy training samples whose top token is decided in each group, ties,
+    /// or is undecided.
+    pub noisy_selection: Option<SelectionShare>,
     /// Eq. (9)-style ratio: clean over noisy per-sample cumulative S.
     pub eq9_ratio: Option<f64>,
     /// Eq. (10)-style ratio: clean class +1 over clean class -1 per-sample cumulative
@@ -174,11 +176,7 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
         .iter()
         .find(|(_, a)| (a - test_accuracy).abs() <= GENERALISATION_BAND)
         .map_or(cfg.steps, |(s, _)| *s);
-    let selection = record::selection_by_noise(
-        tr.samples.iter().map(|s| data.groups[s.softmax.top]),
-        y,
-        y_true,
-    );
+    let selection = tr.selection_share();
     let regime = if train_accuracy < 1.0 {
         Regime::NotOverfitting
     } else if test_accuracy < HARMFUL_BELOW {

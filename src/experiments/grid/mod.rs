@@ -24,8 +24,9 @@ use crate::io::files::{write_atomic, write_atomic_shared};
 
 /// Format tag of `grid.json`.
 pub const GRID_FORMAT: &str = "tokensel-grid/1";
-/// Format tag of a cell file.
-pub const CELL_FORMAT: &str = "tokensel-cell/1";
+/// Format tag of a cell file (version 2: selection shares count ties and undecided top
+/// tokens apart from the groups).
+pub const CELL_FORMAT: &str = "tokensel-cell/2";
 /// Most cells (times seeds) one grid may hold.
 pub const MAX_RUNS: usize = 100_000;
 

@@ -11,7 +11,7 @@ use super::cell::{Metrics, Regime};
 use super::{Cell, CellFile, Outcome, Spec};
 
 /// The scalar metrics reported per cell, by name.
-pub const METRICS: [&str; 14] = [
+pub const METRICS: [&str; 16] = [
     "train_accuracy",
     "test_accuracy",
     "train_loss",
@@ -20,6 +20,8 @@ pub const METRICS: [&str; 14] = [
     "noisy_R",
     "noisy_W_opposite",
     "noisy_I",
+    "clean_tie",
+    "noisy_tie",
     "eq9_ratio",
     "eq10_ratio",
     "same_class_ratio_pos",
@@ -39,6 +41,8 @@ pub fn metric(m: &Metrics, name: &str) -> Option<f64> {
         "noisy_R" => m.noisy_selection.map(|p| p.r),
         "noisy_W_opposite" => m.noisy_selection.map(|p| p.w_opposite),
         "noisy_I" => m.noisy_selection.map(|p| p.i),
+        "clean_tie" => m.clean_selection.map(|p| p.tie),
+        "noisy_tie" => m.noisy_selection.map(|p| p.tie),
         "eq9_ratio" => m.eq9_ratio,
         "eq10_ratio" => m.eq10_ratio,
         "same_class_ratio_pos" => m.same_class_ratio_pos,
