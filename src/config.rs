@@ -61,8 +61,9 @@ pub struct Config {
     pub mode: Mode,
     /// f64 formulation of softmax and gradient.
     pub formulation: Formulation,
-    /// How a step is computed: in d-space (`direct`) or in the span of the training
-    /// tokens (`span`, SPEC section 9). The same trajectory in exact arithmetic.
+    /// How a step is computed: in d-space (`direct`), in the span of the training tokens
+    /// (`span`, SPEC section 9; the same trajectory in exact arithmetic), or `auto`: the
+    /// cheaper of the two for the run's sizes (`train::plan`).
     #[serde(default)]
     pub method: Method,
     /// Initial values of p and W.
@@ -200,9 +201,12 @@ pub enum Mode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Method {
+    /// The cheaper of the two for the run's sizes, where the formulation allows it:
+    /// resolved by the cost model of `train::plan` when a trainer is built (the default).
+    #[default]
+    Auto,
     /// In d-space: scores X q, gradient X^T c, update of p and W (O(nTd) per step, plus
     /// O(d^2) when W is dense).
-    #[default]
     Direct,
     /// In the span of the training tokens: coefficients and Gram matrices, O((nT)^2) per
     /// step whatever d, after a one-time precompute. Needs the stable formulation.
@@ -220,6 +224,7 @@ impl Method {
     /// Stable name used in outputs.
     pub fn name(self) -> &'static str {
         match self {
+            Method::Auto => "auto",
             Method::Direct => "direct",
             Method::Span => "span",
         }

@@ -185,6 +185,42 @@ fn step_zero_reports_ties_not_r() {
     assert_eq!(row[k], "0");
 }
 
+/// `method = "auto"` is the default: the config keeps `auto`, the trajectory records the
+/// method that ran (span on the default sizes at 300 steps, direct where d is small),
+/// and `--method direct|span|auto` chooses on the command line (issue 17, item 6).
+#[test]
+fn auto_method_is_recorded_resolved() {
+    let tmp = tempfile::tempdir().unwrap();
+    let small = tmp.path().join("small.toml");
+    std::fs::write(&small, "d = 25\n").unwrap();
+    for (extra, config, ran) in [
+        (vec![], "auto", "span"),
+        (vec!["--method", "direct"], "direct", "direct"),
+        (vec!["--method", "auto"], "auto", "span"),
+        (vec!["--config", small.to_str().unwrap()], "auto", "direct"),
+    ] {
+        let dir = tmp.path().join(format!("{config}-{ran}"));
+        let mut args = vec![
+            "run",
+            "--quiet",
+            "--steps",
+            "300",
+            "--out",
+            dir.to_str().unwrap(),
+        ];
+        args.extend(&extra);
+        let o = tokensel(&args);
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        let text = std::fs::read_to_string(dir.join("trajectory.json")).unwrap();
+        let t: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(t["config"]["method"], config, "{extra:?}");
+        assert_eq!(t["trainer"]["method"], ran, "{extra:?}");
+    }
+    let o = tokensel(&["run", "--method", "fastest"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("auto, direct, span"), "{}", stderr(&o));
+}
+
 #[test]
 fn out_dir_gets_json_and_csv_trajectories() {
     let tmp = tempfile::tempdir().unwrap();

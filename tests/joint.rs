@@ -1,7 +1,7 @@
 //! Joint mode (p and W trained together) and the official-final preset's label rules.
 
 use tokensel::arith::F64;
-use tokensel::config::{Config, Mode, PInit, Preset, WInit};
+use tokensel::config::{Config, Method, Mode, PInit, Preset, WInit};
 use tokensel::data::Dataset;
 use tokensel::train::Trainer;
 
@@ -13,6 +13,8 @@ fn small(mode: Mode) -> Config {
         mu_norm: 3.0,
         step_size: 0.1,
         mode,
+        // the direct step: its joint update is literally the p- and the W-update
+        method: Method::Direct,
         ..Config::default()
     };
     c.init.p = PInit::Gaussian;

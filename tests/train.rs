@@ -3,7 +3,7 @@
 
 use ndarray::Array2;
 use tokensel::arith::F64;
-use tokensel::config::{Config, Mode, PInit, WInit};
+use tokensel::config::{Config, Method, Mode, PInit, WInit};
 use tokensel::data::{Dataset, Params};
 use tokensel::train::Trainer;
 
@@ -16,6 +16,7 @@ fn small(mode: Mode) -> Config {
         n_test: 5,
         mu_norm: 3.0,
         mode,
+        method: Method::Direct,
         ..Config::default()
     };
     c.init.p = PInit::Gaussian;

@@ -25,7 +25,7 @@ use crate::data::Dataset;
 use crate::error::Result;
 use crate::quantity::Quantity;
 use crate::train::drive::{Control, Event, drive};
-use crate::train::{Engine, Trainer, record};
+use crate::train::{Engine, Trainer, record, resolve_method};
 
 /// The compared quantities, in report order.
 pub const COMPARED: [Quantity; 7] = [
@@ -61,7 +61,15 @@ impl Options {
     pub fn check(&self, cfg: &Config) -> Result<()> {
         crate::analysis::check_tol("tol", self.tol)?;
         let truth = Mpfr::truth(self.prec)?;
-        crate::train::check_memory(cfg, truth.kind(), self.prec, self.twin_method)?;
+        // the twin runs the stable formulas whatever the config's
+        let twin = resolve_method(
+            cfg,
+            Formulation::Stable,
+            truth.kind(),
+            self.prec,
+            self.twin_method,
+        );
+        crate::train::check_memory(cfg, truth.kind(), self.prec, twin)?;
         if self.predictor {
             crate::train::check_memory(cfg, Mpfr::predictor().kind(), 53, cfg.method)?;
         }
@@ -125,9 +133,9 @@ pub struct Report {
     pub tolerance: f64,
     /// The f64 trainer's formulation.
     pub formulation: Formulation,
-    /// The f64 trainer's method.
+    /// The f64 trainer's method (`auto` resolved).
     pub method: Method,
-    /// The truth twin's method.
+    /// The truth twin's method (`auto` resolved).
     pub twin_method: Method,
     /// Steps at which q and grad_q were compared: "every step" or "checkpoints".
     pub d_space_compared_at: String,
@@ -265,7 +273,8 @@ pub fn compare(
         false => None,
     };
     let schedule = record::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
-    let every_step = opts.twin_method == Method::Direct;
+    let (method, twin_method) = (a.method(), b.method());
+    let every_step = twin_method == Method::Direct;
 
     let mut max = [0.0f64; 7];
     let mut sum = [0.0f64; 7];
@@ -370,8 +379,8 @@ pub fn compare(
         steps: cfg.steps,
         tolerance: opts.tol,
         formulation: cfg.formulation,
-        method: cfg.method,
-        twin_method: opts.twin_method,
+        method,
+        twin_method,
         d_space_compared_at: if every_step {
             "every step"
         } else {

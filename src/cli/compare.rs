@@ -21,8 +21,9 @@ pub(super) struct CompareArgs {
     #[arg(long)]
     no_predictor: bool,
     /// The truth twin's step: span (default; the same trajectory in exact arithmetic,
-    /// cost independent of d) or direct (d-space quantities compared at every step).
-    #[arg(long, value_name = "direct|span", value_parser = parse_method, default_value = "span")]
+    /// cost independent of d), direct (d-space quantities compared at every step) or
+    /// auto (the cheaper of the two).
+    #[arg(long, value_name = "auto|direct|span", value_parser = parse_method, default_value = "span")]
     twin_method: Method,
     /// Print exactly one JSON object on stdout.
     #[arg(long)]

@@ -44,7 +44,7 @@ pub(super) struct GridArgs {
     #[arg(long, value_name = "N")]
     steps: Option<u64>,
     /// Override the step method of every cell.
-    #[arg(long, value_name = "direct|span", value_parser = parse_method)]
+    #[arg(long, value_name = "auto|direct|span", value_parser = parse_method)]
     method: Option<Method>,
     /// Run only shard K of N (1 <= K <= N): every N-th cell from the K-th; merge later
     /// with `grid merge DIR`.

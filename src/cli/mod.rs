@@ -155,9 +155,10 @@ struct ConfigArgs {
     /// Override the number of steps.
     #[arg(long, value_name = "N")]
     steps: Option<u64>,
-    /// Override the step method: direct (d-space) or span (Gram space, same trajectory
-    /// in exact arithmetic, cost independent of d).
-    #[arg(long, value_name = "direct|span", value_parser = parse_method)]
+    /// Override the step method: auto (the cheaper of the two for the run's sizes; the
+    /// default), direct (d-space) or span (Gram space, the same trajectory in exact
+    /// arithmetic, cost independent of d; needs the stable formulation).
+    #[arg(long, value_name = "auto|direct|span", value_parser = parse_method)]
     method: Option<Method>,
 }
 
@@ -192,9 +193,10 @@ impl ConfigArgs {
 /// The step method named on the command line.
 fn parse_method(s: &str) -> std::result::Result<Method, String> {
     match s {
+        "auto" => Ok(Method::Auto),
         "direct" => Ok(Method::Direct),
         "span" => Ok(Method::Span),
-        _ => Err(format!("`{s}` is not a method (direct, span)")),
+        _ => Err(format!("`{s}` is not a method (auto, direct, span)")),
     }
 }
 

@@ -6,11 +6,12 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::arith::{Arith, F64, Kind, Mpfr};
-use crate::config::{Config, Method, Mode};
+use crate::config::{Config, Method};
 use crate::data::Dataset;
 use crate::error::Result;
-use crate::train::Trainer;
 use crate::train::drive::{Control, Event, drive};
+use crate::train::plan::CostModel;
+use crate::train::{Trainer, resolve_method};
 
 /// One row of the cost table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -39,23 +40,35 @@ pub struct Report {
     /// Dimension.
     pub d: usize,
     /// Floating-point operations of one direct f64 step (counted from the loops in
-    /// `train/direct.rs`).
+    /// `train/direct.rs`: the cost model's direct step, `train::plan`).
     pub flops_per_step: f64,
+    /// The cost model `method = "auto"` decides by (`train::plan`), in flops.
+    pub model: Model,
+    /// The method `auto` picks for this config's f64 run.
+    pub auto: Method,
     /// Achieved rate of the direct f64 step, GFLOP/s (`None` when it was not measured).
     pub f64_gflops: Option<f64>,
     /// Rows: f64 first, then each precision, each in every method asked for.
     pub rows: Vec<Row>,
 }
 
+/// The cost model's flops (an fma counts 2; `train::plan`), to hold against the
+/// measured times.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Model {
+    /// One direct step.
+    pub direct_step: f64,
+    /// One span step.
+    pub span_step: f64,
+    /// The span step's one-time precompute.
+    pub span_setup: f64,
+}
+
 /// Flops of one direct f64 step (an fma counts 2): scores 2nTd, the gradient X^T c
-/// 2nTd, the update 2d (plus 6d^2 with a dense W: W g, the rank-one update, W^T p).
+/// 2nTd, the update 2d, plus with a dense W 4d^2 (p- or W-mode) or 6d^2 (joint: W g,
+/// the rank-one update, W^T p); the cost model's direct step.
 pub fn flops_per_step(cfg: &Config) -> f64 {
-    let (n, t, d) = (cfg.n_train as f64, cfg.layout.tokens as f64, cfg.d as f64);
-    let mut f = 4.0 * n * t * d + 2.0 * d;
-    if !(cfg.mode == Mode::P && cfg.init.w == crate::config::WInit::Identity) {
-        f += 6.0 * d * d;
-    }
-    f
+    CostModel::of(cfg).direct_step
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -63,7 +76,8 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Time one trainer: its setup, then the median over `reps` blocks of `block` steps.
+/// Time one trainer: its setup, then the median over `reps` blocks of `block` steps;
+/// with the method it ran (`auto` resolved).
 fn time_steps<A: Arith>(
     cfg: &Config,
     data: &Dataset,
@@ -71,7 +85,7 @@ fn time_steps<A: Arith>(
     method: Method,
     reps: usize,
     block: usize,
-) -> Result<(f64, f64)> {
+) -> Result<(f64, f64, Method)> {
     let t0 = Instant::now();
     let mut tr = Trainer::with_method(cfg, data, ar, cfg.formulation, method)?;
     let setup = t0.elapsed().as_secs_f64();
@@ -92,7 +106,7 @@ fn time_steps<A: Arith>(
         steps(&mut tr, block)?;
         samples.push(t0.elapsed().as_secs_f64() / block as f64);
     }
-    Ok((setup, median(samples)))
+    Ok((setup, median(samples), tr.method()))
 }
 
 /// Check, before any work, that every trainer [`measure`] would build is valid (each
@@ -119,7 +133,7 @@ pub fn measure(
 ) -> Result<Report> {
     let data = Dataset::generate(cfg);
     let mut rows: Vec<Row> = Vec::new();
-    let mut push = |trainer: Kind, prec: u32, method: Method, (setup, step): (f64, f64)| {
+    let mut push = |trainer: Kind, prec: u32, (setup, step, method): (f64, f64, Method)| {
         rows.push(Row {
             trainer,
             prec_bits: prec,
@@ -134,7 +148,6 @@ pub fn measure(
         push(
             Kind::F64,
             53,
-            method,
             time_steps(cfg, &data, F64, method, reps, 20)?,
         );
     }
@@ -143,7 +156,7 @@ pub fn measure(
         for &method in methods {
             progress(&format!("{}-{prec} {}", ar.kind().name(), method.name()));
             let t = time_steps(cfg, &data, ar, method, twin_reps, 1)?;
-            push(ar.kind(), prec, method, t);
+            push(ar.kind(), prec, t);
         }
     }
     let direct = rows
@@ -155,11 +168,18 @@ pub fn measure(
         r.ratio_to_f64 = r.seconds_per_step / f64_step;
     }
     let flops = flops_per_step(cfg);
+    let m = CostModel::of(cfg);
     Ok(Report {
         n: cfg.n_train,
         tokens: cfg.layout.tokens,
         d: cfg.d,
         flops_per_step: flops,
+        model: Model {
+            direct_step: m.direct_step,
+            span_step: m.span_step,
+            span_setup: m.span_setup,
+        },
+        auto: resolve_method(cfg, cfg.formulation, Kind::F64, 53, Method::Auto),
         f64_gflops: direct.map(|s| flops / s / 1e9),
         rows,
     })
@@ -195,6 +215,11 @@ impl std::fmt::Display for Report {
                 row.trainer, row.prec_bits, row.method, row.setup_seconds, row.ratio_to_f64
             );
         }
+        let m = &self.model;
+        out += &format!(
+            "\n  cost model (flops): direct step {:.3e}, span step {:.3e}, span setup {:.3e}; auto runs {} for this config\n",
+            m.direct_step, m.span_step, m.span_setup, self.auto
+        );
         f.write_str(&out)
     }
 }
@@ -220,6 +245,12 @@ mod tests {
             tokens: 8,
             d: 2000,
             flops_per_step: 1.0,
+            model: Model {
+                direct_step: 1.0,
+                span_step: 1.0,
+                span_setup: 1.0,
+            },
+            auto: Method::Span,
             f64_gflops: None,
             rows: vec![
                 row(Kind::F64, 53, Method::Direct),
@@ -232,14 +263,13 @@ mod tests {
         let header = lines.iter().find(|l| l.contains("trainer")).unwrap();
         let end_of = |line: &str, word: &str| line.find(word).unwrap() + word.len();
         let (bits, method) = (end_of(header, "bits"), end_of(header, "method"));
+        let first = lines.iter().position(|l| l.starts_with("  f64 ")).unwrap();
+        let rows = &lines[first..first + 3];
         assert_eq!(
-            lines[lines.len() - 3],
+            rows[0],
             "  f64             53  direct       0.500 s         2.00 ms         1.000"
         );
-        for (line, m) in lines[lines.len() - 3..]
-            .iter()
-            .zip(["direct", "span", "direct"])
-        {
+        for (line, m) in rows.iter().zip(["direct", "span", "direct"]) {
             assert!(
                 line.starts_with("  f64 ")
                     || line.starts_with("  predictor ")

@@ -226,8 +226,7 @@ pub struct TrainerInfo {
     pub prec_bits: u32,
     /// Softmax/gradient formulation.
     pub formulation: Formulation,
-    /// How each step was computed (direct or span).
-    #[serde(default)]
+    /// How each step was computed: direct or span (`auto` resolved).
     pub method: Method,
 }
 

@@ -62,7 +62,7 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
         Mode::Joint => "joint (p and W trained)",
     };
     let mut out = format!(
-        "tokensel {}: {} steps, seed {}, {mode}, {} {:?}\n  d = {}, ||mu|| = {}, T = {}, n = {} ({} noisy), rho = {}, eta = {}, sigma = {}, alpha = {:e}\n\n",
+        "tokensel {}: {} steps, seed {}, {mode}, {} {:?}, {} step{}\n  d = {}, ||mu|| = {}, T = {}, n = {} ({} noisy), rho = {}, eta = {}, sigma = {}, alpha = {:e}\n\n",
         if trainer.kind == crate::arith::Kind::F64 {
             "run"
         } else {
@@ -72,6 +72,12 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
         s.seed,
         trainer_name(trainer),
         trainer.formulation,
+        trainer.method,
+        if c.method == crate::config::Method::Auto {
+            " (auto)"
+        } else {
+            ""
+        },
         c.d,
         c.mu_norm,
         c.layout.tokens,

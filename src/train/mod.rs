@@ -23,7 +23,7 @@
 
 use rayon::prelude::*;
 
-use crate::arith::{Arith, Kind};
+use crate::arith::Arith;
 use crate::config::{Config, Formulation, Method, Mode, WInit};
 use crate::data::{Dataset, Params, Split};
 use crate::error::{Error, Result};
@@ -35,9 +35,12 @@ use crate::quantity::Quantity;
 
 pub mod direct;
 pub mod drive;
+pub mod plan;
 pub mod record;
 pub mod resume;
 pub mod span;
+
+pub use plan::{MAX_STATE_BYTES, check_memory, resolve_method, state_bytes};
 
 use direct::Direct;
 use drive::{Control, Event, drive};
@@ -115,7 +118,8 @@ impl<'a, A: Arith> Trainer<'a, A> {
 
     /// A trainer at step 0 from explicit initial parameters `init` (f64, converted
     /// exactly; `init.w` must be `None` exactly when the config's W is the identity in
-    /// p-mode).
+    /// p-mode), in `method` (`auto` resolved for this arithmetic and formulation:
+    /// [`resolve_method`]).
     pub fn from_params(
         cfg: &'a Config,
         data: &'a Dataset,
@@ -124,6 +128,7 @@ impl<'a, A: Arith> Trainer<'a, A> {
         method: Method,
         init: &Params,
     ) -> Result<Self> {
+        let method = resolve_method(cfg, form, ar.kind(), ar.prec(), method);
         if method == Method::Span && form == Formulation::Naive {
             return Err(Error::config(
                 "method",
@@ -141,8 +146,8 @@ impl<'a, A: Arith> Trainer<'a, A> {
         }
         let x = train_rows(data);
         let engine = match method {
-            Method::Direct => Engine::Direct(Direct::new(&ar, init, form, n)),
             Method::Span => Engine::Span(Span::new(&ar, init, cfg.mode, x)),
+            _ => Engine::Direct(Direct::new(&ar, init, form, n)),
         };
         let nu = model::head(
             &ar,
@@ -175,7 +180,7 @@ impl<'a, A: Arith> Trainer<'a, A> {
         })
     }
 
-    /// The method of the engine.
+    /// The method of the engine (`auto` resolved).
     pub fn method(&self) -> Method {
         match self.engine {
             Engine::Direct(_) => Method::Direct,
@@ -397,62 +402,4 @@ type SampleItem<'b, R> = (usize, ((&'b mut [R], &'b mut [R]), &'b mut Sample<R>)
 /// The nT x d training rows of `data`, row-major.
 pub fn train_rows(data: &Dataset) -> &[f64] {
     data.train.x.as_slice().expect("standard layout")
-}
-
-/// Largest memory a trainer's state may take, in bytes (refused beyond, before
-/// anything is allocated).
-pub const MAX_STATE_BYTES: u64 = 12 << 30;
-
-/// Approximate bytes of a trainer's numbers at `prec` bits in `method`: parameters and
-/// d-space buffers (direct: p, q, dL/dq, W when dense, n d for the naive gradient), or
-/// the Gram matrices, coefficients and basis (span), plus scores and head values of the
-/// training and test sets. An MPFR number takes 32 bytes plus its limbs; f64 8 bytes.
-pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
-    let per = match kind {
-        Kind::F64 => 8,
-        _ => 32 + 8 * prec.div_ceil(64) as u128,
-    };
-    let (n, t, d) = (
-        cfg.n_train as u128,
-        cfg.layout.tokens as u128,
-        cfg.d as u128,
-    );
-    let r = n * t;
-    let dense_w = !(cfg.mode == Mode::P && cfg.init.w == WInit::Identity);
-    let w = if dense_w { d * d } else { 0 };
-    let common = 4 * r + cfg.n_test as u128 * t;
-    let count = match method {
-        Method::Direct => {
-            let naive = if cfg.formulation == Formulation::Naive {
-                n * d
-            } else {
-                0
-            };
-            3 * d + w + naive
-        }
-        // G, K, M, the basis (and X's rows while the Gram matrices are formed), W(0)
-        Method::Span => 3 * (r + 1) * (r + 1) + 2 * (r + 1) * d + w + 3 * d,
-    };
-    ((common + count) * per).min(u64::MAX as u128) as u64
-}
-
-/// Refuse a run whose state (see [`state_bytes`]) would exceed [`MAX_STATE_BYTES`].
-pub fn check_memory(cfg: &Config, kind: Kind, prec: u32, method: Method) -> Result<()> {
-    let bytes = state_bytes(cfg, kind, prec, method);
-    if bytes > MAX_STATE_BYTES {
-        return Err(Error::TooLarge {
-            field: "prec".into(),
-            reason: format!(
-                "a {} run at {prec} bits ({} method) needs about {:.1} GiB for d = {}, n = {} \
-                 (limit {} GiB)",
-                kind.name(),
-                method.name(),
-                bytes as f64 / (1u64 << 30) as f64,
-                cfg.d,
-                cfg.n_train,
-                MAX_STATE_BYTES >> 30
-            ),
-        });
-    }
-    Ok(())
 }

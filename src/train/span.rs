@@ -14,10 +14,11 @@
 //!          a -= alpha ((0, c) + M K c),  M -= alpha a_old c^T
 //! ```
 //!
-//! A step costs O(r^2) (about 7 r^2 fmas in joint mode), independent of d. The
-//! precompute costs O(r^2 d) (plus O(r d^2) for B when W is dense). Quantities in
-//! d-space (q for the test set, |dL/dq|, p and W) are rebuilt from the coefficients on
-//! demand.
+//! A step costs O(r^2) (about 6 r^2 fmas in joint mode: six products of size r^2),
+//! independent of d. The precompute costs O(r^2 d) (plus O(r d^2) for B when W is
+//! dense). Quantities in d-space (q for the test set, |dL/dq|, p and W) are rebuilt from
+//! the coefficients on demand. Which of the two steps a run takes by default:
+//! `train::plan`.
 
 use crate::arith::Arith;
 use crate::config::Mode;
