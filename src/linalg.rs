@@ -15,8 +15,9 @@ const PAR_MIN_OPS: usize = 1 << 16;
 /// Rough cost of one operation relative to an f64 fma (for the parallel threshold only).
 fn op_cost<A: Arith>(ar: &A) -> usize {
     match ar.kind() {
-        Kind::F64 => 1,
+        Kind::F64 | Kind::F32 => 1,
         Kind::Predictor | Kind::Mpfr => 64,
+        Kind::Ball => 128,
     }
 }
 

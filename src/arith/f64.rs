@@ -256,6 +256,10 @@ impl Arith for F64 {
         *x
     }
     #[inline(always)]
+    fn enclose(&self, x: &f64) -> (f64, f64) {
+        (*x, *x)
+    }
+    #[inline(always)]
     fn set(&self, x: &mut f64, a: &f64) {
         *x = *a;
     }

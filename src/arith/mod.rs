@@ -3,14 +3,19 @@
 //! [`Arith`] is a context (precision, exponent range) with method-style, assign-style
 //! operations on its [`Arith::Real`] numbers: `x += a` is `ar.add(&mut x, &a)`, with no
 //! allocation per operation (rug's `AssignRound` model). The model and the trainer are
-//! written once, generic over it, and run in three arithmetics:
+//! written once, generic over it, and run in these arithmetics:
 //!
 //! - [`F64`] (`f64.rs`): plain binary64, zero cost; its kernels are vectorised with a
 //!   fixed accumulator pattern;
+//! - [`F32`] (`f32.rs`): hardware binary32, the arithmetic of a float32 implementation
+//!   that loaded the f64 data into float32 arrays (data rounded to binary32 on entry);
 //! - [`Mpfr::truth`] (`mpfr.rs`): MPFR at any precision >= 64 bits, the judge;
 //! - [`Mpfr::predictor`] (`mpfr.rs` + `predictor.rs`): MPFR at 53 bits with binary64's
 //!   exponent range, subnormals and overflow emulated: it rounds every operation exactly
-//!   as [`F64`] does, so it predicts the f64 trainer bit for bit.
+//!   as [`F64`] does, so it predicts the f64 trainer bit for bit;
+//! - [`Ball`] (`ball.rs`, radius type [`Mag`] in `mag.rs`): rigorous enclosures `[m +-
+//!   r]` whose every result contains the exact result for every point of its inputs; the
+//!   span step's Gram matrices enter it exactly (`exact.rs`).
 //!
 //! # Kernels and their fixed order
 //! Every reduction goes through a kernel with a documented order that does not depend on
@@ -30,10 +35,17 @@
 use std::cmp::Ordering;
 use std::fmt::Debug;
 
+mod ball;
+pub mod exact;
+mod f32;
 mod f64;
+mod mag;
 mod mpfr;
 mod predictor;
 
+pub use self::ball::{Ball, BallReal, DEFAULT_BALL_PREC, MIN_BALL_PREC};
+pub use self::f32::F32;
+pub use self::mag::Mag;
 pub use self::f64::{F64, dot, norm};
 pub use self::mpfr::{DEFAULT_PREC, MAX_PREC, MIN_TRUTH_PREC, Mpfr, normwise_rel_err, rel_err};
 
@@ -48,12 +60,18 @@ pub enum Kind {
     /// Hardware binary64.
     #[serde(rename = "f64")]
     F64,
+    /// Hardware binary32 (the data rounded to binary32 on entry).
+    #[serde(rename = "f32")]
+    F32,
     /// MPFR at 53 bits with binary64's range: the bit-exact f64 predictor.
     #[serde(rename = "predictor", alias = "mpfr-f64-predictor")]
     Predictor,
     /// MPFR at a chosen precision: the truth twin.
     #[serde(rename = "mpfr")]
     Mpfr,
+    /// Ball arithmetic (MPFR midpoints, rounded-up radii): rigorous enclosures.
+    #[serde(rename = "ball")]
+    Ball,
 }
 
 impl std::fmt::Display for Kind {
@@ -63,12 +81,14 @@ impl std::fmt::Display for Kind {
 }
 
 impl Kind {
-    /// Stable name used in outputs: `f64`, `predictor`, `mpfr`.
+    /// Stable name used in outputs: `f64`, `f32`, `predictor`, `mpfr`, `ball`.
     pub fn name(self) -> &'static str {
         match self {
             Kind::F64 => "f64",
+            Kind::F32 => "f32",
             Kind::Predictor => "predictor",
             Kind::Mpfr => "mpfr",
+            Kind::Ball => "ball",
         }
     }
 }
@@ -83,7 +103,7 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
 
     /// Which arithmetic this is.
     fn kind(&self) -> Kind;
-    /// Precision in bits (53 for f64 and the predictor).
+    /// Precision in bits (53 for f64 and the predictor, 24 for f32).
     fn prec(&self) -> u32;
     /// A new zero.
     fn zero(&self) -> Self::Real;
@@ -91,22 +111,27 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
     fn zeros(&self, n: usize) -> Vec<Self::Real> {
         vec![self.zero(); n]
     }
-    /// An f64, converted (exactly: every arithmetic has at least 53 bits).
+    /// An f64, converted: exactly in every arithmetic of at least 53 bits (f64, MPFR,
+    /// the predictor); rounded to the nearest binary32 in [`F32`] (as a float32
+    /// implementation loading f64 data would).
     fn of(&self, v: f64) -> Self::Real {
         let mut x = self.zero();
         self.set_f64(&mut x, v);
         x
     }
-    /// A vector of f64, converted exactly.
+    /// A vector of f64, converted as [`Arith::of`].
     fn of_slice(&self, v: &[f64]) -> Vec<Self::Real> {
         v.iter().map(|x| self.of(*x)).collect()
     }
     /// The nearest f64 (ties to even).
     fn to_f64(&self, x: &Self::Real) -> f64;
+    /// An f64 interval `(lo, hi)` that contains the value `x` stands for, rounded
+    /// outward: `(x, x)` for f64 and f32 (exact), MPFR's value rounded down and up.
+    fn enclose(&self, x: &Self::Real) -> (f64, f64);
 
     /// `x = a`.
     fn set(&self, x: &mut Self::Real, a: &Self::Real);
-    /// `x = v`.
+    /// `x = v` (converted as [`Arith::of`]).
     fn set_f64(&self, x: &mut Self::Real, v: f64);
     /// `x += a`.
     fn add(&self, x: &mut Self::Real, a: &Self::Real);
@@ -140,8 +165,19 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
     fn ln_1p(&self, x: &mut Self::Real);
     /// `x = sqrt(x)`.
     fn sqrt(&self, x: &mut Self::Real);
-    /// Total order for finite values, `None` with a NaN.
+    /// Total order for finite values, `None` with a NaN. A ball arithmetic compares
+    /// midpoints: for branches between expressions that are equal in the reals only (the
+    /// max subtracted before exp, the reference token of the centred formulas); a
+    /// REPORTED order uses [`Arith::decide_cmp`].
     fn cmp(&self, a: &Self::Real, b: &Self::Real) -> Option<Ordering>;
+    /// `x = max(x, a)`: the larger value (`x` kept on ties and NaN). A ball arithmetic
+    /// returns a ball that contains max(u, v) for every u in `x` and v in `a`, so a
+    /// maximum over values whose order is not decided is still enclosed.
+    fn max(&self, x: &mut Self::Real, a: &Self::Real) {
+        if self.cmp(a, x) == Some(Ordering::Greater) {
+            self.set(x, a);
+        }
+    }
     /// Sign: 1, -1, or 0 for zero (and NaN).
     ///
     /// For branches between expressions that are equal in the reals only (which side of
@@ -164,6 +200,20 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
     fn to_exact_string(&self, x: &Self::Real) -> String;
     /// Parse [`Arith::to_exact_string`]'s output.
     fn parse_exact(&self, s: &str) -> Option<Self::Real>;
+
+    /// True for arithmetics that take the data's Gram matrices exactly: computed once
+    /// without rounding ([`exact`]) and rounded once by [`Arith::of_exact`] (the ball
+    /// arithmetic). False (the default): the Gram matrices are formed in the
+    /// arithmetic's own kernels ([`Arith::dot`]), today's bits.
+    fn exact_inputs(&self) -> bool {
+        false
+    }
+    /// An exact value (a dyadic rational held in an MPFR number of enough precision)
+    /// rounded into this arithmetic; only called where [`Arith::exact_inputs`] is true
+    /// (the default rounds to the nearest f64 first).
+    fn of_exact(&self, v: &rug::Float) -> Self::Real {
+        self.of(v.to_f64())
+    }
 
     /// `out = sum_k x_k y_k` in the fixed [`LANES`] order (module docs).
     fn dot(&self, x: &[Self::Real], y: &[Self::Real], out: &mut Self::Real) {

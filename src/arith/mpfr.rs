@@ -112,6 +112,9 @@ impl Arith for Mpfr {
     fn to_f64(&self, x: &Float) -> f64 {
         x.to_f64()
     }
+    fn enclose(&self, x: &Float) -> (f64, f64) {
+        (x.to_f64_round(Round::Down), x.to_f64_round(Round::Up))
+    }
     #[inline]
     fn set(&self, x: &mut Float, a: &Float) {
         let dir = x.assign_round(a, Round::Nearest);

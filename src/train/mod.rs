@@ -614,6 +614,7 @@ pub const MAX_STATE_BYTES: u64 = 12 << 30;
 pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
     let per = match kind {
         Kind::F64 => 8,
+        Kind::F32 => 4,
         _ => 32 + 8 * prec.div_ceil(64) as u128,
     };
     let (n, t, d) = (

@@ -1,0 +1,583 @@
+//! Ball arithmetic: rigorous enclosures of the exact-arithmetic trajectory (SPEC section
+//! 11; proofs in proofs-notes/certify.md).
+//!
+//! A [`BallReal`] `[m +- r]` is the set `{x : |x - m| <= r}`: `m` an MPFR number at the
+//! working precision (rounded to nearest), `r` a [`Mag`] (32-bit mantissa, wide
+//! exponent, rounded up). Every operation follows Arb's contract: its result contains
+//! the exact result for EVERY choice of points in its input balls. Where MPFR's ternary
+//! value says the midpoint was rounded, the radius gains `e` = half an ulp of the rounded
+//! midpoint (a bound of the rounding error of round-to-nearest); an exact midpoint adds
+//! nothing. Rules (`e` last in each):
+//!
+//! ```text
+//! a + b, a - b     r = ra + rb + e
+//! a * b            r = |ma| rb + |mb| ra + ra rb + e
+//! fma: a * b + x   r = |ma| rb + |mb| ra + ra rb + rx + e      (one rounding of m)
+//! a / b            |mb| > rb proved, else r = inf;
+//!                  r = (|ma| rb + |mb| ra) / (|mb| (|mb| - rb)) + e
+//! exp(a)           r = exp(ma) (e^ra - 1) + e   (exp(ma) <= |m'| + e; e^r - 1 <= r + r^2 for r <= 1)
+//! ln(1 + a)        1 + ma - ra > 0 proved, else r = inf;  r = ra / (1 + ma - ra) + e
+//! sqrt(a)          ma - ra >= 0 proved, else r = inf;  r = ra / (sqrt(ma) + sqrt(ma - ra)) + e
+//! ```
+//!
+//! Every bound is evaluated with upward rounding (and its divisors with downward
+//! rounding) in [`Mag`]. An infinite radius is "the whole line": [`Arith::is_finite`]
+//! reports it, so a trainer stops with a non-finite error.
+//!
+//! # Branches
+//! [`Arith::cmp`] and [`Arith::sign`] compare MIDPOINTS: they serve branches between
+//! expressions that are equal in the reals only (the max subtracted before exp, the
+//! reference token of the centred formulas, which side of the logistic loss to
+//! evaluate), where either choice gives a sound enclosure. Every reported decision goes
+//! through [`Arith::decide_cmp`] / [`Arith::decide_sign`], which answer `None` where the
+//! balls overlap. The review of every branch of the model and the trainer is in
+//! proofs-notes/certify.md.
+//!
+//! # Exact inputs
+//! The data are f64, so they enter exactly (radius 0), and the span step's Gram matrices
+//! are computed exactly once (`exact.rs`) and rounded once to the working precision
+//! ([`Arith::of_exact`]).
+//!
+//! # Kernels
+//! [`Arith::dot`], [`Arith::dot_f64`], [`Arith::axpy`] and [`Arith::axpy_f64`] run a
+//! midpoint pass (MPFR fmas in the trait's fixed [`LANES`] order, so the midpoints are
+//! those the MPFR twin at the same precision computes from the same midpoints) and a
+//! radius pass in [`Mag`].
+
+use std::cmp::Ordering;
+
+use gmp_mpfr_sys::mpfr;
+use rug::Float;
+use rug::float::Round;
+use rug::ops::{AddAssignRound, AssignRound, DivAssignRound, MulAssignRound, SubAssignRound};
+
+use super::mag::Mag;
+use super::mpfr::MAX_PREC;
+use super::{Arith, Kind, LANES};
+use crate::error::{Error, Result};
+
+/// Smallest working precision of a ball: the data (f64) must enter exactly.
+pub const MIN_BALL_PREC: u32 = 53;
+/// Default working precision of the ball trainer.
+pub const DEFAULT_BALL_PREC: u32 = 128;
+
+/// The ball arithmetic at a working precision (a context; see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ball {
+    prec: u32,
+}
+
+/// A ball `[mid +- rad]` (module docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BallReal {
+    mid: Float,
+    rad: Mag,
+}
+
+impl BallReal {
+    /// The midpoint.
+    pub fn mid(&self) -> &Float {
+        &self.mid
+    }
+
+    /// The radius.
+    pub fn rad(&self) -> Mag {
+        self.rad
+    }
+
+    /// The radius as an f64, rounded up (+inf beyond f64's range).
+    pub fn rad_f64(&self) -> f64 {
+        self.rad.to_f64_up()
+    }
+
+    /// A ball from a midpoint (kept exactly, at its own precision) and a radius.
+    pub fn new(mid: Float, rad: Mag) -> BallReal {
+        BallReal { mid, rad }
+    }
+
+    /// True when the exact value `v` lies in the ball, decided by an exact subtraction
+    /// (for the tests' references; the radius is taken as
+    /// [`Mag::to_float`] gives it, exact inside MPFR's exponent range).
+    pub fn contains(&self, v: &Float) -> bool {
+        if self.rad.is_inf() {
+            return !v.is_nan();
+        }
+        if !self.mid.is_finite() || !v.is_finite() {
+            return false;
+        }
+        let bounds = |f: &Float| f.get_exp().map(|e| (e as i64, e as i64 - f.prec() as i64));
+        let prec = match (bounds(v), bounds(&self.mid)) {
+            (Some((hv, lv)), Some((hm, lm))) => hv.max(hm) - lv.min(lm) + 2,
+            _ => v.prec().max(self.mid.prec()) as i64,
+        };
+        let d = Float::with_val(prec.clamp(2, 1 << 24) as u32, v - &self.mid);
+        d.abs() <= self.rad.to_float(64)
+    }
+}
+
+/// Half an ulp of a rounded MPFR result `x` (the error bound of round-to-nearest), or
+/// zero when the operation was exact (`ternary == 0`).
+#[inline(always)]
+fn err(x: &Float, ternary: i32) -> Mag {
+    if ternary == 0 {
+        return Mag::ZERO;
+    }
+    if x.is_zero() {
+        // an underflow to zero: the exact value is below the smallest positive number
+        // SAFETY: reading MPFR's global exponent range.
+        return Mag::pow2(unsafe { mpfr::get_emin() } - 1);
+    }
+    if !x.is_finite() {
+        return Mag::INF;
+    }
+    // x = 0.1b... 2^exp, ulp = 2^(exp - prec)
+    // SAFETY: x is a regular initialised MPFR number.
+    let (exp, prec) = unsafe { ((*x.as_raw()).exp, (*x.as_raw()).prec) };
+    Mag::pow2(exp - prec - 1)
+}
+
+#[inline(always)]
+fn tern(o: Ordering) -> i32 {
+    o as i32
+}
+
+/// `x = a * b + x` rounded to nearest; returns the ternary value.
+#[inline(always)]
+fn fma_mid(x: &mut Float, a: &Float, b: &Float) -> i32 {
+    // SAFETY: initialised MPFR numbers; MPFR allows the output to alias the addend.
+    unsafe {
+        mpfr::fma(
+            x.as_raw_mut(),
+            a.as_raw(),
+            b.as_raw(),
+            x.as_raw(),
+            mpfr::rnd_t::RNDN,
+        )
+    }
+}
+
+/// `x = x + a` rounded to nearest; returns the ternary value.
+#[inline(always)]
+fn add_mid(x: &mut Float, a: &Float) -> i32 {
+    tern(x.add_assign_round(a, Round::Nearest))
+}
+
+/// The radius of a product of balls before rounding: |ma| rb + |mb| ra + ra rb.
+#[inline(always)]
+fn prod_rad(a: &BallReal, b: &BallReal) -> Mag {
+    match (a.rad.is_zero(), b.rad.is_zero()) {
+        (true, true) => Mag::ZERO,
+        (true, false) => Mag::of_float(&a.mid).mul(b.rad),
+        (false, true) => Mag::of_float(&b.mid).mul(a.rad),
+        (false, false) => Mag::of_float(&a.mid)
+            .mul(b.rad)
+            .add(Mag::of_float(&b.mid).mul(a.rad))
+            .add(a.rad.mul(b.rad)),
+    }
+}
+
+/// A lower bound of |m| - r (zero when it cannot be proved positive).
+#[inline]
+fn gap_lower(m: &Float, r: Mag) -> Mag {
+    Mag::of_float_lower(m).sub_lower(r)
+}
+
+impl Ball {
+    /// The ball arithmetic at `prec` bits ([`MIN_BALL_PREC`]..=[`MAX_PREC`]).
+    pub fn new(prec: u32) -> Result<Ball> {
+        if !(MIN_BALL_PREC..=MAX_PREC).contains(&prec) {
+            return Err(Error::config(
+                "prec",
+                format!("a ball needs {MIN_BALL_PREC}..={MAX_PREC} bits, got {prec}"),
+            ));
+        }
+        Ok(Ball { prec })
+    }
+
+    /// `[mid +- rad]` with `mid` rounded to the working precision (the rounding added to
+    /// the radius).
+    pub fn ball(&self, mid: &Float, rad: Mag) -> BallReal {
+        let mut m = Float::new(self.prec);
+        let t = tern(m.assign_round(mid, Round::Nearest));
+        let e = err(&m, t);
+        BallReal {
+            mid: m,
+            rad: rad.add(e),
+        }
+    }
+}
+
+impl Arith for Ball {
+    type Real = BallReal;
+
+    fn kind(&self) -> Kind {
+        Kind::Ball
+    }
+    fn prec(&self) -> u32 {
+        self.prec
+    }
+    #[inline]
+    fn zero(&self) -> BallReal {
+        BallReal {
+            mid: Float::new(self.prec),
+            rad: Mag::ZERO,
+        }
+    }
+    /// The midpoint rounded to nearest.
+    #[inline]
+    fn to_f64(&self, x: &BallReal) -> f64 {
+        x.mid.to_f64()
+    }
+    /// `[m - r, m + r]` rounded outward (infinite ends for an infinite radius).
+    fn enclose(&self, x: &BallReal) -> (f64, f64) {
+        if x.rad.is_inf() || x.mid.is_nan() {
+            return (f64::NEG_INFINITY, f64::INFINITY);
+        }
+        let r = x.rad.to_float(64);
+        let mut lo = x.mid.clone();
+        lo.sub_assign_round(&r, Round::Down);
+        let mut hi = x.mid.clone();
+        hi.add_assign_round(&r, Round::Up);
+        (lo.to_f64_round(Round::Down), hi.to_f64_round(Round::Up))
+    }
+    #[inline]
+    fn set(&self, x: &mut BallReal, a: &BallReal) {
+        let t = tern(x.mid.assign_round(&a.mid, Round::Nearest));
+        x.rad = a.rad.add(err(&x.mid, t));
+    }
+    #[inline]
+    fn set_f64(&self, x: &mut BallReal, v: f64) {
+        let t = tern(x.mid.assign_round(v, Round::Nearest));
+        x.rad = err(&x.mid, t);
+    }
+    #[inline]
+    fn add(&self, x: &mut BallReal, a: &BallReal) {
+        let t = add_mid(&mut x.mid, &a.mid);
+        x.rad = x.rad.add(a.rad).add(err(&x.mid, t));
+    }
+    #[inline]
+    fn add_f64(&self, x: &mut BallReal, v: f64) {
+        let t = tern(x.mid.add_assign_round(v, Round::Nearest));
+        x.rad = x.rad.add(err(&x.mid, t));
+    }
+    #[inline]
+    fn sub(&self, x: &mut BallReal, a: &BallReal) {
+        let t = tern(x.mid.sub_assign_round(&a.mid, Round::Nearest));
+        x.rad = x.rad.add(a.rad).add(err(&x.mid, t));
+    }
+    #[inline]
+    fn mul(&self, x: &mut BallReal, a: &BallReal) {
+        let r = prod_rad(x, a);
+        let t = tern(x.mid.mul_assign_round(&a.mid, Round::Nearest));
+        x.rad = r.add(err(&x.mid, t));
+    }
+    #[inline]
+    fn mul_f64(&self, x: &mut BallReal, v: f64) {
+        let r = Mag::of_f64(v).mul(x.rad);
+        let t = tern(x.mid.mul_assign_round(v, Round::Nearest));
+        x.rad = r.add(err(&x.mid, t));
+    }
+    fn div(&self, x: &mut BallReal, a: &BallReal) {
+        // lower bounds of |mb| and |mb| - rb; the quotient is unbounded unless > 0
+        let den_gap = gap_lower(&a.mid, a.rad);
+        let r = if den_gap.is_zero() {
+            Mag::INF
+        } else if a.rad.is_zero() {
+            x.rad.div(Mag::of_float_lower(&a.mid))
+        } else {
+            let num = Mag::of_float(&x.mid)
+                .mul(a.rad)
+                .add(Mag::of_float(&a.mid).mul(x.rad));
+            num.div(Mag::of_float_lower(&a.mid).mul_lower(den_gap))
+        };
+        let t = tern(x.mid.div_assign_round(&a.mid, Round::Nearest));
+        x.rad = r.add(err(&x.mid, t));
+    }
+    fn div_f64(&self, x: &mut BallReal, v: f64) {
+        let r = if v == 0.0 || !v.is_finite() {
+            Mag::INF
+        } else {
+            // |v| rounded down to 32 bits is a lower bound of the divisor
+            x.rad
+                .div(Mag::of_float_lower(&Float::with_val(53, v)))
+        };
+        let t = tern(x.mid.div_assign_round(v, Round::Nearest));
+        x.rad = r.add(err(&x.mid, t));
+    }
+    #[inline]
+    fn diff(&self, x: &mut BallReal, a: &BallReal, b: &BallReal) {
+        let t = tern(x.mid.assign_round(&a.mid - &b.mid, Round::Nearest));
+        x.rad = a.rad.add(b.rad).add(err(&x.mid, t));
+    }
+    #[inline]
+    fn diff_f64(&self, x: &mut BallReal, a: f64, b: f64) {
+        // a enters exactly (prec >= 53); one rounding of a - b
+        let t0 = tern(x.mid.assign_round(a, Round::Nearest));
+        debug_assert_eq!(t0, 0);
+        let t = tern(x.mid.sub_assign_round(b, Round::Nearest));
+        x.rad = err(&x.mid, t);
+    }
+    #[inline]
+    fn prod(&self, x: &mut BallReal, a: &BallReal, b: &BallReal) {
+        let r = prod_rad(a, b);
+        let t = tern(x.mid.assign_round(&a.mid * &b.mid, Round::Nearest));
+        x.rad = r.add(err(&x.mid, t));
+    }
+    #[inline]
+    fn fma(&self, x: &mut BallReal, a: &BallReal, b: &BallReal) {
+        let r = prod_rad(a, b).add(x.rad);
+        let t = fma_mid(&mut x.mid, &a.mid, &b.mid);
+        x.rad = r.add(err(&x.mid, t));
+    }
+    #[inline]
+    fn fma_f64(&self, x: &mut BallReal, a: &BallReal, v: f64) {
+        let r = Mag::of_f64(v).mul(a.rad).add(x.rad);
+        let b = Float::with_val(53, v);
+        let t = fma_mid(&mut x.mid, &a.mid, &b);
+        x.rad = r.add(err(&x.mid, t));
+    }
+    #[inline]
+    fn neg(&self, x: &mut BallReal) {
+        rug::ops::NegAssign::neg_assign(&mut x.mid);
+    }
+    fn exp(&self, x: &mut BallReal) {
+        let r = x.rad;
+        let t = tern(x.mid.exp_round(Round::Nearest));
+        let e = err(&x.mid, t);
+        x.rad = if r.is_zero() {
+            e
+        } else {
+            // exp(m) <= |m'| + e; e^r - 1 <= r + r^2 for r <= 1 (the series' tail
+            // sum_{k>=2} r^k / k! <= r^2 (e - 2)), else MPFR's expm1 rounded up
+            let expm1 = if r.cmp_value(Mag::pow2(0)) != Ordering::Greater {
+                r.mul_add(r, r)
+            } else {
+                let mut f = r.to_float(64);
+                f.exp_m1_round(Round::Up);
+                Mag::of_float(&f)
+            };
+            Mag::of_float(&x.mid).add(e).mul(expm1).add(e)
+        };
+    }
+    fn ln_1p(&self, x: &mut BallReal) {
+        let r = if x.rad.is_zero() {
+            Mag::ZERO
+        } else {
+            // a lower bound of 1 + m - r (> 0 needed)
+            let one_m = Float::with_val_round(64, &x.mid + 1u32, Round::Down).0;
+            if one_m.is_sign_negative() || one_m.is_zero() {
+                Mag::INF
+            } else {
+                x.rad.div(gap_lower(&one_m, x.rad))
+            }
+        };
+        let t = tern(x.mid.ln_1p_round(Round::Nearest));
+        x.rad = r.add(err(&x.mid, t));
+    }
+    fn sqrt(&self, x: &mut BallReal) {
+        let r = if x.rad.is_zero() {
+            Mag::ZERO
+        } else if x.mid.is_sign_negative() || x.mid.is_zero() {
+            Mag::INF
+        } else {
+            // m - r >= 0 proved by a lower bound; r / (sqrt(m) + sqrt(m - r)) with the
+            // square roots rounded down
+            let m_lo = Mag::of_float_lower(&x.mid);
+            if m_lo.cmp_value(x.rad) == Ordering::Less {
+                Mag::INF
+            } else {
+                let sqrt_lo = |v: Mag| {
+                    let mut f = v.to_float(64);
+                    // v.to_float is exact for finite, in-range values; round down
+                    f.sqrt_round(Round::Down);
+                    Mag::of_float_lower(&f)
+                };
+                let den = sqrt_lo(m_lo).add(sqrt_lo(m_lo.sub_lower(x.rad)));
+                x.rad.div(den)
+            }
+        };
+        let t = tern(x.mid.sqrt_round(Round::Nearest));
+        x.rad = r.add(err(&x.mid, t));
+    }
+    /// The order of the MIDPOINTS (module docs: for branches between expressions equal
+    /// in the reals only).
+    #[inline]
+    fn cmp(&self, a: &BallReal, b: &BallReal) -> Option<Ordering> {
+        a.mid.partial_cmp(&b.mid)
+    }
+    /// The sign of the MIDPOINT (module docs).
+    #[inline]
+    fn sign(&self, x: &BallReal) -> i8 {
+        match x.mid.cmp0() {
+            Some(Ordering::Greater) => 1,
+            Some(Ordering::Less) => -1,
+            _ => 0,
+        }
+    }
+    /// The order where the balls are disjoint; `Some(Equal)` only for two exact (radius
+    /// 0) equal values; `None` otherwise.
+    fn decide_cmp(&self, a: &BallReal, b: &BallReal) -> Option<Ordering> {
+        if !self.is_finite(a) || !self.is_finite(b) {
+            return None;
+        }
+        if a.rad.is_zero() && b.rad.is_zero() {
+            return a.mid.partial_cmp(&b.mid);
+        }
+        // |ma - mb| rounded toward zero (a lower bound with the exact sign)
+        let d = Float::with_val_round(64, &a.mid - &b.mid, Round::Zero).0;
+        if Mag::of_float_lower(&d).cmp_value(a.rad.add(b.rad)) == Ordering::Greater {
+            d.cmp0()
+        } else {
+            None
+        }
+    }
+    /// The sign where the ball excludes 0; `Some(0)` only for the exact zero.
+    fn decide_sign(&self, x: &BallReal) -> Option<i8> {
+        if !self.is_finite(x) {
+            return None;
+        }
+        if x.mid.is_zero() {
+            return x.rad.is_zero().then_some(0);
+        }
+        (Mag::of_float_lower(&x.mid).cmp_value(x.rad) == Ordering::Greater)
+            .then(|| self.sign(x))
+    }
+    /// A ball that contains max(u, v) for every u in `x` and v in `a`: the ball whose
+    /// upper end is proved larger (it contains max(u, v): that is at least its own point
+    /// and at most its upper end), else the hull of the two balls.
+    fn max(&self, x: &mut BallReal, a: &BallReal) {
+        if !self.is_finite(x) || !self.is_finite(a) {
+            // no bound: the larger midpoint (where comparable), an infinite radius
+            if a.mid > x.mid {
+                x.mid.clone_from(&a.mid);
+            }
+            x.rad = Mag::INF;
+            return;
+        }
+        let p = self.prec + 64;
+        let r_x = x.rad.to_float(64);
+        let r_a = a.rad.to_float(64);
+        let hi = |m: &Float, r: &Float, dir| Float::with_val_round(p, m + r, dir).0;
+        let lo = |m: &Float, r: &Float, dir| Float::with_val_round(p, m - r, dir).0;
+        let (hx_d, hx_u) = (hi(&x.mid, &r_x, Round::Down), hi(&x.mid, &r_x, Round::Up));
+        let (ha_d, ha_u) = (hi(&a.mid, &r_a, Round::Down), hi(&a.mid, &r_a, Round::Up));
+        if ha_d >= hx_u {
+            x.mid.clone_from(&a.mid);
+            x.rad = a.rad;
+            return;
+        }
+        if hx_d >= ha_u {
+            return;
+        }
+        // hull [max(lo_x, lo_a), max(hi_x, hi_a)], rounded outward
+        let l = lo(&x.mid, &r_x, Round::Down).max(&lo(&a.mid, &r_a, Round::Down));
+        let h = hx_u.max(&ha_u);
+        let mut m = Float::new(self.prec);
+        m.assign_round(Float::with_val(p + 1, &l + &h) / 2u32, Round::Nearest);
+        let up = |v: Float| Mag::of_float(&v);
+        let r = up(Float::with_val_round(p, &h - &m, Round::Up).0)
+            .max(up(Float::with_val_round(p, &m - &l, Round::Up).0));
+        x.mid = m;
+        x.rad = r;
+    }
+    #[inline]
+    fn is_finite(&self, x: &BallReal) -> bool {
+        x.mid.is_finite() && !x.rad.is_inf()
+    }
+    /// `<midpoint in MPFR's hex> +- <radius>` (the radius as [`Mag::to_exact_string`]).
+    fn to_exact_string(&self, x: &BallReal) -> String {
+        format!(
+            "{} +- {}",
+            x.mid.to_string_radix(16, None),
+            x.rad.to_exact_string()
+        )
+    }
+    fn parse_exact(&self, s: &str) -> Option<BallReal> {
+        let (m, r) = s.split_once(" +- ")?;
+        let mid = Float::with_val(self.prec, Float::parse_radix(m, 16).ok()?);
+        Some(BallReal {
+            mid,
+            rad: Mag::parse_exact(r)?,
+        })
+    }
+    /// True: the span step's Gram matrices enter exactly.
+    fn exact_inputs(&self) -> bool {
+        true
+    }
+    /// The exact value rounded once to the working precision (radius: its half ulp).
+    fn of_exact(&self, v: &Float) -> BallReal {
+        self.ball(v, Mag::ZERO)
+    }
+
+    fn dot(&self, x: &[BallReal], y: &[BallReal], out: &mut BallReal) {
+        debug_assert_eq!(x.len(), y.len());
+        let mut acc: [Float; LANES] = std::array::from_fn(|_| Float::new(self.prec));
+        let (mut e, mut r) = (Mag::ZERO, Mag::ZERO);
+        for (k, (a, b)) in x.iter().zip(y).enumerate() {
+            let t = fma_mid(&mut acc[k % LANES], &a.mid, &b.mid);
+            e = e.add(err(&acc[k % LANES], t));
+            r = r.add(prod_rad(a, b));
+        }
+        self.finish(acc, e.add(r), out);
+    }
+
+    fn dot_f64(&self, x: &[f64], y: &[BallReal], out: &mut BallReal) {
+        debug_assert_eq!(x.len(), y.len());
+        let mut acc: [Float; LANES] = std::array::from_fn(|_| Float::new(self.prec));
+        let (mut e, mut r) = (Mag::ZERO, Mag::ZERO);
+        let mut xk = Float::new(53);
+        for (k, (a, b)) in x.iter().zip(y).enumerate() {
+            rug::Assign::assign(&mut xk, *a);
+            let t = fma_mid(&mut acc[k % LANES], &b.mid, &xk);
+            e = e.add(err(&acc[k % LANES], t));
+            if !b.rad.is_zero() {
+                r = r.add(Mag::of_f64(*a).mul(b.rad));
+            }
+        }
+        self.finish(acc, e.add(r), out);
+    }
+
+    fn axpy(&self, alpha: &BallReal, x: &[BallReal], y: &mut [BallReal]) {
+        debug_assert_eq!(x.len(), y.len());
+        for (yk, xk) in y.iter_mut().zip(x) {
+            let r = prod_rad(alpha, xk).add(yk.rad);
+            let t = fma_mid(&mut yk.mid, &alpha.mid, &xk.mid);
+            yk.rad = r.add(err(&yk.mid, t));
+        }
+    }
+
+    fn axpy_f64(&self, alpha: &BallReal, x: &[f64], y: &mut [BallReal]) {
+        debug_assert_eq!(x.len(), y.len());
+        let mut xk = Float::new(53);
+        for (yk, a) in y.iter_mut().zip(x) {
+            rug::Assign::assign(&mut xk, *a);
+            let r = if alpha.rad.is_zero() {
+                yk.rad
+            } else {
+                Mag::of_f64(*a).mul(alpha.rad).add(yk.rad)
+            };
+            let t = fma_mid(&mut yk.mid, &alpha.mid, &xk);
+            yk.rad = r.add(err(&yk.mid, t));
+        }
+    }
+}
+
+impl Ball {
+    /// Combine the accumulators of a dot product in the trait's tree order, adding each
+    /// sum's rounding to `rad`, into `out`.
+    fn finish(&self, mut acc: [Float; LANES], mut rad: Mag, out: &mut BallReal) {
+        let mut width = LANES;
+        while width > 1 {
+            width /= 2;
+            for j in 0..width {
+                acc.swap(j, 2 * j);
+                let (lo, hi) = acc.split_at_mut(2 * j + 1);
+                let t = add_mid(&mut lo[j], &hi[0]);
+                rad = rad.add(err(&lo[j], t));
+            }
+        }
+        let [first, ..] = acc;
+        let t = tern(out.mid.assign_round(&first, Round::Nearest));
+        out.rad = rad.add(err(&out.mid, t));
+    }
+}
