@@ -107,7 +107,9 @@ pub fn softmax<A: Arith>(
     let top = argmax(ar, z);
     let zmax = &z[top];
     let mut others = ar.zero();
-    let mut second: Option<usize> = None;
+    // max_{j != top} z_j by `Arith::max`: a ball arithmetic encloses it even where the
+    // order of the other scores is not decided
+    let mut second: Option<A::Real> = None;
     for (t, (zt, st)) in z.iter().zip(s.iter_mut()).enumerate() {
         if t == top {
             ar.set_f64(st, 1.0);
@@ -115,8 +117,9 @@ pub fn softmax<A: Arith>(
             ar.diff(st, zt, zmax);
             ar.exp(st);
             ar.add(&mut others, st);
-            if second.is_none_or(|u| ar.cmp(zt, &z[u]) == Some(Ordering::Greater)) {
-                second = Some(t);
+            match &mut second {
+                None => second = Some(zt.clone()),
+                Some(m) => ar.max(m, zt),
             }
         }
     }
@@ -136,8 +139,8 @@ pub fn softmax<A: Arith>(
         }
     }
     att.top = top;
-    match second {
-        Some(u) => ar.diff(&mut att.gap, zmax, &z[u]),
+    match &second {
+        Some(m) => ar.diff(&mut att.gap, zmax, m),
         None => ar.set_f64(&mut att.gap, f64::INFINITY),
     }
 }

@@ -200,15 +200,7 @@ pub fn gram_f64(x: &[f64], rows: usize, cols: usize) -> Vec<Float> {
             (i..rows).map(|j| dot_rows(&mut acc, r.row(i), r.row(j))).collect()
         })
         .collect();
-    let mut g = vec![Float::new(1); rows * rows];
-    for (i, ui) in upper.into_iter().enumerate() {
-        for (k, v) in ui.into_iter().enumerate() {
-            let j = i + k;
-            g[j * rows + i] = v.clone();
-            g[i * rows + j] = v;
-        }
-    }
-    g
+    mirror(upper, rows)
 }
 
 /// The exact cross Gram matrix `C_ij = <a_i, b_j>` of f64 rows `a` (`a.len() / cols`
@@ -226,6 +218,43 @@ pub fn cross_gram_f64(a: &[f64], b: &[f64], cols: usize) -> Vec<Float> {
                 .collect::<Vec<_>>()
         })
         .collect()
+}
+
+/// `W^T v` exactly for an f64 vector `v` (length `d`) and a `d x d` f64 matrix `w`
+/// (row-major): `out_k = sum_m v_m W[m, k]`.
+pub fn vec_mat_f64(v: &[f64], w: &[f64], d: usize) -> Vec<Float> {
+    let mut wt = vec![0.0; d * d];
+    for m in 0..d {
+        for k in 0..d {
+            wt[k * d + m] = w[m * d + k];
+        }
+    }
+    cross_gram_f64(&v[..d], &wt, d)
+}
+
+/// The exact Gram matrix of `rows` rows of exact dyadic numbers (width `cols`), each
+/// entry by [`dot_exact`], rows computed in parallel.
+pub fn gram_exact(b: &[Float], rows: usize, cols: usize) -> Vec<Float> {
+    use rayon::prelude::*;
+    let row = |i: usize| &b[i * cols..(i + 1) * cols];
+    let upper: Vec<Vec<Float>> = (0..rows)
+        .into_par_iter()
+        .map(|i| (i..rows).map(|j| dot_exact(row(i), row(j))).collect())
+        .collect();
+    mirror(upper, rows)
+}
+
+/// The full symmetric matrix from its upper triangle's rows (`upper[i]` holds j >= i).
+fn mirror(upper: Vec<Vec<Float>>, rows: usize) -> Vec<Float> {
+    let mut g = vec![Float::new(1); rows * rows];
+    for (i, ui) in upper.into_iter().enumerate() {
+        for (k, v) in ui.into_iter().enumerate() {
+            let j = i + k;
+            g[j * rows + i] = v.clone();
+            g[i * rows + j] = v;
+        }
+    }
+    g
 }
 
 /// Exponent bounds of a nonzero exact value: it is a multiple of `2^lo` below `2^hi`.
