@@ -28,11 +28,15 @@ pub use crate::config::Formulation;
 /// Summary of one softmax evaluation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attention<R> {
-    /// Index of the largest score (lowest index on ties): the selected token.
+    /// Index of the largest score (lowest index on ties): the selected token (a ball
+    /// arithmetic: of the midpoints; see `gap` for whether it is proved).
     pub top: usize,
     /// `rest` = 1 - s_top (`Stable`: sum_{j != top} e_j / sum_u e_u; `Naive`: 1 - s_top).
     pub rest: R,
-    /// Score gap z_top - max_{j != top} z_j (infinite for T = 1).
+    /// Score gap z_top - max_{j != top} z_j (infinite for T = 1). In a ball arithmetic
+    /// it encloses the exact gap for this `top` even where the order of the other scores
+    /// is undecided, so `decide_sign(gap)` proves the selection: `Some(1)`, `top` is the
+    /// unique largest score; `Some(0)`, an exact tie; `None`, undecided.
     pub gap: R,
 }
 
@@ -314,9 +318,13 @@ pub fn loss_derivative<A: Arith>(ar: &A, u: &A::Real, out: &mut A::Real) {
     ar.div(out, &den);
 }
 
-/// Predicted label sign(f) (0 counts as wrong for both classes).
+/// Predicted label sign(f) (0 counts as wrong for both classes), as
+/// [`Arith::decide_sign`] proves it: the sign itself in f64, f32 and MPFR (finite values;
+/// NaN gives 0 as before); in a ball arithmetic the sign where the ball excludes 0, and
+/// 0 (not counted as correct) where it is undecided, so an accuracy counted from it is a
+/// PROVED lower bound, never a guess.
 pub fn predict<A: Arith>(ar: &A, f: &A::Real) -> i8 {
-    ar.sign(f)
+    ar.decide_sign(f).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -368,6 +376,12 @@ mod tests {
         assert_eq!(predict(&ar, &tiny), 1);
         assert_eq!(predict(&ar, &(-tiny)), -1);
         assert_eq!(predict(&ar, &ar.zero()), 0);
+        // a ball counts a prediction only where its sign is proved
+        use crate::arith::{Ball, BallReal, Mag};
+        let ball = Ball::new(128).unwrap();
+        let f = |r: f64| BallReal::new(rug::Float::with_val(128, 1e-3), Mag::of_f64(r));
+        assert_eq!(predict(&ball, &f(1e-4)), 1);
+        assert_eq!(predict(&ball, &f(1e-2)), 0);
     }
 
     /// l and l' against their closed forms at 0 and the overflow ends, and l' against a

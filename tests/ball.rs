@@ -33,7 +33,7 @@ fn draw_ball(r: &mut rand_chacha::ChaCha20Rng, prec: u32, spread: i32) -> BallRe
         Mag::ZERO
     } else {
         let k = 1 + (rng::uniform(r) * 100.0) as i64;
-        Mag::of_float(&mid).mul(Mag::pow2(-k))
+        Mag::of_float(&mid).mul_up(Mag::pow2(-k))
     };
     BallReal::new(mid, rad)
 }
@@ -82,10 +82,16 @@ fn check(
             .collect();
         for v in bracket(|rnd| f(&args, rnd)) {
             if !v.is_finite() {
-                assert!(out.rad().is_inf(), "{what}: a non-finite value needs an infinite radius");
+                assert!(
+                    out.rad().is_inf(),
+                    "{what}: a non-finite value needs an infinite radius"
+                );
                 continue;
             }
-            assert!(out.contains(&v), "{what}: {v} not in {out:?} (inputs {inputs:?})");
+            assert!(
+                out.contains(&v),
+                "{what}: {v} not in {out:?} (inputs {inputs:?})"
+            );
             let d = Float::with_val(REF, &v - out.mid()).abs();
             if d > dev {
                 dev = d;
@@ -172,21 +178,43 @@ fn every_operation_encloses_and_is_tight() {
         );
         let small = BallReal::new(
             small.mid().clone(),
-            Mag::of_float(small.mid()).mul(Mag::pow2(-1 - (i as i64 % 90))),
+            Mag::of_float(small.mid()).mul_up(Mag::pow2(-1 - (i as i64 % 90))),
         );
         ar.set(&mut x, &small);
         ar.exp(&mut x);
         let r_f = small.rad().to_f64_up();
-        check("exp", &x, &[&small], &|v, rnd| Float::with_val_round(REF, v[0].exp_ref(), rnd).0, 1.0 + r_f);
+        check(
+            "exp",
+            &x,
+            &[&small],
+            &|v, rnd| Float::with_val_round(REF, v[0].exp_ref(), rnd).0,
+            1.0 + r_f,
+        );
         ar.set(&mut x, &small);
         ar.ln_1p(&mut x);
         let lo = (small.mid().to_f64() + 1.0 - r_f).max(1e-300);
-        let f_log = if lo > 0.0 { 1.0 + r_f / lo } else { f64::INFINITY };
-        check("ln_1p", &x, &[&small], &|v, rnd| Float::with_val_round(REF, v[0].ln_1p_ref(), rnd).0, f_log);
+        let f_log = if lo > 0.0 {
+            1.0 + r_f / lo
+        } else {
+            f64::INFINITY
+        };
+        check(
+            "ln_1p",
+            &x,
+            &[&small],
+            &|v, rnd| Float::with_val_round(REF, v[0].ln_1p_ref(), rnd).0,
+            f_log,
+        );
         let pos = BallReal::new(small.mid().clone().abs(), small.rad());
         ar.set(&mut x, &pos);
         ar.sqrt(&mut x);
-        check("sqrt", &x, &[&pos], &|v, rnd| Float::with_val_round(REF, v[0].sqrt_ref(), rnd).0, 1.0);
+        check(
+            "sqrt",
+            &x,
+            &[&pos],
+            &|v, rnd| Float::with_val_round(REF, v[0].sqrt_ref(), rnd).0,
+            1.0,
+        );
         // f64 operands (exact data)
         let v = a.mid().to_f64() * 0.37;
         let fv = Float::with_val(53, v);
@@ -225,14 +253,20 @@ fn radii_keep_a_wide_exponent() {
             1.01,
         );
         let (lo, hi) = ar.enclose(&x);
-        assert!(lo <= hi && lo >= 0.0, "outward f64 enclosure [{lo:e}, {hi:e}]");
+        assert!(
+            lo <= hi && lo >= 0.0,
+            "outward f64 enclosure [{lo:e}, {hi:e}]"
+        );
     }
     // subnormal-range data entries are exact
     let mut x = ar.zero();
     ar.set_f64(&mut x, f64::from_bits(3));
     assert!(x.rad().is_zero());
     ar.mul_f64(&mut x, f64::from_bits(5));
-    assert!(x.contains(&Float::with_val(REF, Float::with_val(64, f64::from_bits(3)) * f64::from_bits(5))));
+    assert!(x.contains(&Float::with_val(
+        REF,
+        Float::with_val(64, f64::from_bits(3)) * f64::from_bits(5)
+    )));
 }
 
 /// Decisions: disjoint balls are ordered, overlapping ones are not, and `Equal` / sign 0
@@ -241,9 +275,15 @@ fn radii_keep_a_wide_exponent() {
 fn decisions_are_proved_or_refused() {
     let ar = Ball::new(128).unwrap();
     let b = |m: f64, r: f64| BallReal::new(Float::with_val(128, m), Mag::of_f64(r));
-    assert_eq!(ar.decide_cmp(&b(1.0, 0.1), &b(1.3, 0.1)), Some(Ordering::Less));
+    assert_eq!(
+        ar.decide_cmp(&b(1.0, 0.1), &b(1.3, 0.1)),
+        Some(Ordering::Less)
+    );
     assert_eq!(ar.decide_cmp(&b(1.0, 0.2), &b(1.3, 0.2)), None);
-    assert_eq!(ar.decide_cmp(&b(1.0, 0.0), &b(1.0, 0.0)), Some(Ordering::Equal));
+    assert_eq!(
+        ar.decide_cmp(&b(1.0, 0.0), &b(1.0, 0.0)),
+        Some(Ordering::Equal)
+    );
     assert_eq!(ar.decide_cmp(&b(1.0, 1e-30), &b(1.0, 0.0)), None);
     assert_eq!(ar.decide_sign(&b(0.0, 0.0)), Some(0));
     assert_eq!(ar.decide_sign(&b(0.0, 1e-300)), None);
@@ -329,14 +369,39 @@ fn lockstep(cfg: &Config, data: &Dataset) {
         inside("s", step, &b.s, &t.s);
         for (i, (sb, st)) in b.samples.iter().zip(&t.samples).enumerate() {
             let w = |q: &str| format!("sample {i} {q}");
-            inside(&w("f"), step, std::slice::from_ref(&sb.f), std::slice::from_ref(&st.f));
-            inside(&w("rest"), step, std::slice::from_ref(&sb.att.rest), std::slice::from_ref(&st.att.rest));
+            inside(
+                &w("f"),
+                step,
+                std::slice::from_ref(&sb.f),
+                std::slice::from_ref(&st.f),
+            );
+            inside(
+                &w("rest"),
+                step,
+                std::slice::from_ref(&sb.att.rest),
+                std::slice::from_ref(&st.att.rest),
+            );
             if st.att.gap.is_finite() {
-                inside(&w("gap"), step, std::slice::from_ref(&sb.att.gap), std::slice::from_ref(&st.att.gap));
+                inside(
+                    &w("gap"),
+                    step,
+                    std::slice::from_ref(&sb.att.gap),
+                    std::slice::from_ref(&st.att.gap),
+                );
             }
-            inside(&w("loss"), step, std::slice::from_ref(&sb.loss), std::slice::from_ref(&st.loss));
+            inside(
+                &w("loss"),
+                step,
+                std::slice::from_ref(&sb.loss),
+                std::slice::from_ref(&st.loss),
+            );
         }
-        inside("loss", step, std::slice::from_ref(&b.loss), std::slice::from_ref(&t.loss));
+        inside(
+            "loss",
+            step,
+            std::slice::from_ref(&b.loss),
+            std::slice::from_ref(&t.loss),
+        );
         inside("q", step, &b.q(), &t.q());
         if step < cfg.steps {
             b.update().unwrap();
@@ -393,8 +458,15 @@ fn default_run_decides_its_top_tokens_and_signs() {
                     );
                 }
             }
-            assert!(ar.decide_sign(&s.f).is_some_and(|v| v != 0), "step {step} sample {i}: sign of f");
-            assert_eq!(ar.decide_sign(&s.att.gap), Some(1), "the gap is proved positive");
+            assert!(
+                ar.decide_sign(&s.f).is_some_and(|v| v != 0),
+                "step {step} sample {i}: sign of f"
+            );
+            assert_eq!(
+                ar.decide_sign(&s.att.gap),
+                Some(1),
+                "the gap is proved positive"
+            );
             worst_rad = worst_rad.max(s.f.rad_f64() / s.f.mid().to_f64().abs());
         }
     }

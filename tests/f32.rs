@@ -80,7 +80,13 @@ fn lockstep(cfg: &Config, method: Method, form: Formulation) -> f64 {
             .fold(0.0, f64::max);
         // |g_t| = |<nu, x_t>| <= ||x_t|| / ||mu|| (||nu|| = 1 / ||mu||)
         let g = (0..n * t)
-            .map(|r| x[r * d..(r + 1) * d].iter().map(|v| v * v).sum::<f64>().sqrt())
+            .map(|r| {
+                x[r * d..(r + 1) * d]
+                    .iter()
+                    .map(|v| v * v)
+                    .sum::<f64>()
+                    .sqrt()
+            })
             .fold(0.0, f64::max)
             / data.mu_norm;
         let (q32, q64) = (a.q(), b.q());
@@ -95,7 +101,10 @@ fn lockstep(cfg: &Config, method: Method, form: Formulation) -> f64 {
             })
             .fold(0.0, f64::max);
         let scale = gamma(big_n) * s_max;
-        assert!(drift <= (step as f64 + 1.0) * scale, "step {step}: drift {drift:e}");
+        assert!(
+            drift <= (step as f64 + 1.0) * scale,
+            "step {step}: drift {drift:e}"
+        );
         let dz = drift + scale;
         let ds = 2.0 * dz + (t as f64 + 4.0) * U;
         let df = t as f64 * g * ds + 2.0 * gamma(big_n) * g;
@@ -142,7 +151,10 @@ fn f32_trainer_stays_within_float32_error_of_f64() {
     ];
     for (mode, method, form) in runs {
         let cfg = if mode == Mode::P {
-            Config { mode, ..base.clone() }
+            Config {
+                mode,
+                ..base.clone()
+            }
         } else {
             common::with_init(base.clone(), mode, 0.5, true)
         };

@@ -167,12 +167,12 @@ fn add_mid(x: &mut Float, a: &Float) -> i32 {
 fn prod_rad(a: &BallReal, b: &BallReal) -> Mag {
     match (a.rad.is_zero(), b.rad.is_zero()) {
         (true, true) => Mag::ZERO,
-        (true, false) => Mag::of_float(&a.mid).mul(b.rad),
-        (false, true) => Mag::of_float(&b.mid).mul(a.rad),
+        (true, false) => Mag::of_float(&a.mid).mul_up(b.rad),
+        (false, true) => Mag::of_float(&b.mid).mul_up(a.rad),
         (false, false) => Mag::of_float(&a.mid)
-            .mul(b.rad)
-            .add(Mag::of_float(&b.mid).mul(a.rad))
-            .add(a.rad.mul(b.rad)),
+            .mul_up(b.rad)
+            .add_up(Mag::of_float(&b.mid).mul_up(a.rad))
+            .add_up(a.rad.mul_up(b.rad)),
     }
 }
 
@@ -202,7 +202,7 @@ impl Ball {
         let e = err(&m, t);
         BallReal {
             mid: m,
-            rad: rad.add(e),
+            rad: rad.add_up(e),
         }
     }
 }
@@ -243,7 +243,7 @@ impl Arith for Ball {
     #[inline]
     fn set(&self, x: &mut BallReal, a: &BallReal) {
         let t = tern(x.mid.assign_round(&a.mid, Round::Nearest));
-        x.rad = a.rad.add(err(&x.mid, t));
+        x.rad = a.rad.add_up(err(&x.mid, t));
     }
     #[inline]
     fn set_f64(&self, x: &mut BallReal, v: f64) {
@@ -253,29 +253,29 @@ impl Arith for Ball {
     #[inline]
     fn add(&self, x: &mut BallReal, a: &BallReal) {
         let t = add_mid(&mut x.mid, &a.mid);
-        x.rad = x.rad.add(a.rad).add(err(&x.mid, t));
+        x.rad = x.rad.add_up(a.rad).add_up(err(&x.mid, t));
     }
     #[inline]
     fn add_f64(&self, x: &mut BallReal, v: f64) {
         let t = tern(x.mid.add_assign_round(v, Round::Nearest));
-        x.rad = x.rad.add(err(&x.mid, t));
+        x.rad = x.rad.add_up(err(&x.mid, t));
     }
     #[inline]
     fn sub(&self, x: &mut BallReal, a: &BallReal) {
         let t = tern(x.mid.sub_assign_round(&a.mid, Round::Nearest));
-        x.rad = x.rad.add(a.rad).add(err(&x.mid, t));
+        x.rad = x.rad.add_up(a.rad).add_up(err(&x.mid, t));
     }
     #[inline]
     fn mul(&self, x: &mut BallReal, a: &BallReal) {
         let r = prod_rad(x, a);
         let t = tern(x.mid.mul_assign_round(&a.mid, Round::Nearest));
-        x.rad = r.add(err(&x.mid, t));
+        x.rad = r.add_up(err(&x.mid, t));
     }
     #[inline]
     fn mul_f64(&self, x: &mut BallReal, v: f64) {
-        let r = Mag::of_f64(v).mul(x.rad);
+        let r = Mag::of_f64(v).mul_up(x.rad);
         let t = tern(x.mid.mul_assign_round(v, Round::Nearest));
-        x.rad = r.add(err(&x.mid, t));
+        x.rad = r.add_up(err(&x.mid, t));
     }
     fn div(&self, x: &mut BallReal, a: &BallReal) {
         // lower bounds of |mb| and |mb| - rb; the quotient is unbounded unless > 0
@@ -283,31 +283,30 @@ impl Arith for Ball {
         let r = if den_gap.is_zero() {
             Mag::INF
         } else if a.rad.is_zero() {
-            x.rad.div(Mag::of_float_lower(&a.mid))
+            x.rad.div_up(Mag::of_float_lower(&a.mid))
         } else {
             let num = Mag::of_float(&x.mid)
-                .mul(a.rad)
-                .add(Mag::of_float(&a.mid).mul(x.rad));
-            num.div(Mag::of_float_lower(&a.mid).mul_lower(den_gap))
+                .mul_up(a.rad)
+                .add_up(Mag::of_float(&a.mid).mul_up(x.rad));
+            num.div_up(Mag::of_float_lower(&a.mid).mul_lower(den_gap))
         };
         let t = tern(x.mid.div_assign_round(&a.mid, Round::Nearest));
-        x.rad = r.add(err(&x.mid, t));
+        x.rad = r.add_up(err(&x.mid, t));
     }
     fn div_f64(&self, x: &mut BallReal, v: f64) {
         let r = if v == 0.0 || !v.is_finite() {
             Mag::INF
         } else {
             // |v| rounded down to 32 bits is a lower bound of the divisor
-            x.rad
-                .div(Mag::of_float_lower(&Float::with_val(53, v)))
+            x.rad.div_up(Mag::of_float_lower(&Float::with_val(53, v)))
         };
         let t = tern(x.mid.div_assign_round(v, Round::Nearest));
-        x.rad = r.add(err(&x.mid, t));
+        x.rad = r.add_up(err(&x.mid, t));
     }
     #[inline]
     fn diff(&self, x: &mut BallReal, a: &BallReal, b: &BallReal) {
         let t = tern(x.mid.assign_round(&a.mid - &b.mid, Round::Nearest));
-        x.rad = a.rad.add(b.rad).add(err(&x.mid, t));
+        x.rad = a.rad.add_up(b.rad).add_up(err(&x.mid, t));
     }
     #[inline]
     fn diff_f64(&self, x: &mut BallReal, a: f64, b: f64) {
@@ -321,20 +320,20 @@ impl Arith for Ball {
     fn prod(&self, x: &mut BallReal, a: &BallReal, b: &BallReal) {
         let r = prod_rad(a, b);
         let t = tern(x.mid.assign_round(&a.mid * &b.mid, Round::Nearest));
-        x.rad = r.add(err(&x.mid, t));
+        x.rad = r.add_up(err(&x.mid, t));
     }
     #[inline]
     fn fma(&self, x: &mut BallReal, a: &BallReal, b: &BallReal) {
-        let r = prod_rad(a, b).add(x.rad);
+        let r = prod_rad(a, b).add_up(x.rad);
         let t = fma_mid(&mut x.mid, &a.mid, &b.mid);
-        x.rad = r.add(err(&x.mid, t));
+        x.rad = r.add_up(err(&x.mid, t));
     }
     #[inline]
     fn fma_f64(&self, x: &mut BallReal, a: &BallReal, v: f64) {
-        let r = Mag::of_f64(v).mul(a.rad).add(x.rad);
+        let r = Mag::of_f64(v).mul_up(a.rad).add_up(x.rad);
         let b = Float::with_val(53, v);
         let t = fma_mid(&mut x.mid, &a.mid, &b);
-        x.rad = r.add(err(&x.mid, t));
+        x.rad = r.add_up(err(&x.mid, t));
     }
     #[inline]
     fn neg(&self, x: &mut BallReal) {
@@ -350,13 +349,13 @@ impl Arith for Ball {
             // exp(m) <= |m'| + e; e^r - 1 <= r + r^2 for r <= 1 (the series' tail
             // sum_{k>=2} r^k / k! <= r^2 (e - 2)), else MPFR's expm1 rounded up
             let expm1 = if r.cmp_value(Mag::pow2(0)) != Ordering::Greater {
-                r.mul_add(r, r)
+                r.mul_add_up(r, r)
             } else {
                 let mut f = r.to_float(64);
                 f.exp_m1_round(Round::Up);
                 Mag::of_float(&f)
             };
-            Mag::of_float(&x.mid).add(e).mul(expm1).add(e)
+            Mag::of_float(&x.mid).add_up(e).mul_up(expm1).add_up(e)
         };
     }
     fn ln_1p(&self, x: &mut BallReal) {
@@ -368,11 +367,11 @@ impl Arith for Ball {
             if one_m.is_sign_negative() || one_m.is_zero() {
                 Mag::INF
             } else {
-                x.rad.div(gap_lower(&one_m, x.rad))
+                x.rad.div_up(gap_lower(&one_m, x.rad))
             }
         };
         let t = tern(x.mid.ln_1p_round(Round::Nearest));
-        x.rad = r.add(err(&x.mid, t));
+        x.rad = r.add_up(err(&x.mid, t));
     }
     fn sqrt(&self, x: &mut BallReal) {
         let r = if x.rad.is_zero() {
@@ -392,12 +391,12 @@ impl Arith for Ball {
                     f.sqrt_round(Round::Down);
                     Mag::of_float_lower(&f)
                 };
-                let den = sqrt_lo(m_lo).add(sqrt_lo(m_lo.sub_lower(x.rad)));
-                x.rad.div(den)
+                let den = sqrt_lo(m_lo).add_up(sqrt_lo(m_lo.sub_lower(x.rad)));
+                x.rad.div_up(den)
             }
         };
         let t = tern(x.mid.sqrt_round(Round::Nearest));
-        x.rad = r.add(err(&x.mid, t));
+        x.rad = r.add_up(err(&x.mid, t));
     }
     /// The order of the MIDPOINTS (module docs: for branches between expressions equal
     /// in the reals only).
@@ -425,7 +424,7 @@ impl Arith for Ball {
         }
         // |ma - mb| rounded toward zero (a lower bound with the exact sign)
         let d = Float::with_val_round(64, &a.mid - &b.mid, Round::Zero).0;
-        if Mag::of_float_lower(&d).cmp_value(a.rad.add(b.rad)) == Ordering::Greater {
+        if Mag::of_float_lower(&d).cmp_value(a.rad.add_up(b.rad)) == Ordering::Greater {
             d.cmp0()
         } else {
             None
@@ -439,8 +438,7 @@ impl Arith for Ball {
         if x.mid.is_zero() {
             return x.rad.is_zero().then_some(0);
         }
-        (Mag::of_float_lower(&x.mid).cmp_value(x.rad) == Ordering::Greater)
-            .then(|| self.sign(x))
+        (Mag::of_float_lower(&x.mid).cmp_value(x.rad) == Ordering::Greater).then(|| self.sign(x))
     }
     /// A ball that contains max(u, v) for every u in `x` and v in `a`: the ball whose
     /// upper end is proved larger (it contains max(u, v): that is at least its own point
@@ -475,8 +473,12 @@ impl Arith for Ball {
         let mut m = Float::new(self.prec);
         m.assign_round(Float::with_val(p + 1, &l + &h) / 2u32, Round::Nearest);
         let up = |v: Float| Mag::of_float(&v);
-        let r = up(Float::with_val_round(p, &h - &m, Round::Up).0)
-            .max(up(Float::with_val_round(p, &m - &l, Round::Up).0));
+        let r = up(Float::with_val_round(p, &h - &m, Round::Up).0).max(up(Float::with_val_round(
+            p,
+            &m - &l,
+            Round::Up,
+        )
+        .0));
         x.mid = m;
         x.rad = r;
     }
@@ -515,10 +517,10 @@ impl Arith for Ball {
         let (mut e, mut r) = (Mag::ZERO, Mag::ZERO);
         for (k, (a, b)) in x.iter().zip(y).enumerate() {
             let t = fma_mid(&mut acc[k % LANES], &a.mid, &b.mid);
-            e = e.add(err(&acc[k % LANES], t));
-            r = r.add(prod_rad(a, b));
+            e = e.add_up(err(&acc[k % LANES], t));
+            r = r.add_up(prod_rad(a, b));
         }
-        self.finish(acc, e.add(r), out);
+        self.finish(acc, e.add_up(r), out);
     }
 
     fn dot_f64(&self, x: &[f64], y: &[BallReal], out: &mut BallReal) {
@@ -529,20 +531,20 @@ impl Arith for Ball {
         for (k, (a, b)) in x.iter().zip(y).enumerate() {
             rug::Assign::assign(&mut xk, *a);
             let t = fma_mid(&mut acc[k % LANES], &b.mid, &xk);
-            e = e.add(err(&acc[k % LANES], t));
+            e = e.add_up(err(&acc[k % LANES], t));
             if !b.rad.is_zero() {
-                r = r.add(Mag::of_f64(*a).mul(b.rad));
+                r = r.add_up(Mag::of_f64(*a).mul_up(b.rad));
             }
         }
-        self.finish(acc, e.add(r), out);
+        self.finish(acc, e.add_up(r), out);
     }
 
     fn axpy(&self, alpha: &BallReal, x: &[BallReal], y: &mut [BallReal]) {
         debug_assert_eq!(x.len(), y.len());
         for (yk, xk) in y.iter_mut().zip(x) {
-            let r = prod_rad(alpha, xk).add(yk.rad);
+            let r = prod_rad(alpha, xk).add_up(yk.rad);
             let t = fma_mid(&mut yk.mid, &alpha.mid, &xk.mid);
-            yk.rad = r.add(err(&yk.mid, t));
+            yk.rad = r.add_up(err(&yk.mid, t));
         }
     }
 
@@ -554,10 +556,10 @@ impl Arith for Ball {
             let r = if alpha.rad.is_zero() {
                 yk.rad
             } else {
-                Mag::of_f64(*a).mul(alpha.rad).add(yk.rad)
+                Mag::of_f64(*a).mul_up(alpha.rad).add_up(yk.rad)
             };
             let t = fma_mid(&mut yk.mid, &alpha.mid, &xk);
-            yk.rad = r.add(err(&yk.mid, t));
+            yk.rad = r.add_up(err(&yk.mid, t));
         }
     }
 }
@@ -573,11 +575,11 @@ impl Ball {
                 acc.swap(j, 2 * j);
                 let (lo, hi) = acc.split_at_mut(2 * j + 1);
                 let t = add_mid(&mut lo[j], &hi[0]);
-                rad = rad.add(err(&lo[j], t));
+                rad = rad.add_up(err(&lo[j], t));
             }
         }
         let [first, ..] = acc;
         let t = tern(out.mid.assign_round(&first, Round::Nearest));
-        out.rad = rad.add(err(&out.mid, t));
+        out.rad = rad.add_up(err(&out.mid, t));
     }
 }

@@ -34,7 +34,11 @@ fn parts(v: f64) -> Parts {
     let e = ((bits >> 52) & 0x7ff) as i32;
     let f = bits & ((1 << 52) - 1);
     if e == 0 {
-        Parts { neg, man: f, exp: -1074 }
+        Parts {
+            neg,
+            man: f,
+            exp: -1074,
+        }
     } else {
         Parts {
             neg,
@@ -173,11 +177,7 @@ pub fn dot_f64(x: &[f64], y: &[f64]) -> Float {
 }
 
 fn accumulator_for(a: &Rows, b: &Rows) -> Accumulator {
-    Accumulator::new(
-        (a.emin + b.emin) as i64,
-        (a.emax + b.emax) as i64,
-        a.cols,
-    )
+    Accumulator::new((a.emin + b.emin) as i64, (a.emax + b.emax) as i64, a.cols)
 }
 
 fn dot_rows(acc: &mut Accumulator, a: &[Parts], b: &[Parts]) -> Float {
@@ -197,7 +197,9 @@ pub fn gram_f64(x: &[f64], rows: usize, cols: usize) -> Vec<Float> {
         .into_par_iter()
         .map(|i| {
             let mut acc = accumulator_for(&r, &r);
-            (i..rows).map(|j| dot_rows(&mut acc, r.row(i), r.row(j))).collect()
+            (i..rows)
+                .map(|j| dot_rows(&mut acc, r.row(i), r.row(j)))
+                .collect()
         })
         .collect();
     mirror(upper, rows)

@@ -278,18 +278,12 @@ impl Arith for F32 {
     #[inline]
     fn axpy(&self, alpha: &f32, x: &[f32], y: &mut [f32]) {
         assert_eq!(x.len(), y.len(), "axpy: length mismatch");
-        dispatch!(
-            avx2::axpy(*alpha, x, y),
-            axpy_kernel(*alpha, x, y, |a| a)
-        )
+        dispatch!(avx2::axpy(*alpha, x, y), axpy_kernel(*alpha, x, y, |a| a))
     }
     #[inline]
     fn axpy_f64(&self, alpha: &f32, x: &[f64], y: &mut [f32]) {
         assert_eq!(x.len(), y.len(), "axpy: length mismatch");
-        dispatch!(
-            avx2::axpy_f64(*alpha, x, y),
-            axpy_kernel(*alpha, x, y, r32)
-        )
+        dispatch!(avx2::axpy_f64(*alpha, x, y), axpy_kernel(*alpha, x, y, r32))
     }
     #[inline]
     fn matvec(&self, m: &[f32], v: &[f32], out: &mut [f32]) {
@@ -347,11 +341,17 @@ mod tests {
             let mut x = a;
             ar.add(&mut x, &b);
             assert_eq!(x.to_bits(), ((a as f64 + b as f64) as f32).to_bits());
-            assert_eq!(x.to_bits(), rn24(&Float::with_val(200, &fa + &fb)).to_bits());
+            assert_eq!(
+                x.to_bits(),
+                rn24(&Float::with_val(200, &fa + &fb)).to_bits()
+            );
             let mut x = a;
             ar.sub(&mut x, &b);
             assert_eq!(x.to_bits(), ((a as f64 - b as f64) as f32).to_bits());
-            assert_eq!(x.to_bits(), rn24(&Float::with_val(200, &fa - &fb)).to_bits());
+            assert_eq!(
+                x.to_bits(),
+                rn24(&Float::with_val(200, &fa - &fb)).to_bits()
+            );
             let mut x = 0.0;
             ar.prod(&mut x, &a, &b);
             assert_eq!(x.to_bits(), ((a as f64 * b as f64) as f32).to_bits());
@@ -420,7 +420,10 @@ mod tests {
             let mut want = 0.0;
             ar.combine(&mut acc, &mut want);
             assert_eq!(out.to_bits(), want.to_bits(), "dot_f64 vs default, {len}");
-            let m: Vec<f32> = [&x, &y, &x].iter().flat_map(|r| r.iter().copied()).collect();
+            let m: Vec<f32> = [&x, &y, &x]
+                .iter()
+                .flat_map(|r| r.iter().copied())
+                .collect();
             let mut o = [0.0; 3];
             ar.matvec(&m, &y, &mut o);
             let w = [
@@ -455,7 +458,14 @@ mod tests {
     #[test]
     fn exact_text_round_trips() {
         let ar = F32;
-        for v in [0.0f32, -0.0, 1.5, f32::from_bits(1), f32::MAX, f32::NEG_INFINITY] {
+        for v in [
+            0.0f32,
+            -0.0,
+            1.5,
+            f32::from_bits(1),
+            f32::MAX,
+            f32::NEG_INFINITY,
+        ] {
             let s = ar.to_exact_string(&v);
             assert_eq!(ar.parse_exact(&s).unwrap().to_bits(), v.to_bits());
         }

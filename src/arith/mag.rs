@@ -95,7 +95,10 @@ impl Mag {
                 exp: MIN_EXP,
             },
             (_, true, false) => Mag::ZERO,
-            _ => Mag { man: m as u32, exp: e },
+            _ => Mag {
+                man: m as u32,
+                exp: e,
+            },
         }
     }
 
@@ -182,7 +185,7 @@ impl Mag {
 
     /// `self + b`, rounded up.
     #[inline(always)]
-    pub fn add(self, b: Mag) -> Mag {
+    pub fn add_up(self, b: Mag) -> Mag {
         if self.is_zero() {
             return b;
         }
@@ -192,7 +195,11 @@ impl Mag {
         if self.is_inf() || b.is_inf() {
             return Mag::INF;
         }
-        let (hi, lo) = if self.exp >= b.exp { (self, b) } else { (b, self) };
+        let (hi, lo) = if self.exp >= b.exp {
+            (self, b)
+        } else {
+            (b, self)
+        };
         let d = hi.exp - lo.exp;
         if d >= 32 {
             // lo < 2^(lo.exp + 32) <= 2^hi.exp: one unit of hi's mantissa
@@ -204,7 +211,7 @@ impl Mag {
 
     /// `self * b`, rounded up.
     #[inline(always)]
-    pub fn mul(self, b: Mag) -> Mag {
+    pub fn mul_up(self, b: Mag) -> Mag {
         if self.is_zero() || b.is_zero() {
             return Mag::ZERO;
         }
@@ -248,14 +255,14 @@ impl Mag {
 
     /// `self * b + c`, rounded up.
     #[inline(always)]
-    pub fn mul_add(self, b: Mag, c: Mag) -> Mag {
-        self.mul(b).add(c)
+    pub fn mul_add_up(self, b: Mag, c: Mag) -> Mag {
+        self.mul_up(b).add_up(c)
     }
 
     /// `self / b` rounded up, where `b` is a LOWER bound of the divisor (infinite for a
     /// zero `b`).
     #[inline]
-    pub fn div(self, b: Mag) -> Mag {
+    pub fn div_up(self, b: Mag) -> Mag {
         if self.is_zero() {
             return Mag::ZERO;
         }
@@ -348,9 +355,9 @@ mod tests {
             let (a, b) = (draw(&mut r), draw(&mut r));
             let (fa, fb) = (exact(a), exact(b));
             let checks = [
-                (a.add(b), Float::with_val(256, &fa + &fb)),
-                (a.mul(b), Float::with_val(256, &fa * &fb)),
-                (a.div(b), Float::with_val(256, &fa / &fb)),
+                (a.add_up(b), Float::with_val(256, &fa + &fb)),
+                (a.mul_up(b), Float::with_val(256, &fa * &fb)),
+                (a.div_up(b), Float::with_val(256, &fa / &fb)),
             ];
             // lower bounds: at most the exact value, within 2^-30 relatively (the
             // difference only where it is not tiny against the operands)
@@ -378,7 +385,8 @@ mod tests {
     fn conversions_bracket_the_value() {
         let mut r = rng::stream(42, Stream::Init);
         for _ in 0..5000 {
-            let v = (rng::uniform(&mut r) - 0.5) * 2f64.powi((rng::uniform(&mut r) * 200.0) as i32 - 100);
+            let v = (rng::uniform(&mut r) - 0.5)
+                * 2f64.powi((rng::uniform(&mut r) * 200.0) as i32 - 100);
             let x = Float::with_val(200, v) / 3;
             let (up, lo) = (Mag::of_float(&x), Mag::of_float_lower(&x));
             assert!(exact(up) >= x.clone().abs() && exact(lo) <= x.clone().abs());
@@ -387,7 +395,10 @@ mod tests {
         assert!(Mag::of_f64(f64::from_bits(1)).to_f64_up() >= f64::from_bits(1));
         assert_eq!(Mag::pow2(-5).to_f64_up(), 2f64.powi(-5));
         let tiny = Mag::pow2(-(1 << 35));
-        assert!(!tiny.is_zero() && tiny.to_float(64) > 0, "no underflow to 0");
+        assert!(
+            !tiny.is_zero() && tiny.to_float(64) > 0,
+            "no underflow to 0"
+        );
         assert!(Mag::pow2(1 << 41).is_inf());
         let s = Mag::of_f64(0.3).to_exact_string();
         assert_eq!(Mag::parse_exact(&s), Some(Mag::of_f64(0.3)));

@@ -45,8 +45,8 @@ mod predictor;
 
 pub use self::ball::{Ball, BallReal, DEFAULT_BALL_PREC, MIN_BALL_PREC};
 pub use self::f32::F32;
-pub use self::mag::Mag;
 pub use self::f64::{F64, dot, norm};
+pub use self::mag::Mag;
 pub use self::mpfr::{DEFAULT_PREC, MAX_PREC, MIN_TRUTH_PREC, Mpfr, normwise_rel_err, rel_err};
 
 /// Number of accumulators of the dot-product kernels (the fixed pattern).

@@ -116,7 +116,10 @@ impl<R: Clone + Send + Sync> Span<R> {
         use crate::arith::exact;
         let (r, d) = (self.r, self.d);
         let p0 = init.p.as_slice().expect("contiguous");
-        let w0 = init.w.as_ref().map(|w| w.as_slice().expect("standard layout"));
+        let w0 = init
+            .w
+            .as_ref()
+            .map(|w| w.as_slice().expect("standard layout"));
         let round = |v: &[rug::Float]| v.iter().map(|e| ar.of_exact(e)).collect::<Vec<R>>();
         let k = (self.mode != Mode::P).then(|| exact::gram_f64(x, r, d));
         match (self.mode, w0) {
