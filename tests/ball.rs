@@ -234,6 +234,112 @@ fn every_operation_encloses_and_is_tight() {
     }
 }
 
+/// The exact dot product of the midpoints, and the radius terms' sum, at `REF` bits
+/// (exact for these exponent ranges: products span at most 2 * 300 + 2 * 128 bits).
+fn exact_dot(x: &[BallReal], y: &[BallReal]) -> (Float, Float) {
+    let (mut s, mut r) = (Float::new(REF), Float::new(REF));
+    for (a, b) in x.iter().zip(y) {
+        s += Float::with_val(REF, a.mid() * b.mid());
+        let (ma, mb) = (
+            Float::with_val(REF, a.mid().abs_ref()),
+            Float::with_val(REF, b.mid().abs_ref()),
+        );
+        r += Float::with_val(REF, &ma * &rad(b))
+            + Float::with_val(REF, &mb * &rad(a))
+            + Float::with_val(REF, rad(a) * rad(b));
+    }
+    (s, r)
+}
+
+/// The ball kernels (`dot`, `dot_f64`, `axpy`, `axpy_f64`, and `matvec` through them) on
+/// random vectors around every multiple of LANES, with zeros, exact entries, spread
+/// magnitudes and exact cancellation: the exact sum of the midpoint products lies in
+/// the result, shifted by the radius terms it must (the result's radius is at least
+/// their sum), and the radius is at most (1 + (len + 4) 2^-30) (radius terms) + 2 e +
+/// len 2^(E - 300) with E the largest product's exponent: the upward roundings of the
+/// radius sum (2^-31 per `Mag` operation, len + 4 in a chain), the rounding once at the
+/// end, and the fixed-point sum's truncation far below the last bit.
+#[test]
+fn kernels_enclose_their_exact_sums() {
+    let prec = 128;
+    let ar = Ball::new(prec).unwrap();
+    let mut r = rng::stream(62, Stream::Init);
+    for len in (0..40).chain([100, 257]) {
+        for spread in [3, 60, 300] {
+            let mut x: Vec<BallReal> = (0..len).map(|_| draw_ball(&mut r, prec, spread)).collect();
+            let mut y: Vec<BallReal> = (0..len).map(|_| draw_ball(&mut r, prec, spread)).collect();
+            if len > 3 {
+                // an exact zero and an exact cancellation
+                x[0] = ar.zero();
+                x[2] = x[1].clone();
+                y[2] = BallReal::new(-y[1].mid().clone(), y[1].rad());
+            }
+            let (s, terms) = exact_dot(&x, &y);
+            let mut out = ar.zero();
+            ar.dot(&x, &y, &mut out);
+            assert!(
+                out.contains(&s),
+                "dot len {len} spread {spread}: {s} not in {out:?}"
+            );
+            assert!(rad(&out) >= terms, "the radius covers the input radii");
+            let big = x
+                .iter()
+                .zip(&y)
+                .filter_map(|(a, b)| Some(a.mid().get_exp()? + b.mid().get_exp()?))
+                .max();
+            let slack = big.map_or(Float::new(REF), |e| {
+                Float::with_val(REF, Float::i_exp(len as i32, e - 300))
+            });
+            let e = out.mid().get_exp().map_or(Float::new(REF), |x| {
+                Float::with_val(REF, Float::i_exp(1, x - prec as i32))
+            });
+            let mag_ops = 1.0 + (len as f64 + 4.0) * 2f64.powi(-30);
+            let bound = Float::with_val(REF, &terms * mag_ops) + &e + &slack;
+            assert!(
+                rad(&out) <= bound,
+                "dot len {len}: radius {} above {}",
+                out.rad_f64(),
+                bound.to_f64()
+            );
+            // f64 data against balls
+            let xf: Vec<f64> = x.iter().map(|b| b.mid().to_f64()).collect();
+            let xb: Vec<BallReal> = xf
+                .iter()
+                .map(|v| BallReal::new(Float::with_val(53, *v), Mag::ZERO))
+                .collect();
+            let (s, terms) = exact_dot(&xb, &y);
+            ar.dot_f64(&xf, &y, &mut out);
+            assert!(out.contains(&s) && rad(&out) >= terms, "dot_f64 len {len}");
+            // axpy: y_k + alpha x_k
+            let alpha = draw_ball(&mut r, prec, spread);
+            let mut z = y.clone();
+            ar.axpy(&alpha, &x, &mut z);
+            for k in 0..len {
+                let (s, terms) = exact_dot(
+                    &[alpha.clone(), y[k].clone()],
+                    &[
+                        x[k].clone(),
+                        BallReal::new(Float::with_val(2, 1), Mag::ZERO),
+                    ],
+                );
+                assert!(z[k].contains(&s) && rad(&z[k]) >= terms, "axpy {k}");
+            }
+            let mut z = y.clone();
+            ar.axpy_f64(&alpha, &xf, &mut z);
+            for k in 0..len {
+                let (s, _) = exact_dot(
+                    &[alpha.clone(), y[k].clone()],
+                    &[
+                        xb[k].clone(),
+                        BallReal::new(Float::with_val(2, 1), Mag::ZERO),
+                    ],
+                );
+                assert!(z[k].contains(&s), "axpy_f64 {k}");
+            }
+        }
+    }
+}
+
 /// Values around the ends of f64's range and far beyond (MPFR's range): the radius
 /// keeps its exponent (exp(-1e5) has a radius near 2^-144000 that is not zero), and an
 /// exp of a ball near -745 (where an f64 radius would underflow) still encloses.

@@ -47,6 +47,7 @@
 use std::cmp::Ordering;
 
 use gmp_mpfr_sys::mpfr;
+use rug::Assign;
 use rug::Float;
 use rug::float::Round;
 use rug::ops::{AddAssignRound, AssignRound, DivAssignRound, MulAssignRound, SubAssignRound};
@@ -139,6 +140,223 @@ fn err(x: &Float, ternary: i32) -> Mag {
 #[inline(always)]
 fn tern(o: Ordering) -> i32 {
     o as i32
+}
+
+/// A term of a dot product: zero (skipped), finite, or not finite.
+enum Term<T> {
+    Zero,
+    Finite(T),
+    NonFinite,
+}
+
+/// A finite nonzero number as (sign, MPFR exponent, mantissa limbs, least significant
+/// first, the top bit of the last limb set): value = +-(limbs / 2^(64 n)) 2^exp.
+#[derive(Clone, Copy)]
+struct Operand<'a> {
+    neg: bool,
+    exp: i64,
+    limbs: &'a [u64],
+}
+
+impl<'a> Operand<'a> {
+    /// The term of an MPFR number.
+    #[inline(always)]
+    fn of(x: &'a Float) -> Term<Operand<'a>> {
+        if x.is_zero() {
+            return Term::Zero;
+        }
+        if !x.is_finite() {
+            return Term::NonFinite;
+        }
+        let raw = x.as_raw();
+        // SAFETY: a regular MPFR number has ceil(prec / 64) initialised limbs.
+        let (n, exp, d) = unsafe {
+            (
+                ((*raw).prec as usize).div_ceil(64),
+                (*raw).exp,
+                (*raw).d.as_ptr() as *const u64,
+            )
+        };
+        // SAFETY: as above; the limbs live as long as `x`.
+        let limbs = unsafe { std::slice::from_raw_parts(d, n) };
+        Term::Finite(Operand {
+            neg: x.is_sign_negative(),
+            exp,
+            limbs,
+        })
+    }
+}
+
+/// An f64 as (sign, MPFR exponent, its 53-bit significand at the top of one limb).
+#[inline(always)]
+fn decode_f64(v: f64) -> Term<(bool, i64, [u64; 1])> {
+    if v == 0.0 {
+        return Term::Zero;
+    }
+    if !v.is_finite() {
+        return Term::NonFinite;
+    }
+    let bits = v.to_bits();
+    let (e, f) = (((bits >> 52) & 0x7ff) as i64, bits & ((1 << 52) - 1));
+    // v = M 2^E with M < 2^53; normalise M to the top of a 64-bit limb:
+    // v = (limb / 2^64) 2^(E + 64 - lz)
+    let (m, big_e) = if e == 0 {
+        (f, -1074)
+    } else {
+        (f | (1 << 52), e - 1075)
+    };
+    let lz = m.leading_zeros() as i64;
+    Term::Finite((v < 0.0, big_e + 64 - lz, [m << lz]))
+}
+
+impl<'a> Operand<'a> {
+    /// The operand of a decoded f64 ([`decode_f64`]).
+    #[inline(always)]
+    fn of_decoded(d: &'a Term<(bool, i64, [u64; 1])>) -> Term<Operand<'a>> {
+        match d {
+            Term::Zero => Term::Zero,
+            Term::NonFinite => Term::NonFinite,
+            Term::Finite((neg, exp, limb)) => Term::Finite(Operand {
+                neg: *neg,
+                exp: *exp,
+                limbs: &limb[..],
+            }),
+        }
+    }
+}
+
+/// The exact sum of products of midpoints in fixed point (the midpoint pass of the ball
+/// dot products): with E = the largest exponent sum ex + ey of a nonzero product and L =
+/// bits(len) + 1, the sum is accumulated as integer multiples of 2^base, base = E + L -
+/// 64 W with W = nx + ny + 2 limbs (nx, ny: the operands' limb counts). Every product
+/// below 2^E fits (the sum of len of them stays below 2^(64 W - 1)); a product whose low
+/// bits fall below 2^base is truncated, an error below 2^base each, counted into the
+/// radius. The sum of positive and of negative products are kept apart and subtracted
+/// at the end, which rounds ONCE to the working precision (its half ulp into the
+/// radius). So the midpoint is the exact dot product of the midpoints rounded once, up
+/// to truncations 2^-(128 - L) below the largest product's last bit.
+struct MidSum;
+
+impl MidSum {
+    /// Sum the products of `pairs` into `mid` (rounded to its precision) and set `rad` to
+    /// the bound of the rounding and truncation; false (nothing written) when an
+    /// operand is not finite.
+    fn sum<'a, I>(pairs: I, mid: &mut Float, rad: &mut Mag) -> bool
+    where
+        I: Iterator<Item = (Term<Operand<'a>>, Term<Operand<'a>>)> + Clone,
+    {
+        use gmp_mpfr_sys::gmp;
+        // pass 1: the largest exponent sum and the limb counts
+        let (mut top, mut nx, mut ny, mut len) = (i64::MIN, 0usize, 0usize, 0usize);
+        for (a, b) in pairs.clone() {
+            len += 1;
+            match (a, b) {
+                (Term::NonFinite, _) | (_, Term::NonFinite) => return false,
+                (Term::Finite(a), Term::Finite(b)) => {
+                    top = top.max(a.exp + b.exp);
+                    nx = nx.max(a.limbs.len());
+                    ny = ny.max(b.limbs.len());
+                }
+                _ => {}
+            }
+        }
+        if top == i64::MIN {
+            mid.assign(0u32);
+            *rad = Mag::ZERO;
+            return true;
+        }
+        let big_l = (usize::BITS - len.leading_zeros()) as i64 + 1;
+        let w = nx + ny + 2;
+        let base = top + big_l - 64 * w as i64;
+        let mut pos = vec![0u64; w];
+        let mut neg = vec![0u64; w];
+        let mut prod = vec![0u64; nx + ny];
+        let mut tmp = vec![0u64; nx + ny + 1];
+        let mut truncated = 0u64;
+        for (a, b) in pairs {
+            let (Term::Finite(a), Term::Finite(b)) = (a, b) else {
+                continue;
+            };
+            let (a, b) = if a.limbs.len() >= b.limbs.len() {
+                (a, b)
+            } else {
+                (b, a)
+            };
+            let (na, nb) = (a.limbs.len(), b.limbs.len());
+            let np = na + nb;
+            // SAFETY: prod has room for na + nb limbs, na >= nb >= 1.
+            unsafe {
+                gmp::mpn_mul(
+                    prod.as_mut_ptr(),
+                    a.limbs.as_ptr(),
+                    na as _,
+                    b.limbs.as_ptr(),
+                    nb as _,
+                );
+            }
+            // the product's value: prod / 2^(64 np) 2^(ea + eb); its last bit at
+            // ea + eb - 64 np, that is `shift` bits above base
+            let shift = a.exp + b.exp - 64 * np as i64 - base;
+            let acc = if a.neg != b.neg { &mut neg } else { &mut pos };
+            if shift >= 0 {
+                let (o, bit) = ((shift / 64) as usize, (shift % 64) as u32);
+                let m = if bit == 0 {
+                    tmp[..np].copy_from_slice(&prod[..np]);
+                    tmp[np] = 0;
+                    np + 1
+                } else {
+                    // SAFETY: tmp has np + 1 limbs; lshift writes np limbs.
+                    tmp[np] =
+                        unsafe { gmp::mpn_lshift(tmp.as_mut_ptr(), prod.as_ptr(), np as _, bit) };
+                    np + 1
+                };
+                // limbs of tmp beyond w - o are zero (the product is below 2^(64 w - L))
+                let m = m.min(w - o);
+                debug_assert!(tmp[m..np + 1].iter().all(|l| *l == 0));
+                // SAFETY: acc[o..] has w - o >= m limbs.
+                let carry = unsafe {
+                    gmp::mpn_add(
+                        acc.as_mut_ptr().add(o),
+                        acc.as_ptr().add(o),
+                        (w - o) as _,
+                        tmp.as_ptr(),
+                        m as _,
+                    )
+                };
+                debug_assert_eq!(carry, 0);
+            } else {
+                truncated += 1;
+                let drop = (-shift) as usize;
+                if drop >= 64 * np {
+                    continue;
+                }
+                let (q, bit) = (drop / 64, (drop % 64) as u32);
+                let m = np - q;
+                if bit == 0 {
+                    tmp[..m].copy_from_slice(&prod[q..np]);
+                } else {
+                    // SAFETY: tmp has >= m limbs; prod[q..] has m limbs.
+                    unsafe { gmp::mpn_rshift(tmp.as_mut_ptr(), prod.as_ptr().add(q), m as _, bit) };
+                }
+                // SAFETY: acc has w >= m limbs.
+                let carry = unsafe {
+                    gmp::mpn_add(acc.as_mut_ptr(), acc.as_ptr(), w as _, tmp.as_ptr(), m as _)
+                };
+                debug_assert_eq!(carry, 0);
+            }
+        }
+        let int = rug::Integer::from_digits(&pos, rug::integer::Order::Lsf)
+            - rug::Integer::from_digits(&neg, rug::integer::Order::Lsf);
+        let t = tern(mid.assign_round(&int, Round::Nearest));
+        // SAFETY: scaling by a power of two (exact within MPFR's exponent range).
+        let t2 = unsafe { mpfr::mul_2si(mid.as_raw_mut(), mid.as_raw(), base, mpfr::rnd_t::RNDN) };
+        let mut r = err(mid, t).add_up(err(mid, t2));
+        if truncated > 0 {
+            r = r.add_up(Mag::of_f64(truncated as f64).mul_up(Mag::pow2(base)));
+        }
+        *rad = r;
+        true
+    }
 }
 
 /// `x = a * b + x` rounded to nearest; returns the ternary value.
@@ -511,32 +729,43 @@ impl Arith for Ball {
         self.ball(v, Mag::ZERO)
     }
 
+    /// The exact sum of the midpoint products ([`MidSum`]) rounded once, plus the
+    /// product radii.
     fn dot(&self, x: &[BallReal], y: &[BallReal], out: &mut BallReal) {
         debug_assert_eq!(x.len(), y.len());
-        let mut acc: [Float; LANES] = std::array::from_fn(|_| Float::new(self.prec));
-        let (mut e, mut r) = (Mag::ZERO, Mag::ZERO);
-        for (k, (a, b)) in x.iter().zip(y).enumerate() {
-            let t = fma_mid(&mut acc[k % LANES], &a.mid, &b.mid);
-            e = e.add_up(err(&acc[k % LANES], t));
+        let pairs = x
+            .iter()
+            .zip(y)
+            .map(|(a, b)| (Operand::of(&a.mid), Operand::of(&b.mid)));
+        if !MidSum::sum(pairs, &mut out.mid, &mut out.rad) {
+            return self.dot_fma(x, y, out);
+        }
+        let mut r = out.rad;
+        for (a, b) in x.iter().zip(y) {
             r = r.add_up(prod_rad(a, b));
         }
-        self.finish(acc, e.add_up(r), out);
+        out.rad = r;
     }
 
+    /// As [`Arith::dot`], with exact f64 entries `x`.
     fn dot_f64(&self, x: &[f64], y: &[BallReal], out: &mut BallReal) {
         debug_assert_eq!(x.len(), y.len());
-        let mut acc: [Float; LANES] = std::array::from_fn(|_| Float::new(self.prec));
-        let (mut e, mut r) = (Mag::ZERO, Mag::ZERO);
-        let mut xk = Float::new(53);
-        for (k, (a, b)) in x.iter().zip(y).enumerate() {
-            rug::Assign::assign(&mut xk, *a);
-            let t = fma_mid(&mut acc[k % LANES], &b.mid, &xk);
-            e = e.add_up(err(&acc[k % LANES], t));
+        let decoded: Vec<_> = x.iter().map(|v| decode_f64(*v)).collect();
+        let pairs = decoded
+            .iter()
+            .zip(y)
+            .map(|(a, b)| (Operand::of_decoded(a), Operand::of(&b.mid)));
+        if !MidSum::sum(pairs, &mut out.mid, &mut out.rad) {
+            let xs: Vec<BallReal> = x.iter().map(|v| self.of(*v)).collect();
+            return self.dot_fma(&xs, y, out);
+        }
+        let mut r = out.rad;
+        for (a, b) in x.iter().zip(y) {
             if !b.rad.is_zero() {
                 r = r.add_up(Mag::of_f64(*a).mul_up(b.rad));
             }
         }
-        self.finish(acc, e.add_up(r), out);
+        out.rad = r;
     }
 
     fn axpy(&self, alpha: &BallReal, x: &[BallReal], y: &mut [BallReal]) {
@@ -565,6 +794,19 @@ impl Arith for Ball {
 }
 
 impl Ball {
+    /// The dot product by MPFR fmas in the trait's LANES order (for non-finite inputs,
+    /// where the fixed-point sum does not apply).
+    fn dot_fma(&self, x: &[BallReal], y: &[BallReal], out: &mut BallReal) {
+        let mut acc: [Float; LANES] = std::array::from_fn(|_| Float::new(self.prec));
+        let (mut e, mut r) = (Mag::ZERO, Mag::ZERO);
+        for (k, (a, b)) in x.iter().zip(y).enumerate() {
+            let t = fma_mid(&mut acc[k % LANES], &a.mid, &b.mid);
+            e = e.add_up(err(&acc[k % LANES], t));
+            r = r.add_up(prod_rad(a, b));
+        }
+        self.finish(acc, e.add_up(r), out);
+    }
+
     /// Combine the accumulators of a dot product in the trait's tree order, adding each
     /// sum's rounding to `rad`, into `out`.
     fn finish(&self, mut acc: [Float; LANES], mut rad: Mag, out: &mut BallReal) {
