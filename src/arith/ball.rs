@@ -39,10 +39,13 @@
 //! ([`Arith::of_exact`]).
 //!
 //! # Kernels
-//! [`Arith::dot`], [`Arith::dot_f64`], [`Arith::axpy`] and [`Arith::axpy_f64`] run a
-//! midpoint pass (MPFR fmas in the trait's fixed [`LANES`] order, so the midpoints are
-//! those the MPFR twin at the same precision computes from the same midpoints) and a
-//! radius pass in [`Mag`].
+//! [`Arith::dot`] and [`Arith::dot_f64`] sum the midpoint products EXACTLY in fixed point
+//! (up to a truncation far below the last bit, counted in the radius) and round once
+//! (`MidSum`); the radius pass adds the product radii in [`Mag`]. So a dot product's
+//! midpoint is the correctly rounded dot product of the midpoints (not the MPFR twin's
+//! fma chain: the two arithmetics' midpoints differ in the last bits, both inside the
+//! enclosure). [`Arith::axpy`] and [`Arith::axpy_f64`] are one MPFR fma per element with
+//! the fma rule.
 
 use std::cmp::Ordering;
 
@@ -729,7 +732,7 @@ impl Arith for Ball {
         self.ball(v, Mag::ZERO)
     }
 
-    /// The exact sum of the midpoint products ([`MidSum`]) rounded once, plus the
+    /// The exact sum of the midpoint products (`MidSum`) rounded once, plus the
     /// product radii.
     fn dot(&self, x: &[BallReal], y: &[BallReal], out: &mut BallReal) {
         debug_assert_eq!(x.len(), y.len());
