@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use rug::Float;
 use rug::float::Round;
 use tokensel::arith::{Arith, Ball, BallReal, Mag, Mpfr};
-use tokensel::config::{Config, Method, Mode, PInit, WInit};
+use tokensel::config::{Config, Method};
 use tokensel::data::Dataset;
 use tokensel::rng::{self, Stream};
 use tokensel::train::Trainer;
@@ -428,27 +428,10 @@ prop_compose! {
         p0 in any::<bool>(),
         span in any::<bool>(),
     ) -> Config {
-        let mut sizes = sizes;
-        if sizes.iter().sum::<usize>() == 0 {
-            sizes[0] = 1;
-        }
-        let mode = [Mode::P, Mode::W, Mode::Joint][mode as usize];
-        let mut c = Config {
-            seed, d, n_train, n_test: 3, mu_norm, eta: 0.3,
-            step_size: alpha,
-            steps,
-            mode,
-            method: if span { Method::Span } else { Method::Direct },
-            layout: common::layout(sizes),
-            ..Config::default()
-        };
-        if p0 || mode == Mode::W {
-            c.init.p = PInit::Gaussian;
-            c.init.p_scale = 0.5;
-        }
-        if kaiming || mode != Mode::P {
-            c.init.w = WInit::KaimingUniform;
-        }
+        let mut c = common::small_config(
+            seed, d, sizes, n_train, mu_norm, 0.3, alpha, steps, mode, kaiming, p0,
+        );
+        c.method = if span { Method::Span } else { Method::Direct };
         c
     }
 }

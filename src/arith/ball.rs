@@ -56,8 +56,8 @@ use rug::float::Round;
 use rug::ops::{AddAssignRound, AssignRound, DivAssignRound, MulAssignRound, SubAssignRound};
 
 use super::mag::Mag;
-use super::mpfr::MAX_PREC;
-use super::{Arith, Kind, LANES};
+use super::mpfr::{MAX_PREC, fma_nearest};
+use super::{Arith, Kind};
 use crate::error::{Error, Result};
 
 /// Smallest working precision of a ball: the data (f64) must enter exactly.
@@ -362,21 +362,6 @@ impl MidSum {
     }
 }
 
-/// `x = a * b + x` rounded to nearest; returns the ternary value.
-#[inline(always)]
-fn fma_mid(x: &mut Float, a: &Float, b: &Float) -> i32 {
-    // SAFETY: initialised MPFR numbers; MPFR allows the output to alias the addend.
-    unsafe {
-        mpfr::fma(
-            x.as_raw_mut(),
-            a.as_raw(),
-            b.as_raw(),
-            x.as_raw(),
-            mpfr::rnd_t::RNDN,
-        )
-    }
-}
-
 /// `x = x + a` rounded to nearest; returns the ternary value.
 #[inline(always)]
 fn add_mid(x: &mut Float, a: &Float) -> i32 {
@@ -546,14 +531,14 @@ impl Arith for Ball {
     #[inline]
     fn fma(&self, x: &mut BallReal, a: &BallReal, b: &BallReal) {
         let r = prod_rad(a, b).add_up(x.rad);
-        let t = fma_mid(&mut x.mid, &a.mid, &b.mid);
+        let t = fma_nearest(&mut x.mid, &a.mid, &b.mid);
         x.rad = r.add_up(err(&x.mid, t));
     }
     #[inline]
     fn fma_f64(&self, x: &mut BallReal, a: &BallReal, v: f64) {
         let r = Mag::of_f64(v).mul_up(a.rad).add_up(x.rad);
         let b = Float::with_val(53, v);
-        let t = fma_mid(&mut x.mid, &a.mid, &b);
+        let t = fma_nearest(&mut x.mid, &a.mid, &b);
         x.rad = r.add_up(err(&x.mid, t));
     }
     #[inline]
@@ -741,7 +726,7 @@ impl Arith for Ball {
             .zip(y)
             .map(|(a, b)| (Operand::of(&a.mid), Operand::of(&b.mid)));
         if !MidSum::sum(pairs, &mut out.mid, &mut out.rad) {
-            return self.dot_fma(x, y, out);
+            return super::dot_by_fma(self, x, y, out);
         }
         let mut r = out.rad;
         for (a, b) in x.iter().zip(y) {
@@ -760,7 +745,7 @@ impl Arith for Ball {
             .map(|(a, b)| (Operand::of_decoded(a), Operand::of(&b.mid)));
         if !MidSum::sum(pairs, &mut out.mid, &mut out.rad) {
             let xs: Vec<BallReal> = x.iter().map(|v| self.of(*v)).collect();
-            return self.dot_fma(&xs, y, out);
+            return super::dot_by_fma(self, &xs, y, out);
         }
         let mut r = out.rad;
         for (a, b) in x.iter().zip(y) {
@@ -775,7 +760,7 @@ impl Arith for Ball {
         debug_assert_eq!(x.len(), y.len());
         for (yk, xk) in y.iter_mut().zip(x) {
             let r = prod_rad(alpha, xk).add_up(yk.rad);
-            let t = fma_mid(&mut yk.mid, &alpha.mid, &xk.mid);
+            let t = fma_nearest(&mut yk.mid, &alpha.mid, &xk.mid);
             yk.rad = r.add_up(err(&yk.mid, t));
         }
     }
@@ -790,41 +775,8 @@ impl Arith for Ball {
             } else {
                 Mag::of_f64(*a).mul_up(alpha.rad).add_up(yk.rad)
             };
-            let t = fma_mid(&mut yk.mid, &alpha.mid, &xk);
+            let t = fma_nearest(&mut yk.mid, &alpha.mid, &xk);
             yk.rad = r.add_up(err(&yk.mid, t));
         }
-    }
-}
-
-impl Ball {
-    /// The dot product by MPFR fmas in the trait's LANES order (for non-finite inputs,
-    /// where the fixed-point sum does not apply).
-    fn dot_fma(&self, x: &[BallReal], y: &[BallReal], out: &mut BallReal) {
-        let mut acc: [Float; LANES] = std::array::from_fn(|_| Float::new(self.prec));
-        let (mut e, mut r) = (Mag::ZERO, Mag::ZERO);
-        for (k, (a, b)) in x.iter().zip(y).enumerate() {
-            let t = fma_mid(&mut acc[k % LANES], &a.mid, &b.mid);
-            e = e.add_up(err(&acc[k % LANES], t));
-            r = r.add_up(prod_rad(a, b));
-        }
-        self.finish(acc, e.add_up(r), out);
-    }
-
-    /// Combine the accumulators of a dot product in the trait's tree order, adding each
-    /// sum's rounding to `rad`, into `out`.
-    fn finish(&self, mut acc: [Float; LANES], mut rad: Mag, out: &mut BallReal) {
-        let mut width = LANES;
-        while width > 1 {
-            width /= 2;
-            for j in 0..width {
-                acc.swap(j, 2 * j);
-                let (lo, hi) = acc.split_at_mut(2 * j + 1);
-                let t = add_mid(&mut lo[j], &hi[0]);
-                rad = rad.add_up(err(&lo[j], t));
-            }
-        }
-        let [first, ..] = acc;
-        let t = tern(out.mid.assign_round(&first, Round::Nearest));
-        out.rad = rad.add_up(err(&out.mid, t));
     }
 }

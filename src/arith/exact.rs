@@ -125,30 +125,20 @@ impl Accumulator {
                 (p >> (128 - bit)) as u64,
             ]
         };
-        let w = &mut self.words[k..];
-        if a.neg == b.neg {
-            let mut carry = false;
-            for (j, wj) in w.iter_mut().enumerate() {
-                let add = if j < 3 { parts[j] } else { 0 };
-                let (s1, c1) = wj.overflowing_add(add);
-                let (s2, c2) = s1.overflowing_add(carry as u64);
-                *wj = s2;
-                carry = c1 || c2;
-                if j >= 2 && !carry {
-                    break;
-                }
-            }
+        // add (same signs) or subtract the three words, then the carry or borrow
+        let op = if a.neg == b.neg {
+            u64::overflowing_add
         } else {
-            let mut borrow = false;
-            for (j, wj) in w.iter_mut().enumerate() {
-                let sub = if j < 3 { parts[j] } else { 0 };
-                let (s1, b1) = wj.overflowing_sub(sub);
-                let (s2, b2) = s1.overflowing_sub(borrow as u64);
-                *wj = s2;
-                borrow = b1 || b2;
-                if j >= 2 && !borrow {
-                    break;
-                }
+            u64::overflowing_sub
+        };
+        let mut carry = false;
+        for (j, wj) in self.words[k..].iter_mut().enumerate() {
+            let (s1, c1) = op(*wj, if j < 3 { parts[j] } else { 0 });
+            let (s2, c2) = op(s1, carry as u64);
+            *wj = s2;
+            carry = c1 || c2;
+            if j >= 2 && !carry {
+                break;
             }
         }
     }
@@ -282,16 +272,7 @@ pub fn dot_exact(x: &[Float], y: &[Float]) -> Float {
     let prec = (hi - lo + log_n + 1).clamp(1, rug::float::prec_max() as i64) as u32;
     let mut acc = Float::new(prec);
     for (a, b) in x.iter().zip(y) {
-        // SAFETY: initialised MPFR numbers; the output aliases the addend.
-        let t = unsafe {
-            gmp_mpfr_sys::mpfr::fma(
-                acc.as_raw_mut(),
-                a.as_raw(),
-                b.as_raw(),
-                acc.as_raw(),
-                gmp_mpfr_sys::mpfr::rnd_t::RNDN,
-            )
-        };
+        let t = super::mpfr::fma_nearest(&mut acc, a, b);
         debug_assert_eq!(t, 0, "an exact partial sum");
     }
     acc

@@ -43,14 +43,7 @@ fn dot_kernel<T: Copy>(x: &[T], y: &[f32], conv: impl Fn(T) -> f32) -> f32 {
     for (j, (a, b)) in xr.iter().zip(yr).enumerate() {
         acc[j] = conv(*a).mul_add(*b, acc[j]);
     }
-    let mut width = LANES;
-    while width > 1 {
-        width /= 2;
-        for j in 0..width {
-            acc[j] = acc[2 * j] + acc[2 * j + 1];
-        }
-    }
-    acc[0]
+    super::f64::combine(acc)
 }
 
 /// `y_k = fma(alpha, conv(x_k), y_k)`.
@@ -149,112 +142,7 @@ impl Arith for F32 {
     fn prec(&self) -> u32 {
         24
     }
-    #[inline(always)]
-    fn zero(&self) -> f32 {
-        0.0
-    }
-    #[inline(always)]
-    fn of(&self, v: f64) -> f32 {
-        r32(v)
-    }
-    #[inline(always)]
-    fn to_f64(&self, x: &f32) -> f64 {
-        *x as f64
-    }
-    #[inline(always)]
-    fn enclose(&self, x: &f32) -> (f64, f64) {
-        (*x as f64, *x as f64)
-    }
-    #[inline(always)]
-    fn set(&self, x: &mut f32, a: &f32) {
-        *x = *a;
-    }
-    #[inline(always)]
-    fn set_f64(&self, x: &mut f32, v: f64) {
-        *x = r32(v);
-    }
-    #[inline(always)]
-    fn add(&self, x: &mut f32, a: &f32) {
-        *x += *a;
-    }
-    #[inline(always)]
-    fn add_f64(&self, x: &mut f32, v: f64) {
-        *x += r32(v);
-    }
-    #[inline(always)]
-    fn sub(&self, x: &mut f32, a: &f32) {
-        *x -= *a;
-    }
-    #[inline(always)]
-    fn mul(&self, x: &mut f32, a: &f32) {
-        *x *= *a;
-    }
-    #[inline(always)]
-    fn mul_f64(&self, x: &mut f32, v: f64) {
-        *x *= r32(v);
-    }
-    #[inline(always)]
-    fn div(&self, x: &mut f32, a: &f32) {
-        *x /= *a;
-    }
-    #[inline(always)]
-    fn div_f64(&self, x: &mut f32, v: f64) {
-        *x /= r32(v);
-    }
-    #[inline(always)]
-    fn diff(&self, x: &mut f32, a: &f32, b: &f32) {
-        *x = *a - *b;
-    }
-    #[inline(always)]
-    fn diff_f64(&self, x: &mut f32, a: f64, b: f64) {
-        *x = r32(a) - r32(b);
-    }
-    #[inline(always)]
-    fn prod(&self, x: &mut f32, a: &f32, b: &f32) {
-        *x = *a * *b;
-    }
-    #[inline(always)]
-    fn fma(&self, x: &mut f32, a: &f32, b: &f32) {
-        *x = a.mul_add(*b, *x);
-    }
-    #[inline(always)]
-    fn fma_f64(&self, x: &mut f32, a: &f32, v: f64) {
-        *x = a.mul_add(r32(v), *x);
-    }
-    #[inline(always)]
-    fn neg(&self, x: &mut f32) {
-        *x = -*x;
-    }
-    #[inline(always)]
-    fn exp(&self, x: &mut f32) {
-        *x = core_math::expf(*x);
-    }
-    #[inline(always)]
-    fn ln_1p(&self, x: &mut f32) {
-        *x = core_math::log1pf(*x);
-    }
-    #[inline(always)]
-    fn sqrt(&self, x: &mut f32) {
-        *x = x.sqrt();
-    }
-    #[inline(always)]
-    fn cmp(&self, a: &f32, b: &f32) -> Option<Ordering> {
-        a.partial_cmp(b)
-    }
-    #[inline(always)]
-    fn sign(&self, x: &f32) -> i8 {
-        if *x > 0.0 {
-            1
-        } else if *x < 0.0 {
-            -1
-        } else {
-            0
-        }
-    }
-    #[inline(always)]
-    fn is_finite(&self, x: &f32) -> bool {
-        x.is_finite()
-    }
+    hardware_scalar_ops!(f32, r32, core_math::expf, core_math::log1pf);
     /// The binary32 bits as 8 hex digits.
     fn to_exact_string(&self, x: &f32) -> String {
         format!("{:08x}", x.to_bits())

@@ -35,6 +35,121 @@
 use std::cmp::Ordering;
 use std::fmt::Debug;
 
+/// The scalar operations shared by the hardware arithmetics ([`F64`], [`F32`]): every
+/// operation is the IEEE operation of the type `$t`; an f64 argument is converted by
+/// `$c` (the identity for f64, rounding to nearest for f32); exp and log1p are the
+/// CORE-MATH functions `$exp` and `$log1p`. Expands to items of an `impl Arith` block.
+macro_rules! hardware_scalar_ops {
+    ($t:ty, $c:expr, $exp:path, $log1p:path) => {
+        #[inline(always)]
+        fn zero(&self) -> $t {
+            0.0
+        }
+        #[inline(always)]
+        fn of(&self, v: f64) -> $t {
+            $c(v)
+        }
+        #[inline(always)]
+        fn to_f64(&self, x: &$t) -> f64 {
+            *x as f64
+        }
+        #[inline(always)]
+        fn enclose(&self, x: &$t) -> (f64, f64) {
+            (*x as f64, *x as f64)
+        }
+        #[inline(always)]
+        fn set(&self, x: &mut $t, a: &$t) {
+            *x = *a;
+        }
+        #[inline(always)]
+        fn set_f64(&self, x: &mut $t, v: f64) {
+            *x = $c(v);
+        }
+        #[inline(always)]
+        fn add(&self, x: &mut $t, a: &$t) {
+            *x += *a;
+        }
+        #[inline(always)]
+        fn add_f64(&self, x: &mut $t, v: f64) {
+            *x += $c(v);
+        }
+        #[inline(always)]
+        fn sub(&self, x: &mut $t, a: &$t) {
+            *x -= *a;
+        }
+        #[inline(always)]
+        fn mul(&self, x: &mut $t, a: &$t) {
+            *x *= *a;
+        }
+        #[inline(always)]
+        fn mul_f64(&self, x: &mut $t, v: f64) {
+            *x *= $c(v);
+        }
+        #[inline(always)]
+        fn div(&self, x: &mut $t, a: &$t) {
+            *x /= *a;
+        }
+        #[inline(always)]
+        fn div_f64(&self, x: &mut $t, v: f64) {
+            *x /= $c(v);
+        }
+        #[inline(always)]
+        fn diff(&self, x: &mut $t, a: &$t, b: &$t) {
+            *x = *a - *b;
+        }
+        #[inline(always)]
+        fn diff_f64(&self, x: &mut $t, a: f64, b: f64) {
+            *x = $c(a) - $c(b);
+        }
+        #[inline(always)]
+        fn prod(&self, x: &mut $t, a: &$t, b: &$t) {
+            *x = *a * *b;
+        }
+        #[inline(always)]
+        fn fma(&self, x: &mut $t, a: &$t, b: &$t) {
+            *x = a.mul_add(*b, *x);
+        }
+        #[inline(always)]
+        fn fma_f64(&self, x: &mut $t, a: &$t, v: f64) {
+            *x = a.mul_add($c(v), *x);
+        }
+        #[inline(always)]
+        fn neg(&self, x: &mut $t) {
+            *x = -*x;
+        }
+        #[inline(always)]
+        fn exp(&self, x: &mut $t) {
+            *x = $exp(*x);
+        }
+        #[inline(always)]
+        fn ln_1p(&self, x: &mut $t) {
+            *x = $log1p(*x);
+        }
+        #[inline(always)]
+        fn sqrt(&self, x: &mut $t) {
+            *x = x.sqrt();
+        }
+        #[inline(always)]
+        fn cmp(&self, a: &$t, b: &$t) -> Option<Ordering> {
+            a.partial_cmp(b)
+        }
+        #[inline(always)]
+        fn sign(&self, x: &$t) -> i8 {
+            if *x > 0.0 {
+                1
+            } else if *x < 0.0 {
+                -1
+            } else {
+                0
+            }
+        }
+        #[inline(always)]
+        fn is_finite(&self, x: &$t) -> bool {
+            x.is_finite()
+        }
+    };
+}
+
 mod ball;
 pub mod exact;
 mod f32;
@@ -217,12 +332,7 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
 
     /// `out = sum_k x_k y_k` in the fixed [`LANES`] order (module docs).
     fn dot(&self, x: &[Self::Real], y: &[Self::Real], out: &mut Self::Real) {
-        debug_assert_eq!(x.len(), y.len());
-        let mut acc: [Self::Real; LANES] = std::array::from_fn(|_| self.zero());
-        for (k, (a, b)) in x.iter().zip(y).enumerate() {
-            self.fma(&mut acc[k % LANES], a, b);
-        }
-        self.combine(&mut acc, out);
+        dot_by_fma(self, x, y, out);
     }
 
     /// `out = sum_k x_k y_k` with f64 `x` (the data), in the fixed [`LANES`] order.
@@ -294,6 +404,17 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
         self.sqrt(&mut out);
         self.to_f64(&out)
     }
+}
+
+/// The trait's default dot product: element k fused into accumulator k mod [`LANES`]
+/// by [`Arith::fma`], then [`Arith::combine`].
+fn dot_by_fma<A: Arith>(ar: &A, x: &[A::Real], y: &[A::Real], out: &mut A::Real) {
+    debug_assert_eq!(x.len(), y.len());
+    let mut acc: [A::Real; LANES] = std::array::from_fn(|_| ar.zero());
+    for (k, (a, b)) in x.iter().zip(y).enumerate() {
+        ar.fma(&mut acc[k % LANES], a, b);
+    }
+    ar.combine(&mut acc, out);
 }
 
 #[cfg(test)]

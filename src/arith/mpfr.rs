@@ -76,18 +76,25 @@ impl Mpfr {
 
     #[inline(always)]
     fn fma_raw(&self, x: &mut Float, a: &Float, b: &Float) {
-        // SAFETY: all three are initialised MPFR numbers; MPFR allows the output to
-        // alias an input (here the addend).
-        let dir = unsafe {
-            mpfr::fma(
-                x.as_raw_mut(),
-                a.as_raw(),
-                b.as_raw(),
-                x.as_raw(),
-                mpfr::rnd_t::RNDN,
-            )
-        };
+        let dir = fma_nearest(x, a, b);
         self.fix(x, dir.cmp(&0));
+    }
+}
+
+/// `x = a * b + x` rounded once to nearest at `x`'s precision (`mpfr_fma`); returns
+/// MPFR's ternary value (0 iff exact).
+#[inline(always)]
+pub(super) fn fma_nearest(x: &mut Float, a: &Float, b: &Float) -> i32 {
+    // SAFETY: all three are initialised MPFR numbers; MPFR allows the output to alias an
+    // input (here the addend).
+    unsafe {
+        mpfr::fma(
+            x.as_raw_mut(),
+            a.as_raw(),
+            b.as_raw(),
+            x.as_raw(),
+            mpfr::rnd_t::RNDN,
+        )
     }
 }
 
