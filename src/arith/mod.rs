@@ -9,7 +9,8 @@
 //!   fixed accumulator pattern;
 //! - [`F32`] (`f32.rs`): hardware binary32, the arithmetic of a float32 implementation
 //!   that loaded the f64 data into float32 arrays (data rounded to binary32 on entry);
-//! - [`Mpfr::truth`] (`mpfr.rs`): MPFR at any precision >= 64 bits, the judge;
+//! - [`Mpfr::truth`] (`mpfr.rs`): MPFR at any precision >= 64 bits, the judge (the span
+//!   step's Gram matrices enter it exactly, `exact.rs`);
 //! - [`Mpfr::predictor`] (`mpfr.rs` + `predictor.rs`): MPFR at 53 bits with binary64's
 //!   exponent range, subnormals and overflow emulated: it rounds every operation exactly
 //!   as [`F64`] does, so it predicts the f64 trainer bit for bit;

@@ -237,6 +237,17 @@ impl Arith for Mpfr {
             .map(|v| Float::with_val(self.prec, v))
     }
 
+    /// The truth twin takes the span step's Gram matrices exactly (computed without
+    /// rounding, then rounded once: at least as accurate as its own fma chains, and
+    /// about 4x cheaper to form); the predictor keeps its kernels (it must round as f64).
+    fn exact_inputs(&self) -> bool {
+        !self.f64_range
+    }
+    /// The exact value rounded once to nearest at the twin's precision.
+    fn of_exact(&self, v: &Float) -> Float {
+        Float::with_val(self.prec, v)
+    }
+
     /// With f64 data, the token entries are copied once into a reusable 53-bit number
     /// (exact), then fused as in the default kernel.
     fn dot_f64(&self, x: &[f64], y: &[Float], out: &mut Float) {
