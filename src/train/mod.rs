@@ -610,11 +610,14 @@ pub const MAX_STATE_BYTES: u64 = 12 << 30;
 /// Approximate bytes of a trainer's numbers at `prec` bits in `method`: parameters and
 /// d-space buffers (direct: p, q, dL/dq, W when dense, n d for the naive gradient), or
 /// the Gram matrices, coefficients and basis (span), plus scores and head values of the
-/// training and test sets. An MPFR number takes 32 bytes plus its limbs; f64 8 bytes.
+/// training and test sets. An MPFR number takes 32 bytes plus its limbs (a ball 16 more);
+/// f64 8 bytes, f32 4.
 pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
     let per = match kind {
         Kind::F64 => 8,
         Kind::F32 => 4,
+        // a ball: an MPFR midpoint and a 16-byte radius
+        Kind::Ball => 48 + 8 * prec.div_ceil(64) as u128,
         _ => 32 + 8 * prec.div_ceil(64) as u128,
     };
     let (n, t, d) = (
