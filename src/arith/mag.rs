@@ -55,10 +55,35 @@ impl Mag {
         self.exp == INF_EXP
     }
 
-    /// `man * 2^exp` rounded up to 32 bits, clamped to the exponent range.
+    /// `man * 2^exp` rounded up to 32 bits, clamped to the exponent range (the u64 fast
+    /// path of [`Mag::round`], upward).
     #[inline(always)]
     fn normalize(man: u64, exp: i64) -> Mag {
-        Mag::round(man as u128, exp, true)
+        if man == 0 {
+            return Mag::ZERO;
+        }
+        let lz = man.leading_zeros();
+        let (mut m, mut e) = if lz >= 32 {
+            (man << (lz - 32), exp - (lz - 32) as i64)
+        } else {
+            let shift = 32 - lz;
+            let up = u64::from(man & ((1u64 << shift) - 1) != 0);
+            ((man >> shift) + up, exp + shift as i64)
+        };
+        if m == 1 << 32 {
+            m = TOP;
+            e += 1;
+        }
+        if e > MAX_EXP {
+            Mag::INF
+        } else if e < MIN_EXP {
+            Mag {
+                man: TOP as u32,
+                exp: MIN_EXP,
+            }
+        } else {
+            Mag { man: m as u32, exp: e }
+        }
     }
 
     /// `man * 2^exp` rounded to 32 bits, up (`up`) or down, clamped to the exponent
