@@ -349,6 +349,46 @@ fn kernels_enclose_their_exact_sums() {
     }
 }
 
+/// The data Gram and cross Gram matrices: exact sums rounded once for a ball (radius at
+/// most the half ulp, the exact value inside), each entry one `dot` of the rows in f64.
+#[test]
+fn data_grams_are_exact_for_balls() {
+    let mut r = rng::stream(63, Stream::Init);
+    let (rows, cols) = (5, 37);
+    let mut a = vec![0.0; rows * cols];
+    let mut b = vec![0.0; 3 * cols];
+    rng::fill_normal(&mut r, 1.0, &mut a);
+    rng::fill_normal(&mut r, 1e-3, &mut b);
+    let ar = Ball::new(64).unwrap();
+    let g = tokensel::linalg::data_gram(&ar, &a, rows, cols);
+    let c = tokensel::linalg::cross_gram(&ar, &a, &b, cols);
+    let exact = |x: &[f64], y: &[f64]| {
+        let mut s = Float::new(REF);
+        for (u, v) in x.iter().zip(y) {
+            s += Float::with_val(106, &Float::with_val(53, *u) * *v);
+        }
+        s
+    };
+    for i in 0..rows {
+        for j in 0..rows {
+            let e = exact(&a[i * cols..(i + 1) * cols], &a[j * cols..(j + 1) * cols]);
+            let gij = &g[i * rows + j];
+            assert!(gij.contains(&e));
+            let half_ulp = Float::with_val(REF, Float::i_exp(1, gij.mid().get_exp().unwrap() - 65));
+            assert!(rad(gij) <= half_ulp, "one rounding");
+        }
+        for j in 0..3 {
+            let e = exact(&a[i * cols..(i + 1) * cols], &b[j * cols..(j + 1) * cols]);
+            assert!(c[i * 3 + j].contains(&e));
+        }
+    }
+    let f = tokensel::linalg::cross_gram(&tokensel::arith::F64, &a, &b, cols);
+    assert_eq!(
+        f[4],
+        tokensel::arith::dot(&a[cols..2 * cols], &b[cols..2 * cols])
+    );
+}
+
 /// Values around the ends of f64's range and far beyond (MPFR's range): the radius
 /// keeps its exponent (exp(-1e5) has a radius near 2^-144000 that is not zero), and an
 /// exp of a ball near -745 (where an f64 radius would underflow) still encloses.

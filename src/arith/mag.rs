@@ -82,7 +82,10 @@ impl Mag {
                 exp: MIN_EXP,
             }
         } else {
-            Mag { man: m as u32, exp: e }
+            Mag {
+                man: m as u32,
+                exp: e,
+            }
         }
     }
 

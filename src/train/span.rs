@@ -85,7 +85,7 @@ impl<R: Clone + Send + Sync> Span<R> {
                 span.basis = span.basis_rows(ar, x);
                 span.g = linalg::gram(ar, &span.basis, r + 1, d);
                 if mode == Mode::Joint {
-                    span.k = linalg::gram(ar, &ar.of_slice(x), r, d);
+                    span.k = linalg::data_gram(ar, x, r, d);
                     span.m = ar.zeros((r + 1) * r);
                 }
             }
@@ -94,7 +94,7 @@ impl<R: Clone + Send + Sync> Span<R> {
                 span.q0 = ar.zeros(d);
                 linalg::matvec_t(ar, w0, &span.p0, &mut span.q0);
                 ar.dot(&span.p0, &span.p0, &mut span.pp);
-                let k = linalg::gram(ar, &ar.of_slice(x), r, d);
+                let k = linalg::data_gram(ar, x, r, d);
                 span.g = ar.zeros((r + 1) * (r + 1));
                 let (q0, pp) = (&span.q0, &span.pp);
                 linalg::for_each_row(ar, &mut span.g[r + 1..], r + 1, d + r, |i, gi| {
