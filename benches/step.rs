@@ -5,7 +5,7 @@
 use criterion::{
     BenchmarkGroup, Criterion, criterion_group, criterion_main, measurement::WallTime,
 };
-use tokensel::arith::{Arith, F64, Mpfr};
+use tokensel::arith::{Arith, Ball, F32, F64, Mpfr};
 use tokensel::config::{Config, Method, Preset};
 use tokensel::data::Dataset;
 use tokensel::train::Trainer;
@@ -28,7 +28,8 @@ fn bench_step<A: Arith>(
     });
 }
 
-/// The default (balanced) setting: f64 and MPFR, direct and span.
+/// The default (balanced) setting: f64, f32 and MPFR, direct and span; the ball
+/// arithmetic against the MPFR twin at the same precisions (span).
 fn step(c: &mut Criterion) {
     let cfg = Config::default();
     let data = Dataset::generate(&cfg);
@@ -37,6 +38,7 @@ fn step(c: &mut Criterion) {
     for method in [Method::Direct, Method::Span] {
         let m = method.name();
         bench_step(&mut group, &format!("f64/{m}"), &cfg, &data, F64, method);
+        bench_step(&mut group, &format!("f32/{m}"), &cfg, &data, F32, method);
         bench_step(
             &mut group,
             &format!("predictor/{m}"),
@@ -56,6 +58,11 @@ fn step(c: &mut Criterion) {
             ar,
             Method::Span,
         );
+        if prec <= 256 {
+            let ar = Ball::new(prec).unwrap();
+            let name = format!("ball-{prec}/span");
+            bench_step(&mut group, &name, &cfg, &data, ar, Method::Span);
+        }
     }
     group.finish();
 }

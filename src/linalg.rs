@@ -15,8 +15,9 @@ const PAR_MIN_OPS: usize = 1 << 16;
 /// Rough cost of one operation relative to an f64 fma (for the parallel threshold only).
 fn op_cost<A: Arith>(ar: &A) -> usize {
     match ar.kind() {
-        Kind::F64 => 1,
+        Kind::F64 | Kind::F32 => 1,
         Kind::Predictor | Kind::Mpfr => 64,
+        Kind::Ball => 128,
     }
 }
 
@@ -115,6 +116,42 @@ pub fn gram<A: Arith>(ar: &A, b: &[A::Real], rows: usize, cols: usize) -> Vec<A:
     });
     mirror_upper(ar, &mut g, rows);
     g
+}
+
+/// The Gram matrix `G_ij = <x_i, x_j>` of `rows` f64 data rows of width `cols`: exact
+/// and rounded once where the arithmetic takes exact inputs ([`Arith::exact_inputs`]),
+/// else [`gram`] of the rows converted by [`Arith::of`] (today's bits).
+pub fn data_gram<A: Arith>(ar: &A, x: &[f64], rows: usize, cols: usize) -> Vec<A::Real> {
+    if ar.exact_inputs() {
+        let g = crate::arith::exact::gram_f64(x, rows, cols);
+        g.iter().map(|v| ar.of_exact(v)).collect()
+    } else {
+        gram(ar, &ar.of_slice(&x[..rows * cols]), rows, cols)
+    }
+}
+
+/// The cross Gram matrix `C_ij = <a_i, b_j>` of f64 data rows (`a.len() / cols` rows of
+/// `a`, `b.len() / cols` rows of `b`, row-major): exact and rounded once where the
+/// arithmetic takes exact inputs, else each entry one [`Arith::dot`] of the converted
+/// rows.
+pub fn cross_gram<A: Arith>(ar: &A, a: &[f64], b: &[f64], cols: usize) -> Vec<A::Real> {
+    if ar.exact_inputs() {
+        let c = crate::arith::exact::cross_gram_f64(a, b, cols);
+        return c.iter().map(|v| ar.of_exact(v)).collect();
+    }
+    let (ra, rb) = (ar.of_slice(a), ar.of_slice(b));
+    let nb = b.len() / cols.max(1);
+    let mut c = ar.zeros(a.len() / cols.max(1) * nb);
+    for_each_row(ar, &mut c, nb, nb * cols, |i, ci| {
+        for (j, cij) in ci.iter_mut().enumerate() {
+            ar.dot(
+                &ra[i * cols..(i + 1) * cols],
+                &rb[j * cols..(j + 1) * cols],
+                cij,
+            );
+        }
+    });
+    c
 }
 
 /// Copy the upper triangle of a square matrix into its lower triangle.

@@ -53,15 +53,19 @@ impl Selection {
 /// Summary of one softmax evaluation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Softmax<R> {
-    /// Index of the largest score (lowest index on ties): the token the max subtraction
-    /// and the centred formulas use (any argmax is correct for them). Whether it is
-    /// *reported* as selected is `selection`'s business.
+    /// Index of the largest score (lowest index on ties; a ball arithmetic: of the
+    /// midpoints): the token the max subtraction and the centred formulas use (any argmax
+    /// is correct for them). Whether it is *reported* as selected is `selection`'s
+    /// business.
     pub top: usize,
     /// Whether `top` is the selected token (decided), ties another, or is undecided.
     pub selection: Selection,
     /// `rest` = 1 - s_top (`Stable`: sum_{j != top} e_j / sum_u e_u; `Naive`: 1 - s_top).
     pub rest: R,
-    /// Score gap z_top - max_{j != top} z_j (infinite for T = 1).
+    /// Score gap z_top - max_{j != top} z_j (infinite for T = 1). In a ball arithmetic
+    /// it encloses the exact gap for this `top` even where the order of the other scores
+    /// is undecided, so `decide_sign(gap)` proves the selection: `Some(1)`, `top` is the
+    /// unique largest score; `Some(0)`, an exact tie; `None`, undecided.
     pub gap: R,
 }
 
@@ -138,7 +142,9 @@ pub fn softmax<A: Arith>(
     let top = argmax(ar, scores);
     let zmax = &scores[top];
     let mut others = ar.zero();
-    let mut second: Option<usize> = None;
+    // max_{j != top} z_j by `Arith::max`: a ball arithmetic encloses it even where the
+    // order of the other scores is not decided
+    let mut second: Option<A::Real> = None;
     let (mut tie, mut undecided) = (false, false);
     for (t, (zt, st)) in scores.iter().zip(s.iter_mut()).enumerate() {
         if t == top {
@@ -152,8 +158,9 @@ pub fn softmax<A: Arith>(
             ar.diff(st, zt, zmax);
             ar.exp(st);
             ar.add(&mut others, st);
-            if second.is_none_or(|u| ar.cmp(zt, &scores[u]) == Some(Ordering::Greater)) {
-                second = Some(t);
+            match &mut second {
+                None => second = Some(zt.clone()),
+                Some(m) => ar.max(m, zt),
             }
         }
     }
@@ -178,8 +185,8 @@ pub fn softmax<A: Arith>(
         (false, true) => Selection::Tie,
         (false, false) => Selection::Decided,
     };
-    match second {
-        Some(u) => ar.diff(&mut att.gap, zmax, &scores[u]),
+    match &second {
+        Some(m) => ar.diff(&mut att.gap, zmax, m),
         None => ar.set_f64(&mut att.gap, f64::INFINITY),
     }
 }
@@ -353,9 +360,11 @@ pub fn loss_derivative<A: Arith>(ar: &A, u: &A::Real, out: &mut A::Real) {
     ar.div(out, &den);
 }
 
-/// Predicted label sign(f), where the sign is proved ([`Arith::decide_sign`]); `None`
-/// where it is not (an enclosure of f containing 0). A prediction of 0, or one that is
-/// not decided, matches no label: it counts as wrong for both classes.
+/// Predicted label sign(f), where the sign is proved ([`Arith::decide_sign`]): the sign
+/// itself in f64, f32 and MPFR (finite values); in a ball arithmetic the sign where the
+/// ball excludes 0. `None` where it is not proved (an enclosure of f containing 0). A
+/// prediction of 0, or one that is not decided, matches no label: it counts as wrong for
+/// both classes, so an accuracy counted from a ball's predictions is a PROVED lower bound.
 pub fn predict<A: Arith>(ar: &A, f: &A::Real) -> Option<i8> {
     ar.decide_sign(f)
 }
@@ -429,6 +438,12 @@ mod tests {
         assert_eq!(predict(&ar, &tiny), Some(1));
         assert_eq!(predict(&ar, &(-tiny)), Some(-1));
         assert_eq!(predict(&ar, &ar.zero()), Some(0));
+        // a ball counts a prediction only where its sign is proved
+        use crate::arith::{Ball, BallReal, Mag};
+        let ball = Ball::new(128).unwrap();
+        let f = |r: f64| BallReal::new(rug::Float::with_val(128, 1e-3), Mag::of_f64(r));
+        assert_eq!(predict(&ball, &f(1e-4)), Some(1));
+        assert_eq!(predict(&ball, &f(1e-2)), None);
     }
 
     /// l and l' against their closed forms at 0 and the overflow ends, and l' against a

@@ -22,7 +22,7 @@ use proptest::prelude::*;
 
 mod common;
 use tokensel::arith::{Arith, F64, Mpfr};
-use tokensel::config::{Config, Method, Mode, PInit, WInit};
+use tokensel::config::{Config, Method, Mode};
 use tokensel::data::Dataset;
 use tokensel::train::Trainer;
 
@@ -104,27 +104,9 @@ prop_compose! {
         kaiming in any::<bool>(),
         p0 in any::<bool>(),
     ) -> Config {
-        let mut sizes = sizes;
-        if sizes.iter().sum::<usize>() == 0 {
-            sizes[0] = 1;
-        }
-        let mode = [Mode::P, Mode::W, Mode::Joint][mode as usize];
-        let mut c = Config {
-            seed, d, n_train, n_test: 3, mu_norm, eta,
-            step_size: alpha,
-            steps,
-            mode,
-            layout: common::layout(sizes),
-            ..Config::default()
-        };
-        if p0 || mode == Mode::W {
-            c.init.p = PInit::Gaussian;
-            c.init.p_scale = 0.5;
-        }
-        if kaiming || mode != Mode::P {
-            c.init.w = WInit::KaimingUniform;
-        }
-        c
+        common::small_config(
+            seed, d, sizes, n_train, mu_norm, eta, alpha, steps, mode, kaiming, p0,
+        )
     }
 }
 

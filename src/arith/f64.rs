@@ -31,9 +31,9 @@ fn dot_kernel(x: &[f64], y: &[f64]) -> f64 {
     combine(acc)
 }
 
-/// The balanced-tree combination of the trait's `combine`.
+/// The balanced-tree combination of the trait's `combine` (for f64 and f32).
 #[inline(always)]
-fn combine(mut acc: [f64; LANES]) -> f64 {
+pub(super) fn combine<T: Copy + std::ops::Add<Output = T>>(mut acc: [T; LANES]) -> T {
     let mut width = LANES;
     while width > 1 {
         width /= 2;
@@ -243,108 +243,7 @@ impl Arith for F64 {
     fn prec(&self) -> u32 {
         53
     }
-    #[inline(always)]
-    fn zero(&self) -> f64 {
-        0.0
-    }
-    #[inline(always)]
-    fn of(&self, v: f64) -> f64 {
-        v
-    }
-    #[inline(always)]
-    fn to_f64(&self, x: &f64) -> f64 {
-        *x
-    }
-    #[inline(always)]
-    fn set(&self, x: &mut f64, a: &f64) {
-        *x = *a;
-    }
-    #[inline(always)]
-    fn set_f64(&self, x: &mut f64, v: f64) {
-        *x = v;
-    }
-    #[inline(always)]
-    fn add(&self, x: &mut f64, a: &f64) {
-        *x += *a;
-    }
-    #[inline(always)]
-    fn add_f64(&self, x: &mut f64, v: f64) {
-        *x += v;
-    }
-    #[inline(always)]
-    fn sub(&self, x: &mut f64, a: &f64) {
-        *x -= *a;
-    }
-    #[inline(always)]
-    fn mul(&self, x: &mut f64, a: &f64) {
-        *x *= *a;
-    }
-    #[inline(always)]
-    fn mul_f64(&self, x: &mut f64, v: f64) {
-        *x *= v;
-    }
-    #[inline(always)]
-    fn div(&self, x: &mut f64, a: &f64) {
-        *x /= *a;
-    }
-    #[inline(always)]
-    fn div_f64(&self, x: &mut f64, v: f64) {
-        *x /= v;
-    }
-    #[inline(always)]
-    fn diff(&self, x: &mut f64, a: &f64, b: &f64) {
-        *x = *a - *b;
-    }
-    #[inline(always)]
-    fn diff_f64(&self, x: &mut f64, a: f64, b: f64) {
-        *x = a - b;
-    }
-    #[inline(always)]
-    fn prod(&self, x: &mut f64, a: &f64, b: &f64) {
-        *x = *a * *b;
-    }
-    #[inline(always)]
-    fn fma(&self, x: &mut f64, a: &f64, b: &f64) {
-        *x = a.mul_add(*b, *x);
-    }
-    #[inline(always)]
-    fn fma_f64(&self, x: &mut f64, a: &f64, v: f64) {
-        *x = a.mul_add(v, *x);
-    }
-    #[inline(always)]
-    fn neg(&self, x: &mut f64) {
-        *x = -*x;
-    }
-    #[inline(always)]
-    fn exp(&self, x: &mut f64) {
-        *x = core_math::exp(*x);
-    }
-    #[inline(always)]
-    fn ln_1p(&self, x: &mut f64) {
-        *x = core_math::log1p(*x);
-    }
-    #[inline(always)]
-    fn sqrt(&self, x: &mut f64) {
-        *x = x.sqrt();
-    }
-    #[inline(always)]
-    fn cmp(&self, a: &f64, b: &f64) -> Option<Ordering> {
-        a.partial_cmp(b)
-    }
-    #[inline(always)]
-    fn sign(&self, x: &f64) -> i8 {
-        if *x > 0.0 {
-            1
-        } else if *x < 0.0 {
-            -1
-        } else {
-            0
-        }
-    }
-    #[inline(always)]
-    fn is_finite(&self, x: &f64) -> bool {
-        x.is_finite()
-    }
+    hardware_scalar_ops!(f64, |v: f64| v, core_math::exp, core_math::log1p);
     fn to_exact_string(&self, x: &f64) -> String {
         format!("{:016x}", x.to_bits())
     }

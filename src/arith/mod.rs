@@ -3,14 +3,20 @@
 //! [`Arith`] is a context (precision, exponent range) with method-style, assign-style
 //! operations on its [`Arith::Real`] numbers: `x += a` is `ar.add(&mut x, &a)`, with no
 //! allocation per operation (rug's `AssignRound` model). The model and the trainer are
-//! written once, generic over it, and run in three arithmetics:
+//! written once, generic over it, and run in these arithmetics:
 //!
 //! - [`F64`] (`f64.rs`): plain binary64, zero cost; its kernels are vectorised with a
 //!   fixed accumulator pattern;
-//! - [`Mpfr::truth`] (`mpfr.rs`): MPFR at any precision >= 64 bits, the judge;
+//! - [`F32`] (`f32.rs`): hardware binary32, the arithmetic of a float32 implementation
+//!   that loaded the f64 data into float32 arrays (data rounded to binary32 on entry);
+//! - [`Mpfr::truth`] (`mpfr.rs`): MPFR at any precision >= 64 bits, the judge (the span
+//!   step's Gram matrices enter it exactly, `exact.rs`);
 //! - [`Mpfr::predictor`] (`mpfr.rs` + `predictor.rs`): MPFR at 53 bits with binary64's
 //!   exponent range, subnormals and overflow emulated: it rounds every operation exactly
-//!   as [`F64`] does, so it predicts the f64 trainer bit for bit.
+//!   as [`F64`] does, so it predicts the f64 trainer bit for bit;
+//! - [`Ball`] (`ball.rs`, radius type [`Mag`] in `mag.rs`): rigorous enclosures `[m +-
+//!   r]` whose every result contains the exact result for every point of its inputs; the
+//!   span step's Gram matrices enter it exactly (`exact.rs`).
 //!
 //! # Kernels and their fixed order
 //! Every reduction goes through a kernel with a documented order that does not depend on
@@ -30,11 +36,133 @@
 use std::cmp::Ordering;
 use std::fmt::Debug;
 
+/// The scalar operations shared by the hardware arithmetics ([`F64`], [`F32`]): every
+/// operation is the IEEE operation of the type `$t`; an f64 argument is converted by
+/// `$c` (the identity for f64, rounding to nearest for f32); exp and log1p are the
+/// CORE-MATH functions `$exp` and `$log1p`. Expands to items of an `impl Arith` block.
+macro_rules! hardware_scalar_ops {
+    ($t:ty, $c:expr, $exp:path, $log1p:path) => {
+        #[inline(always)]
+        fn zero(&self) -> $t {
+            0.0
+        }
+        #[inline(always)]
+        fn of(&self, v: f64) -> $t {
+            $c(v)
+        }
+        #[inline(always)]
+        fn to_f64(&self, x: &$t) -> f64 {
+            *x as f64
+        }
+        #[inline(always)]
+        fn enclose(&self, x: &$t) -> (f64, f64) {
+            (*x as f64, *x as f64)
+        }
+        #[inline(always)]
+        fn set(&self, x: &mut $t, a: &$t) {
+            *x = *a;
+        }
+        #[inline(always)]
+        fn set_f64(&self, x: &mut $t, v: f64) {
+            *x = $c(v);
+        }
+        #[inline(always)]
+        fn add(&self, x: &mut $t, a: &$t) {
+            *x += *a;
+        }
+        #[inline(always)]
+        fn add_f64(&self, x: &mut $t, v: f64) {
+            *x += $c(v);
+        }
+        #[inline(always)]
+        fn sub(&self, x: &mut $t, a: &$t) {
+            *x -= *a;
+        }
+        #[inline(always)]
+        fn mul(&self, x: &mut $t, a: &$t) {
+            *x *= *a;
+        }
+        #[inline(always)]
+        fn mul_f64(&self, x: &mut $t, v: f64) {
+            *x *= $c(v);
+        }
+        #[inline(always)]
+        fn div(&self, x: &mut $t, a: &$t) {
+            *x /= *a;
+        }
+        #[inline(always)]
+        fn div_f64(&self, x: &mut $t, v: f64) {
+            *x /= $c(v);
+        }
+        #[inline(always)]
+        fn diff(&self, x: &mut $t, a: &$t, b: &$t) {
+            *x = *a - *b;
+        }
+        #[inline(always)]
+        fn diff_f64(&self, x: &mut $t, a: f64, b: f64) {
+            *x = $c(a) - $c(b);
+        }
+        #[inline(always)]
+        fn prod(&self, x: &mut $t, a: &$t, b: &$t) {
+            *x = *a * *b;
+        }
+        #[inline(always)]
+        fn fma(&self, x: &mut $t, a: &$t, b: &$t) {
+            *x = a.mul_add(*b, *x);
+        }
+        #[inline(always)]
+        fn fma_f64(&self, x: &mut $t, a: &$t, v: f64) {
+            *x = a.mul_add($c(v), *x);
+        }
+        #[inline(always)]
+        fn neg(&self, x: &mut $t) {
+            *x = -*x;
+        }
+        #[inline(always)]
+        fn exp(&self, x: &mut $t) {
+            *x = $exp(*x);
+        }
+        #[inline(always)]
+        fn ln_1p(&self, x: &mut $t) {
+            *x = $log1p(*x);
+        }
+        #[inline(always)]
+        fn sqrt(&self, x: &mut $t) {
+            *x = x.sqrt();
+        }
+        #[inline(always)]
+        fn cmp(&self, a: &$t, b: &$t) -> Option<Ordering> {
+            a.partial_cmp(b)
+        }
+        #[inline(always)]
+        fn sign(&self, x: &$t) -> i8 {
+            if *x > 0.0 {
+                1
+            } else if *x < 0.0 {
+                -1
+            } else {
+                0
+            }
+        }
+        #[inline(always)]
+        fn is_finite(&self, x: &$t) -> bool {
+            x.is_finite()
+        }
+    };
+}
+
+mod ball;
+pub mod exact;
+mod f32;
 mod f64;
+mod mag;
 mod mpfr;
 mod predictor;
 
+pub use self::ball::{Ball, BallReal, DEFAULT_BALL_PREC, MIN_BALL_PREC};
+pub use self::f32::F32;
 pub use self::f64::{F64, dot, norm};
+pub use self::mag::Mag;
 pub use self::mpfr::{DEFAULT_PREC, MAX_PREC, MIN_TRUTH_PREC, Mpfr, normwise_rel_err, rel_err};
 
 /// Number of accumulators of the dot-product kernels (the fixed pattern).
@@ -48,12 +176,18 @@ pub enum Kind {
     /// Hardware binary64.
     #[serde(rename = "f64")]
     F64,
+    /// Hardware binary32 (the data rounded to binary32 on entry).
+    #[serde(rename = "f32")]
+    F32,
     /// MPFR at 53 bits with binary64's range: the bit-exact f64 predictor.
     #[serde(rename = "predictor", alias = "mpfr-f64-predictor")]
     Predictor,
     /// MPFR at a chosen precision: the truth twin.
     #[serde(rename = "mpfr")]
     Mpfr,
+    /// Ball arithmetic (MPFR midpoints, rounded-up radii): rigorous enclosures.
+    #[serde(rename = "ball")]
+    Ball,
 }
 
 impl std::fmt::Display for Kind {
@@ -64,12 +198,14 @@ impl std::fmt::Display for Kind {
 }
 
 impl Kind {
-    /// Stable name used in outputs: `f64`, `predictor`, `mpfr`.
+    /// Stable name used in outputs: `f64`, `f32`, `predictor`, `mpfr`, `ball`.
     pub fn name(self) -> &'static str {
         match self {
             Kind::F64 => "f64",
+            Kind::F32 => "f32",
             Kind::Predictor => "predictor",
             Kind::Mpfr => "mpfr",
+            Kind::Ball => "ball",
         }
     }
 }
@@ -84,7 +220,7 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
 
     /// Which arithmetic this is.
     fn kind(&self) -> Kind;
-    /// Precision in bits (53 for f64 and the predictor).
+    /// Precision in bits (53 for f64 and the predictor, 24 for f32).
     fn prec(&self) -> u32;
     /// A new zero.
     fn zero(&self) -> Self::Real;
@@ -92,22 +228,27 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
     fn zeros(&self, n: usize) -> Vec<Self::Real> {
         vec![self.zero(); n]
     }
-    /// An f64, converted (exactly: every arithmetic has at least 53 bits).
+    /// An f64, converted: exactly in every arithmetic of at least 53 bits (f64, MPFR,
+    /// the predictor); rounded to the nearest binary32 in [`F32`] (as a float32
+    /// implementation loading f64 data would).
     fn of(&self, v: f64) -> Self::Real {
         let mut x = self.zero();
         self.set_f64(&mut x, v);
         x
     }
-    /// A vector of f64, converted exactly.
+    /// A vector of f64, converted as [`Arith::of`].
     fn of_slice(&self, v: &[f64]) -> Vec<Self::Real> {
         v.iter().map(|x| self.of(*x)).collect()
     }
     /// The nearest f64 (ties to even).
     fn to_f64(&self, x: &Self::Real) -> f64;
+    /// An f64 interval `(lo, hi)` that contains the value `x` stands for, rounded
+    /// outward: `(x, x)` for f64 and f32 (exact), MPFR's value rounded down and up.
+    fn enclose(&self, x: &Self::Real) -> (f64, f64);
 
     /// `x = a`.
     fn set(&self, x: &mut Self::Real, a: &Self::Real);
-    /// `x = v`.
+    /// `x = v` (converted as [`Arith::of`]).
     fn set_f64(&self, x: &mut Self::Real, v: f64);
     /// `x += a`.
     fn add(&self, x: &mut Self::Real, a: &Self::Real);
@@ -141,8 +282,19 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
     fn ln_1p(&self, x: &mut Self::Real);
     /// `x = sqrt(x)`.
     fn sqrt(&self, x: &mut Self::Real);
-    /// Total order for finite values, `None` with a NaN.
+    /// Total order for finite values, `None` with a NaN. A ball arithmetic compares
+    /// midpoints: for branches between expressions that are equal in the reals only (the
+    /// max subtracted before exp, the reference token of the centred formulas); a
+    /// REPORTED order uses [`Arith::decide_cmp`].
     fn cmp(&self, a: &Self::Real, b: &Self::Real) -> Option<Ordering>;
+    /// `x = max(x, a)`: the larger value (`x` kept on ties and NaN). A ball arithmetic
+    /// returns a ball that contains max(u, v) for every u in `x` and v in `a`, so a
+    /// maximum over values whose order is not decided is still enclosed.
+    fn max(&self, x: &mut Self::Real, a: &Self::Real) {
+        if self.cmp(a, x) == Some(Ordering::Greater) {
+            self.set(x, a);
+        }
+    }
     /// Sign: 1, -1, or 0 for zero (and NaN).
     ///
     /// For branches between expressions that are equal in the reals only (which side of
@@ -166,14 +318,23 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
     /// Parse [`Arith::to_exact_string`]'s output.
     fn parse_exact(&self, s: &str) -> Option<Self::Real>;
 
+    /// True for arithmetics that take the data's Gram matrices exactly: computed once
+    /// without rounding ([`exact`]) and rounded once by [`Arith::of_exact`] (the ball
+    /// arithmetic). False (the default): the Gram matrices are formed in the
+    /// arithmetic's own kernels ([`Arith::dot`]), today's bits.
+    fn exact_inputs(&self) -> bool {
+        false
+    }
+    /// An exact value (a dyadic rational held in an MPFR number of enough precision)
+    /// rounded into this arithmetic; only called where [`Arith::exact_inputs`] is true
+    /// (the default rounds to the nearest f64 first).
+    fn of_exact(&self, v: &rug::Float) -> Self::Real {
+        self.of(v.to_f64())
+    }
+
     /// `out = sum_k x_k y_k` in the fixed [`LANES`] order (module docs).
     fn dot(&self, x: &[Self::Real], y: &[Self::Real], out: &mut Self::Real) {
-        debug_assert_eq!(x.len(), y.len());
-        let mut acc: [Self::Real; LANES] = std::array::from_fn(|_| self.zero());
-        for (k, (a, b)) in x.iter().zip(y).enumerate() {
-            self.fma(&mut acc[k % LANES], a, b);
-        }
-        self.combine(&mut acc, out);
+        dot_by_fma(self, x, y, out);
     }
 
     /// `out = sum_k x_k y_k` with f64 `x` (the data), in the fixed [`LANES`] order.
@@ -245,6 +406,17 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
         self.sqrt(&mut out);
         self.to_f64(&out)
     }
+}
+
+/// The trait's default dot product: element k fused into accumulator k mod [`LANES`]
+/// by [`Arith::fma`], then [`Arith::combine`].
+fn dot_by_fma<A: Arith>(ar: &A, x: &[A::Real], y: &[A::Real], out: &mut A::Real) {
+    debug_assert_eq!(x.len(), y.len());
+    let mut acc: [A::Real; LANES] = std::array::from_fn(|_| ar.zero());
+    for (k, (a, b)) in x.iter().zip(y).enumerate() {
+        ar.fma(&mut acc[k % LANES], a, b);
+    }
+    ar.combine(&mut acc, out);
 }
 
 #[cfg(test)]

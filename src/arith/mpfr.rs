@@ -76,18 +76,25 @@ impl Mpfr {
 
     #[inline(always)]
     fn fma_raw(&self, x: &mut Float, a: &Float, b: &Float) {
-        // SAFETY: all three are initialised MPFR numbers; MPFR allows the output to
-        // alias an input (here the addend).
-        let dir = unsafe {
-            mpfr::fma(
-                x.as_raw_mut(),
-                a.as_raw(),
-                b.as_raw(),
-                x.as_raw(),
-                mpfr::rnd_t::RNDN,
-            )
-        };
+        let dir = fma_nearest(x, a, b);
         self.fix(x, dir.cmp(&0));
+    }
+}
+
+/// `x = a * b + x` rounded once to nearest at `x`'s precision (`mpfr_fma`); returns
+/// MPFR's ternary value (0 iff exact).
+#[inline(always)]
+pub(super) fn fma_nearest(x: &mut Float, a: &Float, b: &Float) -> i32 {
+    // SAFETY: all three are initialised MPFR numbers; MPFR allows the output to alias an
+    // input (here the addend).
+    unsafe {
+        mpfr::fma(
+            x.as_raw_mut(),
+            a.as_raw(),
+            b.as_raw(),
+            x.as_raw(),
+            mpfr::rnd_t::RNDN,
+        )
     }
 }
 
@@ -111,6 +118,9 @@ impl Arith for Mpfr {
     #[inline]
     fn to_f64(&self, x: &Float) -> f64 {
         x.to_f64()
+    }
+    fn enclose(&self, x: &Float) -> (f64, f64) {
+        (x.to_f64_round(Round::Down), x.to_f64_round(Round::Up))
     }
     #[inline]
     fn set(&self, x: &mut Float, a: &Float) {
@@ -225,6 +235,17 @@ impl Arith for Mpfr {
         Float::parse_radix(s, 16)
             .ok()
             .map(|v| Float::with_val(self.prec, v))
+    }
+
+    /// The truth twin takes the span step's Gram matrices exactly (computed without
+    /// rounding, then rounded once: at least as accurate as its own fma chains, and
+    /// about 4x cheaper to form); the predictor keeps its kernels (it must round as f64).
+    fn exact_inputs(&self) -> bool {
+        !self.f64_range
+    }
+    /// The exact value rounded once to nearest at the twin's precision.
+    fn of_exact(&self, v: &Float) -> Float {
+        Float::with_val(self.prec, v)
     }
 
     /// With f64 data, the token entries are copied once into a reusable 53-bit number

@@ -34,8 +34,10 @@ fn trainer_name(t: &TrainerInfo) -> String {
     use crate::arith::Kind;
     match t.kind {
         Kind::F64 => "f64".into(),
+        Kind::F32 => "f32".into(),
         Kind::Mpfr => format!("MPFR {} bits", t.prec_bits),
         Kind::Predictor => "f64 predictor (53-bit MPFR)".into(),
+        Kind::Ball => format!("ball {} bits", t.prec_bits),
     }
 }
 

@@ -137,7 +137,10 @@ pub fn resolve_method(
 pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
     let per = match kind {
         Kind::F64 => 8,
-        _ => 32 + 8 * prec.div_ceil(64) as u128,
+        Kind::F32 => 4,
+        // a ball: an MPFR midpoint and a 16-byte radius
+        Kind::Ball => 48 + 8 * prec.div_ceil(64) as u128,
+        Kind::Predictor | Kind::Mpfr => 32 + 8 * prec.div_ceil(64) as u128,
     };
     let (n, t, d) = (
         cfg.n_train as u128,

@@ -77,12 +77,16 @@ impl<R: Clone + Send + Sync> Span<R> {
             q0: Vec::new(),
             pp: ar.zero(),
         };
+        if ar.exact_inputs() {
+            span.exact_grams(ar, init, x);
+            return span;
+        }
         match mode {
             Mode::P | Mode::Joint => {
                 span.basis = span.basis_rows(ar, x);
                 span.g = linalg::gram(ar, &span.basis, r + 1, d);
                 if mode == Mode::Joint {
-                    span.k = linalg::gram(ar, &ar.of_slice(x), r, d);
+                    span.k = linalg::data_gram(ar, x, r, d);
                     span.m = ar.zeros((r + 1) * r);
                 }
             }
@@ -91,7 +95,7 @@ impl<R: Clone + Send + Sync> Span<R> {
                 span.q0 = ar.zeros(d);
                 linalg::matvec_t(ar, w0, &span.p0, &mut span.q0);
                 ar.dot(&span.p0, &span.p0, &mut span.pp);
-                let k = linalg::gram(ar, &ar.of_slice(x), r, d);
+                let k = linalg::data_gram(ar, x, r, d);
                 span.g = ar.zeros((r + 1) * (r + 1));
                 let (q0, pp) = (&span.q0, &span.pp);
                 linalg::for_each_row(ar, &mut span.g[r + 1..], r + 1, d + r, |i, gi| {
@@ -103,6 +107,58 @@ impl<R: Clone + Send + Sync> Span<R> {
             }
         }
         span
+    }
+
+    /// The precompute for arithmetics that take exact inputs ([`Arith::exact_inputs`]):
+    /// every Gram matrix, the basis, q(0) and |p(0)|^2 are computed EXACTLY from the f64
+    /// data and initial parameters (sums of products of f64, `arith::exact`), then
+    /// rounded once each by [`Arith::of_exact`].
+    fn exact_grams<A: Arith<Real = R>>(&mut self, ar: &A, init: &Params, x: &[f64]) {
+        use crate::arith::exact;
+        let (r, d) = (self.r, self.d);
+        let p0 = init.p.as_slice().expect("contiguous");
+        let w0 = init
+            .w
+            .as_ref()
+            .map(|w| w.as_slice().expect("standard layout"));
+        let round = |v: &[rug::Float]| v.iter().map(|e| ar.of_exact(e)).collect::<Vec<R>>();
+        let k = (self.mode != Mode::P).then(|| exact::gram_f64(x, r, d));
+        match (self.mode, w0) {
+            (Mode::P | Mode::Joint, None) => {
+                let rows: Vec<f64> = p0.iter().chain(x).copied().collect();
+                self.g = round(&exact::gram_f64(&rows, r + 1, d));
+                self.basis = ar.of_slice(&rows);
+            }
+            (Mode::P | Mode::Joint, Some(w)) => {
+                // B_j = W(0) x_j exactly: (W x_j)_m = <x_j, W[m, :]>, d products of f64
+                let mut b: Vec<rug::Float> =
+                    p0.iter().map(|v| rug::Float::with_val(53, *v)).collect();
+                b.extend(exact::cross_gram_f64(x, w, d));
+                self.g = round(&exact::gram_exact(&b, r + 1, d));
+                self.basis = round(&b);
+            }
+            (Mode::W, w) => {
+                let k = k.as_ref().expect("K in W-mode");
+                let q0 = exact::vec_mat_f64(p0, w.expect("W-mode stores W"), d);
+                let pp = exact::dot_f64(p0, p0);
+                self.g = ar.zeros((r + 1) * (r + 1));
+                for i in 0..r {
+                    let row = &mut self.g[(i + 1) * (r + 1)..(i + 2) * (r + 1)];
+                    row[0] = ar.of_exact(&exact::dot_f64_exact(&x[i * d..(i + 1) * d], &q0));
+                    for (gij, kij) in row[1..].iter_mut().zip(&k[i * r..(i + 1) * r]) {
+                        // a product of two exact values, exact at the sum of precisions
+                        let prod = rug::Float::with_val(pp.prec() + kij.prec(), &pp * kij);
+                        *gij = ar.of_exact(&prod);
+                    }
+                }
+                self.q0 = round(&q0);
+                self.pp = ar.of_exact(&pp);
+            }
+        }
+        if self.mode == Mode::Joint {
+            self.k = round(k.as_ref().expect("K in joint mode"));
+            self.m = ar.zeros((r + 1) * r);
+        }
     }
 
     /// B: p(0), then W(0) x_j ((W x_j)_m = dot(x_j, W[m, :])) or x_j for W = I.

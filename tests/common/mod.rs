@@ -61,3 +61,48 @@ pub fn with_init(mut cfg: Config, mode: Mode, p_scale: f64, kaiming: bool) -> Co
     }
     cfg
 }
+
+/// A small config for property tests of whole trajectories: `sizes` the group sizes
+/// (one relevant token if all are 0), `mode` 0, 1, 2 for p-, W- and joint mode, a
+/// Gaussian p(0) (scale 0.5) when `p0` or in W-mode, a Kaiming W(0) when `kaiming` or
+/// outside p-mode, 3 test samples.
+#[allow(clippy::too_many_arguments)]
+pub fn small_config(
+    seed: u64,
+    d: usize,
+    mut sizes: [usize; 4],
+    n_train: usize,
+    mu_norm: f64,
+    eta: f64,
+    alpha: f64,
+    steps: u64,
+    mode: u8,
+    kaiming: bool,
+    p0: bool,
+) -> Config {
+    if sizes.iter().sum::<usize>() == 0 {
+        sizes[0] = 1;
+    }
+    let mode = [Mode::P, Mode::W, Mode::Joint][mode as usize];
+    let mut c = Config {
+        seed,
+        d,
+        n_train,
+        n_test: 3,
+        mu_norm,
+        eta,
+        step_size: alpha,
+        steps,
+        mode,
+        layout: layout(sizes),
+        ..Config::default()
+    };
+    if p0 || mode == Mode::W {
+        c.init.p = PInit::Gaussian;
+        c.init.p_scale = 0.5;
+    }
+    if kaiming || mode != Mode::P {
+        c.init.w = WInit::KaimingUniform;
+    }
+    c
+}
