@@ -143,8 +143,9 @@ def main():
     if w_every < 0:
         sys.exit("--w-every must be >= 0")
     arr = lambda name: np.load(args.data_dir / f"{name}.npy")
-    x_np, y_np, nu, p0, w0 = arr("X_train"), arr("y_train"), arr("nu"), arr("p0"), arr("W0")
-    d = w0.shape[0]
+    x_np, y_np, nu, p0 = arr("X_train"), arr("y_train"), arr("nu"), arr("p0")
+    d = x_np.shape[2]
+    w0 = arr("W0") if (args.data_dir / "W0.npy").exists() else np.eye(d)  # no W0.npy: W(0) = I
     w_steps = set() if w_every == 0 else {t for t in range(steps + 1) if t % w_every == 0 or t == steps}
     itemsize = 8 if args.float64 else 4
     if len(w_steps) * d * d * itemsize > 2 * 2**30:
