@@ -100,21 +100,36 @@ def main():
 
 
 def write_external(path, rec, dtype_name, implementation, cfg):
-    """Write the recorded quantities `rec` (lists, one entry per recorded step, and
-    `steps`) as a tokensel-external/2 JSON file; the header names the dtype, the
-    implementation and the config values it used (checked against the data's)."""
-    out = {
+    """Write the recorded quantities `rec` (for each quantity one entry per recorded
+    step, arrays or nested lists, and `steps`) as a tokensel-external/2 file: NPZ where
+    `path` ends in .npz (arrays in `dtype_name`, the header as uint8 JSON bytes), JSON
+    otherwise. The header names the dtype, the implementation and the config values it
+    used (seed, step size, mode; `tokensel judge` checks them against the data's). The
+    file appears complete or not at all (written beside it, then renamed)."""
+    header = {
         "format": "tokensel-external/2",
         "dtype": dtype_name,
         "implementation": implementation,
-        "config": {"seed": cfg["seed"], "step_size": cfg["step_size"], "mode": "p"},
-        **rec,
+        "config": {"seed": cfg["seed"], "step_size": cfg["step_size"], "mode": cfg.get("mode", "p")},
     }
-    # NaN and infinities are written as null (JSON has no spelling for them)
-    text = json.dumps(out, allow_nan=True)
-    for token in ("-Infinity", "Infinity", "NaN"):
-        text = text.replace(token, "null")
-    path.write_text(text)
+    quantities = {k: np.asarray(v) for k, v in rec.items() if k != "steps"}
+    tmp = path.with_name(path.name + ".partial")
+    if path.suffix.lower() == ".npz":
+        with open(tmp, "wb") as fh:  # a file object: np.savez appends no suffix to it
+            np.savez(
+                fh,
+                header=np.frombuffer(json.dumps(header).encode(), np.uint8),
+                steps=np.asarray(rec["steps"], np.int64),
+                **{k: v.astype(dtype_name) for k, v in quantities.items()},
+            )
+    else:
+        out = {**header, "steps": [int(t) for t in rec["steps"]], **{k: v.tolist() for k, v in quantities.items()}}
+        # NaN and infinities are written as null (JSON has no spelling for them)
+        text = json.dumps(out, allow_nan=True)
+        for token in ("-Infinity", "Infinity", "NaN"):
+            text = text.replace(token, "null")
+        tmp.write_text(text)
+    tmp.replace(path)
     print(f"wrote {len(rec['steps'])} recorded steps to {path}")
 
 

@@ -173,11 +173,13 @@ fn identity(d: usize, prec: u32) -> Vec<rug::Float> {
 }
 
 /// The twin's d-space values at its current step, each rebuilt (from the span
-/// coefficients, O(nTd) or O(d^2) in MPFR) at most once however many quantities read it.
+/// coefficients, O(r d) for p, O(d^2) for q, O(r d^2) for W in MPFR) at most once
+/// however many quantities read it.
 struct Rebuilt<'t, 'a> {
     b: &'t Trainer<'a, Mpfr>,
     prec: u32,
-    params: std::cell::OnceCell<(Vec<rug::Float>, Option<Vec<rug::Float>>)>,
+    p: std::cell::OnceCell<Vec<rug::Float>>,
+    w: std::cell::OnceCell<Option<Vec<rug::Float>>>,
     identity: std::cell::OnceCell<Vec<rug::Float>>,
     q: std::cell::OnceCell<Vec<rug::Float>>,
 }
@@ -187,19 +189,19 @@ impl<'t, 'a> Rebuilt<'t, 'a> {
         Rebuilt {
             b,
             prec,
-            params: std::cell::OnceCell::new(),
+            p: std::cell::OnceCell::new(),
+            w: std::cell::OnceCell::new(),
             identity: std::cell::OnceCell::new(),
             q: std::cell::OnceCell::new(),
         }
     }
 
-    /// The twin's value of a d-space quantity (p, q or W; W = I built only where the
-    /// twin does not store W and W is asked for).
+    /// The twin's value of a d-space quantity (p, q or W; W, O(r d^2) in joint mode, only
+    /// where W is asked for; W = I built only where the twin does not store W).
     fn vector(&self, q: Quantity) -> &[rug::Float] {
-        let params = || self.params.get_or_init(|| self.b.params());
         match q {
-            Quantity::P => &params().0,
-            Quantity::W => match &params().1 {
+            Quantity::P => self.p.get_or_init(|| self.b.p()),
+            Quantity::W => match self.w.get_or_init(|| self.b.params().1) {
                 Some(w) => w,
                 None => self
                     .identity

@@ -302,6 +302,15 @@ impl<'a, A: Arith> Trainer<'a, A> {
         }
     }
 
+    /// p at the current parameters (in span, rebuilt without W: use this where W is not
+    /// needed, as [`Self::params`] rebuilds W at O(r d^2) in joint mode).
+    pub fn p(&self) -> Vec<A::Real> {
+        match &self.engine {
+            Engine::Direct(e) => e.p.clone(),
+            Engine::Span(e) => e.p_only(&self.ar),
+        }
+    }
+
     /// p and W at the current parameters (W `None` for the identity).
     pub fn params(&self) -> (Vec<A::Real>, Option<Vec<A::Real>>) {
         match &self.engine {

@@ -258,6 +258,15 @@ impl<R: Clone + Send + Sync> Span<R> {
         }
     }
 
+    /// p at the current coefficients (p(0) in W-mode), without rebuilding W: O(r d)
+    /// where [`Self::params`] costs O(r d^2) in joint mode.
+    pub fn p_only<A: Arith<Real = R>>(&self, ar: &A) -> Vec<R> {
+        match self.mode {
+            Mode::W => self.p0.clone(),
+            Mode::P | Mode::Joint => self.p(ar),
+        }
+    }
+
     /// p = B^T a (p- and joint mode).
     fn p<A: Arith<Real = R>>(&self, ar: &A) -> Vec<R> {
         let mut p = ar.zeros(self.d);
