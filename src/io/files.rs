@@ -241,17 +241,26 @@ fn is_dead(pid: u32) -> bool {
 /// Remove the temporaries beside `target` left by writers that died on this host (a
 /// kill between writing and renaming). Temporaries of live writers, and of other hosts
 /// (a shared file system), are never touched.
-pub(crate) fn remove_dead_temps(target: &Path) {
-    let Ok(target_name) = name_of(target) else {
-        return;
-    };
-    let Ok(entries) = std::fs::read_dir(parent_of(target)) else {
+pub fn remove_dead_temps(target: &Path) {
+    if let Ok(name) = name_of(target) {
+        remove_dead(parent_of(target), &|n| is_temp_of(n, &name));
+    }
+}
+
+/// [`remove_dead_temps`] for every target in `dir` (a directory of cell files).
+pub fn remove_dead_temps_in(dir: &Path) {
+    remove_dead(dir, &is_temp);
+}
+
+/// Remove the entries of `dir` that `select` names and whose writer died on this host.
+fn remove_dead(dir: &Path, select: &dyn Fn(&str) -> bool) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     let me = host();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if !is_temp_of(&name, &target_name) {
+        if !select(&name) {
             continue;
         }
         match writer_of(&name) {
@@ -287,11 +296,10 @@ pub(crate) fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Write `bytes` to `path` atomically: a temporary unique to this writer beside it
 /// (see [`temp_path`]), synced, renamed over `path`. A crash leaves the old file or the
-/// new one; concurrent writers never remove each other's temporaries, so none of them
-/// fails and the last rename wins. Temporaries of writers that died on this host are
-/// removed first.
+/// new one (and the temporary: [`remove_dead_temps`] removes it later); concurrent
+/// writers never remove each other's temporaries, so none of them fails and the last
+/// rename wins.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    remove_dead_temps(path);
     let tmp = temp_path(path)?;
     if let Err(e) = write_new(&tmp, bytes) {
         let _ = std::fs::remove_file(&tmp);
@@ -306,7 +314,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Check, before any work, that the single output file `path` can be written: it is
 /// absent or a regular file (never a directory, FIFO or link, which a rename would
-/// replace), and its directory (created if missing) accepts a new file.
+/// replace), and its directory (created if missing) accepts a new file. Temporaries of
+/// dead writers of `path` are removed.
 pub fn check_output_file(path: &Path) -> Result<()> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if !m.is_file() => {
@@ -322,7 +331,9 @@ pub fn check_output_file(path: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(io_error(path)(e)),
     }
-    check_output_dir(parent_of(path))
+    check_output_dir(parent_of(path))?;
+    remove_dead_temps(path);
+    Ok(())
 }
 
 /// Check, before any work, that `dir` can receive files: create it if missing, then

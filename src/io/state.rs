@@ -18,7 +18,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::io::files::{LARGE_INPUT, check_output_dir, read_input_no_symlink, write_atomic};
+use crate::io::files::{
+    LARGE_INPUT, check_output_dir, read_input_no_symlink, remove_dead_temps, write_atomic,
+};
 use crate::io::trajectory::{Checkpoint, Cumulative, TrainerInfo};
 
 /// Format tag of trainer state files (version 4: a SHA-256 of the content, non-finite
@@ -196,6 +198,7 @@ pub fn open(path: &Path, resume: bool) -> Result<Start> {
     }
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
     check_output_dir(dir.unwrap_or(Path::new(".")))?;
+    remove_dead_temps(path);
     Ok(if resume && exists {
         Start::Resume(Box::new(State::load(path)?))
     } else {

@@ -25,7 +25,9 @@ use sha2::{Digest, Sha256};
 use crate::config::{Config, Preset};
 use crate::data::NoiseCache;
 use crate::error::{Error, Result};
-use crate::io::files::{SMALL_INPUT, is_temp, read_text, write_atomic};
+use crate::io::files::{
+    SMALL_INPUT, is_temp, read_text, remove_dead_temps, remove_dead_temps_in, write_atomic,
+};
 use crate::io::publish::{OutputDir, SetKind};
 
 /// Format tag of `grid.json`.
@@ -354,6 +356,7 @@ impl Spec {
     /// at the same time).
     pub fn write(&self, dir: &Path) -> Result<()> {
         let text = serde_json::to_string_pretty(self).expect("spec serialises");
+        remove_dead_temps(&dir.join("grid.json"));
         write_atomic(&dir.join("grid.json"), text.as_bytes())
     }
 
@@ -647,6 +650,7 @@ pub fn run_cells(dir: &Path, cells: &[Cell], progress: &(dyn Fn(usize) + Sync)) 
         path: dir.join("cells"),
         source,
     })?;
+    remove_dead_temps_in(&dir.join("cells"));
     let mut todo: Vec<&Cell> = Vec::new();
     for c in cells {
         if read_cell(dir, c)?.is_none() {
