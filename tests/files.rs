@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 mod common;
+use common::npy::{external_header, f64_bytes, npy, npz};
 use common::{stderr, tokensel, tokensel_within};
 
 /// How long a command that must refuse its input may take (it must not hang).
@@ -52,6 +53,48 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// Write the grid TOML `axes` (under a tiny base config) into `dir`, run the whole grid
+/// into `dir/NAME`, and return that directory.
+fn grid(dir: &Path, name: &str, head: &str, axes: &str) -> PathBuf {
+    let toml = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &toml,
+        format!("{head}steps = 3\n[config]\nd = 20\nn_train = 4\nn_test = 4\n[axes]\n{axes}"),
+    )
+    .unwrap();
+    let out = dir.join(name);
+    let o = tokensel(&["grid", "--quiet", "--grid", s(&toml), "--out", s(&out)]);
+    ok(&o, "grid");
+    out
+}
+
+/// Run `runs` copies of the command `args(k)` at once; every one must succeed.
+fn all_succeed(runs: usize, args: &dyn Fn(usize) -> Vec<String>) {
+    let children: Vec<_> = (0..runs)
+        .map(|k| {
+            Command::new(env!("CARGO_BIN_EXE_tokensel"))
+                .args(args(k))
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (k, c) in children.into_iter().enumerate() {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{:?}: {}", args(k), stderr(&o));
+    }
+}
+
+/// No tokensel temporary is left in `dir`.
+fn assert_no_temps(dir: &Path) {
+    let left = names(dir);
+    assert!(
+        left.iter().all(|n| !n.contains("tokensel-tmp")),
+        "temporaries left: {left:?}"
+    );
+}
+
 fn sha(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
@@ -79,22 +122,7 @@ fn fifos_devices_and_directories_are_refused_before_reading() {
         &tokensel(&["data", "--config", s(&cfg), "--out", s(&p("data"))]),
         "data",
     );
-    std::fs::write(
-        p("grid.toml"),
-        "steps = 3\n[config]\nd = 20\nn_train = 4\nn_test = 4\n[axes]\nmu_norm = [3.0, 5.0]\n",
-    )
-    .unwrap();
-    ok(
-        &tokensel(&[
-            "grid",
-            "--quiet",
-            "--grid",
-            s(&p("grid.toml")),
-            "--out",
-            s(&p("g")),
-        ]),
-        "grid",
-    );
+    grid(tmp.path(), "g", "", "mu_norm = [3.0, 5.0]\n");
     let traj = p("t/trajectory.json");
     let ext = p("ext.json");
     std::fs::write(
@@ -134,7 +162,7 @@ fn fifos_devices_and_directories_are_refused_before_reading() {
     Command::new("mkfifo").arg(&fifo_npz).status().unwrap();
     let f = s(&fifo);
     let svg = p("x.svg");
-    let (g2, g3, grid_toml, data) = (p("g2"), p("g3"), p("grid.toml"), p("data"));
+    let (g2, g3, grid_toml, data) = (p("g2"), p("g3"), p("g.toml"), p("data"));
     let cases: Vec<Vec<&str>> = vec![
         vec!["run", "--config", f],
         vec!["config", "--config", f],
@@ -185,42 +213,6 @@ fn fifos_devices_and_directories_are_refused_before_reading() {
     }
 }
 
-/// Raw NPY bytes: a version 1.0 header for `descr` and `shape`, then `data`.
-fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
-    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    let mut header = dict.into_bytes();
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(b' ');
-    }
-    header.push(b'\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((header.len() as u16).to_le_bytes());
-    out.extend(header);
-    out.extend(data);
-    out
-}
-
-/// An NPZ archive of `members` (name, NPY bytes), stored or deflated.
-fn npz(path: &Path, members: &[(&str, Vec<u8>)], deflate: bool) {
-    use std::io::Write;
-    let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
-    let method = if deflate {
-        zip::CompressionMethod::Deflated
-    } else {
-        zip::CompressionMethod::Stored
-    };
-    let opts = zip::write::SimpleFileOptions::default().compression_method(method);
-    for (name, bytes) in members {
-        z.start_file(format!("{name}.npy"), opts).unwrap();
-        z.write_all(bytes).unwrap();
-    }
-    z.finish().unwrap();
-}
-
-fn f64_bytes(v: &[f64]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
 /// An NPZ external trajectory whose NPY headers lie (a shape far larger than the data,
 /// a wrong dtype, a truncated member, a header length past the member) is refused with
 /// exit 2 by `judge`; nothing is allocated from a claimed shape (it once aborted, 134).
@@ -235,22 +227,14 @@ fn npz_with_lying_headers_is_refused() {
         "data",
     );
     let p0: ndarray::Array1<f64> = ndarray_npy::read_npy(data.join("p0.npy")).unwrap();
-    let header = br#"{"format": "tokensel-external/2", "dtype": "float64"}"#;
-    let good_p = npy("<f8", "(1, 20)", &f64_bytes(p0.as_slice().unwrap()));
+    let good_p = npy("<f8", &[1, 20], &f64_bytes(p0.as_slice().unwrap()));
     let members = |p: Vec<u8>, steps: Vec<u8>| {
-        vec![
-            (
-                "header",
-                npy("|u1", &format!("({},)", header.len()), header),
-            ),
-            ("steps", steps),
-            ("p", p),
-        ]
+        vec![("header", external_header()), ("steps", steps), ("p", p)]
     };
-    let steps = npy("<i8", "(1,)", &0i64.to_le_bytes());
+    let steps = npy("<i8", &[1], &0i64.to_le_bytes());
     for deflate in [false, true] {
         let path = tmp.path().join(format!("good{deflate}.npz"));
-        npz(&path, &members(good_p.clone(), steps.clone()), deflate);
+        std::fs::write(&path, npz(&members(good_p.clone(), steps.clone()), deflate)).unwrap();
         let o = tokensel_within(&["judge", "--quiet", s(&path), "--data", s(&data)], QUICK)
             .expect("no hang");
         ok(&o, "honest NPZ");
@@ -258,22 +242,22 @@ fn npz_with_lying_headers_is_refused() {
     let lies: Vec<(&str, Vec<u8>, Vec<u8>)> = vec![
         (
             "shape far larger than the data",
-            npy("<f8", "(1, 100000000000000)", &f64_bytes(&[0.0; 20])),
+            npy("<f8", &[1, 100_000_000_000_000], &f64_bytes(&[0.0; 20])),
             steps.clone(),
         ),
         (
             "shape whose byte count overflows",
-            npy("<f8", "(4611686018427387904, 8)", &f64_bytes(&[0.0; 20])),
+            npy("<f8", &[1 << 62, 8], &f64_bytes(&[0.0; 20])),
             steps.clone(),
         ),
         (
             "steps claiming 2^40 entries",
             good_p.clone(),
-            npy("<i8", "(1099511627776,)", &0i64.to_le_bytes()),
+            npy("<i8", &[1 << 40], &0i64.to_le_bytes()),
         ),
         (
             "wrong dtype",
-            npy("<i2", "(1, 20)", &[0u8; 40]),
+            npy("<i2", &[1, 20], &[0u8; 40]),
             steps.clone(),
         ),
         (
@@ -296,7 +280,7 @@ fn npz_with_lying_headers_is_refused() {
     for (what, p, st) in lies {
         for deflate in [false, true] {
             let path = tmp.path().join("lie.npz");
-            npz(&path, &members(p.clone(), st.clone()), deflate);
+            std::fs::write(&path, npz(&members(p.clone(), st.clone()), deflate)).unwrap();
             let o = tokensel_within(&["judge", "--quiet", s(&path), "--data", s(&data)], QUICK)
                 .unwrap_or_else(|| panic!("{what}: hangs"));
             assert_eq!(code(&o), Some(2), "{what}: {}", stderr(&o));
@@ -507,23 +491,7 @@ fn non_finite_values_are_read_back() {
         "plot report",
     );
     // a grid cell with an infinite (and one with a NaN) metric
-    std::fs::write(
-        p("grid.toml"),
-        "seeds = \"0..2\"\nsteps = 3\n[config]\nd = 20\nn_train = 4\nn_test = 4\n[axes]\nmu_norm = [3.0]\n",
-    )
-    .unwrap();
-    let g = p("g");
-    ok(
-        &tokensel(&[
-            "grid",
-            "--quiet",
-            "--grid",
-            s(&p("grid.toml")),
-            "--out",
-            s(&g),
-        ]),
-        "grid",
-    );
+    let g = grid(tmp.path(), "g", "seeds = \"0..2\"\n", "mu_norm = [3.0]\n");
     for (k, entry) in std::fs::read_dir(g.join("cells")).unwrap().enumerate() {
         let path = entry.unwrap().path();
         let mut v: serde_json::Value =
@@ -652,7 +620,6 @@ fn concurrent_writers_never_fail_each_other() {
     let p = |n: &str| tmp.path().join(n);
     let cfg = small(tmp.path(), "small.toml", "");
     let out = p("cc");
-    let bin = env!("CARGO_BIN_EXE_tokensel");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reader = {
         let (out, stop) = (out.clone(), stop.clone());
@@ -674,31 +641,21 @@ fn concurrent_writers_never_fail_each_other() {
             seen
         })
     };
-    for round in 0..5 {
-        let children: Vec<_> = ["20", "200", "2000"]
-            .iter()
-            .map(|steps| {
-                Command::new(bin)
-                    .args([
-                        "run",
-                        "--quiet",
-                        "--steps",
-                        steps,
-                        "--config",
-                        s(&cfg),
-                        "--out",
-                    ])
-                    .arg(&out)
-                    .stderr(Stdio::piped())
-                    .stdout(Stdio::null())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        for c in children {
-            let o = c.wait_with_output().unwrap();
-            assert!(o.status.success(), "round {round}: {}", stderr(&o));
-        }
+    let command = |list: &[&str]| list.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    for _ in 0..5 {
+        all_succeed(3, &|k| {
+            let steps = ["20", "200", "2000"][k];
+            command(&[
+                "run",
+                "--quiet",
+                "--steps",
+                steps,
+                "--config",
+                s(&cfg),
+                "--out",
+                s(&out),
+            ])
+        });
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(reader.join().unwrap() > 0, "the reader saw sets");
@@ -706,69 +663,18 @@ fn concurrent_writers_never_fail_each_other() {
         names(&out),
         ["tokensel-set.json", "trajectory.csv", "trajectory.json"]
     );
-    assert!(
-        names(tmp.path())
-            .iter()
-            .all(|n| !n.contains("tokensel-tmp")),
-        "no temporaries left: {:?}",
-        names(tmp.path())
-    );
+    assert_no_temps(tmp.path());
 
-    std::fs::write(
-        p("grid.toml"),
-        "steps = 3\n[config]\nd = 20\nn_train = 4\nn_test = 4\n[axes]\nd = [20, 30]\nmu_norm = [3.0, 5.0]\n",
-    )
-    .unwrap();
-    let g = p("g");
-    ok(
-        &tokensel(&[
-            "grid",
-            "--quiet",
-            "--grid",
-            s(&p("grid.toml")),
-            "--out",
-            s(&g),
-        ]),
-        "grid",
-    );
+    let g = grid(tmp.path(), "g", "", "d = [20, 30]\nmu_norm = [3.0, 5.0]\n");
     let reference = read_set(&g.join("merged")).unwrap();
-    for round in 0..10 {
-        let children: Vec<_> = (0..3)
-            .map(|_| {
-                Command::new(bin)
-                    .args(["grid", "merge"])
-                    .arg(&g)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        for c in children {
-            let o = c.wait_with_output().unwrap();
-            assert!(o.status.success(), "merge round {round}: {}", stderr(&o));
-        }
+    for _ in 0..10 {
+        all_succeed(3, &|_| command(&["grid", "merge", s(&g)]));
     }
     assert_eq!(read_set(&g.join("merged")).unwrap(), reference);
-    let children: Vec<_> = (0..3)
-        .map(|_| {
-            Command::new(bin)
-                .args([
-                    "plot",
-                    s(&out.join("trajectory.json")),
-                    "--out",
-                    s(&p("fig.png")),
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for c in children {
-        let o = c.wait_with_output().unwrap();
-        assert!(o.status.success(), "plot: {}", stderr(&o));
-    }
+    let traj = out.join("trajectory.json");
+    all_succeed(3, &|_| {
+        command(&["plot", s(&traj), "--out", s(&p("fig.png"))])
+    });
     assert_eq!(&std::fs::read(p("fig.png")).unwrap()[..4], b"\x89PNG");
 }
 
@@ -852,13 +758,7 @@ fn data_exports_are_replaced_as_a_whole() {
         &tokensel(&["data", "--config", s(&identity), "--out", s(&out)]),
         "export after kills",
     );
-    assert!(
-        names(tmp.path())
-            .iter()
-            .all(|n| !n.contains("tokensel-tmp")),
-        "{:?}",
-        names(tmp.path())
-    );
+    assert_no_temps(tmp.path());
 }
 
 /// Output targets are checked before any work, and a user's files are never replaced:

@@ -21,6 +21,7 @@ use tokensel::config::Config;
 use tokensel::io::trajectory::Trajectory;
 
 mod common;
+use common::npy::{external_header, f64_bytes, npy, npz};
 use common::{stderr, tokensel, tokensel_within};
 
 const VALID: &str =
@@ -350,18 +351,18 @@ fn fixtures() -> &'static Fixtures {
         })
         .to_string()
         .into_bytes();
-        let header = br#"{"format": "tokensel-external/2", "dtype": "float64"}"#;
-        let external_npz = npz(&[
-            ("header", npy("|u1", &[header.len()], header)),
-            ("steps", npy("<i8", &[1], &0i64.to_le_bytes())),
-            ("p", npy("<f8", &[1, 20], &f64_bytes(&p0))),
-        ]);
-        let claims = format!(
-            "[[claim]]\nname = \"tiny\"\nconfig = {{ d = 20, n_train = 4, n_test = 4, steps = 3 }}\nsource = \"run\"\nquantity = \"train_accuracy\"\nop = \">=\"\nbound = 0.0\n"
+        let external_npz = npz(
+            &[
+                ("header", external_header()),
+                ("steps", npy("<i8", &[1], &0i64.to_le_bytes())),
+                ("p", npy("<f8", &[1, 20], &f64_bytes(&p0))),
+            ],
+            true,
         );
+        let claims = "[[claim]]\nname = \"tiny\"\nconfig = { d = 20, n_train = 4, n_test = 4, steps = 3 }\nsource = \"run\"\nquantity = \"train_accuracy\"\nop = \">=\"\nbound = 0.0\n";
         let f = Fixtures {
             config: TINY.as_bytes().to_vec(),
-            claims: claims.into_bytes(),
+            claims: claims.as_bytes().to_vec(),
             grid_toml: grid_toml.as_bytes().to_vec(),
             grid_dir: files_under(&dir.join("g")),
             trajectory: std::fs::read(dir.join("t/trajectory.json")).unwrap(),
@@ -398,43 +399,6 @@ fn write_all(dir: &Path, sub: &str, files: &BTreeMap<String, Vec<u8>>) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, bytes).unwrap();
     }
-}
-
-/// Raw NPY bytes: a version 1.0 header for `descr` and `shape`, then `data`.
-fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let shape = match dims.len() {
-        1 => format!("({},)", dims[0]),
-        _ => format!("({})", dims.join(", ")),
-    };
-    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    let mut header = dict.into_bytes();
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(b' ');
-    }
-    header.push(b'\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((header.len() as u16).to_le_bytes());
-    out.extend(header);
-    out.extend(data);
-    out
-}
-
-/// An NPZ archive (deflated) of `members` (name, NPY bytes).
-fn npz(members: &[(&str, Vec<u8>)]) -> Vec<u8> {
-    use std::io::Write;
-    let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let opts = zip::write::SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Deflated);
-    for (name, bytes) in members {
-        z.start_file(format!("{name}.npy"), opts).unwrap();
-        z.write_all(bytes).unwrap();
-    }
-    z.finish().unwrap().into_inner()
-}
-
-fn f64_bytes(v: &[f64]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 /// Re-sign an edited state (its `sha256` made to match its content again), so the
@@ -565,14 +529,13 @@ proptest! {
         let bytes = match lie {
             None => e.apply(&fixtures().external_npz),
             Some((k, member)) => {
-                let header = br#"{"format": "tokensel-external/2", "dtype": "float64"}"#;
                 let mut members = vec![
-                    ("header", npy("|u1", &[header.len()], header)),
+                    ("header", external_header()),
                     ("steps", npy("<i8", &[1], &0i64.to_le_bytes())),
                     ("p", npy("<f8", &[1, 20], &f64_bytes(&[0.0; 20]))),
                 ];
                 members[k].1 = member;
-                npz(&members)
+                npz(&members, true)
             }
         };
         let f = p(tmp.path(), "ext.npz");

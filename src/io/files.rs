@@ -295,7 +295,7 @@ pub(crate) fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Write `bytes` to `path` atomically: a temporary unique to this writer beside it
-/// (see [`temp_path`]), synced, renamed over `path`. A crash leaves the old file or the
+/// (`.NAME.tokensel-tmp-PID-COUNTER-NANOS@HOST`), synced, renamed over `path`. A crash leaves the old file or the
 /// new one (and the temporary: [`remove_dead_temps`] removes it later); concurrent
 /// writers never remove each other's temporaries, so none of them fails and the last
 /// rename wins.

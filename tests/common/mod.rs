@@ -1,6 +1,8 @@
 //! Scaffolding shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod npy;
+
 use std::process::{Command, Output};
 use tokensel::arith::F64;
 
