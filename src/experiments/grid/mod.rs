@@ -692,9 +692,12 @@ pub fn axis_map(spec: &Spec) -> BTreeMap<String, Vec<f64>> {
         .collect()
 }
 
-/// The merged set of grid directory `dir` (`DIR/merged/`), checked before any work
-/// (see [`OutputDir::prepare`]).
+/// The merged set of the grid directory `dir` (`DIR/merged/`; `dir` must hold a
+/// `grid.json`), checked before any work (see [`OutputDir::prepare`]).
 pub fn merged_dir(dir: &Path) -> Result<OutputDir> {
+    if std::fs::symlink_metadata(dir.join("grid.json")).is_err() {
+        return Err(Error::path(dir, "has no grid.json: not a grid directory"));
+    }
     OutputDir::prepare(&dir.join("merged"), SetKind::GridMerge)
 }
 
