@@ -407,15 +407,6 @@ impl Config {
         Ok(config)
     }
 
-    /// Read a TOML overlay file (see [`Config::from_toml_str`]).
-    pub fn from_file(path: &Path) -> Result<Config> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Config::from_toml_str(&text, path)
-    }
-
     /// The config as TOML text (round-trips through [`Config::from_toml_str`]).
     pub fn to_toml(&self) -> String {
         toml::to_string(self).expect("config serialises")

@@ -35,6 +35,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A path that cannot serve as what it was given for: an input that is not a regular
+    /// file (a FIFO, device, socket or directory: refused before anything is read), a
+    /// state file that is a symbolic link, or an output target that holds files tokensel
+    /// did not write (refused before any work, never replaced).
+    #[error("`{path}`: {reason}")]
+    Path {
+        /// The path.
+        path: PathBuf,
+        /// Why it is refused.
+        reason: String,
+    },
     /// A run would exceed a size limit (memory of the data or of a trainer's state); it
     /// is refused before anything is allocated.
     #[error("refused: `{field}`: {reason}")]
@@ -70,6 +81,14 @@ fn sample_text(sample: &Option<usize>) -> String {
 }
 
 impl Error {
+    /// Shorthand for [`Error::Path`].
+    pub fn path(path: &std::path::Path, reason: impl Into<String>) -> Self {
+        Error::Path {
+            path: path.to_path_buf(),
+            reason: reason.into(),
+        }
+    }
+
     /// Shorthand for [`Error::InvalidConfig`].
     pub fn config(field: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::InvalidConfig {
@@ -86,6 +105,7 @@ impl Error {
             Error::InvalidConfig { .. }
                 | Error::Parse { .. }
                 | Error::Io { .. }
+                | Error::Path { .. }
                 | Error::Mismatch { .. }
         )
     }

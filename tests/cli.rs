@@ -268,11 +268,16 @@ fn out_dir_gets_json_and_csv_trajectories() {
     assert_eq!(rows.len(), t.checkpoints.len() + 1);
     let width = rows[0].split(',').count();
     assert!(rows.iter().all(|r| r.split(',').count() == width));
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
-        .map(|e| e.unwrap().file_name())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(leftovers.len(), 2, "no temporary files left: {leftovers:?}");
+    names.sort();
+    assert_eq!(
+        names,
+        ["tokensel-set.json", "trajectory.csv", "trajectory.json"],
+        "the set and its marker, no temporary files"
+    );
 }
 
 fn bad_config(body: &str) -> Output {
@@ -549,17 +554,25 @@ fn bad_input_of_every_kind_exits_2_before_any_work() {
     }
 }
 
-/// `run --out` publishes trajectory.json and trajectory.csv as one set: stale
-/// temporaries of a killed writer are removed, and the CSV beside the JSON has one row
-/// per checkpoint of that JSON. A twin run whose step count is not a multiple of
+/// `run --out` publishes trajectory.json and trajectory.csv as one set (more in
+/// tests/files.rs): a directory holding a file tokensel did not write is refused and
+/// left as it is; an empty directory receives the set, and the CSV beside the JSON has
+/// one row per checkpoint of that JSON. A twin run whose step count is not a multiple of
 /// --save-every still saves its final state.
 #[test]
 fn outputs_are_published_as_a_complete_set() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
     std::fs::create_dir(&out).unwrap();
-    std::fs::write(out.join(".trajectory.json.tmp999999"), "partial").unwrap();
     std::fs::write(out.join("trajectory.csv"), "from another run\n").unwrap();
+    let o = tokensel(&["run", "--quiet", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("trajectory.csv"), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(out.join("trajectory.csv")).unwrap(),
+        "from another run\n"
+    );
+    std::fs::remove_file(out.join("trajectory.csv")).unwrap();
     let o = tokensel(&[
         "run",
         "--quiet",

@@ -81,8 +81,10 @@ impl Options {
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct UlpStats {
     /// Largest relative error over all steps, in units of 2^-53.
+    #[serde(with = "crate::io::nonfinite")]
     pub max: f64,
     /// Mean over all steps of the relative error, in units of 2^-53.
+    #[serde(with = "crate::io::nonfinite")]
     pub mean: f64,
 }
 
@@ -94,6 +96,7 @@ pub struct Saturation {
     /// First step at which one did.
     pub step: Option<u64>,
     /// Largest score gap z_top - z_second over training samples at that step (twin).
+    #[serde(with = "crate::io::nonfinite::option")]
     pub score_gap: Option<f64>,
     /// The quantity that passed first (report order breaks ties).
     pub quantity: Option<Quantity>,
@@ -110,6 +113,7 @@ pub struct Absorption {
     /// nonzero.
     pub first_total_step: Option<u64>,
     /// Largest fraction of absorbed coordinates in one step.
+    #[serde(with = "crate::io::nonfinite")]
     pub max_fraction: f64,
 }
 
@@ -130,6 +134,7 @@ pub struct Report {
     /// Steps run.
     pub steps: u64,
     /// Tolerance.
+    #[serde(with = "crate::io::nonfinite")]
     pub tolerance: f64,
     /// The f64 trainer's formulation.
     pub formulation: Formulation,
@@ -140,6 +145,7 @@ pub struct Report {
     /// Steps at which q and grad_q were compared: "every step" or "checkpoints".
     pub d_space_compared_at: String,
     /// Largest relative error of each quantity over the compared steps.
+    #[serde(with = "crate::io::nonfinite::map")]
     pub max_rel_err: BTreeMap<Quantity, f64>,
     /// First step at which each quantity passed the tolerance.
     pub first_exceed: BTreeMap<Quantity, Option<u64>>,
@@ -157,6 +163,36 @@ pub struct Report {
     pub judge_out_of_range: Option<u64>,
     /// Errors at the log-spaced checkpoints.
     pub checkpoints: Vec<Row>,
+}
+
+impl Report {
+    /// Parse a report that `compare --json` wrote (`path` names it in messages), with
+    /// what a reader relies on checked: a relative error of every compared quantity at
+    /// every checkpoint, and a finite tolerance > 0.
+    pub fn from_json(text: &str, path: &std::path::Path) -> Result<Report> {
+        let bad = |message: String| crate::Error::Parse {
+            what: "compare report",
+            path: path.to_path_buf(),
+            message,
+        };
+        let r: Report = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        if !(r.tolerance.is_finite() && r.tolerance > 0.0) {
+            return Err(bad(format!(
+                "tolerance {} is not finite and > 0",
+                r.tolerance
+            )));
+        }
+        for c in &r.checkpoints {
+            if let Some(q) = COMPARED.iter().find(|q| !c.rel_err.contains_key(q)) {
+                return Err(bad(format!(
+                    "the checkpoint at step {} has no `rel_err` of `{}`",
+                    c.step,
+                    q.name()
+                )));
+            }
+        }
+        Ok(r)
+    }
 }
 
 /// Componentwise max relative error.

@@ -12,6 +12,7 @@ use crate::io::trajectory::{ByNoise, Checkpoint, PerGroup, SelectionShare, Traje
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// Relative tolerance.
+    #[serde(with = "crate::io::nonfinite")]
     pub rtol: f64,
     /// True when only common checkpoints were compared (`--common-only`).
     pub common_only: bool,
@@ -34,9 +35,11 @@ pub struct Report {
     pub first_quantity: Option<String>,
     /// Largest relative deviation of each quantity over the common steps (per-sample and
     /// per-group quantities reduced by max).
+    #[serde(with = "crate::io::nonfinite::map")]
     pub max_rel_dev: BTreeMap<String, f64>,
     /// Largest absolute deviation of each token group's attention mass (over samples and
     /// common steps).
+    #[serde(with = "crate::io::nonfinite::map")]
     pub max_group_mass_dev: BTreeMap<String, f64>,
     /// True when every common checkpoint is bit-identical (and there is one).
     pub bit_identical: bool,

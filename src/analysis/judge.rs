@@ -55,12 +55,16 @@ impl Options {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
     /// Largest relative error.
+    #[serde(with = "crate::io::nonfinite")]
     pub max_rel_err: f64,
     /// Mean relative error.
+    #[serde(with = "crate::io::nonfinite")]
     pub mean_rel_err: f64,
     /// Largest relative error in units of the external dtype's epsilon.
+    #[serde(with = "crate::io::nonfinite")]
     pub max_eps: f64,
     /// Mean relative error in units of the external dtype's epsilon.
+    #[serde(with = "crate::io::nonfinite")]
     pub mean_eps: f64,
     /// First recorded step at which the error passed the tolerance.
     pub first_over_tol: Option<u64>,
@@ -115,8 +119,10 @@ pub struct Finding {
     /// The quantity with the largest error there.
     pub quantity: Quantity,
     /// That error.
+    #[serde(with = "crate::io::nonfinite")]
     pub rel_err: f64,
     /// The twin's largest score gap there.
+    #[serde(with = "crate::io::nonfinite")]
     pub score_gap: f64,
     /// The evidence, in words.
     pub detail: String,
@@ -130,12 +136,14 @@ pub struct Report {
     /// The external dtype.
     pub dtype: Dtype,
     /// Its machine epsilon.
+    #[serde(with = "crate::io::nonfinite")]
     pub eps: f64,
     /// Twin precision in bits.
     pub prec_bits: u32,
     /// The twin's method.
     pub twin_method: Method,
     /// Tolerance.
+    #[serde(with = "crate::io::nonfinite")]
     pub tolerance: f64,
     /// Number of recorded steps compared.
     pub steps_compared: usize,

@@ -17,8 +17,10 @@ pub struct Row {
     /// Step.
     pub step: u64,
     /// Largest score gap z_top - z_second over the training samples (twin).
+    #[serde(with = "crate::io::nonfinite")]
     pub max_gap: f64,
     /// Relative error of each measured quantity.
+    #[serde(with = "crate::io::nonfinite::map")]
     pub rel_err: BTreeMap<Quantity, f64>,
 }
 

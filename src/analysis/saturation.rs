@@ -24,13 +24,17 @@ use crate::quantity::Quantity;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Errors {
     /// 1 - s_top.
+    #[serde(with = "crate::io::nonfinite")]
     pub rest: f64,
     /// The output f.
+    #[serde(with = "crate::io::nonfinite")]
     pub output: f64,
     /// df/dq, normwise.
+    #[serde(with = "crate::io::nonfinite")]
     pub grad_q: f64,
     /// Cosine between the f64 and the twin's df/dq (1 = same direction); `None` when
     /// the f64 gradient is exactly zero (no direction at all, unlike an orthogonal one).
+    #[serde(with = "crate::io::nonfinite::option")]
     pub grad_cosine: Option<f64>,
 }
 
@@ -53,8 +57,10 @@ impl Errors {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     /// The twin's score gap at this q.
+    #[serde(with = "crate::io::nonfinite")]
     pub gap: f64,
     /// The twin's 1 - s_top.
+    #[serde(with = "crate::io::nonfinite")]
     pub rest: f64,
     /// Naive f64 errors.
     pub naive: Errors,
@@ -66,8 +72,10 @@ pub struct Row {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Threshold {
     /// First gap where the relative error exceeds the tolerance (None: never in range).
+    #[serde(with = "crate::io::nonfinite::option")]
     pub over_tol: Option<f64>,
     /// First gap where the relative error reaches 1/2: no correct digit left.
+    #[serde(with = "crate::io::nonfinite::option")]
     pub all_digits_lost: Option<f64>,
 }
 
@@ -77,6 +85,7 @@ pub struct Report {
     /// Precision of the truth twin.
     pub prec_bits: u32,
     /// Tolerance.
+    #[serde(with = "crate::io::nonfinite")]
     pub tolerance: f64,
     /// The training sample whose sequence is swept.
     pub sample: usize,

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::{EXIT_FAILED, EXIT_OK, print_report, read_text};
+use super::{EXIT_FAILED, EXIT_OK, print_report, read_large};
 use crate::error::Result;
 use crate::io::trajectory::Trajectory;
 
@@ -27,7 +27,7 @@ pub(super) struct DiffArgs {
 }
 
 fn load(path: &Path) -> Result<Trajectory> {
-    Trajectory::from_json(&read_text(path)?, path)
+    Trajectory::from_json(&read_large(path)?, path)
 }
 
 pub(super) fn diff(args: &DiffArgs) -> Result<i32> {

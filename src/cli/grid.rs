@@ -9,6 +9,7 @@ use super::{EXIT_FAILED, EXIT_OK, parse_method, progress_bar, read_text};
 use crate::config::Method;
 use crate::error::Result;
 use crate::experiments::grid::{self, Request, Spec};
+use crate::io::publish::OutputDir;
 
 /// A seed list of the command line (`a..b` or `s1,s2,...`).
 #[derive(Debug, Clone)]
@@ -63,9 +64,9 @@ pub(super) struct GridArgs {
 
 #[derive(Subcommand, Debug)]
 enum GridAction {
-    /// Merge a grid directory's cell files into grid.csv, summary.csv, summary.json and
-    /// the heat maps (byte-identical however the cells were sharded); exit 1 while runs
-    /// are missing.
+    /// Merge a grid directory's cell files into DIR/merged/: grid.csv, summary.csv,
+    /// summary.json and the heat maps, published as one set (byte-identical however the
+    /// cells were sharded); exit 1 while runs are missing.
     Merge {
         /// The grid directory.
         #[arg(value_name = "DIR")]
@@ -78,7 +79,7 @@ enum GridAction {
 
 pub(super) fn grid(args: &GridArgs) -> Result<i32> {
     if let Some(GridAction::Merge { dir, json }) = &args.action {
-        return merge(dir, *json);
+        return merge(dir, None, *json);
     }
     let dir = args.out.as_deref().expect("clap requires --out");
     let grid_text = args.grid.as_deref().map(read_text).transpose()?;
@@ -94,6 +95,10 @@ pub(super) fn grid(args: &GridArgs) -> Result<i32> {
     })?;
     let cells = spec.cells()?;
     spec.open_dir(dir)?;
+    let merged = match args.shard {
+        Some(_) => None,
+        None => Some(grid::merged_dir(dir)?),
+    };
     let mine = match args.shard {
         Some(s) => grid::shard(cells, s),
         None => cells,
@@ -118,12 +123,17 @@ pub(super) fn grid(args: &GridArgs) -> Result<i32> {
             );
             Ok(EXIT_OK)
         }
-        None => merge(dir, args.json),
+        None => merge(dir, merged, args.json),
     }
 }
 
-fn merge(dir: &Path, json: bool) -> Result<i32> {
-    let summary = grid::merge(dir)?;
+/// Merge `dir` into `merged` (checked before any work), or into `dir/merged`.
+fn merge(dir: &Path, merged: Option<OutputDir>, json: bool) -> Result<i32> {
+    let out = match merged {
+        Some(out) => out,
+        None => grid::merged_dir(dir)?,
+    };
+    let summary = grid::merge(dir, &out)?;
     if json {
         println!(
             "{}",
@@ -138,7 +148,7 @@ fn merge(dir: &Path, json: bool) -> Result<i32> {
             } else {
                 ""
             },
-            dir.display()
+            out.path().display()
         );
     }
     if summary.runs_missing > 0 {

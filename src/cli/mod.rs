@@ -8,6 +8,50 @@
 //! input, unusable output path), found before any work; 3 a run stopped (a non-finite
 //! value) or was refused (a size over a limit). Commands return their code; nothing
 //! here calls `process::exit` (but the hidden `--stop-after` crash simulation).
+//!
+//! Standard streams: at start-up SIGPIPE's default action is restored (a reader that
+//! goes away, `tokensel ... | head -1`, ends the command at once, as other Unix tools)
+//! and closed standard descriptors (`>&-`, `2>&-`) are opened on `/dev/null` (so no
+//! file tokensel opens can take their place). Inside `cli/`, `print!`, `println!`,
+//! `eprint!` and `eprintln!` are this module's macros, not std's: they never panic. A
+//! failed write to stdout (a full disk) is reported at the end and makes the exit code 2
+//! (the command's own failure code, if any, is kept); a failed write to stderr is
+//! ignored.
+
+/// Print to stdout without panicking (see the module documentation).
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// Print a line to stdout without panicking (see the module documentation).
+macro_rules! println {
+    () => {
+        $crate::cli::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Print to stderr without panicking (see the module documentation).
+#[allow(unused_macros)]
+macro_rules! eprint {
+    ($($arg:tt)*) => {
+        $crate::cli::write_stderr(format_args!($($arg)*))
+    };
+}
+
+/// Print a line to stderr without panicking (see the module documentation).
+macro_rules! eprintln {
+    () => {
+        $crate::cli::write_stderr(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::write_stderr(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -17,6 +61,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::config::{Config, Method, Preset};
 use crate::error::{Error, Result};
+use crate::io::publish::{OutputDir, SetKind};
 use crate::io::trajectory::{Summary, Trajectory};
 
 mod check;
@@ -76,9 +121,66 @@ enum Command {
     Grid(grid::GridArgs),
 }
 
-/// Run the command line with the process arguments; returns the exit code.
+/// Run the command line with the process arguments; returns the exit code. First the
+/// standard streams are made safe (see the module documentation).
 pub fn main() -> i32 {
+    restore_sigpipe();
+    open_closed_std_fds();
     main_with(std::env::args_os())
+}
+
+/// Restore SIGPIPE's default action (Rust ignores it): a write into a pipe whose reader
+/// has gone ends the process quietly (exit status 128 + 13 = 141 in the shell) instead of
+/// failing the write.
+fn restore_sigpipe() {
+    // SAFETY: called first thing in `main`, before any other thread exists; setting a
+    // signal's disposition to its default touches no memory of this program.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// Open `/dev/null` on each closed standard descriptor 0, 1, 2 (`open` returns the
+/// lowest free one), so that writes to a closed stdout or stderr are discarded and no
+/// file tokensel opens later becomes descriptor 1 or 2.
+fn open_closed_std_fds() {
+    use std::os::fd::{AsRawFd, IntoRawFd};
+    for _ in 0..3 {
+        let Ok(null) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+        else {
+            return;
+        };
+        if null.as_raw_fd() > 2 {
+            return; // dropped: 0, 1 and 2 are open
+        }
+        let _ = null.into_raw_fd(); // it is now the standard descriptor that was closed
+    }
+}
+
+/// The first failed write to stdout, reported when the command ends.
+static STDOUT_ERROR: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Write to stdout; a failure is remembered (see the module documentation).
+pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        remember_stdout_error(e);
+    }
+}
+
+fn remember_stdout_error(e: std::io::Error) {
+    if let Ok(mut slot) = STDOUT_ERROR.lock() {
+        slot.get_or_insert_with(|| e.to_string());
+    }
+}
+
+/// Write to stderr; a failure is ignored (there is nowhere left to report it).
+pub(crate) fn write_stderr(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_fmt(args);
 }
 
 /// Run the command line with the given arguments (first = program name).
@@ -110,13 +212,26 @@ where
         Command::Grid(args) => grid::grid(&args),
     };
     use std::io::Write;
-    let _ = std::io::stdout().flush();
-    match result {
+    if let Err(e) = std::io::stdout().flush() {
+        remember_stdout_error(e);
+    }
+    let code = match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
             exit_code(&e)
         }
+    };
+    match STDOUT_ERROR.lock().ok().and_then(|mut e| e.take()) {
+        Some(e) => {
+            eprintln!("error: cannot write to stdout: {e}");
+            if code == EXIT_OK {
+                EXIT_BAD_INPUT
+            } else {
+                code
+            }
+        }
+        None => code,
     }
 }
 
@@ -225,10 +340,17 @@ struct RunOutput {
     quiet: bool,
 }
 
-/// Write a finished run's trajectory (with `out`) and print its summary (JSON or table).
-fn report_trajectory(traj: &Trajectory, out: Option<&Path>, json: bool) -> Result<()> {
+/// The trajectory set of `--out DIR`, checked before any work.
+fn trajectory_dir(out: Option<&Path>) -> Result<Option<OutputDir>> {
+    out.map(|dir| OutputDir::prepare(dir, SetKind::Trajectory))
+        .transpose()
+}
+
+/// Publish a finished run's trajectory (into `out`, checked before the work) and print
+/// its summary (JSON or table).
+fn report_trajectory(traj: &Trajectory, out: Option<&OutputDir>, json: bool) -> Result<()> {
     if let Some(dir) = out {
-        traj.write_to_dir(dir)?;
+        dir.publish(&traj.files())?;
     }
     let summary = Summary::of(traj);
     if json {
@@ -247,7 +369,7 @@ fn report_trajectory(traj: &Trajectory, out: Option<&Path>, json: bool) -> Resul
         if let Some(dir) = out {
             println!(
                 "trajectory written to {}",
-                dir.join("trajectory.json").display()
+                dir.path().join("trajectory.json").display()
             );
         }
     }
@@ -257,7 +379,9 @@ fn report_trajectory(traj: &Trajectory, out: Option<&Path>, json: bool) -> Resul
 /// Flush stdout, then report the wall time (and time per step) on stderr.
 fn finish(t0: Instant, steps: Option<u64>) {
     use std::io::Write;
-    let _ = std::io::stdout().flush();
+    if let Err(e) = std::io::stdout().flush() {
+        remember_stdout_error(e);
+    }
     let secs = t0.elapsed().as_secs_f64();
     match steps {
         Some(n) => eprintln!(
@@ -296,10 +420,14 @@ fn print_report<T: serde::Serialize + std::fmt::Display>(report: &T, json: bool)
     }
 }
 
-/// The text of a file (an I/O error names it).
+/// The text of a small input file (config, claims or grid TOML): a regular file of at
+/// most `io::files::SMALL_INPUT` bytes (`io::files::read_text`).
 fn read_text(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    crate::io::files::read_text(path, crate::io::files::SMALL_INPUT)
+}
+
+/// The text of a large input file (a trajectory or a report): a regular file of at most
+/// `io::files::LARGE_INPUT` bytes.
+fn read_large(path: &Path) -> Result<String> {
+    crate::io::files::read_text(path, crate::io::files::LARGE_INPUT)
 }

@@ -1,12 +1,13 @@
 //! `tokensel plot`: draw a trajectory or a compare report as SVG or PNG.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{EXIT_OK, read_text};
+use super::{EXIT_OK, read_large};
+use crate::analysis::compare::Report;
 use crate::error::{Error, Result};
-use crate::io::files::{check_output_dir, write_atomic};
+use crate::io::files::{check_output_file, write_atomic};
 use crate::io::trajectory::Trajectory;
 use crate::report::plot;
 
@@ -25,13 +26,14 @@ pub(super) fn plot(args: &PlotArgs) -> Result<i32> {
     if ext != "svg" && ext != "png" {
         return Err(Error::config("out", "must end in .svg or .png"));
     }
-    let out_dir = args.out.parent().filter(|p| !p.as_os_str().is_empty());
-    check_output_dir(out_dir.unwrap_or(Path::new(".")))?;
-    let text = read_text(&args.input)?;
+    check_output_file(&args.out)?;
+    let text = read_large(&args.input)?;
     let chart = match Trajectory::from_json(&text, &args.input) {
         Ok(t) => plot::attention_chart(&t),
-        Err(first) => match serde_json::from_str::<crate::analysis::compare::Report>(&text) {
+        Err(first) => match Report::from_json(&text, &args.input) {
             Ok(r) => plot::error_chart(&r),
+            // a report whose checks failed says why; anything else is not a report
+            Err(e) if serde_json::from_str::<Report>(&text).is_ok() => return Err(e),
             Err(_) => return Err(first),
         },
     };

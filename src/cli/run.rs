@@ -4,11 +4,12 @@ use std::time::Instant;
 
 use clap::Args;
 
-use super::{ConfigArgs, EXIT_OK, RunOutput, finish, progress_bar, report_trajectory};
+use super::{
+    ConfigArgs, EXIT_OK, RunOutput, finish, progress_bar, report_trajectory, trajectory_dir,
+};
 use crate::arith::{Arith, F64};
 use crate::data::Dataset;
 use crate::error::Result;
-use crate::io::files::check_output_dir;
 use crate::train::Trainer;
 
 #[derive(Args, Debug)]
@@ -22,15 +23,13 @@ pub(super) struct RunArgs {
 pub(super) fn run(args: &RunArgs) -> Result<i32> {
     let cfg = args.config.load()?;
     crate::train::check_memory(&cfg, F64.kind(), 53, cfg.method)?;
-    if let Some(dir) = &args.output.out {
-        check_output_dir(dir)?;
-    }
+    let out = trajectory_dir(args.output.out.as_deref())?;
     let t0 = Instant::now();
     let data = Dataset::generate(&cfg);
     let bar = progress_bar(cfg.steps, args.output.quiet, "steps");
     let traj = Trainer::run(&cfg, &data, F64, &mut |s| bar.set_position(s))?;
     bar.finish_and_clear();
-    report_trajectory(&traj, args.output.out.as_deref(), args.output.json)?;
+    report_trajectory(&traj, out.as_ref(), args.output.json)?;
     finish(t0, Some(cfg.steps));
     Ok(EXIT_OK)
 }

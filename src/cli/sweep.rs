@@ -9,7 +9,7 @@ use super::{ConfigArgs, EXIT_OK, finish, progress_bar};
 use crate::config::Preset;
 use crate::error::Result;
 use crate::experiments::sweep;
-use crate::io::files::check_output_dir;
+use crate::io::publish::{OutputDir, SetKind};
 
 #[derive(Args, Debug)]
 pub(super) struct SweepArgs {
@@ -21,7 +21,7 @@ pub(super) struct SweepArgs {
     /// Seeds, comma separated.
     #[arg(long, value_name = "SEEDS", value_delimiter = ',', default_values_t = [0u64, 1, 2])]
     seeds: Vec<u64>,
-    /// Write sweep.csv, sweep.json and sweep.svg into DIR.
+    /// Write sweep.csv, sweep.json and sweep.svg into DIR (published as one set).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Print exactly one JSON object on stdout.
@@ -35,9 +35,11 @@ pub(super) struct SweepArgs {
 pub(super) fn sweep(args: &SweepArgs) -> Result<i32> {
     let base = args.config.load_with_default(Preset::LabelNoiseSweep)?;
     sweep::check(&base, &args.etas, &args.seeds)?;
-    if let Some(dir) = &args.out {
-        check_output_dir(dir)?;
-    }
+    let out = args
+        .out
+        .as_deref()
+        .map(|dir| OutputDir::prepare(dir, SetKind::Sweep))
+        .transpose()?;
     let t0 = Instant::now();
     let total = (args.etas.len() * args.seeds.len()) as u64;
     let bar = progress_bar(total, args.quiet, "runs");
@@ -45,8 +47,8 @@ pub(super) fn sweep(args: &SweepArgs) -> Result<i32> {
         bar.set_position(done as u64)
     })?;
     bar.finish_and_clear();
-    if let Some(dir) = &args.out {
-        report.write_to_dir(dir)?;
+    if let Some(dir) = &out {
+        dir.publish(&report.files())?;
     }
     if args.json {
         println!(

@@ -5,11 +5,12 @@ use std::time::Instant;
 
 use clap::Args;
 
-use super::{ConfigArgs, EXIT_OK, RunOutput, finish, progress_bar, report_trajectory};
+use super::{
+    ConfigArgs, EXIT_OK, RunOutput, finish, progress_bar, report_trajectory, trajectory_dir,
+};
 use crate::arith::{Arith, Mpfr};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::io::files::check_output_dir;
 use crate::io::state::{self, Saver, Start};
 use crate::train::Trainer;
 
@@ -57,9 +58,7 @@ pub(super) fn twin(args: &TwinArgs) -> Result<i32> {
         Some(path) => state::open(path, args.resume)?,
         None => Start::Fresh,
     };
-    if let Some(dir) = &args.output.out {
-        check_output_dir(dir)?;
-    }
+    let out = trajectory_dir(args.output.out.as_deref())?;
     let resume = match start {
         Start::Resume(st) => Some(st),
         Start::Fresh => {
@@ -89,7 +88,7 @@ pub(super) fn twin(args: &TwinArgs) -> Result<i32> {
         Ok(())
     })?;
     bar.finish_and_clear();
-    report_trajectory(&traj, args.output.out.as_deref(), args.output.json)?;
+    report_trajectory(&traj, out.as_ref(), args.output.json)?;
     finish(t0, None);
     Ok(EXIT_OK)
 }

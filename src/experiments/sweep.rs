@@ -2,15 +2,12 @@
 //! selection per run, summarise the seed spread per eta (SPEC section 5: the paper's
 //! abrupt benign -> harmful change between eta = 0.70 and 0.75).
 
-use std::path::Path;
-
 use serde::{Deserialize, Serialize};
 
 use crate::arith::F64;
 use crate::config::Config;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::io::files::write_atomic;
 use crate::io::trajectory::SelectionShare;
 use crate::report::plot::{COLORS, Chart, Series};
 use crate::train::Trainer;
@@ -19,12 +16,15 @@ use crate::train::Trainer;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Run {
     /// Label-noise rate.
+    #[serde(with = "crate::io::nonfinite")]
     pub eta: f64,
     /// Seed.
     pub seed: u64,
     /// Final training accuracy (observed labels).
+    #[serde(with = "crate::io::nonfinite")]
     pub train_accuracy: f64,
     /// Final test accuracy (true labels).
+    #[serde(with = "crate::io::nonfinite")]
     pub test_accuracy: f64,
     /// Share of clean samples whose top token is decided in each group, ties, or is
     /// undecided.
@@ -38,16 +38,22 @@ pub struct Run {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Point {
     /// Label-noise rate.
+    #[serde(with = "crate::io::nonfinite")]
     pub eta: f64,
     /// Mean test accuracy over seeds.
+    #[serde(with = "crate::io::nonfinite")]
     pub test_mean: f64,
     /// Lowest test accuracy over seeds.
+    #[serde(with = "crate::io::nonfinite")]
     pub test_min: f64,
     /// Highest test accuracy over seeds.
+    #[serde(with = "crate::io::nonfinite")]
     pub test_max: f64,
     /// Mean train accuracy over seeds.
+    #[serde(with = "crate::io::nonfinite")]
     pub train_mean: f64,
     /// Mean fraction of clean samples selecting a relevant token.
+    #[serde(with = "crate::io::nonfinite")]
     pub clean_r_mean: f64,
 }
 
@@ -141,17 +147,15 @@ pub fn sweep(
 }
 
 impl Report {
-    /// Write `sweep.json`, `sweep.csv` and `sweep.svg` into `dir` (created if missing),
-    /// each atomically.
-    pub fn write_to_dir(&self, dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+    /// The output set of `sweep --out`: `sweep.json`, `sweep.csv` and `sweep.svg`
+    /// (`io::publish` writes them as one set).
+    pub fn files(&self) -> Vec<(String, Vec<u8>)> {
         let json = serde_json::to_string_pretty(self).expect("report serialises");
-        write_atomic(&dir.join("sweep.json"), json.as_bytes())?;
-        write_atomic(&dir.join("sweep.csv"), self.to_csv().as_bytes())?;
-        write_atomic(&dir.join("sweep.svg"), self.chart().to_svg().as_bytes())
+        vec![
+            ("sweep.json".into(), json.into_bytes()),
+            ("sweep.csv".into(), self.to_csv().into_bytes()),
+            ("sweep.svg".into(), self.chart().to_svg().into_bytes()),
+        ]
     }
 
     /// One CSV row per run.
@@ -167,7 +171,7 @@ impl Report {
         for r in &self.runs {
             let cells = |p: Option<SelectionShare>| {
                 p.map_or(",,,,,".to_string(), |p| {
-                    p.to_array().map(|v| v.to_string()).join(",")
+                    p.to_array().map(crate::io::nonfinite::text).join(",")
                 })
             };
             out += &format!(

@@ -7,8 +7,10 @@
 //! dense, `W0.npy` (d, d) (the config's W = I is not written: the manifest says so),
 //! all float64 unless stated; `config.toml`, the run's full config; and
 //! `manifest.json` with the format version, the seed, each array's shape, dtype and
-//! SHA-256 (of the NPY file's bytes). The manifest is written last: it marks a complete
-//! set.
+//! SHA-256 (of the NPY file's bytes). The directory is published as one output set
+//! (`io::publish`: its marker `tokensel-set.json` lists every file): a re-export replaces
+//! the whole set, so no array of an earlier export (say a `W0.npy` the new run does not
+//! have) survives beside the new manifest.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -21,7 +23,7 @@ use sha2::{Digest, Sha256};
 use crate::config::Config;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::io::files::write_atomic;
+use crate::io::files::{LARGE_INPUT, SMALL_INPUT, open_input, read_text};
 
 /// Format tag of the manifest.
 pub const DATA_FORMAT: &str = "tokensel-data/1";
@@ -117,36 +119,33 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// Write the exact arrays of `cfg`'s run (its data set and initial parameters p(0) and
-/// W(0), `None` for the identity) into `dir` (created if missing), each file
-/// atomically, the manifest last.
-pub fn write_data(
+/// The exact arrays of `cfg`'s run (its data set and initial parameters p(0) and
+/// W(0), `None` for the identity) as the files of a data export (NPY files,
+/// `config.toml`, `manifest.json`), and the manifest; `io::publish` writes them as one
+/// set.
+pub fn files(
     cfg: &Config,
     data: &Dataset,
     p0: ArrayView1<'_, f64>,
     w0: Option<ArrayView2<'_, f64>>,
-    dir: &Path,
-) -> Result<Manifest> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+) -> (Manifest, Vec<(String, Vec<u8>)>) {
     let w0_name = if w0.is_some() { "W0.npy" } else { "identity" };
     let mut entries = BTreeMap::new();
+    let mut out = Vec::new();
     for a in arrays(data, p0, w0) {
         let file = format!("{}.npy", a.name);
-        write_atomic(&dir.join(&file), &a.bytes)?;
         entries.insert(
             a.name.to_string(),
             ArrayEntry {
-                file,
+                file: file.clone(),
                 shape: a.shape,
                 dtype: a.dtype.into(),
                 sha256: sha256_hex(&a.bytes),
             },
         );
+        out.push((file, a.bytes));
     }
-    write_atomic(&dir.join("config.toml"), cfg.to_toml().as_bytes())?;
+    out.push(("config.toml".into(), cfg.to_toml().into_bytes()));
     let manifest = Manifest {
         format: DATA_FORMAT.into(),
         seed: cfg.seed,
@@ -154,8 +153,28 @@ pub fn write_data(
         arrays: entries,
     };
     let text = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
-    write_atomic(&dir.join("manifest.json"), text.as_bytes())?;
-    Ok(manifest)
+    out.push(("manifest.json".into(), text.into_bytes()));
+    (manifest, out)
+}
+
+/// SHA-256 (hex) of the input file `path`, read in pieces: only a regular file is read
+/// (`io::files::open_input`), of at most the data limit.
+fn sha256_file(path: &Path) -> Result<String> {
+    use std::io::Read;
+    let (mut file, _) = open_input(path, LARGE_INPUT)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let k = file.read(&mut buf).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if k == 0 {
+            break;
+        }
+        h.update(&buf[..k]);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Read a data export back and prove it is the run its `config.toml` describes: the
@@ -163,12 +182,8 @@ pub fn write_data(
 /// and so must the NPY files on disk. Returns the validated config, the manifest and
 /// the data set (regenerated, so it is not drawn a second time).
 pub fn verify_data(dir: &Path) -> Result<(Config, Manifest, Dataset)> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| Error::Io { path, source }
-    };
     let manifest_path = dir.join("manifest.json");
-    let text = std::fs::read_to_string(&manifest_path).map_err(io(&manifest_path))?;
+    let text = read_text(&manifest_path, SMALL_INPUT)?;
     let manifest: Manifest = serde_json::from_str(&text).map_err(|e| Error::Parse {
         what: "data manifest",
         path: manifest_path.clone(),
@@ -203,6 +218,15 @@ pub fn verify_data(dir: &Path) -> Result<(Config, Manifest, Dataset)> {
     }
     for a in &ours {
         let entry = &manifest.arrays[a.name];
+        if entry.file != format!("{}.npy", a.name) {
+            return Err(mismatch(
+                format!("array `{}`", a.name),
+                format!(
+                    "the manifest names the file `{}`, not `{}.npy`",
+                    entry.file, a.name
+                ),
+            ));
+        }
         if sha256_hex(&a.bytes) != entry.sha256 {
             return Err(mismatch(
                 format!("array `{}`", a.name),
@@ -210,8 +234,7 @@ pub fn verify_data(dir: &Path) -> Result<(Config, Manifest, Dataset)> {
             ));
         }
         let path = dir.join(&entry.file);
-        let bytes = std::fs::read(&path).map_err(io(&path))?;
-        if sha256_hex(&bytes) != entry.sha256 {
+        if sha256_file(&path)? != entry.sha256 {
             return Err(mismatch(
                 path.display().to_string(),
                 "the file's SHA-256 differs from the manifest's (the file was changed)".into(),

@@ -6,10 +6,13 @@
 //! * **JSON**: one object with the header keys (`format`, `dtype`, optional
 //!   `implementation` and `config`), `steps` (the recorded step numbers, increasing) and
 //!   any of the quantities below, each a list with one entry per recorded step (nested
-//!   lists for arrays; `null` for a NaN or an infinity, which JSON cannot spell).
+//!   lists for arrays; `null` for a NaN or an infinity, which JSON cannot spell, or
+//!   tokensel's own spelling `"nan"`, `"inf"`, `"-inf"` of `io::nonfinite`).
 //! * **NPZ** (`np.savez`, compressed or not): the header as an array `header` of uint8
 //!   holding the JSON header's bytes, `steps` as an integer array (k,), and each quantity
-//!   as a float32 or float64 array whose first axis is the recorded step.
+//!   as a float32 or float64 array whose first axis is the recorded step. Each member's
+//!   NPY header is checked against the member's length before anything is allocated for
+//!   it (a header that claims more data than the member holds is refused).
 //!
 //! The quantities, at step t (after t updates; the forward pass at the parameters of
 //! step t), named as everywhere in tokensel ([`Quantity`]): `p` (d), `q` = W^T p (d), `W`
@@ -24,11 +27,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use ndarray::{ArrayD, IxDyn};
+use ndarray::ArrayD;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::io::files::{LARGE_INPUT, open_input, read_text};
 use crate::quantity::Quantity;
 
 /// Format tag of an external trajectory (keys: the quantities' one names).
@@ -171,26 +175,23 @@ fn flatten(
             out.push(f64::NAN);
             Ok(())
         }
+        serde_json::Value::String(word) if shape.len() == depth => {
+            out.push(crate::io::nonfinite::parse(word).ok_or_else(|| {
+                format!("expected a number, null, \"inf\", \"-inf\" or \"nan\", found {v}")
+            })?);
+            Ok(())
+        }
         _ => Err(format!("expected a number, null or a list, found {v}")),
     }
 }
 
 impl External {
-    /// Read an external trajectory, JSON or NPZ (by extension, `.npz` for NPZ).
+    /// Read an external trajectory, JSON or NPZ (by extension, `.npz` for NPZ): a
+    /// regular file of at most `io::files::LARGE_INPUT` bytes.
     pub fn read(path: &Path) -> Result<External> {
-        let io = |source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        if path.is_dir() {
-            return Err(io(std::io::Error::other("is a directory, expected a file")));
-        }
         let ext = match path.extension().and_then(|e| e.to_str()) {
             Some(e) if e.eq_ignore_ascii_case("npz") => External::read_npz(path)?,
-            _ => {
-                let text = std::fs::read_to_string(path).map_err(io)?;
-                External::from_json(&text, path)?
-            }
+            _ => External::from_json(&read_text(path, LARGE_INPUT)?, path)?,
         };
         ext.check_consistency(path)?;
         Ok(ext)
@@ -266,34 +267,31 @@ impl External {
     }
 
     fn read_npz(path: &Path) -> Result<External> {
-        use ndarray_npy::NpzReader;
-        let file = std::fs::File::open(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let mut npz = NpzReader::new(file).map_err(|e| bad(path, e.to_string()))?;
-        let names = npz.names().map_err(|e| bad(path, e.to_string()))?;
+        let (file, _) = open_input(path, LARGE_INPUT)?;
+        let mut npz = Npz::open(file, path)?;
         let header: ArrayD<u8> = npz
-            .by_name("header")
-            .map_err(|e| bad(path, format!("array `header` (uint8 JSON bytes): {e}")))?;
+            .array("header")?
+            .ok_or_else(|| bad(path, "array `header` (uint8 JSON bytes): missing"))?;
         let header: Header = serde_json::from_slice(&header.iter().copied().collect::<Vec<u8>>())
             .map_err(|e| bad(path, format!("header: {e}")))?;
-        let steps: Vec<u64> = match npz.by_name::<ndarray::OwnedRepr<i64>, IxDyn>("steps") {
-            Ok(a) => a
+        let steps: Vec<u64> = match npz.array::<i64>("steps") {
+            Ok(Some(a)) => a
                 .iter()
                 .map(|&s| {
                     u64::try_from(s).map_err(|_| bad(path, format!("`steps`: negative step {s}")))
                 })
                 .collect::<Result<_>>()?,
+            Ok(None) => return Err(bad(path, "array `steps` (int64 or uint64): missing")),
             Err(_) => npz
-                .by_name::<ndarray::OwnedRepr<u64>, IxDyn>("steps")
+                .array::<u64>("steps")
                 .map_err(|e| bad(path, format!("array `steps` (int64 or uint64): {e}")))?
+                .expect("present: read as int64 before")
                 .iter()
                 .copied()
                 .collect(),
         };
         let mut series = BTreeMap::new();
-        for name in names {
+        for name in npz.names() {
             if name == "header" || name == "steps" {
                 continue;
             }
@@ -306,11 +304,12 @@ impl External {
                     ),
                 ));
             };
-            let a: ArrayD<f64> = match npz.by_name::<ndarray::OwnedRepr<f64>, IxDyn>(&name) {
-                Ok(a) => a,
+            let a: ArrayD<f64> = match npz.array::<f64>(&name) {
+                Ok(a) => a.expect("listed"),
                 Err(_) => npz
-                    .by_name::<ndarray::OwnedRepr<f32>, IxDyn>(&name)
+                    .array::<f32>(&name)
                     .map_err(|e| bad(path, format!("array `{name}` (float32 or float64): {e}")))?
+                    .expect("listed")
                     .mapv(f64::from),
             };
             let Some((&k, shape)) = a.shape().split_first() else {
@@ -433,6 +432,124 @@ impl External {
         }
         Ok(())
     }
+}
+
+/// An NPZ archive whose members are read with their sizes bounded: each member's bytes
+/// (at most what is left of `io::files::LARGE_INPUT` over the whole archive), then its
+/// NPY header checked against its length before ndarray-npy allocates the array.
+struct Npz<'a> {
+    archive: zip::ZipArchive<std::fs::File>,
+    path: &'a Path,
+    /// Decompressed bytes still allowed.
+    budget: u64,
+}
+
+impl<'a> Npz<'a> {
+    fn open(file: std::fs::File, path: &'a Path) -> Result<Npz<'a>> {
+        let archive = zip::ZipArchive::new(file).map_err(|e| bad(path, e.to_string()))?;
+        Ok(Npz {
+            archive,
+            path,
+            budget: LARGE_INPUT,
+        })
+    }
+
+    /// The arrays' names (member names without `.npy`), in archive order.
+    fn names(&self) -> Vec<String> {
+        self.archive
+            .file_names()
+            .map(|n| n.strip_suffix(".npy").unwrap_or(n).to_string())
+            .collect()
+    }
+
+    /// The bytes of array `name`'s member, `None` when it is missing.
+    fn member(&mut self, name: &str) -> Result<Option<Vec<u8>>> {
+        use std::io::Read;
+        let path = self.path;
+        let index = self
+            .archive
+            .index_for_name(&format!("{name}.npy"))
+            .or_else(|| self.archive.index_for_name(name));
+        let Some(index) = index else {
+            return Ok(None);
+        };
+        let mut m = self
+            .archive
+            .by_index(index)
+            .map_err(|e| bad(path, format!("array `{name}`: {e}")))?;
+        let mut bytes = Vec::with_capacity(m.size().min(self.budget).min(1 << 26) as usize);
+        (&mut m)
+            .take(self.budget + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| bad(path, format!("array `{name}`: {e}")))?;
+        if bytes.len() as u64 > self.budget {
+            return Err(Error::TooLarge {
+                field: path.display().to_string(),
+                reason: format!(
+                    "its arrays hold more than {LARGE_INPUT} bytes decompressed (array `{name}`)"
+                ),
+            });
+        }
+        self.budget -= bytes.len() as u64;
+        Ok(Some(bytes))
+    }
+
+    /// Array `name` of element type `T` (`None` when missing). Its header's shape must
+    /// account for exactly the data bytes the member holds, checked before the array is
+    /// allocated; a header of another dtype is an error.
+    fn array<T: ndarray_npy::ReadableElement>(&mut self, name: &str) -> Result<Option<ArrayD<T>>> {
+        use ndarray_npy::ReadNpyExt;
+        let Some(bytes) = self.member(name)? else {
+            return Ok(None);
+        };
+        let path = self.path;
+        let fail = |m: String| bad(path, format!("array `{name}`: {m}"));
+        check_npy_len::<T>(&bytes).map_err(fail)?;
+        ArrayD::<T>::read_npy(bytes.as_slice())
+            .map(Some)
+            .map_err(|e| fail(e.to_string()))
+    }
+}
+
+/// Check an NPY file's header against its length for elements of type `T`: the header
+/// length field must fit in the bytes, and the shape's element count times
+/// `size_of::<T>()` must equal the data that follows the header.
+fn check_npy_len<T>(bytes: &[u8]) -> std::result::Result<(), String> {
+    use ndarray_npy::npy::header::Header;
+    // magic (6 bytes), version (2), then HEADER_LEN: u16 in version 1, u32 after
+    let len_field = match bytes.get(6) {
+        Some(1) => bytes
+            .get(8..10)
+            .map(|b| (u16::from_le_bytes([b[0], b[1]]) as usize, 10)),
+        Some(2 | 3) => bytes
+            .get(8..12)
+            .map(|b| (u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize, 12)),
+        _ => None,
+    };
+    let Some((header_len, start)) = len_field else {
+        return Err("not an NPY member (no NPY magic and version)".into());
+    };
+    if header_len > bytes.len() - start {
+        return Err(format!(
+            "its header claims {header_len} header bytes, the member holds {}",
+            bytes.len()
+        ));
+    }
+    let mut reader = bytes;
+    let header = Header::from_reader(&mut reader).map_err(|e| e.to_string())?;
+    let data = reader.len();
+    let want = header
+        .shape
+        .iter()
+        .try_fold(std::mem::size_of::<T>(), |a, &b| a.checked_mul(b));
+    if want != Some(data) {
+        return Err(format!(
+            "its header claims shape {:?} of {}-byte elements, but {data} data bytes follow the header",
+            header.shape,
+            std::mem::size_of::<T>()
+        ));
+    }
+    Ok(())
 }
 
 /// JSON equality with numbers compared as f64 and objects compared on the keys given.

@@ -1,108 +1,346 @@
-//! Writing files safely: atomic writes (a synced temporary renamed into place), atomic
-//! writes that several processes may do at once, and the check that an output directory
-//! can receive files before any work starts.
+//! Reading and writing single files safely.
+//!
+//! Every input file tokensel reads goes through [`open_input`] / [`read_input`]: the
+//! file is opened without blocking (a FIFO would otherwise wait forever for a writer),
+//! the type of the opened descriptor is checked (only regular files are read: FIFOs,
+//! devices, sockets and directories are refused before a byte is read), and its size is
+//! bounded before anything is allocated for it.
+//!
+//! Every single output file is written by [`write_atomic`]: a uniquely named temporary
+//! beside it, synced, then renamed over it, so concurrent writers never break each
+//! other and a reader sees a complete old or new file. Sets of files are published by
+//! `io::publish`.
 
-use std::io::Write;
-use std::path::Path;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
-/// Write `bytes` to `path` atomically: a temporary file in the same directory, synced,
-/// then renamed over `path`. A crash leaves either the old file or the new one.
-/// A kill between the write and the rename leaves `.NAME.tmpPID` behind; the next
-/// atomic write of `path` removes such leftovers first.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    remove_stale_temps(path);
-    let tmp = write_temp(path, bytes)?;
-    std::fs::rename(&tmp, path).map_err(|source| Error::Io {
+/// Largest small input: config, claims and grid TOML, grid specs, cell files, data
+/// manifests (64 MiB).
+pub const SMALL_INPUT: u64 = 64 << 20;
+
+/// Largest large input: trajectories, reports, state files, external trajectories
+/// (8 GiB, the data limit `config::MAX_DATA_BYTES`).
+pub const LARGE_INPUT: u64 = crate::config::MAX_DATA_BYTES;
+
+fn io_error(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
         path: path.to_path_buf(),
         source,
+    }
+}
+
+/// The name of a file type for messages, for everything but a regular file.
+fn type_name(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Open the input `path` for reading: without blocking, then refused unless the opened
+/// descriptor is a regular file (exit 2), or when it is larger than `limit` bytes
+/// ([`Error::TooLarge`], exit 3). With `follow` false a symbolic link is refused too.
+/// Returns the file and its length.
+fn open_checked(path: &Path, limit: u64, follow: bool) -> Result<(File, u64)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut flags = rustix::fs::OFlags::NONBLOCK;
+    if !follow {
+        flags |= rustix::fs::OFlags::NOFOLLOW;
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits() as i32)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(code) if !follow && code == rustix::io::Errno::LOOP.raw_os_error() => {
+                Error::path(path, "is a symbolic link: give the file itself")
+            }
+            _ => io_error(path)(e),
+        })?;
+    let meta = file.metadata().map_err(io_error(path))?;
+    if !meta.is_file() {
+        return Err(Error::path(
+            path,
+            format!(
+                "is {}, not a regular file: not read",
+                type_name(meta.file_type())
+            ),
+        ));
+    }
+    if meta.len() > limit {
+        return Err(Error::TooLarge {
+            field: path.display().to_string(),
+            reason: format!(
+                "the file holds {} bytes, more than the {} bytes an input of its kind may hold",
+                meta.len(),
+                limit
+            ),
+        });
+    }
+    Ok((file, meta.len()))
+}
+
+/// Open the input `path` (a regular file of at most `limit` bytes, see the module
+/// documentation); returns the file and its length.
+pub fn open_input(path: &Path, limit: u64) -> Result<(File, u64)> {
+    open_checked(path, limit, true)
+}
+
+/// Read `file` (of `len` bytes when opened) to the end, refusing more than `limit`
+/// bytes (a file that grows while it is read).
+fn read_all(path: &Path, file: File, len: u64, limit: u64) -> Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(len.min(limit) as usize);
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_error(path))?;
+    if bytes.len() as u64 > limit {
+        return Err(Error::TooLarge {
+            field: path.display().to_string(),
+            reason: format!("the file grew past {limit} bytes while it was read"),
+        });
+    }
+    Ok(bytes)
+}
+
+/// The bytes of the input `path`: a regular file of at most `limit` bytes (a FIFO,
+/// device or directory is refused before reading, exit 2; a larger file is refused,
+/// exit 3).
+pub fn read_input(path: &Path, limit: u64) -> Result<Vec<u8>> {
+    let (file, len) = open_input(path, limit)?;
+    read_all(path, file, len, limit)
+}
+
+/// [`read_input`] that refuses a symbolic link too (state files: a link is never
+/// followed, so it is never replaced by what it points to).
+pub fn read_input_no_symlink(path: &Path, limit: u64) -> Result<Vec<u8>> {
+    let (file, len) = open_checked(path, limit, false)?;
+    read_all(path, file, len, limit)
+}
+
+/// The text of the input `path` ([`read_input`]; invalid UTF-8 is an I/O error naming
+/// the file).
+pub fn read_text(path: &Path, limit: u64) -> Result<String> {
+    String::from_utf8(read_input(path, limit)?).map_err(|_| {
+        io_error(path)(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        ))
     })
 }
 
-/// Write `bytes` to `path` atomically where several processes may write the same file
-/// at once (a grid's shards all write `grid.json`, possibly from several machines on a
-/// shared file system): each writer uses its own temporary name (process id, a counter
-/// and the time) and removes no other writer's temporaries, so concurrent writers never
-/// break each other's rename; the last rename wins, and all of them are complete files.
-pub fn write_atomic_shared(path: &Path, bytes: &[u8]) -> Result<()> {
+impl crate::config::Config {
+    /// Read a TOML overlay file (see [`Config::from_toml_str`](crate::config::Config::from_toml_str)):
+    /// a regular file of at most [`SMALL_INPUT`] bytes ([`read_text`]).
+    pub fn from_file(path: &Path) -> Result<crate::config::Config> {
+        crate::config::Config::from_toml_str(&read_text(path, SMALL_INPUT)?, path)
+    }
+}
+
+/// This host's name, as it appears in temporary names (characters other than ASCII
+/// letters, digits, `-` and `.` replaced by `_`).
+fn host() -> String {
+    let uname = rustix::system::uname();
+    uname
+        .nodename()
+        .to_string_lossy()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The marker between a target's name and the writer's identity in a temporary's name.
+const TEMP_TAG: &str = ".tokensel-tmp-";
+
+/// The directory a target lives in (`.` for a bare name).
+pub(crate) fn parent_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// The file name of `path`, or an error naming it.
+pub(crate) fn name_of(path: &Path) -> Result<String> {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| Error::path(path, "has no file name"))
+}
+
+/// A fresh temporary path beside `target`, unique to this writer:
+/// `.NAME.tokensel-tmp-PID-COUNTER-NANOS@HOST`.
+pub(crate) fn temp_path(target: &Path) -> Result<PathBuf> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let unique = format!(
-        ".{name}.tmp{}-{}-{nanos}",
+    let name = format!(
+        ".{}{TEMP_TAG}{}-{}-{nanos}@{}",
+        name_of(target)?,
         std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+        host()
     );
-    let tmp = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        Some(d) => d.join(unique),
-        None => unique.into(),
-    };
-    let mut file = std::fs::File::create(&tmp).map_err(io)?;
-    file.write_all(bytes).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    Ok(parent_of(target).join(name))
 }
 
-/// Remove temporaries `.NAME.tmp*` that killed writers of `path` left beside it.
-pub(crate) fn remove_stale_temps(path: &Path) {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+/// Whether the entry `name` beside `target` is a temporary of a writer of `target`.
+pub(crate) fn is_temp_of(name: &str, target_name: &str) -> bool {
+    name.strip_prefix('.')
+        .and_then(|n| n.strip_prefix(target_name))
+        .is_some_and(|n| n.starts_with(TEMP_TAG))
+}
+
+/// Whether any entry name is a tokensel temporary (of any target).
+pub(crate) fn is_temp(name: &str) -> bool {
+    name.starts_with('.') && name.contains(TEMP_TAG)
+}
+
+/// The writer (process id and host) a temporary's name records.
+fn writer_of(name: &str) -> Option<(u32, &str)> {
+    let (_, rest) = name.split_once(TEMP_TAG)?;
+    let (ids, host) = rest.rsplit_once('@')?;
+    let pid = ids.split('-').next()?.parse().ok()?;
+    Some((pid, host))
+}
+
+/// Whether process `pid` of this host has ended.
+fn is_dead(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
+}
+
+/// Remove the temporaries beside `target` left by writers that died on this host (a
+/// kill between writing and renaming). Temporaries of live writers, and of other hosts
+/// (a shared file system), are never touched.
+pub fn remove_dead_temps(target: &Path) {
+    if let Ok(name) = name_of(target) {
+        remove_dead(parent_of(target), &|n| is_temp_of(n, &name));
+    }
+}
+
+/// [`remove_dead_temps`] for every target in `dir` (a directory of cell files).
+pub fn remove_dead_temps_in(dir: &Path) {
+    remove_dead(dir, &is_temp);
+}
+
+/// Remove the entries of `dir` that `select` names and whose writer died on this host.
+fn remove_dead(dir: &Path, select: &dyn Fn(&str) -> bool) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
-    let prefix = format!(".{name}.tmp");
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            if entry.file_name().to_string_lossy().starts_with(&prefix) {
-                let _ = std::fs::remove_file(entry.path());
+    let me = host();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !select(&name) {
+            continue;
+        }
+        match writer_of(&name) {
+            Some((pid, h)) if h == me && pid != std::process::id() && is_dead(pid) => {
+                let path = entry.path();
+                let _ = match std::fs::symlink_metadata(&path) {
+                    Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
+                    _ => std::fs::remove_file(&path),
+                };
             }
+            _ => {}
         }
     }
 }
 
-/// Write `bytes` to a synced temporary file beside `path` (`.NAME.tmpPID`) and return
-/// its path.
-pub(crate) fn write_temp(path: &Path, bytes: &[u8]) -> Result<std::path::PathBuf> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir
-        .map(|d| d.join(format!(".{name}.tmp{}", std::process::id())))
-        .unwrap_or_else(|| format!(".{name}.tmp{}", std::process::id()).into());
-    let mut file = std::fs::File::create(&tmp).map_err(io)?;
-    file.write_all(bytes).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    Ok(tmp)
+/// Sync a directory (its entries: a rename into it survives a crash).
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_error(dir))
 }
 
-/// Check, before any work, that `dir` can receive output files: create it if missing,
-/// then create and remove a probe file in it.
+/// Create `path` (it must not exist), write `bytes` and sync.
+pub(crate) fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(io_error(path))?;
+    file.write_all(bytes).map_err(io_error(path))?;
+    file.sync_all().map_err(io_error(path))
+}
+
+/// Write `bytes` to `path` atomically: a temporary unique to this writer beside it
+/// (`.NAME.tokensel-tmp-PID-COUNTER-NANOS@HOST`), synced, renamed over `path`. A crash leaves the old file or the
+/// new one (and the temporary: [`remove_dead_temps`] removes it later); concurrent
+/// writers never remove each other's temporaries, so none of them fails and the last
+/// rename wins.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = temp_path(path)?;
+    if let Err(e) = write_new(&tmp, bytes) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io_error(path)(e));
+    }
+    sync_dir(parent_of(path))
+}
+
+/// Check, before any work, that the single output file `path` can be written: it is
+/// absent or a regular file (never a directory, FIFO or link, which a rename would
+/// replace), and its directory (created if missing) accepts a new file. Temporaries of
+/// dead writers of `path` are removed.
+pub fn check_output_file(path: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.is_file() => {
+            return Err(Error::path(
+                path,
+                format!(
+                    "is {}: an output file replaces only a regular file",
+                    type_name(m.file_type())
+                ),
+            ));
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_error(path)(e)),
+    }
+    check_output_dir(parent_of(path))?;
+    remove_dead_temps(path);
+    Ok(())
+}
+
+/// Check, before any work, that `dir` can receive files: create it if missing, then
+/// create and remove a probe (a temporary of this writer) in it.
 pub fn check_output_dir(dir: &Path) -> Result<()> {
-    let io = |source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let probe = dir.join(format!(".tokensel-probe{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(io)?;
-    std::fs::remove_file(&probe).map_err(io)
+    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+    let probe = temp_path(&dir.join("probe"))?;
+    write_new(&probe, b"")?;
+    std::fs::remove_file(&probe).map_err(io_error(dir))
 }

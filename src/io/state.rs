@@ -4,6 +4,12 @@
 //! What the numbers in it mean is the trainer's business (`train::resume` builds a
 //! [`State`] from a trainer and restores a trainer from one); this module only reads and
 //! writes them, exactly (hexadecimal text in the trainer's own arithmetic).
+//!
+//! The file is one JSON object: the state's fields and `sha256`, the SHA-256 of the
+//! object without `sha256` written compactly with its keys sorted (as `serde_json`
+//! writes a `Value`). A file whose digest does not match (an edited step, a truncated
+//! value) is refused, and so is a state path that is a symbolic link or not a regular
+//! file: it is never followed, read or replaced.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,12 +18,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::io::files::{check_output_dir, write_atomic};
+use crate::io::files::{
+    LARGE_INPUT, check_output_dir, read_input_no_symlink, remove_dead_temps, write_atomic,
+};
 use crate::io::trajectory::{Checkpoint, Cumulative, TrainerInfo};
 
-/// Format tag of trainer state files (version 3: its checkpoints are those of
+/// Format tag of trainer state files (version 4: a SHA-256 of the content, non-finite
+/// numbers spelled as in `io::nonfinite`; its checkpoints are those of
 /// `tokensel-trajectory/2`).
-pub const STATE_FORMAT: &str = "tokensel-state/3";
+pub const STATE_FORMAT: &str = "tokensel-state/4";
 
 /// A resumable snapshot of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,31 +71,44 @@ impl State {
             .ok_or_else(|| self.error(format!("`{name}` is missing")))
     }
 
-    /// Write atomically.
+    /// Write atomically, with the digest of the content.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let text = serde_json::to_string(self).expect("state serialises");
-        write_atomic(path, text.as_bytes())
+        let mut value = serde_json::to_value(self).expect("state serialises");
+        let digest = content_digest(&value);
+        if let serde_json::Value::Object(map) = &mut value {
+            map.insert("sha256".into(), digest.into());
+        }
+        write_atomic(path, value.to_string().as_bytes())
     }
 
-    /// Read a state file.
+    /// Read a state file: a regular file, not a symbolic link, whose digest matches its
+    /// content, of the current format.
     pub fn load(path: &Path) -> Result<State> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes = read_input_no_symlink(path, LARGE_INPUT)?;
         let parse = |message: String| Error::Parse {
             what: "trainer state",
             path: path.to_path_buf(),
             message,
         };
-        let mut st: State = serde_json::from_str(&text).map_err(|e| parse(e.to_string()))?;
-        st.source = Some(path.to_path_buf());
-        if st.format != STATE_FORMAT {
+        let mut value: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| parse(e.to_string()))?;
+        let format = value.get("format").and_then(|f| f.as_str()).unwrap_or("");
+        if format != STATE_FORMAT {
             return Err(parse(format!(
-                "format `{}` is not `{STATE_FORMAT}`",
-                st.format
+                "format `{format}` is not `{STATE_FORMAT}` (a state of another tokensel version, or not a state)"
             )));
         }
+        let stored = match value.as_object_mut().and_then(|m| m.remove("sha256")) {
+            Some(serde_json::Value::String(d)) => d,
+            _ => return Err(parse("no `sha256` digest".into())),
+        };
+        if stored != content_digest(&value) {
+            return Err(parse(
+                "its content does not match its `sha256` digest (the file was changed): not resumed".into(),
+            ));
+        }
+        let mut st: State = serde_json::from_value(value).map_err(|e| parse(e.to_string()))?;
+        st.source = Some(path.to_path_buf());
         Ok(st)
     }
 
@@ -126,18 +148,46 @@ pub enum Start {
     Resume(Box<State>),
 }
 
-/// The state-file policy, checked before any work: `path` must not be a directory, its
-/// directory must accept files (it is created if missing), and an existing state is
-/// used only with `resume` (without it, an existing file is refused rather than
-/// overwritten). With `resume` and no file yet, the run starts from step 0.
+/// SHA-256 (hex) of a state's JSON value (without `sha256`), written compactly with
+/// sorted keys.
+fn content_digest(value: &serde_json::Value) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(value.to_string().as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The state-file policy, checked before any work: `path` must be absent or a regular
+/// file (a symbolic link, even a dangling or looping one, a directory, a FIFO or a
+/// device is refused, never followed or replaced), its directory must accept files (it
+/// is created if missing), and an existing state is used only with `resume` (without
+/// it, an existing file is refused rather than overwritten). With `resume` and no file
+/// yet, the run starts from step 0.
 pub fn open(path: &Path, resume: bool) -> Result<Start> {
-    if path.is_dir() {
-        return Err(Error::config(
-            "state",
-            format!("`{}` is a directory, not a state file", path.display()),
-        ));
-    }
-    if path.exists() && !resume {
+    let exists = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_symlink() => {
+            return Err(Error::path(
+                path,
+                "is a symbolic link: a state file is never followed or replaced, give the file itself",
+            ));
+        }
+        Ok(m) if !m.is_file() => {
+            return Err(Error::path(
+                path,
+                "is not a regular file: not a state file, not replaced",
+            ));
+        }
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(source) => {
+            return Err(Error::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    if exists && !resume {
         return Err(Error::config(
             "state",
             format!(
@@ -148,7 +198,8 @@ pub fn open(path: &Path, resume: bool) -> Result<Start> {
     }
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
     check_output_dir(dir.unwrap_or(Path::new(".")))?;
-    Ok(if resume && path.exists() {
+    remove_dead_temps(path);
+    Ok(if resume && exists {
         Start::Resume(Box::new(State::load(path)?))
     } else {
         Start::Fresh

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{Config, Formulation, Group, Method};
 use crate::error::{Error, Result};
-use crate::io::files::{remove_stale_temps, write_temp};
+use crate::io::nonfinite::text;
 use crate::model::Selection;
 
 /// Format tag written into every trajectory file (version 2: each sample's top token is
@@ -25,15 +25,19 @@ pub const FORMAT: &str = "tokensel-trajectory/2";
 pub struct PerGroup {
     /// Relevant tokens.
     #[serde(rename = "R")]
+    #[serde(with = "crate::io::nonfinite")]
     pub r: f64,
     /// Weakly relevant tokens of the true class.
     #[serde(rename = "W_same")]
+    #[serde(with = "crate::io::nonfinite")]
     pub w_same: f64,
     /// Weakly relevant tokens of the opposite class.
     #[serde(rename = "W_opposite")]
+    #[serde(with = "crate::io::nonfinite")]
     pub w_opposite: f64,
     /// Irrelevant tokens.
     #[serde(rename = "I")]
+    #[serde(with = "crate::io::nonfinite")]
     pub i: f64,
 }
 
@@ -67,19 +71,25 @@ impl PerGroup {
 pub struct SelectionShare {
     /// Decided, on a relevant token.
     #[serde(rename = "R")]
+    #[serde(with = "crate::io::nonfinite")]
     pub r: f64,
     /// Decided, on a weakly relevant token of the true class.
     #[serde(rename = "W_same")]
+    #[serde(with = "crate::io::nonfinite")]
     pub w_same: f64,
     /// Decided, on a weakly relevant token of the opposite class.
     #[serde(rename = "W_opposite")]
+    #[serde(with = "crate::io::nonfinite")]
     pub w_opposite: f64,
     /// Decided, on an irrelevant token.
     #[serde(rename = "I")]
+    #[serde(with = "crate::io::nonfinite")]
     pub i: f64,
     /// The top score ties another.
+    #[serde(with = "crate::io::nonfinite")]
     pub tie: f64,
     /// The top score is not proved greater than or equal to every other.
+    #[serde(with = "crate::io::nonfinite")]
     pub undecided: f64,
 }
 
@@ -150,6 +160,7 @@ impl<T> ByNoise<T> {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SampleState {
     /// Model output f(X_i).
+    #[serde(with = "crate::io::nonfinite")]
     pub f: f64,
     /// Position of the highest-attention token (the lowest one on a tie).
     pub top: usize,
@@ -157,13 +168,16 @@ pub struct SampleState {
     /// `undecided`.
     pub selection: Selection,
     /// Score gap z_top - max_{j != top} z_j.
+    #[serde(with = "crate::io::nonfinite")]
     pub gap: f64,
     /// 1 - s_top.
+    #[serde(with = "crate::io::nonfinite")]
     pub rest: f64,
     /// Attention mass sum_{t in group} s_t of each group.
     pub mass: PerGroup,
     /// The paper's Definition 4.1: S_i = (sum_{t in R} s_t)(1 - sum_{t in R} s_t), with
     /// 1 - sum_R s formed as the sum of the other groups' masses (no cancellation).
+    #[serde(with = "crate::io::nonfinite")]
     pub selection_score: f64,
 }
 
@@ -172,12 +186,16 @@ pub struct SampleState {
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Cumulative {
     /// Over clean samples.
+    #[serde(with = "crate::io::nonfinite")]
     pub clean: f64,
     /// Over noisy samples.
+    #[serde(with = "crate::io::nonfinite")]
     pub noisy: f64,
     /// Over samples of true class +1.
+    #[serde(with = "crate::io::nonfinite")]
     pub class_pos: f64,
     /// Over samples of true class -1.
+    #[serde(with = "crate::io::nonfinite")]
     pub class_neg: f64,
 }
 
@@ -197,14 +215,19 @@ pub struct Checkpoint {
     /// Number of gradient steps done.
     pub step: u64,
     /// Empirical logistic risk on the training set.
+    #[serde(with = "crate::io::nonfinite")]
     pub train_loss: f64,
     /// Fraction of training samples with sign(f) = Y (observed labels).
+    #[serde(with = "crate::io::nonfinite")]
     pub train_accuracy: f64,
     /// Fraction of test samples with sign(f) = Y*.
+    #[serde(with = "crate::io::nonfinite")]
     pub test_accuracy: f64,
     /// ||q|| with q = W^T p.
+    #[serde(with = "crate::io::nonfinite")]
     pub q_norm: f64,
     /// ||dL/dq||.
+    #[serde(with = "crate::io::nonfinite")]
     pub grad_norm: f64,
     /// Mean attention mass per group.
     pub attention: ByNoise,
@@ -349,7 +372,8 @@ impl Trajectory {
         Ok(t)
     }
 
-    /// One CSV row per checkpoint: step, loss, accuracies, norms, then mean attention
+    /// One CSV row per checkpoint (non-finite values spelled as in `io::nonfinite`):
+    /// step, loss, accuracies, norms, then mean attention
     /// mass per group and the selection shares (per group, tie, undecided) for clean and
     /// noisy samples.
     pub fn to_csv(&self) -> String {
@@ -386,52 +410,36 @@ impl Trajectory {
         for c in &self.checkpoints {
             let mut row = vec![
                 c.step.to_string(),
-                c.train_loss.to_string(),
-                c.train_accuracy.to_string(),
-                c.test_accuracy.to_string(),
-                c.q_norm.to_string(),
-                c.grad_norm.to_string(),
-                c.cumulative.clean.to_string(),
-                c.cumulative.noisy.to_string(),
-                c.cumulative.class_pos.to_string(),
-                c.cumulative.class_neg.to_string(),
+                text(c.train_loss),
+                text(c.train_accuracy),
+                text(c.test_accuracy),
+                text(c.q_norm),
+                text(c.grad_norm),
+                text(c.cumulative.clean),
+                text(c.cumulative.noisy),
+                text(c.cumulative.class_pos),
+                text(c.cumulative.class_neg),
             ];
             for set in [c.attention.clean, c.attention.noisy] {
                 let v = set.map(PerGroup::to_array);
-                row.extend((0..4).map(|k| v.map(|v| v[k].to_string()).unwrap_or_default()));
+                row.extend((0..4).map(|k| v.map(|v| text(v[k])).unwrap_or_default()));
             }
             for set in [c.selection.clean, c.selection.noisy] {
                 let v = set.map(SelectionShare::to_array);
-                row.extend((0..6).map(|k| v.map(|v| v[k].to_string()).unwrap_or_default()));
+                row.extend((0..6).map(|k| v.map(|v| text(v[k])).unwrap_or_default()));
             }
             out += &(row.join(",") + "\n");
         }
         out
     }
 
-    /// Write `trajectory.json` and `trajectory.csv` into `dir` (created if missing) as
-    /// one set: stale temporaries of killed writers are removed, both new files are
-    /// written and synced under temporary names, the old `trajectory.json` is removed,
-    /// then the CSV and last the JSON are renamed into place. So `trajectory.json` is
-    /// the set's commit mark: where it exists, the CSV beside it is from the same run; a
-    /// kill at any point leaves either the old set, or a CSV without a JSON (incomplete).
-    pub fn write_to_dir(&self, dir: &Path) -> Result<()> {
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| Error::Io { path, source }
-        };
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
-        let (json, csv) = (dir.join("trajectory.json"), dir.join("trajectory.csv"));
-        remove_stale_temps(&json);
-        remove_stale_temps(&csv);
-        let json_tmp = write_temp(&json, self.to_json().as_bytes())?;
-        let csv_tmp = write_temp(&csv, self.to_csv().as_bytes())?;
-        match std::fs::remove_file(&json) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&json)(e)),
-            _ => {}
-        }
-        std::fs::rename(&csv_tmp, &csv).map_err(io(&csv))?;
-        std::fs::rename(&json_tmp, &json).map_err(io(&json))
+    /// The output set of a run (`run --out`, `twin --out`): `trajectory.csv` and
+    /// `trajectory.json`, published together by `io::publish`.
+    pub fn files(&self) -> Vec<(String, Vec<u8>)> {
+        vec![
+            ("trajectory.csv".into(), self.to_csv().into_bytes()),
+            ("trajectory.json".into(), self.to_json().into_bytes()),
+        ]
     }
 }
 
@@ -439,10 +447,13 @@ impl Trajectory {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Training accuracy against the observed labels Y.
+    #[serde(with = "crate::io::nonfinite")]
     pub train_accuracy: f64,
     /// Test accuracy against the true labels Y*.
+    #[serde(with = "crate::io::nonfinite")]
     pub test_accuracy: f64,
     /// Final empirical risk.
+    #[serde(with = "crate::io::nonfinite")]
     pub train_loss: f64,
     /// Steps done.
     pub steps: u64,

@@ -1,6 +1,8 @@
 //! Scaffolding shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod npy;
+
 use std::process::{Command, Output};
 use tokensel::arith::F64;
 
@@ -105,4 +107,47 @@ pub fn small_config(
         c.init.w = WInit::KaimingUniform;
     }
     c
+}
+
+/// Run the built binary with `args`, stdin empty; kill it after `limit` (a hang):
+/// `None` then, else its output.
+pub fn tokensel_within(args: &[&str], limit: std::time::Duration) -> Option<Output> {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tokensel"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("binary runs");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let t0 = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_micros(200);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break Some(s);
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(20));
+    };
+    let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
+    status.map(|status| Output {
+        status,
+        stdout,
+        stderr,
+    })
 }

@@ -86,12 +86,16 @@ fn ratio(a: f64, na: usize, b: f64, nb: usize) -> Option<f64> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
     /// Final training accuracy (observed labels).
+    #[serde(with = "crate::io::nonfinite")]
     pub train_accuracy: f64,
     /// Final test accuracy (true labels).
+    #[serde(with = "crate::io::nonfinite")]
     pub test_accuracy: f64,
     /// Final training loss.
+    #[serde(with = "crate::io::nonfinite")]
     pub train_loss: f64,
     /// Final test loss.
+    #[serde(with = "crate::io::nonfinite")]
     pub test_loss: f64,
     /// Share of clean training samples whose top token is decided in each group, ties,
     /// or is undecided.
@@ -100,14 +104,18 @@ pub struct Metrics {
     /// or is undecided.
     pub noisy_selection: Option<SelectionShare>,
     /// Eq. (9)-style ratio: clean over noisy per-sample cumulative S.
+    #[serde(with = "crate::io::nonfinite::option")]
     pub eq9_ratio: Option<f64>,
     /// Eq. (10)-style ratio: clean class +1 over clean class -1 per-sample cumulative
     /// S, divided by the same ratio at step 0.
+    #[serde(with = "crate::io::nonfinite::option")]
     pub eq10_ratio: Option<f64>,
     /// Same true class +1: clean (observed +1) over noisy (observed -1), per-sample
     /// cumulative S.
+    #[serde(with = "crate::io::nonfinite::option")]
     pub same_class_ratio_pos: Option<f64>,
     /// Same true class -1: clean (observed -1) over noisy (observed +1).
+    #[serde(with = "crate::io::nonfinite::option")]
     pub same_class_ratio_neg: Option<f64>,
     /// First step at which every training label is fitted (checked at every step).
     pub fit_step: Option<u64>,

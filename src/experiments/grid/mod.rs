@@ -4,8 +4,13 @@
 //!
 //! A grid directory holds `grid.json` (the spec: base config, axes, seeds), `cells/`
 //! (one `HASH.json` per cell and seed, HASH = the first 16 hex digits of the SHA-256 of
-//! the cell's full config as TOML), and after a merge `grid.csv` (one row per cell and
-//! seed), `summary.csv` and `summary.json` (reduced over seeds), and the heat maps.
+//! the cell's full config as TOML, each written atomically), and after a merge the set
+//! `merged/`: `grid.csv` (one row per cell and seed), `summary.csv` and `summary.json`
+//! (reduced over seeds), the heat maps, and the set's marker. Shards keep writing cells
+//! while a merge runs: the merge reads each cell file once (a complete file, or none
+//! yet) and publishes `merged/` as one set (`io::publish`), so `merged/` always holds
+//! the tables of one merge, consistent with the cells that merge read; cells written
+//! later appear at the next merge.
 
 pub mod cell;
 pub mod figure;
@@ -20,7 +25,10 @@ use sha2::{Digest, Sha256};
 use crate::config::{Config, Preset};
 use crate::data::NoiseCache;
 use crate::error::{Error, Result};
-use crate::io::files::{write_atomic, write_atomic_shared};
+use crate::io::files::{
+    SMALL_INPUT, is_temp, read_text, remove_dead_temps, remove_dead_temps_in, write_atomic,
+};
+use crate::io::publish::{OutputDir, SetKind};
 
 /// Format tag of `grid.json`.
 pub const GRID_FORMAT: &str = "tokensel-grid/1";
@@ -36,6 +44,7 @@ pub struct Axis {
     /// Config key, dotted for nested tables (e.g. `layout.relevant`).
     pub key: String,
     /// Values, in order.
+    #[serde(with = "crate::io::nonfinite::vec")]
     pub values: Vec<f64>,
 }
 
@@ -75,6 +84,7 @@ pub struct CellFile {
     /// Always [`CELL_FORMAT`].
     pub format: String,
     /// Axis values.
+    #[serde(with = "crate::io::nonfinite::vec")]
     pub point: Vec<f64>,
     /// Seed.
     pub seed: u64,
@@ -346,16 +356,14 @@ impl Spec {
     /// at the same time).
     pub fn write(&self, dir: &Path) -> Result<()> {
         let text = serde_json::to_string_pretty(self).expect("spec serialises");
-        write_atomic_shared(&dir.join("grid.json"), text.as_bytes())
+        remove_dead_temps(&dir.join("grid.json"));
+        write_atomic(&dir.join("grid.json"), text.as_bytes())
     }
 
     /// Read `DIR/grid.json`.
     pub fn read(dir: &Path) -> Result<Spec> {
         let path = dir.join("grid.json");
-        let text = std::fs::read_to_string(&path).map_err(|source| Error::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let text = read_text(&path, SMALL_INPUT)?;
         let spec: Spec = serde_json::from_str(&text).map_err(|e| Error::Parse {
             what: "grid spec",
             path: path.clone(),
@@ -483,16 +491,39 @@ impl Spec {
         Ok(spec)
     }
 
-    /// Make `dir` this grid's directory, before any run: it must accept files, and a
-    /// `grid.json` already there must be this very grid (then the run resumes);
-    /// `grid.json` is (re)written.
+    /// Make `dir` this grid's directory, before any run: it is created if missing; a
+    /// `grid.json` already there must be this very grid (then the run resumes); without
+    /// one the directory must be empty (but for tokensel temporaries: shards starting
+    /// together), as tokensel writes into it; `grid.json` is (re)written.
     pub fn open_dir(&self, dir: &Path) -> Result<()> {
         crate::io::files::check_output_dir(dir)?;
-        if dir.join("grid.json").exists() && Spec::read(dir)? != *self {
-            return Err(Error::Mismatch {
-                what: dir.join("grid.json").display().to_string(),
-                reason: "the directory holds another grid (other base config, axes or seeds); use a new --out".into(),
-            });
+        if dir.join("grid.json").exists() {
+            if Spec::read(dir)? != *self {
+                return Err(Error::Mismatch {
+                    what: dir.join("grid.json").display().to_string(),
+                    reason: "the directory holds another grid (other base config, axes or seeds); use a new --out".into(),
+                });
+            }
+        } else {
+            let mut others: Vec<String> = std::fs::read_dir(dir)
+                .map_err(|source| Error::Io {
+                    path: dir.to_path_buf(),
+                    source,
+                })?
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !is_temp(n))
+                .collect();
+            others.sort();
+            if !others.is_empty() {
+                return Err(Error::path(
+                    dir,
+                    format!(
+                        "holds `{}` but no grid.json: not a grid directory, tokensel does not write into it; choose another --out",
+                        others.join("`, `")
+                    ),
+                ));
+            }
         }
         self.write(dir)
     }
@@ -522,18 +553,40 @@ pub fn cell_path(dir: &Path, cell: &Cell) -> PathBuf {
     dir.join("cells").join(format!("{}.json", cell.hash))
 }
 
-/// Read a complete cell file, `None` when it is missing or unreadable (then it is run
-/// again; files are written atomically, so a partial file cannot exist).
-pub fn read_cell(dir: &Path, cell: &Cell) -> Option<CellFile> {
-    let text = std::fs::read_to_string(cell_path(dir, cell)).ok()?;
-    let file: CellFile = serde_json::from_str(&text).ok()?;
-    (file.format == CELL_FORMAT && file.config == cell.config).then_some(file)
+/// Read a cell's file: `None` while it is missing (cell files are written atomically, so
+/// a partial file cannot exist). A file that is there but is not this cell's complete
+/// result (not a regular file, unparsable, another format or config) is an error naming
+/// it: it is neither rerun nor merged silently.
+pub fn read_cell(dir: &Path, cell: &Cell) -> Result<Option<CellFile>> {
+    let path = cell_path(dir, cell);
+    let text = match read_text(&path, SMALL_INPUT) {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(None);
+        }
+        other => other?,
+    };
+    let bad = |message: String| Error::Parse {
+        what: "grid cell file (remove it to run the cell again)",
+        path: path.clone(),
+        message,
+    };
+    let file: CellFile = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    if file.format != CELL_FORMAT {
+        return Err(bad(format!(
+            "format `{}`, expected `{CELL_FORMAT}`",
+            file.format
+        )));
+    }
+    if file.config != cell.config {
+        return Err(bad("its config is not the cell's".into()));
+    }
+    Ok(Some(file))
 }
 
 /// Write a cell's file atomically.
 fn write_cell(dir: &Path, cell: &Cell, file: &CellFile) -> Result<()> {
     let text = serde_json::to_string_pretty(file).expect("cell serialises");
-    write_atomic_shared(&cell_path(dir, cell), text.as_bytes())
+    write_atomic(&cell_path(dir, cell), text.as_bytes())
 }
 
 /// Run one cell in memory: a run that stops or is refused is a failed cell.
@@ -597,10 +650,13 @@ pub fn run_cells(dir: &Path, cells: &[Cell], progress: &(dyn Fn(usize) + Sync)) 
         path: dir.join("cells"),
         source,
     })?;
-    let todo: Vec<&Cell> = cells
-        .iter()
-        .filter(|c| read_cell(dir, c).is_none())
-        .collect();
+    remove_dead_temps_in(&dir.join("cells"));
+    let mut todo: Vec<&Cell> = Vec::new();
+    for c in cells {
+        if read_cell(dir, c)?.is_none() {
+            todo.push(c);
+        }
+    }
     let done = AtomicUsize::new(cells.len() - todo.len());
     progress(done.load(Ordering::Relaxed));
     compute_cells(&todo, &|cell, file| {
@@ -621,10 +677,10 @@ pub fn collect(dir: &Path) -> Result<(Spec, CellFiles)> {
     let files = cells
         .into_iter()
         .map(|c| {
-            let f = read_cell(dir, &c);
-            (c, f)
+            let f = read_cell(dir, &c)?;
+            Ok((c, f))
         })
-        .collect();
+        .collect::<Result<_>>()?;
     Ok((spec, files))
 }
 
@@ -636,27 +692,40 @@ pub fn axis_map(spec: &Spec) -> BTreeMap<String, Vec<f64>> {
         .collect()
 }
 
-/// Merge `DIR`: read the spec and every cell file, write `grid.csv`, `summary.csv`,
-/// `summary.json` and, for two-axis grids, `heatmap.svg` and `heatmap.png`, each
-/// atomically. The output depends only on the files' contents.
-pub fn merge(dir: &Path) -> Result<reduce::Summary> {
+/// The merged set of the grid directory `dir` (`DIR/merged/`; `dir` must hold a
+/// `grid.json`), checked before any work (see [`OutputDir::prepare`]).
+pub fn merged_dir(dir: &Path) -> Result<OutputDir> {
+    if std::fs::symlink_metadata(dir.join("grid.json")).is_err() {
+        return Err(Error::path(dir, "has no grid.json: not a grid directory"));
+    }
+    OutputDir::prepare(&dir.join("merged"), SetKind::GridMerge)
+}
+
+/// Merge `DIR`: read the spec and every cell file, and publish into `out` (see
+/// [`merged_dir`]) as one set `grid.csv`, `summary.csv`, `summary.json` and, for
+/// two-axis grids, `heatmap.svg` and `heatmap.png`. The output depends only on the
+/// files' contents.
+pub fn merge(dir: &Path, out: &OutputDir) -> Result<reduce::Summary> {
     let (spec, files) = collect(dir)?;
     let summary = reduce::summarise(&spec, &files);
-    write_atomic(
-        &dir.join("grid.csv"),
-        reduce::runs_csv(&spec, &files).as_bytes(),
-    )?;
-    write_atomic(&dir.join("summary.csv"), summary.to_csv().as_bytes())?;
     let json = serde_json::to_string_pretty(&summary).expect("summary serialises");
-    write_atomic(&dir.join("summary.json"), json.as_bytes())?;
+    let mut set = vec![
+        (
+            "grid.csv".to_string(),
+            reduce::runs_csv(&spec, &files).into_bytes(),
+        ),
+        ("summary.csv".to_string(), summary.to_csv().into_bytes()),
+        ("summary.json".to_string(), json.into_bytes()),
+    ];
     if let Some(fig) = figure::figure(&spec, &summary) {
         let svg = fig.to_svg();
-        write_atomic(&dir.join("heatmap.svg"), svg.as_bytes())?;
         let png = crate::report::plot::svg_to_png(&svg).map_err(|e| Error::Io {
-            path: dir.join("heatmap.png"),
+            path: out.path().join("heatmap.png"),
             source: std::io::Error::other(e),
         })?;
-        write_atomic(&dir.join("heatmap.png"), &png)?;
+        set.push(("heatmap.svg".to_string(), svg.into_bytes()));
+        set.push(("heatmap.png".to_string(), png));
     }
+    out.publish(&set)?;
     Ok(summary)
 }

@@ -57,10 +57,13 @@ pub fn metric(m: &Metrics, name: &str) -> Option<f64> {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Stat {
     /// Mean.
+    #[serde(with = "crate::io::nonfinite")]
     pub mean: f64,
     /// Smallest.
+    #[serde(with = "crate::io::nonfinite")]
     pub min: f64,
     /// Largest.
+    #[serde(with = "crate::io::nonfinite")]
     pub max: f64,
     /// Seeds where it is defined.
     pub n: usize,
@@ -79,6 +82,7 @@ fn stat(values: &[f64]) -> Option<Stat> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Point {
     /// Axis values.
+    #[serde(with = "crate::io::nonfinite::vec")]
     pub point: Vec<f64>,
     /// Seeds that ran to the end.
     pub seeds_ok: usize,
@@ -89,6 +93,7 @@ pub struct Point {
     /// Each metric over the seeds.
     pub stats: BTreeMap<String, Stat>,
     /// Fraction of the seeds that ran in each regime.
+    #[serde(with = "crate::io::nonfinite::map")]
     pub regimes: BTreeMap<String, f64>,
 }
 
@@ -112,8 +117,10 @@ pub struct Fit {
     /// The curve, e.g. `||mu|| = c1 d^(1/4)`.
     pub curve: String,
     /// The fitted constant.
+    #[serde(with = "crate::io::nonfinite")]
     pub c: f64,
     /// Grid points on the predicted side / all grid points that ran.
+    #[serde(with = "crate::io::nonfinite")]
     pub agreement: f64,
     /// Points misclassified by the curve.
     pub errors: usize,
@@ -127,16 +134,20 @@ pub struct Fit {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NoiseBoundary {
     /// rho.
+    #[serde(with = "crate::io::nonfinite")]
     pub rho: f64,
     /// Per seed: the first eta at which fewer than half the clean samples select R
     /// (`None`: never).
     pub per_seed: Vec<(u64, Option<f64>)>,
     /// Mean of the seeds' boundaries (over seeds that have one).
+    #[serde(with = "crate::io::nonfinite::option")]
     pub mean: Option<f64>,
     /// Seeds whose clean-on-R fraction falls from >= 0.9 x its plateau to <= 0.1 within
     /// 0.05 of eta, over all seeds.
+    #[serde(with = "crate::io::nonfinite")]
     pub abrupt_fraction: f64,
     /// The mean-over-seeds curve's boundary (first eta where mean clean-on-R < 0.5).
+    #[serde(with = "crate::io::nonfinite::option")]
     pub mean_curve_boundary: Option<f64>,
 }
 
@@ -150,6 +161,7 @@ pub struct Summary {
     /// Seeds.
     pub seeds: Vec<u64>,
     /// Test accuracy below which an overfitting run counts as harmful.
+    #[serde(with = "crate::io::nonfinite")]
     pub harmful_below: f64,
     /// Runs that ran / failed / are missing.
     pub runs_ok: usize,
@@ -167,10 +179,12 @@ pub struct Summary {
     /// On grids with axes eta and rho: the fraction of seeds whose boundary does not
     /// move to higher eta as rho decreases (a seed with no boundary in the eta range at
     /// some rho counts it as beyond the range).
+    #[serde(with = "crate::io::nonfinite::option")]
     pub label_noise_monotone_fraction: Option<f64>,
     /// On grids with axes eta and rho: the fraction of seeds whose boundary at the
     /// smallest rho lies strictly below the one at the largest rho (no boundary: beyond
     /// the eta range).
+    #[serde(with = "crate::io::nonfinite::option")]
     pub label_noise_shift_fraction: Option<f64>,
 }
 
@@ -441,7 +455,7 @@ fn abrupt_drop(curve: &[(f64, Option<f64>)]) -> bool {
 
 /// CSV number: shortest round-trip text, empty for `None`.
 fn num(v: Option<f64>) -> String {
-    v.map_or(String::new(), |x| x.to_string())
+    v.map_or(String::new(), crate::io::nonfinite::text)
 }
 
 impl Summary {
