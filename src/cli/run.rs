@@ -22,6 +22,7 @@ pub(super) struct RunArgs {
 pub(super) fn run(args: &RunArgs) -> Result<i32> {
     let cfg = args.config.load()?;
     crate::train::check_memory(&cfg, F64.kind(), 53, cfg.method)?;
+    crate::train::record::check_size(&cfg)?;
     if let Some(dir) = &args.output.out {
         check_output_dir(dir)?;
     }
