@@ -511,7 +511,6 @@ fn bad_input_of_every_kind_exits_2_before_any_work() {
         vec!["diff".into(), p("d.toml"), traj.clone()],
         vec!["plot".into(), p("nul"), "--out".into(), p("x.svg")],
         vec!["plot".into(), p("empty.json"), "--out".into(), p("x.svg")],
-        vec!["saturation".into(), "--points".into(), "100000000".into()],
         vec![
             "run".into(),
             "--steps".into(),

@@ -358,7 +358,7 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
         }
         if let Err(k) = schedule.binary_search(&s) {
             let reason = format!(
-                "step {s} is not a checkpoint of the run (record.checkpoints_per_decade = {}: \
+                "step {s} is not a recorded checkpoint of the run (record.checkpoints_per_decade = {}: \
                  the nearest are {} and {})",
                 cfg.record.checkpoints_per_decade,
                 schedule[k - 1],
