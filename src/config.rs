@@ -464,12 +464,15 @@ impl Config {
         if self.signals == Signals::Random && self.d < 2 {
             return Err(Error::config("d", "two orthogonal signals need d >= 2"));
         }
+        crate::seeds::check("seed", self.seed)?;
         let l = &self.layout;
-        let sum: usize = l.sizes().iter().sum();
         if l.tokens == 0 {
             return Err(Error::config("layout.tokens", "must be at least 1"));
         }
-        if sum != l.tokens {
+        // summed in u128: four usize sizes cannot overflow it, so sizes whose sum wraps
+        // usize (and would equal `tokens` modulo 2^64) are refused, not accepted
+        let sum: u128 = l.sizes().iter().map(|&s| s as u128).sum();
+        if sum != l.tokens as u128 {
             return Err(Error::config(
                 "layout",
                 format!(

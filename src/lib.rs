@@ -8,8 +8,8 @@
 //!
 //! Layers, bottom up (each imports only from the layers beneath it; the math is in
 //! `proofs-notes/`):
-//! 1. [`error`], [`rng`], [`config`]: the typed error, seeded streams, the one
-//!    description of a run;
+//! 1. [`error`], [`rng`], [`config`], [`seeds`]: the typed error, seeded streams, the
+//!    one description of a run, the range of seeds and lists of them;
 //! 2. [`arith`]: the arithmetic trait and its implementations, with fixed-order kernels;
 //!    [`linalg`]: matrix-vector kernels over any arithmetic;
 //! 3. [`data`]: the synthetic data and the initial parameters (one `init` stream);
@@ -43,6 +43,7 @@ pub mod model;
 pub mod quantity;
 pub mod report;
 pub mod rng;
+pub mod seeds;
 pub mod train;
 
 pub use config::Config;

@@ -41,6 +41,20 @@ pub struct Errors {
 /// The quantities the sweep measures, in report order.
 pub const SWEPT: [Quantity; 3] = [Quantity::Rest, Quantity::Output, Quantity::GradQ];
 
+/// The key of a threshold in [`Report::thresholds`]: `FORMULATION.QUANTITY`
+/// (`naive.rest`, `stable.grad_q`, ...).
+pub fn threshold_key(formulation: &str, q: Quantity) -> String {
+    format!("{formulation}.{}", q.name())
+}
+
+/// Every key [`Report::thresholds`] holds: each formulation with each [`SWEPT`] quantity.
+pub fn threshold_keys() -> Vec<String> {
+    ["naive", "stable"]
+        .into_iter()
+        .flat_map(|f| SWEPT.map(|q| threshold_key(f, q)))
+        .collect()
+}
+
 impl Errors {
     /// The relative error of quantity `q` (NaN for one the sweep does not measure).
     pub fn get(&self, q: Quantity) -> f64 {
@@ -232,7 +246,7 @@ pub fn sweep(
                 Some(probe.eval(hi).gap)
             };
             thresholds.insert(
-                format!("{name}.{}", q.name()),
+                threshold_key(name, q),
                 Threshold {
                     over_tol: locate(tol),
                     all_digits_lost: locate(0.5),

@@ -31,7 +31,7 @@ pub(super) fn cost(args: &CostArgs) -> Result<i32> {
         Some(m) => vec![m],
         None => vec![Method::Direct, Method::Span],
     };
-    cost::check(&cfg, &args.precs, &methods)?;
+    cost::check(&cfg, &args.precs, &methods, args.reps, args.twin_reps)?;
     let r = cost::measure(
         &cfg,
         &args.precs,

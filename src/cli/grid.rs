@@ -10,14 +10,7 @@ use crate::config::Method;
 use crate::error::Result;
 use crate::experiments::grid::{self, Request, Spec};
 use crate::io::publish::OutputDir;
-
-/// A seed list of the command line (`a..b` or `s1,s2,...`).
-#[derive(Debug, Clone)]
-pub(super) struct Seeds(Vec<u64>);
-
-fn parse_seeds(text: &str) -> std::result::Result<Seeds, String> {
-    grid::parse_seeds(text).map(Seeds)
-}
+use crate::seeds::SeedList;
 
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -38,9 +31,10 @@ pub(super) struct GridArgs {
     /// grid's axis of that key.
     #[arg(long = "set", value_name = "KEY=VALUES")]
     set: Vec<String>,
-    /// Seeds: a range a..b (b excluded) or a list s1,s2,...
-    #[arg(long, value_name = "SEEDS", value_parser = parse_seeds)]
-    seeds: Option<Seeds>,
+    /// Seeds: a range a..b (b excluded) or a list s1,s2,... (each at most 2^63 - 1, at
+    /// most 1000 of them).
+    #[arg(long, value_name = "SEEDS")]
+    seeds: Option<SeedList>,
     /// Override the number of steps of every cell.
     #[arg(long, value_name = "N")]
     steps: Option<u64>,
@@ -89,7 +83,7 @@ pub(super) fn grid(args: &GridArgs) -> Result<i32> {
         preset: args.preset.as_deref(),
         config: config_text.as_deref().zip(args.config.as_deref()),
         set: &args.set,
-        seeds: args.seeds.as_ref().map(|s| s.0.as_slice()),
+        seeds: args.seeds.as_ref(),
         steps: args.steps,
         method: args.method,
     })?;

@@ -260,8 +260,8 @@ struct ConfigArgs {
     /// TOML file; its keys override the preset (default: the balanced setting).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Embedded preset: balanced (default; `sweep`: label-noise-sweep), large-noise,
-    /// large-signal, label-noise-sweep, official-final.
+    /// Embedded preset: balanced, large-noise, large-signal, label-noise-sweep or
+    /// official-final (the default: balanced; for the `sweep` command label-noise-sweep).
     #[arg(long, value_name = "NAME")]
     preset: Option<String>,
     /// Override the seed.
@@ -430,4 +430,108 @@ fn read_text(path: &Path) -> Result<String> {
 /// `io::files::LARGE_INPUT` bytes.
 fn read_large(path: &Path) -> Result<String> {
     crate::io::files::read_text(path, crate::io::files::LARGE_INPUT)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::Cli;
+
+    /// Valid values for a flag or argument, by its value name: every form the README
+    /// documents (a flag whose value name is missing here fails the test below).
+    fn samples(value_name: &str) -> Option<&'static [&'static str]> {
+        Some(match value_name {
+            "FILE" => &["x.toml"],
+            "NAME" => &["balanced"],
+            "S" | "I" => &["0"],
+            "N" | "K" => &["3"],
+            "auto|direct|span" => &["auto", "direct", "span"],
+            "BITS" => &["128", "53", "256"],
+            "X" => &["1e-8"],
+            "DIR" => &["out"],
+            "SEEDS" => &["0..4", "0,3,7", "5"],
+            "ETAS" => &["0.2", "0.7"],
+            "KEY=VALUES" => &["d=250:5000:1250", "mu_norm=5,10"],
+            "K/N" => &["1/3"],
+            "FIG.svg|png" => &["a.svg", "a.png"],
+            "EXT" => &["ext.json"],
+            "A" | "B" | "INPUT" => &["t.json"],
+            _ => return None,
+        })
+    }
+
+    /// Every flag and argument of every command parses with each documented form of
+    /// its value, and clap's definitions match how they are read (a value parser that
+    /// returns a Vec made clap see many values: `grid --seeds` panicked, exit 101, for
+    /// every list). Catches a new flag without a sample too.
+    #[test]
+    fn every_flag_of_every_command_parses() {
+        let cli = Cli::command();
+        cli.clone().debug_assert();
+        let mut commands = vec![(vec!["tokensel".to_string()], &cli)];
+        let mut checked = 0;
+        while let Some((prefix, cmd)) = commands.pop() {
+            for sub in cmd.get_subcommands() {
+                let mut path = prefix.clone();
+                path.push(sub.get_name().to_string());
+                commands.push((path.clone(), sub));
+                let value = |arg: &clap::Arg| -> Vec<String> {
+                    let name = arg
+                        .get_value_names()
+                        .and_then(|v| v.first())
+                        .map_or_else(|| arg.get_id().as_str().to_uppercase(), |n| n.to_string());
+                    let one = samples(&name).unwrap_or_else(|| {
+                        panic!("{path:?} {}: no sample for `{name}`", arg.get_id())
+                    });
+                    let mut forms: Vec<String> = one.iter().map(|s| s.to_string()).collect();
+                    if arg.get_value_delimiter().is_some() {
+                        // a list: all samples at once
+                        forms.push(one.join(","));
+                    }
+                    forms
+                };
+                let args: Vec<&clap::Arg> = sub
+                    .get_arguments()
+                    .filter(|a| !["help", "version"].contains(&a.get_id().as_str()))
+                    .collect();
+                // the required ones, with their first sample
+                let mut base = path.clone();
+                for a in args.iter().filter(|a| a.is_required_set()) {
+                    if let Some(long) = a.get_long() {
+                        base.push(format!("--{long}"));
+                    }
+                    base.push(value(a)[0].clone());
+                }
+                let has_subcommands = sub.get_subcommands().next().is_some();
+                for a in &args {
+                    let forms: Vec<Vec<String>> =
+                        match (a.get_long(), a.get_action().takes_values()) {
+                            _ if a.is_required_set() => vec![vec![]],
+                            (Some(long), false) => vec![vec![format!("--{long}")]],
+                            (Some(long), true) => value(a)
+                                .into_iter()
+                                .map(|v| vec![format!("--{long}"), v])
+                                .collect(),
+                            (None, _) => value(a).into_iter().map(|v| vec![v]).collect(),
+                        };
+                    for form in forms {
+                        let mut line = base.clone();
+                        line.extend(form.clone());
+                        let parsed = std::panic::catch_unwind(|| Cli::try_parse_from(&line));
+                        match parsed {
+                            Ok(Ok(_)) => checked += 1,
+                            Ok(Err(e)) if has_subcommands && a.is_positional() => {
+                                // a parent's positional would be read as a subcommand
+                                let _ = e;
+                            }
+                            Ok(Err(e)) => panic!("{line:?}: {e}"),
+                            Err(_) => panic!("{line:?}: clap panicked"),
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 60, "{checked} flag forms parsed");
+    }
 }

@@ -23,6 +23,7 @@ pub(super) struct RunArgs {
 pub(super) fn run(args: &RunArgs) -> Result<i32> {
     let cfg = args.config.load()?;
     crate::train::check_memory(&cfg, F64.kind(), 53, cfg.method)?;
+    crate::train::record::check_size(&cfg)?;
     let out = trajectory_dir(args.output.out.as_deref())?;
     let t0 = Instant::now();
     let data = Dataset::generate(&cfg);

@@ -36,11 +36,17 @@ pub(super) fn saturation(args: &SaturationArgs) -> Result<i32> {
             format!("must be below n_train = {}", cfg.n_train),
         ));
     }
-    if !(2..=MAX_SWEEP_POINTS).contains(&args.points) {
-        return Err(Error::config(
-            "points",
-            format!("must lie in 2..={MAX_SWEEP_POINTS}"),
-        ));
+    if args.points < 2 {
+        return Err(Error::config("points", "must be at least 2"));
+    }
+    if args.points > MAX_SWEEP_POINTS {
+        return Err(Error::TooLarge {
+            field: "points".into(),
+            reason: format!(
+                "{} grid points, more than the limit of {MAX_SWEEP_POINTS}",
+                args.points
+            ),
+        });
     }
     let data = Dataset::generate(&cfg);
     let grid = saturation::default_grid(args.points);

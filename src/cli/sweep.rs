@@ -10,6 +10,7 @@ use crate::config::Preset;
 use crate::error::Result;
 use crate::experiments::sweep;
 use crate::io::publish::{OutputDir, SetKind};
+use crate::seeds::SeedList;
 
 #[derive(Args, Debug)]
 pub(super) struct SweepArgs {
@@ -18,9 +19,10 @@ pub(super) struct SweepArgs {
     /// Label-noise rates, comma separated.
     #[arg(long, value_name = "ETAS", value_delimiter = ',', default_values_t = [0.5, 0.6, 0.65, 0.7, 0.725, 0.75, 0.8, 0.85])]
     etas: Vec<f64>,
-    /// Seeds, comma separated.
-    #[arg(long, value_name = "SEEDS", value_delimiter = ',', default_values_t = [0u64, 1, 2])]
-    seeds: Vec<u64>,
+    /// Seeds: a list s1,s2,... or a range a..b (b excluded); each at most 2^63 - 1, at
+    /// most 1000 of them.
+    #[arg(long, value_name = "SEEDS", default_value = "0,1,2")]
+    seeds: SeedList,
     /// Write sweep.csv, sweep.json and sweep.svg into DIR (published as one set).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -34,16 +36,17 @@ pub(super) struct SweepArgs {
 
 pub(super) fn sweep(args: &SweepArgs) -> Result<i32> {
     let base = args.config.load_with_default(Preset::LabelNoiseSweep)?;
-    sweep::check(&base, &args.etas, &args.seeds)?;
+    let seeds = args.seeds.seeds("seeds")?;
+    sweep::check(&base, &args.etas, &seeds)?;
     let out = args
         .out
         .as_deref()
         .map(|dir| OutputDir::prepare(dir, SetKind::Sweep))
         .transpose()?;
     let t0 = Instant::now();
-    let total = (args.etas.len() * args.seeds.len()) as u64;
+    let total = (args.etas.len() * seeds.len()) as u64;
     let bar = progress_bar(total, args.quiet, "runs");
-    let report = sweep::sweep(&base, &args.etas, &args.seeds, &mut |done, _| {
+    let report = sweep::sweep(&base, &args.etas, &seeds, &mut |done, _| {
         bar.set_position(done as u64)
     })?;
     bar.finish_and_clear();

@@ -48,6 +48,7 @@ pub(super) fn twin(args: &TwinArgs) -> Result<i32> {
         Mpfr::truth(args.prec)?
     };
     crate::train::check_memory(&cfg, ar.kind(), ar.prec(), cfg.method)?;
+    crate::train::record::check_size(&cfg)?;
     if args.save_every == 0 {
         return Err(Error::config("save-every", "must be at least 1"));
     }

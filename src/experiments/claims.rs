@@ -46,8 +46,9 @@ use crate::arith::{Arith, F64, Mpfr};
 use crate::config::{Config, Mode, PInit, Preset};
 use crate::data::{Dataset, Params};
 use crate::error::{Error, Result};
-use crate::experiments::grid;
+use crate::experiments::{grid, schema};
 use crate::io::trajectory::Summary;
+use crate::seeds::SeedList;
 use crate::train::Trainer;
 use crate::train::drive::{Control, Event, drive};
 
@@ -112,6 +113,14 @@ pub struct Claim {
     /// Grid axes (`grid` only): key = "a:b:step" or a list of numbers.
     #[serde(default)]
     pub axes: Option<toml::Table>,
+}
+
+/// What a `lemma_a6` claim reads: the W-mode and p-mode runs' largest relative
+/// difference of q over the run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LemmaA6 {
+    /// max over steps of ||q_W - q_p|| / ||q_W||.
+    pub max_rel_q_diff: f64,
 }
 
 /// A claim's comparison operator.
@@ -241,8 +250,17 @@ impl ClaimsFile {
         let mut configs = Vec::new();
         for (k, c) in file.claim.iter().enumerate() {
             let err = |field: &str, reason: String| claim_error(path, k, &c.name, field, reason);
+            // a size over a limit stays one (exit 3); anything else names the claim
+            let input = |field: &str, e: Error| match e {
+                Error::TooLarge { field: f, reason } => Error::TooLarge {
+                    field: format!("claim {} (`{}`): {field}: {f}", k + 1, c.name),
+                    reason,
+                },
+                e => err(field, e.to_string()),
+            };
             if let Some(s) = &c.seeds {
-                grid::parse_seeds(s).map_err(|e| err("seeds", e))?;
+                let list = s.parse::<SeedList>().map_err(|e| err("seeds", e))?;
+                list.seeds("seeds").map_err(|e| input("seeds", e))?;
             }
             if let Some(f) = c.fraction.filter(|f| !(*f > 0.0 && *f <= 1.0)) {
                 return Err(err("fraction", format!("must lie in (0, 1], got {f}")));
@@ -305,16 +323,11 @@ impl ClaimsFile {
                 .map(|t| toml::to_string(t).expect("table serialises"))
                 .unwrap_or_default();
             let cfg = Config::from_toml_str_over_preset(&overlay, path, preset)
-                .map_err(|e| err("config", e.to_string()))?;
+                .map_err(|e| input("config", e))?;
             if c.source == Source::Grid {
-                grid_spec(c, &cfg).map_err(|e| err("axes", e.to_string()))?;
+                grid_spec(c, &cfg).map_err(|e| input("axes", e))?;
             }
-            if let Some(s) = c.step.or(c.baseline_step).filter(|s| *s > cfg.steps) {
-                return Err(err(
-                    "step",
-                    format!("{s} is past the run's {} steps", cfg.steps),
-                ));
-            }
+            before_work(c, &cfg).map_err(|(field, e)| input(field, e))?;
             configs.push(cfg);
         }
         Ok((file, configs))
@@ -329,6 +342,76 @@ pub fn lookup<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_json
             serde_json::Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i)),
             _ => v.get(key),
         })
+}
+
+/// What can be checked of a claim before anything is computed: its steps are
+/// checkpoints of the run's schedule, its quantity names a number in its source's output
+/// (`experiments::schema`), and its computation's trainers and trajectory fit their
+/// memory limits. The error comes with the claim field it concerns.
+fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str, Error)> {
+    let schedule = crate::train::record::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
+    for (field, step) in [("step", c.step), ("baseline_step", c.baseline_step)] {
+        let Some(s) = step else { continue };
+        if s > cfg.steps {
+            let reason = format!("{s} is past the run's {} steps", cfg.steps);
+            return Err((field, Error::config(field, reason)));
+        }
+        if let Err(k) = schedule.binary_search(&s) {
+            let reason = format!(
+                "step {s} is not a recorded checkpoint of the run (record.checkpoints_per_decade = {}: \
+                 the nearest are {} and {})",
+                cfg.record.checkpoints_per_decade,
+                schedule[k - 1],
+                schedule[k]
+            );
+            return Err((field, Error::config(field, reason)));
+        }
+    }
+    let reads_checkpoint = c.step.is_some() || c.baseline_step.is_some();
+    schema::of_source(c.source, reads_checkpoint)
+        .check(&c.quantity)
+        .map_err(|m| ("quantity", Error::config("quantity", m)))?;
+    let memory = |e| ("config", e);
+    let f64_run = |cfg: &Config| crate::train::check_memory(cfg, F64.kind(), 53, cfg.method);
+    match c.source {
+        Source::Run => {
+            f64_run(cfg).map_err(memory)?;
+            crate::train::record::check_size(cfg).map_err(memory)?;
+        }
+        Source::Compare => compare_options(c).check(cfg).map_err(memory)?,
+        Source::LemmaA6 => {
+            let (w_cfg, p_cfg) = lemma_a6_configs(cfg);
+            f64_run(&w_cfg).map_err(memory)?;
+            f64_run(&p_cfg).map_err(memory)?;
+        }
+        // one training sequence; grid cells over a limit are failed cells of the grid
+        Source::Saturation | Source::Grid => {}
+    }
+    Ok(())
+}
+
+/// The options a `compare` claim runs with.
+fn compare_options(claim: &Claim) -> crate::analysis::compare::Options {
+    crate::analysis::compare::Options {
+        prec: claim.prec.unwrap_or(crate::arith::DEFAULT_PREC),
+        tol: claim.tol.unwrap_or(1e-8),
+        predictor: true,
+        twin_method: crate::config::Method::Span,
+    }
+}
+
+/// The W-mode run of a `lemma_a6` claim (p(0) Gaussian where the config has p = 0) and
+/// its p-mode twin (W = I; its step size and p(0) are set from the W-mode run's).
+fn lemma_a6_configs(cfg: &Config) -> (Config, Config) {
+    let mut w_cfg = cfg.clone();
+    w_cfg.mode = Mode::W;
+    if w_cfg.init.p == PInit::Zero {
+        w_cfg.init.p = PInit::Gaussian;
+    }
+    let mut p_cfg = cfg.clone();
+    p_cfg.mode = Mode::P;
+    p_cfg.init.w = crate::config::WInit::Identity;
+    (w_cfg, p_cfg)
 }
 
 /// The grid of a `grid` claim: its config as the base, its axes and seeds.
@@ -370,20 +453,12 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
                 .collect();
             serde_json::json!({ "summary": json(&Summary::of(&t)), "checkpoints": checkpoints })
         }
-        Source::Compare => {
-            let opts = crate::analysis::compare::Options {
-                prec,
-                tol,
-                predictor: true,
-                twin_method: crate::config::Method::Span,
-            };
-            json(&crate::analysis::compare::compare(
-                cfg,
-                &data,
-                opts,
-                &mut |_| {},
-            )?)
-        }
+        Source::Compare => json(&crate::analysis::compare::compare(
+            cfg,
+            &data,
+            compare_options(claim),
+            &mut |_| {},
+        )?),
         Source::Saturation => {
             let grid = crate::analysis::saturation::default_grid(60);
             json(&crate::analysis::saturation::sweep(
@@ -396,17 +471,10 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
         }
         Source::Grid => unreachable!("handled above"),
         Source::LemmaA6 => {
-            let mut w_cfg = cfg.clone();
-            w_cfg.mode = Mode::W;
-            if w_cfg.init.p == PInit::Zero {
-                w_cfg.init.p = PInit::Gaussian;
-            }
+            let (w_cfg, mut p_cfg) = lemma_a6_configs(cfg);
             let w_init = Params::init(&w_cfg);
             let w_run = Trainer::new(&w_cfg, &data, F64, w_cfg.formulation)?;
             let p = w_init.p.clone();
-            let mut p_cfg = cfg.clone();
-            p_cfg.mode = Mode::P;
-            p_cfg.init.w = crate::config::WInit::Identity;
             p_cfg.step_size = w_cfg.step_size * p.dot(&p);
             // the p-run starts from p(0) = q(0) of the W-run, with W = I
             let q0 = Params {
@@ -430,7 +498,9 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
                     false => Control::Continue,
                 })
             })?;
-            serde_json::json!({ "max_rel_q_diff": worst })
+            json(&LemmaA6 {
+                max_rel_q_diff: worst,
+            })
         }
     })
 }

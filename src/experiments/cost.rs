@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::arith::{Arith, F64, Kind, Mpfr};
 use crate::config::{Config, Method};
 use crate::data::Dataset;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::train::drive::{Control, Event, drive};
 use crate::train::plan::CostModel;
 use crate::train::{Trainer, resolve_method};
@@ -101,7 +101,7 @@ fn time_steps<A: Arith>(
     };
     steps(&mut tr, 1)?;
     let mut samples = Vec::with_capacity(reps);
-    for _ in 0..reps.max(1) {
+    for _ in 0..reps {
         let t0 = Instant::now();
         steps(&mut tr, block)?;
         samples.push(t0.elapsed().as_secs_f64() / block as f64);
@@ -109,9 +109,36 @@ fn time_steps<A: Arith>(
     Ok((setup, median(samples), tr.method()))
 }
 
+/// Most timed repetitions `measure` takes (of f64 blocks or of twin steps).
+pub const MAX_REPS: usize = 100_000;
+
 /// Check, before any work, that every trainer [`measure`] would build is valid (each
-/// precision) and within the memory limit (each precision and method).
-pub fn check(cfg: &Config, precs: &[u32], methods: &[Method]) -> Result<()> {
+/// precision) and within the memory limit (each precision and method), and that the
+/// repetitions lie in 1..=[`MAX_REPS`] (more: a size over a limit).
+pub fn check(
+    cfg: &Config,
+    precs: &[u32],
+    methods: &[Method],
+    reps: usize,
+    twin_reps: usize,
+) -> Result<()> {
+    for (field, n) in [("reps", reps), ("twin-reps", twin_reps)] {
+        if n == 0 {
+            return Err(Error::config(field, "must be at least 1"));
+        }
+        if n > MAX_REPS {
+            return Err(Error::TooLarge {
+                field: field.into(),
+                reason: format!("{n} repetitions, more than the limit of {MAX_REPS}"),
+            });
+        }
+    }
+    if precs.is_empty() || methods.is_empty() {
+        return Err(Error::config(
+            "precs",
+            "name at least one precision and one method",
+        ));
+    }
     for &p in precs {
         let ar = Mpfr::for_prec(p)?;
         for &m in methods {
@@ -122,7 +149,8 @@ pub fn check(cfg: &Config, precs: &[u32], methods: &[Method]) -> Result<()> {
 }
 
 /// Time the f64 trainer (`reps` blocks of 20 steps) and, for each of `precs` (53 = the
-/// f64 predictor), the MPFR trainer (`twin_reps` single steps), in each of `methods`.
+/// f64 predictor), the MPFR trainer (`twin_reps` single steps), in each of `methods`;
+/// the arguments are checked first ([`check`]).
 pub fn measure(
     cfg: &Config,
     precs: &[u32],
@@ -131,6 +159,7 @@ pub fn measure(
     twin_reps: usize,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report> {
+    check(cfg, precs, methods, reps, twin_reps)?;
     let data = Dataset::generate(cfg);
     let mut rows: Vec<Row> = Vec::new();
     let mut push = |trainer: Kind, prec: u32, (setup, step, method): (f64, f64, Method)| {

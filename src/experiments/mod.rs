@@ -5,4 +5,5 @@
 pub mod claims;
 pub mod cost;
 pub mod grid;
+pub mod schema;
 pub mod sweep;

@@ -68,14 +68,32 @@ pub struct Report {
     pub config: Config,
 }
 
-/// Check, before any work, that the sweep has an eta and a seed and that `base` is
-/// valid at every eta.
+/// Most runs (etas times seeds) one sweep may hold.
+pub const MAX_RUNS: usize = crate::experiments::grid::MAX_RUNS;
+
+/// Check, before any work, that the sweep has an eta and a seed, at most [`MAX_RUNS`]
+/// runs (a size over a limit), that `base` is valid at every eta and seed, and that
+/// each run's trainer and trajectory fit their memory limits.
 pub fn check(base: &Config, etas: &[f64], seeds: &[u64]) -> Result<()> {
     if etas.is_empty() || seeds.is_empty() {
         return Err(Error::config(
             "eta/seeds",
             "need at least one eta and one seed",
         ));
+    }
+    let runs = etas.len() as u128 * seeds.len() as u128;
+    if runs > MAX_RUNS as u128 {
+        return Err(Error::TooLarge {
+            field: "etas/seeds".into(),
+            reason: format!(
+                "{} etas x {} seeds = {runs} runs, more than the limit of {MAX_RUNS}",
+                etas.len(),
+                seeds.len()
+            ),
+        });
+    }
+    for &seed in seeds {
+        crate::seeds::check("seeds", seed)?;
     }
     for &eta in etas {
         Config {
@@ -84,7 +102,9 @@ pub fn check(base: &Config, etas: &[f64], seeds: &[u64]) -> Result<()> {
         }
         .validate()?;
     }
-    Ok(())
+    // the sizes do not depend on eta or the seed
+    crate::train::check_memory(base, crate::arith::Kind::F64, 53, base.method)?;
+    crate::train::record::check_size(base)
 }
 
 /// Run `base` at every eta and seed. `progress(done, total)` after each run.

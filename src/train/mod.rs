@@ -382,7 +382,8 @@ impl<'a, A: Arith> Trainer<'a, A> {
     }
 
     /// Drive the trainer to `cfg.steps`, recording its trajectory ([`Recorder`]): from
-    /// step 0, or from a saved [`State`] (checked against this run first). After each
+    /// step 0, or from a saved [`State`] (checked against this run first); a trajectory
+    /// over its size limit is refused first ([`record::check_size`]). After each
     /// update `after_update(trainer, recorder)` is called (progress, state saving: see
     /// [`Trainer::state`]). A resumed run is bit-identical to an uninterrupted one.
     pub fn record(
@@ -390,6 +391,7 @@ impl<'a, A: Arith> Trainer<'a, A> {
         resume: Option<&State>,
         after_update: &mut dyn FnMut(&Self, &Recorder) -> Result<()>,
     ) -> Result<Trajectory> {
+        record::check_size(self.cfg)?;
         let mut rec = match resume {
             Some(st) => self.restore(st)?,
             None => Recorder::new(self.cfg),

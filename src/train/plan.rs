@@ -65,7 +65,7 @@ pub struct CostModel {
 impl CostModel {
     /// The model of `cfg`'s run.
     pub fn of(cfg: &Config) -> CostModel {
-        let (r, d) = ((cfg.n_train * cfg.tokens()) as f64, cfg.d as f64);
+        let (r, d) = (cfg.n_train as f64 * cfg.tokens() as f64, cfg.d as f64);
         let dense = dense_w(cfg);
         let w_step = match (dense, cfg.mode) {
             (false, _) => 0.0,

@@ -5,6 +5,7 @@
 
 use crate::arith::Arith;
 use crate::config::{Config, Group};
+use crate::error::{Error, Result};
 use crate::io::trajectory::{
     self, ByNoise, Checkpoint, Cumulative, PerGroup, SampleState, SelectionShare, Trajectory,
 };
@@ -32,6 +33,51 @@ pub fn schedule(steps: u64, per_decade: u32) -> Vec<u64> {
         out.push(steps);
     }
     out
+}
+
+/// Bytes one training sample's record at one checkpoint may take, bounded above: its
+/// state in memory ([`SampleState`], 80 bytes), its text in the pretty trajectory JSON
+/// (at most ~520 bytes: eight numbers of up to 24 characters, keys and indentation;
+/// tested), and its JSON value where a claims file reads checkpoints (serde_json's
+/// map nodes, about 1 KiB).
+pub const SAMPLE_RECORD_BYTES: u64 = 2048;
+
+/// Bytes one checkpoint takes besides its samples (losses, accuracies, the group and
+/// selection shares, the cumulative sums: about 40 numbers, in memory and as text).
+pub const CHECKPOINT_BYTES: u64 = 4096;
+
+/// Largest size a recorded trajectory may take, in bytes (see [`trajectory_bytes`]):
+/// larger runs are refused before their data is made.
+pub const MAX_TRAJECTORY_BYTES: u64 = 8 << 30;
+
+/// Bytes the trajectory of `cfg`'s run takes at most: the checkpoints of its
+/// [`schedule`], each with every training sample's record.
+pub fn trajectory_bytes(cfg: &Config) -> u64 {
+    let checkpoints = schedule(cfg.steps, cfg.record.checkpoints_per_decade).len() as u128;
+    let per_checkpoint =
+        cfg.n_train as u128 * SAMPLE_RECORD_BYTES as u128 + CHECKPOINT_BYTES as u128;
+    (checkpoints * per_checkpoint).min(u64::MAX as u128) as u64
+}
+
+/// Refuse a run whose recorded trajectory would exceed [`MAX_TRAJECTORY_BYTES`]
+/// (a size over a limit, naming the checkpoints, the samples and the limit).
+pub fn check_size(cfg: &Config) -> Result<()> {
+    let bytes = trajectory_bytes(cfg);
+    if bytes > MAX_TRAJECTORY_BYTES {
+        let checkpoints = schedule(cfg.steps, cfg.record.checkpoints_per_decade).len();
+        return Err(Error::TooLarge {
+            field: "record.checkpoints_per_decade".into(),
+            reason: format!(
+                "the trajectory records {checkpoints} checkpoints x {} training samples, about \
+                 {:.1} GiB, more than the limit of {} GiB (record fewer checkpoints per decade, \
+                 or train on fewer samples or steps)",
+                cfg.n_train,
+                bytes as f64 / (1u64 << 30) as f64,
+                MAX_TRAJECTORY_BYTES >> 30
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Add one step's Definition 4.1 scores `scores[i]` (training samples in order) to the

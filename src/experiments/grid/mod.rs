@@ -12,6 +12,7 @@
 //! the tables of one merge, consistent with the cells that merge read; cells written
 //! later appear at the next merge.
 
+pub mod axis;
 pub mod cell;
 pub mod figure;
 pub mod reduce;
@@ -29,6 +30,7 @@ use crate::io::files::{
     SMALL_INPUT, is_temp, read_text, remove_dead_temps, remove_dead_temps_in, write_atomic,
 };
 use crate::io::publish::{OutputDir, SetKind};
+use crate::seeds::{MAX_SEEDS, SeedList};
 
 /// Format tag of `grid.json`.
 pub const GRID_FORMAT: &str = "tokensel-grid/1";
@@ -151,44 +153,6 @@ impl GridPreset {
     }
 }
 
-/// Parse axis values: `a:b:step` (a, a + step, ... up to b inclusive, each rounded to
-/// the decimals written) or a list `v1,v2,...`.
-pub fn parse_values(text: &str) -> std::result::Result<Vec<f64>, String> {
-    let bad = || format!("`{text}` is not a range a:b:step or a list v1,v2,...");
-    let num = |s: &str| s.trim().parse::<f64>().ok().filter(|v| v.is_finite());
-    let parts: Vec<&str> = text.split(':').collect();
-    let values: Vec<f64> = match parts.as_slice() {
-        [a, b, step] => {
-            let (a_v, b_v, s_v) = (
-                num(a).ok_or_else(bad)?,
-                num(b).ok_or_else(bad)?,
-                num(step).ok_or_else(bad)?,
-            );
-            if s_v <= 0.0 || b_v < a_v {
-                return Err(format!("`{text}`: need step > 0 and a <= b"));
-            }
-            let decimals = |s: &str| s.trim().split_once('.').map_or(0, |(_, f)| f.len()) as i32;
-            let scale = core_math::exp10(decimals(a).max(decimals(step)).min(15) as f64);
-            let count = ((b_v - a_v) / s_v + 1e-9).floor() as usize + 1;
-            if count > MAX_RUNS {
-                return Err(format!("`{text}` has more than {MAX_RUNS} values"));
-            }
-            (0..count)
-                .map(|k| ((a_v + k as f64 * s_v) * scale).round() / scale)
-                .collect()
-        }
-        [_] => text
-            .split(',')
-            .map(|v| num(v).ok_or_else(bad))
-            .collect::<std::result::Result<_, _>>()?,
-        _ => return Err(bad()),
-    };
-    if values.is_empty() {
-        return Err(bad());
-    }
-    Ok(values)
-}
-
 /// `cfg` with `key` (dotted) set to `value`, validated. Integer keys take only
 /// integral values. A config over a size limit is returned as is: that cell is refused
 /// when it runs, and the grid goes on.
@@ -202,7 +166,8 @@ pub fn with_value(cfg: &Config, key: &str, value: f64) -> Result<Config> {
     }
     *slot = match slot {
         toml::Value::Integer(_) => {
-            if value.fract() != 0.0 || value < 0.0 || value > i64::MAX as f64 {
+            // 2^63 = i64::MAX as f64 itself is out of range (`as i64` would saturate)
+            if value.fract() != 0.0 || value < 0.0 || value >= i64::MAX as f64 {
                 return Err(Error::config(
                     key,
                     format!("takes a non-negative integer, got {value}"),
@@ -264,27 +229,34 @@ impl Spec {
         let mut axes = Vec::new();
         for (key, v) in &g.axes {
             let values = match v {
-                toml::Value::String(s) => parse_values(s),
+                toml::Value::String(s) => s.parse::<axis::Values>().map_err(parse)?.values(key)?,
                 toml::Value::Array(items) => items
                     .iter()
                     .map(|x| match x {
-                        toml::Value::Integer(i) => Ok(*i as f64),
-                        toml::Value::Float(f) => Ok(*f),
-                        _ => Err(format!("axis `{key}`: values must be numbers")),
+                        // only integers a double holds exactly (2^63 would become i64::MAX)
+                        toml::Value::Integer(i) if (*i as f64) as i128 == *i as i128 => {
+                            Ok(*i as f64)
+                        }
+                        toml::Value::Float(f) if f.is_finite() => Ok(*f),
+                        _ => Err(format!(
+                            "axis `{key}`: values must be finite numbers (integers below 2^53)"
+                        )),
                     })
-                    .collect(),
-                _ => Err(format!(
-                    "axis `{key}`: a range string \"a:b:step\" or a list"
-                )),
-            }
-            .map_err(parse)?;
+                    .collect::<std::result::Result<_, _>>()
+                    .map_err(parse)?,
+                _ => {
+                    return Err(parse(format!(
+                        "axis `{key}`: a range string \"a:b:step\" or a list"
+                    )));
+                }
+            };
             axes.push(Axis {
                 key: key.clone(),
                 values,
             });
         }
         let seeds = match &g.seeds {
-            Some(s) => parse_seeds(s).map_err(parse)?,
+            Some(s) => s.parse::<SeedList>().map_err(parse)?.seeds("seeds")?,
             None => vec![base.seed],
         };
         let spec = Spec {
@@ -301,25 +273,7 @@ impl Spec {
     /// Every cell in grid order (the first axis outermost, seeds innermost), each config
     /// validated: a bad value is found here, before any run.
     pub fn cells(&self) -> Result<Vec<Cell>> {
-        let total = self
-            .axes
-            .iter()
-            .map(|a| a.values.len())
-            .try_fold(self.seeds.len(), usize::checked_mul)
-            .filter(|n| *n <= MAX_RUNS)
-            .ok_or_else(|| Error::config("grid", format!("more than {MAX_RUNS} runs")))?;
-        if self.axes.len() > 4 {
-            return Err(Error::config("grid", "at most 4 axes"));
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for a in &self.axes {
-            if !seen.insert(a.key.as_str()) || a.key == "seed" {
-                return Err(Error::config(
-                    &a.key,
-                    "axis given twice (or `seed`: use seeds)",
-                ));
-            }
-        }
+        let total = self.check()?;
         let mut out = Vec::with_capacity(total);
         for index in 0..total {
             let mut rest = index;
@@ -352,6 +306,65 @@ impl Spec {
         Ok(out)
     }
 
+    /// Check the spec, however it was made (built, or read from `grid.json`): the base
+    /// config is valid, 1 to [`MAX_SEEDS`] seeds each at most
+    /// [`MAX_SEED`](crate::seeds::MAX_SEED), at most 4 axes with distinct keys (not
+    /// `seed`), each with finite values, and at most [`MAX_RUNS`] runs in all (a size
+    /// over a limit). Returns the number of runs.
+    pub fn check(&self) -> Result<usize> {
+        self.base.validate()?;
+        if self.seeds.is_empty() {
+            return Err(Error::config("seeds", "a grid needs at least one seed"));
+        }
+        if self.seeds.len() as u64 > MAX_SEEDS {
+            return Err(Error::TooLarge {
+                field: "seeds".into(),
+                reason: format!(
+                    "{} seeds, more than the limit of {MAX_SEEDS}",
+                    self.seeds.len()
+                ),
+            });
+        }
+        for &seed in &self.seeds {
+            crate::seeds::check("seeds", seed)?;
+        }
+        if self.axes.len() > 4 {
+            return Err(Error::config("grid", "at most 4 axes"));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for a in &self.axes {
+            if !seen.insert(a.key.as_str()) || a.key == "seed" {
+                return Err(Error::config(
+                    &a.key,
+                    "axis given twice (or `seed`: use seeds)",
+                ));
+            }
+            if a.values.is_empty() || a.values.iter().any(|v| !v.is_finite()) {
+                return Err(Error::config(
+                    &a.key,
+                    "an axis needs at least one value, every value finite",
+                ));
+            }
+        }
+        let runs = self
+            .axes
+            .iter()
+            .try_fold(self.seeds.len() as u128, |n, a| {
+                n.checked_mul(a.values.len() as u128)
+            })
+            .unwrap_or(u128::MAX);
+        if runs > MAX_RUNS as u128 {
+            return Err(Error::TooLarge {
+                field: "grid".into(),
+                reason: format!(
+                    "{runs} runs (axis values times {} seeds), more than the limit of {MAX_RUNS}",
+                    self.seeds.len()
+                ),
+            });
+        }
+        Ok(runs as usize)
+    }
+
     /// Write `DIR/grid.json` (atomically; every shard writes the same bytes, possibly
     /// at the same time).
     pub fn write(&self, dir: &Path) -> Result<()> {
@@ -376,28 +389,26 @@ impl Spec {
                 message: format!("format `{}`, expected `{GRID_FORMAT}`", spec.format),
             });
         }
+        // the same checks as when a grid is built: merge, resume and shards rely on them
+        spec.check().map_err(|e| match e {
+            Error::InvalidConfig { field, reason } => Error::Parse {
+                what: "grid spec",
+                path,
+                message: format!("`{field}`: {reason}"),
+            },
+            other => other,
+        })?;
         Ok(spec)
     }
 }
 
-/// Parse a seed list: "a..b" (b excluded) or "s1,s2,...".
+/// Parse a seed list: "a..b" (b excluded) or "s1,s2,..." (see [`SeedList`]: each seed
+/// at most [`MAX_SEED`](crate::seeds::MAX_SEED), at most [`MAX_SEEDS`] of them, counted
+/// before they are collected).
 pub fn parse_seeds(text: &str) -> std::result::Result<Vec<u64>, String> {
-    let bad = || format!("`{text}` is not a seed range a..b or a list s1,s2,...");
-    let seeds: Vec<u64> = match text.split_once("..") {
-        Some((a, b)) => {
-            let (a, b) = (a.trim().parse::<u64>(), b.trim().parse::<u64>());
-            let (a, b) = (a.map_err(|_| bad())?, b.map_err(|_| bad())?);
-            (a..b).collect()
-        }
-        None => text
-            .split(',')
-            .map(|s| s.trim().parse::<u64>().map_err(|_| bad()))
-            .collect::<std::result::Result<_, _>>()?,
-    };
-    if seeds.is_empty() || seeds.len() > 1000 {
-        return Err(format!("`{text}` must name 1 to 1000 seeds"));
-    }
-    Ok(seeds)
+    text.parse::<SeedList>()?
+        .seeds("seeds")
+        .map_err(|e| format!("`{text}`: {e}"))
 }
 
 /// Where a grid comes from (the command line's `grid` flags): a grid TOML, a grid
@@ -414,7 +425,7 @@ pub struct Request<'a> {
     /// Axes `key=a:b:step` or `key=v1,v2,...`, each replacing the grid's axis of that key.
     pub set: &'a [String],
     /// Seeds replacing the grid's.
-    pub seeds: Option<&'a [u64]>,
+    pub seeds: Option<&'a SeedList>,
     /// Steps of every cell.
     pub steps: Option<u64>,
     /// Step method of every cell.
@@ -467,9 +478,13 @@ impl Spec {
             let (key, values) = text
                 .split_once('=')
                 .ok_or_else(|| Error::config("set", format!("`{text}` is not KEY=VALUES")))?;
-            let values = parse_values(values).map_err(|m| Error::config(key.trim(), m))?;
+            let key = key.trim();
+            let values = values
+                .parse::<axis::Values>()
+                .map_err(|m| Error::config(key, m))?
+                .values(key)?;
             let axis = Axis {
-                key: key.trim().to_string(),
+                key: key.to_string(),
                 values,
             };
             match spec.axes.iter_mut().find(|a| a.key == axis.key) {
@@ -478,7 +493,7 @@ impl Spec {
             }
         }
         if let Some(seeds) = req.seeds {
-            spec.seeds = seeds.to_vec();
+            spec.seeds = seeds.seeds("seeds")?;
         }
         if let Some(steps) = req.steps {
             spec.base.steps = steps;

@@ -1,0 +1,624 @@
+//! The output schema of a claim's source: which `/`-separated paths name a number in it,
+//! decided from the serialised shape of the source's report type, so that a claims file
+//! with a typo in a quantity is refused before the first computation, not after the
+//! claims before it ran.
+//!
+//! The shape is read from the type's own serde derive: a [`serde::Deserializer`] that
+//! holds no data ([`Shape::of`]) answers every request of the derived code with a
+//! placeholder and writes down what was asked for: a struct's field names, a sequence,
+//! an optional value, an enum's variant names, a number, text. Generic types are traced
+//! per use (`ByNoise<PerGroup>` and `ByNoise<SelectionShare>` are different shapes).
+//!
+//! A path follows the JSON the report serialises to (as `claims::lookup` does): a struct
+//! field by name, an array element by index, a map entry by key (an enum-keyed map by a
+//! variant's name; a string-keyed map by one of the keys listed with
+//! [`Schema::with_keys`], any key where none are listed). It must end on a number or a
+//! boolean, possibly an optional one (a `null` there is a missing measurement, decided
+//! when it is read). Array lengths depend on the run and are not checked here.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde::de::value::{Error as DeError, StrDeserializer};
+use serde::de::{self, IntoDeserializer, Visitor};
+
+use super::claims::{LemmaA6, Source};
+use super::grid::cell::Regime;
+use super::grid::reduce;
+
+/// The shape of a serialised value (JSON).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shape {
+    /// A number or a boolean.
+    Number,
+    /// Text (a string, or a unit enum variant's name).
+    Text,
+    /// The names of a unit-only enum (text in JSON; the keys of a map keyed by it).
+    Names(Vec<String>),
+    /// Always null (a unit value).
+    Null,
+    /// Null or the inner shape.
+    Optional(Box<Shape>),
+    /// An array of elements of one shape.
+    Array(Box<Shape>),
+    /// A fixed-length array (a tuple).
+    Tuple(Vec<Shape>),
+    /// An object with these fields, in order.
+    Object(Vec<(String, Shape)>),
+    /// An object whose keys have the first shape (names, numbers or any text) and
+    /// whose values have the second.
+    Map(Box<Shape>, Box<Shape>),
+    /// An enum with data: `{"Variant": value}` for one of these variants.
+    Tagged(Vec<String>),
+    /// Not known (a self-describing type): any path below is accepted.
+    Unknown,
+}
+
+impl Shape {
+    /// The shape of `T`'s serialised form, read from its `Deserialize` derive
+    /// ([`Shape::Unknown`] where the type asks for something self-describing).
+    pub fn of<T: for<'de> Deserialize<'de>>() -> Shape {
+        let mut shape = Shape::Unknown;
+        match T::deserialize(Tracer {
+            out: &mut shape,
+            depth: 0,
+        }) {
+            Ok(_) => shape,
+            Err(_) => Shape::Unknown,
+        }
+    }
+
+    /// Whether the shape is known all the way down (no [`Shape::Unknown`] in it).
+    pub fn is_known(&self) -> bool {
+        match self {
+            Shape::Unknown => false,
+            Shape::Optional(s) | Shape::Array(s) => s.is_known(),
+            Shape::Tuple(v) => v.iter().all(Shape::is_known),
+            Shape::Object(f) => f.iter().all(|(_, s)| s.is_known()),
+            Shape::Map(k, v) => k.is_known() && v.is_known(),
+            _ => true,
+        }
+    }
+}
+
+/// Deepest nesting traced (a recursive type would otherwise trace forever).
+const MAX_DEPTH: usize = 64;
+
+/// The data-less deserializer that writes down the shape it is asked for into `out`.
+struct Tracer<'a> {
+    out: &'a mut Shape,
+    depth: usize,
+}
+
+impl<'a> Tracer<'a> {
+    fn child<'b>(&self, out: &'b mut Shape) -> Tracer<'b> {
+        Tracer {
+            out,
+            depth: self.depth + 1,
+        }
+    }
+}
+
+macro_rules! numbers {
+    ($($method:ident $visit:ident $zero:expr;)*) => {$(
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+            *self.out = Shape::Number;
+            visitor.$visit($zero)
+        }
+    )*};
+}
+
+impl<'de> de::Deserializer<'de> for Tracer<'_> {
+    type Error = DeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        *self.out = Shape::Unknown;
+        visitor.visit_unit()
+    }
+
+    numbers! {
+        deserialize_bool visit_bool false;
+        deserialize_i8 visit_i8 0;
+        deserialize_i16 visit_i16 0;
+        deserialize_i32 visit_i32 0;
+        deserialize_i64 visit_i64 0;
+        deserialize_i128 visit_i128 0;
+        deserialize_u8 visit_u8 0;
+        deserialize_u16 visit_u16 0;
+        deserialize_u32 visit_u32 0;
+        deserialize_u64 visit_u64 0;
+        deserialize_u128 visit_u128 0;
+        deserialize_f32 visit_f32 0.0;
+        deserialize_f64 visit_f64 0.0;
+    }
+
+    fn deserialize_char<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        *self.out = Shape::Text;
+        visitor.visit_char('a')
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        *self.out = Shape::Text;
+        visitor.visit_str("")
+    }
+
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_bytes<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        *self.out = Shape::Text;
+        visitor.visit_bytes(&[])
+    }
+
+    fn deserialize_byte_buf<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.deserialize_bytes(visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        let mut inner = Shape::Unknown;
+        let v = visitor.visit_some(self.child(&mut inner))?;
+        *self.out = Shape::Optional(Box::new(inner));
+        Ok(v)
+    }
+
+    fn deserialize_unit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        *self.out = Shape::Null;
+        visitor.visit_unit()
+    }
+
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        self.deserialize_unit(visitor)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        let mut slots = vec![Shape::Unknown];
+        let v = visitor.visit_seq(Elements {
+            slots: &mut slots,
+            next: 0,
+            depth: self.depth,
+        })?;
+        *self.out = Shape::Array(Box::new(slots.remove(0)));
+        Ok(v)
+    }
+
+    fn deserialize_tuple<V: Visitor<'de>>(
+        self,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        let mut slots = vec![Shape::Unknown; len];
+        let v = visitor.visit_seq(Elements {
+            slots: &mut slots,
+            next: 0,
+            depth: self.depth,
+        })?;
+        *self.out = Shape::Tuple(slots);
+        Ok(v)
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        self.deserialize_tuple(len, visitor)
+    }
+
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        if self.depth > MAX_DEPTH {
+            return self.deserialize_any(visitor);
+        }
+        let (mut key, mut value) = (Shape::Unknown, Shape::Unknown);
+        let v = visitor.visit_map(Entry {
+            key: &mut key,
+            value: &mut value,
+            done: false,
+            depth: self.depth,
+        })?;
+        *self.out = Shape::Map(Box::new(key), Box::new(value));
+        Ok(v)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        if self.depth > MAX_DEPTH {
+            return self.deserialize_any(visitor);
+        }
+        let mut slots = vec![Shape::Unknown; fields.len()];
+        let v = visitor.visit_map(Fields {
+            fields,
+            slots: &mut slots,
+            next: 0,
+            depth: self.depth,
+        })?;
+        *self.out = Shape::Object(fields.iter().map(|f| f.to_string()).zip(slots).collect());
+        Ok(v)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        let names = variants.iter().map(|v| v.to_string()).collect();
+        let mut unit = true;
+        let v = visitor.visit_enum(Variant {
+            name: variants.first().copied().unwrap_or(""),
+            unit: &mut unit,
+            depth: self.depth,
+        })?;
+        *self.out = if unit {
+            Shape::Names(names)
+        } else {
+            Shape::Tagged(names)
+        };
+        Ok(v)
+    }
+
+    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.deserialize_any(visitor)
+    }
+}
+
+/// The elements of a sequence or tuple: one per slot.
+struct Elements<'a> {
+    slots: &'a mut [Shape],
+    next: usize,
+    depth: usize,
+}
+
+impl<'de> de::SeqAccess<'de> for Elements<'_> {
+    type Error = DeError;
+
+    fn next_element_seed<T: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, DeError> {
+        let Some(slot) = self.slots.get_mut(self.next) else {
+            return Ok(None);
+        };
+        self.next += 1;
+        seed.deserialize(Tracer {
+            out: slot,
+            depth: self.depth + 1,
+        })
+        .map(Some)
+    }
+}
+
+/// A map with one entry.
+struct Entry<'a> {
+    key: &'a mut Shape,
+    value: &'a mut Shape,
+    done: bool,
+    depth: usize,
+}
+
+impl<'de> de::MapAccess<'de> for Entry<'_> {
+    type Error = DeError;
+
+    fn next_key_seed<K: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, DeError> {
+        if self.done {
+            return Ok(None);
+        }
+        self.done = true;
+        seed.deserialize(Tracer {
+            out: self.key,
+            depth: self.depth + 1,
+        })
+        .map(Some)
+    }
+
+    fn next_value_seed<V: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, DeError> {
+        seed.deserialize(Tracer {
+            out: self.value,
+            depth: self.depth + 1,
+        })
+    }
+}
+
+/// A struct's fields, each named and traced into its slot.
+struct Fields<'a> {
+    fields: &'static [&'static str],
+    slots: &'a mut [Shape],
+    next: usize,
+    depth: usize,
+}
+
+impl<'de> de::MapAccess<'de> for Fields<'_> {
+    type Error = DeError;
+
+    fn next_key_seed<K: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, DeError> {
+        let Some(name) = self.fields.get(self.next) else {
+            return Ok(None);
+        };
+        let key: StrDeserializer<'_, DeError> = name.into_deserializer();
+        seed.deserialize(key).map(Some)
+    }
+
+    fn next_value_seed<V: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, DeError> {
+        let slot = &mut self.slots[self.next];
+        self.next += 1;
+        seed.deserialize(Tracer {
+            out: slot,
+            depth: self.depth + 1,
+        })
+    }
+}
+
+/// An enum's first variant.
+struct Variant<'a> {
+    name: &'static str,
+    unit: &'a mut bool,
+    depth: usize,
+}
+
+impl<'de, 'a> de::EnumAccess<'de> for Variant<'a> {
+    type Error = DeError;
+    type Variant = Self;
+
+    fn variant_seed<S: de::DeserializeSeed<'de>>(
+        self,
+        seed: S,
+    ) -> Result<(S::Value, Self), DeError> {
+        let name: StrDeserializer<'_, DeError> = self.name.into_deserializer();
+        Ok((seed.deserialize(name)?, self))
+    }
+}
+
+impl<'de> de::VariantAccess<'de> for Variant<'_> {
+    type Error = DeError;
+
+    fn unit_variant(self) -> Result<(), DeError> {
+        Ok(())
+    }
+
+    fn newtype_variant_seed<T: de::DeserializeSeed<'de>>(
+        self,
+        seed: T,
+    ) -> Result<T::Value, DeError> {
+        *self.unit = false;
+        let mut ignored = Shape::Unknown;
+        seed.deserialize(Tracer {
+            out: &mut ignored,
+            depth: self.depth + 1,
+        })
+    }
+
+    fn tuple_variant<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, DeError> {
+        *self.unit = false;
+        let mut ignored = Shape::Unknown;
+        de::Deserializer::deserialize_tuple(
+            Tracer {
+                out: &mut ignored,
+                depth: self.depth + 1,
+            },
+            len,
+            visitor,
+        )
+    }
+
+    fn struct_variant<V: Visitor<'de>>(
+        self,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        *self.unit = false;
+        let mut ignored = Shape::Unknown;
+        de::Deserializer::deserialize_struct(
+            Tracer {
+                out: &mut ignored,
+                depth: self.depth + 1,
+            },
+            "",
+            fields,
+            visitor,
+        )
+    }
+}
+
+/// The schema of what a claim on `source` reads: the run summary, or with a `step` the
+/// checkpoint of the trajectory; the compare and saturation reports; Lemma A.6's
+/// object; the merged grid summary.
+pub fn of_source(source: Source, step: bool) -> Schema {
+    use crate::analysis::{compare, saturation};
+    use crate::io::trajectory::{Checkpoint, Summary};
+    match (source, step) {
+        (Source::Run, false) => Schema::of::<Summary>("the run summary"),
+        (Source::Run, true) => Schema::of::<Checkpoint>("a run's checkpoint"),
+        (Source::Compare, _) => Schema::of::<compare::Report>("the compare report"),
+        (Source::Saturation, _) => Schema::of::<saturation::Report>("the saturation report")
+            .with_keys("thresholds", saturation::threshold_keys()),
+        (Source::LemmaA6, _) => Schema::of::<LemmaA6>("the Lemma A.6 output"),
+        (Source::Grid, _) => Schema::of::<reduce::Summary>("the grid summary")
+            .with_keys("stats", reduce::METRICS.map(String::from))
+            .with_keys("regimes", Regime::ALL.map(|r| r.name().to_string())),
+    }
+}
+
+/// The shape of one report type's JSON, named for messages.
+#[derive(Debug, Clone)]
+pub struct Schema {
+    /// What the report is called in messages (`the run summary`, ...).
+    what: &'static str,
+    /// Its shape.
+    pub shape: Shape,
+    /// The keys a string-keyed map can hold, by the struct field that holds the map.
+    keys: BTreeMap<String, Vec<String>>,
+}
+
+impl Schema {
+    /// The schema of `T`'s serialised form, called `what` in messages.
+    pub fn of<T: for<'de> Deserialize<'de>>(what: &'static str) -> Schema {
+        Schema {
+            what,
+            shape: Shape::of::<T>(),
+            keys: BTreeMap::new(),
+        }
+    }
+
+    /// The same schema, with the keys the string-keyed maps held by struct fields named
+    /// `field` can hold.
+    pub fn with_keys(mut self, field: &str, keys: impl IntoIterator<Item = String>) -> Schema {
+        self.keys
+            .insert(field.to_string(), keys.into_iter().collect());
+        self
+    }
+
+    /// Ok when `path` names a number (or a boolean, or an optional one) in this report;
+    /// else a message naming the first step that does not exist and what does.
+    pub fn check(&self, path: &str) -> Result<(), String> {
+        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        Walk {
+            schema: self,
+            path,
+            parts: &parts,
+        }
+        .walk(&self.shape, 0, None)
+    }
+}
+
+/// One path's walk through a schema.
+struct Walk<'a> {
+    schema: &'a Schema,
+    path: &'a str,
+    parts: &'a [&'a str],
+}
+
+impl Walk<'_> {
+    /// Where the walk stands after `k` parts, for messages.
+    fn here(&self, k: usize) -> String {
+        match k {
+            0 => format!("in {}", self.schema.what),
+            _ => format!("at `{}` in {}", self.parts[..k].join("/"), self.schema.what),
+        }
+    }
+
+    /// The part `k`, or the message that the path ends on `kind`, not on a number.
+    fn part(&self, k: usize, kind: &str) -> Result<&str, String> {
+        self.parts.get(k).copied().ok_or_else(|| {
+            format!(
+                "`{}` names {kind} {}, not a number",
+                self.path,
+                self.here(k)
+            )
+        })
+    }
+
+    /// Check the parts from `k` on against `shape`; `field` names the struct field
+    /// whose value `shape` is (for the keys of string-keyed maps).
+    fn walk(&self, shape: &Shape, k: usize, field: Option<&str>) -> Result<(), String> {
+        let index = |part: &str, len: Option<usize>| match part.parse::<usize>() {
+            Ok(i) if len.is_none_or(|n| i < n) => Ok(i),
+            _ => Err(format!(
+                "`{part}` {}: an array takes an index{}",
+                self.here(k),
+                len.map_or(String::new(), |n| format!(" below {n}"))
+            )),
+        };
+        match shape {
+            Shape::Number => match self.parts.get(k) {
+                None => Ok(()),
+                Some(part) => Err(format!("no `{part}` {}: it holds a number", self.here(k))),
+            },
+            Shape::Null => Err(format!(
+                "`{}` {} is always null, not a number",
+                self.path,
+                self.here(k)
+            )),
+            Shape::Text | Shape::Names(_) => match self.parts.get(k) {
+                None => Err(format!(
+                    "`{}` names text {}, not a number",
+                    self.path,
+                    self.here(k)
+                )),
+                Some(part) => Err(format!("no `{part}` {}: it holds text", self.here(k))),
+            },
+            Shape::Optional(inner) => self.walk(inner, k, field),
+            Shape::Array(inner) => {
+                index(self.part(k, "an array")?, None)?;
+                self.walk(inner, k + 1, None)
+            }
+            Shape::Tuple(items) => {
+                let i = index(self.part(k, "an array")?, Some(items.len()))?;
+                self.walk(&items[i], k + 1, None)
+            }
+            Shape::Object(fields) => {
+                let part = self.part(k, "an object")?;
+                let (name, inner) = fields.iter().find(|(f, _)| f == part).ok_or_else(|| {
+                    let names: Vec<&str> = fields.iter().map(|(f, _)| f.as_str()).collect();
+                    format!("no `{part}` {} (keys: {})", self.here(k), names.join(", "))
+                })?;
+                self.walk(inner, k + 1, Some(name))
+            }
+            Shape::Map(key, value) => {
+                let part = self.part(k, "an object")?;
+                let listed = field.and_then(|f| self.schema.keys.get(f));
+                let keys = match &**key {
+                    Shape::Names(names) => Some(names),
+                    Shape::Text => listed,
+                    _ => None,
+                };
+                if let Some(keys) = keys.filter(|keys| !keys.iter().any(|x| x == part)) {
+                    return Err(format!(
+                        "no `{part}` {} (keys: {})",
+                        self.here(k),
+                        keys.join(", ")
+                    ));
+                }
+                if **key == Shape::Number && part.parse::<f64>().is_err() {
+                    return Err(format!("`{part}` {}: the keys are numbers", self.here(k)));
+                }
+                self.walk(value, k + 1, None)
+            }
+            // the variants' contents are not traced: any path below a variant's name
+            Shape::Tagged(names) => {
+                let part = self.part(k, "an object")?;
+                match names.iter().any(|n| n == part) {
+                    true => Ok(()),
+                    false => Err(format!(
+                        "no `{part}` {} (keys: {})",
+                        self.here(k),
+                        names.join(", ")
+                    )),
+                }
+            }
+            Shape::Unknown => Ok(()),
+        }
+    }
+}

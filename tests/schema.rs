@@ -1,0 +1,177 @@
+//! The claim sources' output schemas (`experiments::schema`), traced from the report
+//! types, against the JSON the sources really write: every number, boolean or null in a
+//! real output is a path the schema accepts (so a valid claim is never refused before
+//! the work), and every text, object or array is one it refuses (so a claim that could
+//! only fail after the work is refused before it). Typos in claim quantities and steps
+//! are found when the file is read.
+
+use std::path::Path;
+
+use tokensel::config::Config;
+use tokensel::data::Dataset;
+use tokensel::experiments::claims::{ClaimsFile, LemmaA6, Source};
+use tokensel::experiments::grid::{self, Spec};
+use tokensel::experiments::schema;
+use tokensel::io::trajectory::Summary;
+
+mod common;
+
+/// Every leaf of `v` with its '/'-path: (path, is a number/boolean/null).
+fn leaves(v: &serde_json::Value, path: String, out: &mut Vec<(String, bool)>) {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                leaves(x, format!("{path}/{k}"), out);
+            }
+            out.push((path, false));
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                leaves(x, format!("{path}/{i}"), out);
+            }
+            out.push((path, false));
+        }
+        Value::String(_) => out.push((path, false)),
+        Value::Number(_) | Value::Bool(_) | Value::Null => out.push((path, true)),
+    }
+}
+
+/// The schema accepts exactly the paths of `output` that hold a number, boolean or null
+/// (a null where the type has an optional number; a null where it holds no number at
+/// all, as an empty optional object, is refused, and so are the paths below it).
+fn assert_matches(source: Source, step: bool, output: &serde_json::Value) {
+    let s = schema::of_source(source, step);
+    assert!(s.shape.is_known(), "{source:?}: {:?}", s.shape);
+    let mut all = Vec::new();
+    leaves(output, String::new(), &mut all);
+    assert!(all.len() > 10, "{source:?}: a real output");
+    for (path, numeric) in all {
+        let verdict = s.check(&path);
+        if numeric && !output.pointer(&path).is_some_and(|v| v.is_null()) {
+            assert!(verdict.is_ok(), "{source:?} {path}: {verdict:?}");
+        }
+        if !numeric {
+            assert!(verdict.is_err(), "{source:?} {path} is not a number");
+        }
+    }
+}
+
+fn small() -> Config {
+    Config {
+        d: 12,
+        n_train: 6,
+        n_test: 10,
+        steps: 30,
+        eta: 0.34,
+        ..Config::default()
+    }
+}
+
+#[test]
+fn run_summary_and_checkpoints() {
+    let t = common::run_f64(&small());
+    let summary = serde_json::to_value(Summary::of(&t)).unwrap();
+    assert!(!summary["selection"]["noisy"].is_null(), "noisy samples");
+    assert_matches(Source::Run, false, &summary);
+    for c in &t.checkpoints {
+        assert_matches(Source::Run, true, &serde_json::to_value(c).unwrap());
+    }
+}
+
+#[test]
+fn compare_saturation_and_lemma_a6() {
+    let cfg = Config {
+        steps: 4,
+        ..small()
+    };
+    let data = Dataset::generate(&cfg);
+    let opts = tokensel::analysis::compare::Options {
+        prec: 128,
+        tol: 1e-8,
+        predictor: true,
+        twin_method: tokensel::config::Method::Span,
+    };
+    let r = tokensel::analysis::compare::compare(&cfg, &data, opts, &mut |_| {}).unwrap();
+    assert_matches(Source::Compare, false, &serde_json::to_value(&r).unwrap());
+    let grid = tokensel::analysis::saturation::default_grid(8);
+    let r = tokensel::analysis::saturation::sweep(&data.train, 0, 128, 1e-8, &grid).unwrap();
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(
+        v["thresholds"].as_object().unwrap().len(),
+        tokensel::analysis::saturation::threshold_keys().len()
+    );
+    assert_matches(Source::Saturation, false, &v);
+    let v = serde_json::to_value(LemmaA6 {
+        max_rel_q_diff: 1e-15,
+    })
+    .unwrap();
+    let lemma = schema::of_source(Source::LemmaA6, false);
+    for key in v.as_object().unwrap().keys() {
+        assert!(lemma.check(key).is_ok(), "{key}");
+    }
+    assert!(lemma.check("max_rel_q").is_err());
+}
+
+/// An (eta, rho) grid: points with stats and regimes, the label-noise boundaries.
+#[test]
+fn grid_summary() {
+    let spec = Spec::from_toml(
+        "seeds = \"0..2\"\nsteps = 20\n[config]\nd = 12\nn_train = 6\nn_test = 10\n\
+         [axes]\neta = \"0.2:0.4:0.2\"\nrho = [0.1, 0.2]\n",
+        Path::new("g"),
+    )
+    .unwrap();
+    let summary = grid::run_in_memory(&spec).unwrap();
+    let v = serde_json::to_value(&summary).unwrap();
+    assert!(!v["label_noise"].as_array().unwrap().is_empty());
+    assert_matches(Source::Grid, false, &v);
+    let s = schema::of_source(Source::Grid, false);
+    assert!(s.check("points/0/stats/test_accuracy/mean").is_ok());
+    let e = s.check("points/0/stats/test_acuracy/mean").unwrap_err();
+    assert!(e.contains("test_accuracy"), "lists the keys: {e}");
+    assert!(s.check("points/0/regimes/benign").is_ok());
+    assert!(s.check("points/0/regimes/benigne").is_err());
+    assert!(s.check("points/x/seeds_ok").is_err());
+}
+
+/// Messages name the first step that does not exist and list what does.
+#[test]
+fn typos_are_named() {
+    let s = schema::of_source(Source::Run, false);
+    for ok in [
+        "train_accuracy",
+        "selection/noisy/W_opposite",
+        "selection/clean/tie",
+        "attention/clean/R",
+        "config/d",
+        "n_noisy",
+    ] {
+        assert!(s.check(ok).is_ok(), "{ok}");
+    }
+    let e = s.check("train_acuracy").unwrap_err();
+    assert!(
+        e.contains("no `train_acuracy`") && e.contains("train_accuracy"),
+        "{e}"
+    );
+    let e = s.check("selection/noisy/W_oposite").unwrap_err();
+    assert!(e.contains("at `selection/noisy`"), "{e}");
+    assert!(s.check("trajectory_digest").unwrap_err().contains("text"));
+    assert!(s.check("selection").unwrap_err().contains("object"));
+    assert!(s.check("steps/0").is_err());
+    let c = schema::of_source(Source::Compare, false);
+    assert!(c.check("max_rel_err/grad_q").is_ok());
+    assert!(c.check("max_rel_err/grad").unwrap_err().contains("grad_q"));
+    let sat = schema::of_source(Source::Saturation, false);
+    assert!(sat.check("thresholds/naive.rest/all_digits_lost").is_ok());
+    assert!(sat.check("thresholds/naive.rst/all_digits_lost").is_err());
+}
+
+/// The shipped claims file passes every check made before the work.
+#[test]
+fn paper_claims_parse() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("claims/paper.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (file, configs) = ClaimsFile::parse(&text, &path).unwrap();
+    assert_eq!(file.claim.len(), configs.len());
+}
