@@ -620,7 +620,7 @@ pub struct Verdicts<'a>(pub &'a [Outcome]);
 impl std::fmt::Display for Verdicts<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut out = format!(
-            "  {:<8}{:<96}{:>30}  {:<10}{}\n",
+            "  {:<8}{:<96}{:>30}  {:<10} {}\n",
             "", "claim", "measured", "bound", "paper"
         );
         for o in self.0 {
@@ -656,7 +656,7 @@ impl std::fmt::Display for Verdicts<'_> {
                 .as_ref()
                 .map_or(String::new(), |(v, src)| format!("{v} ({src})"));
             out += &format!(
-                "  {status:<8}{:<96}{measured:>30}  {:<10}{paper}\n",
+                "  {status:<8}{:<96}{measured:>30}  {:<10} {paper}\n",
                 o.name, o.expect
             );
         }
