@@ -271,11 +271,13 @@ fn compare_checkpoint(a: &Checkpoint, b: &Checkpoint, tol: &Tolerances, cum: &[f
 
 /// Away from saturation the f64 trainer agrees with the 256-bit twin (direct and span)
 /// on every recorded quantity at every checkpoint, within the tolerances of the module
-/// docs, and its q stays within the drift budget. Catches an f64 kernel or formula that
-/// differs from the twin's by more than rounding (a wrong sign or index in the softmax,
-/// the centred sums or the loss; a mass or S_i summed over the wrong group; a
-/// cumulative sum missing a step; a test set evaluated at another q), and a drift that
-/// outgrows the sum of the steps' local errors.
+/// docs, and its q stays within the drift budget. The model is written once for every
+/// arithmetic, so what this catches is what differs between them: an f64 kernel that
+/// computes something else than the trait's (the F64 fast paths of dot, axpy, gemv, exp,
+/// log1p), a span step that leaves the direct trajectory (the twin's span run against
+/// the f64 direct run: a wrong Gram matrix, coefficient update or rebuild of q), a
+/// recorder that reads the arithmetics differently (rounding the twin's values, the
+/// cumulative sums), and a drift that outgrows the sum of the steps' local errors.
 #[test]
 fn truth_twin_agrees_with_f64_on_every_recorded_quantity() {
     let cfg = Config {
