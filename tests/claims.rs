@@ -207,3 +207,34 @@ fn seeds_baselines_and_recorded_disagreements() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stdout).contains("FAIL*"));
 }
+
+/// A missing measurement fails a claim whatever it expects: with eta = 0 there is no
+/// noisy sample, so `selection/noisy/R` is null; the claim that expects it to hold and
+/// the recorded disagreement both FAIL (exit 1), the table says `missing`, and the JSON
+/// lists the seeds without a measurement. Catches a `differs` claim passing on a null
+/// (a null satisfies no bound, so "the claim does not hold" was vacuously true).
+#[test]
+fn a_missing_measurement_fails_any_claim() {
+    let small = SMALL.replace("steps = 30", "steps = 30, eta = 0.0");
+    let paper = "paper = 1.0\npaper_source = \"test\"\nreason = \"test\"\n";
+    let body = format!(
+        "[[claim]]\nname = \"holds on null\"\n{small}source = \"run\"\nquantity = \"selection/noisy/R\"\nop = \">=\"\nbound = 0\n\n\
+         [[claim]]\nname = \"differs on null\"\n{small}seeds = \"0..2\"\nsource = \"run\"\nquantity = \"selection/noisy/R\"\nop = \">\"\nbound = 1\n{paper}expected = \"differs\"\n"
+    );
+    let o = claims(&body);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    for name in ["holds on null", "differs on null"] {
+        let line = out.lines().find(|l| l.contains(name)).unwrap_or("");
+        assert!(line.trim_start().starts_with("FAIL "), "{out}");
+        assert!(line.contains("missing"), "{out}");
+    }
+    assert!(out.contains("0 passed, 2 failed"), "{out}");
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("c.toml");
+    std::fs::write(&path, &body).unwrap();
+    let o = tokensel(&["check", "--json", path.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[1]["missing"], serde_json::json!([0, 1]));
+    assert_eq!(v[1]["pass"], false);
+}

@@ -104,6 +104,8 @@ fn compare_saturation_and_lemma_a6() {
     assert_matches(Source::Saturation, false, &v);
     let v = serde_json::to_value(LemmaA6 {
         max_rel_q_diff: 1e-15,
+        max_kappa: 3.0,
+        max_rel_step: 1e-3,
     })
     .unwrap();
     let lemma = schema::of_source(Source::LemmaA6, false);

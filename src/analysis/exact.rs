@@ -225,6 +225,43 @@ mod tests {
         assert!((&b - &a) / &a < pow2(-290));
     }
 
+    /// exp(r) rounded down and up at 400 bits by MPFR (correctly rounded, so the two
+    /// bracket the true value): rationals `d <= exp(r) <= u`.
+    fn mpfr_exp_bracket(r: f64) -> (BigRational, BigRational) {
+        use rug::float::Round;
+        let at = |round| {
+            let (v, _) =
+                rug::Float::with_val_round(400, rug::Float::with_val(400, r).exp_ref(), round);
+            rat_mpfr(&v)
+        };
+        (at(Round::Down), at(Round::Up))
+    }
+
+    /// e (and exp at other points, down to -745 where f64 underflows) lies inside the
+    /// enclosure: MPFR's 400-bit value rounded down is >= lo and rounded up is <= hi, so
+    /// lo <= e <= hi is proved. And the enclosure is tight: at 200 bits the Taylor value
+    /// is within 2^-199 relative (two outward roundings, a remainder below 2^-208), and
+    /// each of the k squarings doubles the relative width and adds 2^-199, so the width
+    /// stays below 2^(k+1) 2^-199 = 2^(k-198) relative (asserted with a factor 2 to
+    /// spare). Catches a dropped or halved Taylor remainder, a squaring
+    /// rounded the wrong way, a wrong range reduction (y = r / 2^k, then 2^k squarings),
+    /// and an enclosure that brackets the f64 nearest e instead of e.
+    #[test]
+    fn exp_enclosure_contains_mpfr_400_bit_values() {
+        for r in [1.0, -1.0, 0.5, -0.3, 2.0, 10.0, -37.5, -700.0, -745.5] {
+            let (lo, hi) = exp_enclosure(&rat(r), 200);
+            let (down, up) = mpfr_exp_bracket(r);
+            assert!(lo <= down, "exp({r}): lower end above the true value");
+            assert!(up <= hi, "exp({r}): upper end below the true value");
+            // k: the halvings that bring |r| to 1/2 or below
+            let k = (0..64).find(|k| r.abs() / 2f64.powi(*k) <= 0.5).unwrap() as i64;
+            assert!(
+                (&hi - &lo) / &lo < pow2(k - 197),
+                "exp({r}): enclosure wider than 2^({k} - 197) relative"
+            );
+        }
+    }
+
     #[test]
     fn mpfr_to_rational_is_exact() {
         let x = rug::Float::with_val(200, 1) / 3u32;

@@ -32,14 +32,22 @@
 //! the measured values in the output): it passes while the disagreement persists and
 //! fails once the claim holds, so the record cannot go stale.
 //!
+//! A missing measurement (the quantity is null in the output for some seed: no noisy
+//! sample, a ratio without a denominator, a grid mean over seeds of which one has no
+//! boundary) FAILS the claim, whatever `expected` says: neither "it holds" nor "it still
+//! differs" can rest on a number that was not measured. The table says `missing`.
+//!
 //! Outputs: `run` the summary of `run --json` (or, with `step`, that checkpoint of the
 //! trajectory; one run serves all claims on the same config); `compare` and `saturation` their JSON reports; `lemma_a6` an object
-//! {"max_rel_q_diff": ...} from W-mode vs p-mode with step alpha ||p||^2 (f64).
+//! {"max_rel_q_diff": ..., "max_kappa": ...} from W-mode vs p-mode with step
+//! alpha ||p||^2 (f64, direct step): the largest relative distance of the two q's, and
+//! the largest condition || |W|^T |p| || / || W^T p || of q on the W-mode path.
 //! Identical (source, config, options) are computed once.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::arith::{Arith, F64, Mpfr};
@@ -121,6 +129,10 @@ pub struct Claim {
 pub struct LemmaA6 {
     /// max over steps of ||q_W - q_p|| / ||q_W||.
     pub max_rel_q_diff: f64,
+    /// max over steps of the condition || |W|^T |p| || / || W^T p || of q = W^T p.
+    pub max_kappa: f64,
+    /// max over steps of the relative size of one update of q, ||dq|| / ||q||.
+    pub max_rel_step: f64,
 }
 
 /// A claim's comparison operator.
@@ -214,11 +226,14 @@ pub struct Outcome {
     pub per_seed: Vec<(u64, Option<f64>)>,
     /// Fraction of the seeds that satisfy the claim, and the fraction required.
     pub fraction: (f64, f64),
+    /// Seeds whose measurement is missing (null in the output): any fails the claim.
+    pub missing: Vec<u64>,
     /// The paper's value and its source, where the claim rests on one.
     pub paper: Option<(f64, String)>,
     /// `holds` or `differs` (a recorded disagreement).
     pub expected: Expected,
-    /// Verdict: the claim holds as expected, or the recorded disagreement persists.
+    /// Verdict: every seed was measured, and the claim holds as expected or the
+    /// recorded disagreement persists.
     pub pass: bool,
 }
 
@@ -473,7 +488,10 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
         Source::LemmaA6 => {
             let (w_cfg, mut p_cfg) = lemma_a6_configs(cfg);
             let w_init = Params::init(&w_cfg);
-            let w_run = Trainer::new(&w_cfg, &data, F64, w_cfg.formulation)?;
+            // the direct step: the lemma's rounding budget is that of q = W^T p as d-term
+            // sums and W updated entry by entry (proofs-notes/lemma-a6.md)
+            let direct = crate::config::Method::Direct;
+            let w_run = Trainer::with_method(&w_cfg, &data, F64, w_cfg.formulation, direct)?;
             let p = w_init.p.clone();
             p_cfg.step_size = w_cfg.step_size * p.dot(&p);
             // the p-run starts from p(0) = q(0) of the W-run, with W = I
@@ -481,9 +499,14 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
                 p: w_run.q().into(),
                 w: None,
             };
-            let p_run =
-                Trainer::from_params(&p_cfg, &data, F64, p_cfg.formulation, p_cfg.method, &q0)?;
+            let p_run = Trainer::from_params(&p_cfg, &data, F64, p_cfg.formulation, direct, &q0)?;
             let mut worst = 0.0f64;
+            // kappa = || |W|^T |p| || / || W^T p ||, the condition of q = W^T p that the
+            // rounding budget of proofs-notes/lemma-a6.md is stated for, largest on the path
+            let mut kappa = 0.0f64;
+            // the largest step of q relative to q: |q(tau + 1) - q(tau)| / |q(tau)|
+            let mut rel_step = 0.0f64;
+            let mut q_before = w_run.q();
             // both runs in lockstep; q compared after every update
             let mut pair = (w_run, p_run);
             drive(&mut pair, cfg.steps, |(w_run, p_run), event| {
@@ -493,6 +516,16 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
                 let (wq, pq) = (w_run.q(), p_run.q());
                 let diff: Vec<f64> = wq.iter().zip(&pq).map(|(a, b)| a - b).collect();
                 worst = worst.max(F64.norm_f64(&diff) / F64.norm_f64(&wq));
+                let step: Vec<f64> = wq.iter().zip(&q_before).map(|(a, b)| a - b).collect();
+                rel_step = rel_step.max(F64.norm_f64(&step) / F64.norm_f64(&q_before));
+                q_before.clone_from(&wq);
+                if let (p, Some(w)) = w_run.params() {
+                    let d = p.len();
+                    let abs_q: Vec<f64> = (0..d)
+                        .map(|k| (0..d).map(|m| (p[m] * w[m * d + k]).abs()).sum())
+                        .collect();
+                    kappa = kappa.max(F64.norm_f64(&abs_q) / F64.norm_f64(&wq));
+                }
                 Ok(match w_run.step == cfg.steps {
                     true => Control::Stop,
                     false => Control::Continue,
@@ -500,6 +533,8 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
             })?;
             json(&LemmaA6 {
                 max_rel_q_diff: worst,
+                max_kappa: kappa,
+                max_rel_step: rel_step,
             })
         }
     })
@@ -536,31 +571,47 @@ pub fn check(
             }
             _ => vec![cfg.seed],
         };
+        let grid = match claim.source {
+            Source::Grid => (
+                claim.axes.as_ref().map(|a| a.to_string()),
+                claim.seeds.clone(),
+            ),
+            _ => (None, None),
+        };
+        let runs: Vec<(u64, Config, String)> = seeds
+            .iter()
+            .map(|&seed| {
+                let cfg = Config {
+                    seed,
+                    ..cfg.clone()
+                };
+                let key = serde_json::to_string(&(
+                    claim.source,
+                    cfg.to_toml(),
+                    claim.prec,
+                    claim.tol.map(f64::to_bits),
+                    &grid,
+                ))
+                .expect("key serialises");
+                (seed, cfg, key)
+            })
+            .collect();
+        // the seeds' computations not done yet, in parallel (each is deterministic and
+        // independent: the outputs do not depend on the order or the thread count)
+        let mut todo: Vec<&(u64, Config, String)> = runs
+            .iter()
+            .filter(|(_, _, key)| !cache.contains_key(key))
+            .collect();
+        todo.dedup_by(|a, b| a.2 == b.2);
+        let done: Vec<(String, serde_json::Value)> = todo
+            .par_iter()
+            .with_max_len(1)
+            .map(|(_, cfg, key)| Ok((key.clone(), compute(claim, cfg)?)))
+            .collect::<Result<_>>()?;
+        cache.extend(done);
         let mut per_seed = Vec::with_capacity(seeds.len());
-        for &seed in &seeds {
-            let cfg = Config {
-                seed,
-                ..cfg.clone()
-            };
-            let grid = match claim.source {
-                Source::Grid => (
-                    claim.axes.as_ref().map(|a| a.to_string()),
-                    claim.seeds.clone(),
-                ),
-                _ => (None, None),
-            };
-            let key = serde_json::to_string(&(
-                claim.source,
-                cfg.to_toml(),
-                claim.prec,
-                claim.tol.map(f64::to_bits),
-                grid,
-            ))
-            .expect("key serialises");
-            if !cache.contains_key(&key) {
-                let v = compute(claim, &cfg)?;
-                cache.insert(key.clone(), v);
-            }
+        for (seed, cfg, key) in &runs {
+            let (seed, key) = (*seed, key.clone());
             let read = |step: Option<u64>| -> Result<Option<f64>> {
                 let output = match (claim.source, step) {
                     (Source::Run, None) => &cache[&key]["summary"],
@@ -603,6 +654,12 @@ pub fn check(
         let share = satisfied as f64 / per_seed.len() as f64;
         let required = claim.fraction.unwrap_or(1.0);
         let holds = share >= required;
+        // a missing measurement fails the claim, whatever it expects
+        let missing: Vec<u64> = per_seed
+            .iter()
+            .filter(|(_, v)| v.is_none())
+            .map(|(s, _)| *s)
+            .collect();
         out.push(Outcome {
             name: claim.name.clone(),
             quantity: match claim.baseline_step {
@@ -613,14 +670,16 @@ pub fn check(
             measured: per_seed.first().and_then(|(_, v)| *v),
             per_seed,
             fraction: (share, required),
+            pass: missing.is_empty()
+                && match claim.expected {
+                    Expected::Holds => holds,
+                    Expected::Differs => !holds,
+                },
+            missing,
             paper: claim
                 .paper
                 .map(|v| (v, claim.paper_source.clone().unwrap_or_default())),
             expected: claim.expected,
-            pass: match claim.expected {
-                Expected::Holds => holds,
-                Expected::Differs => !holds,
-            },
         });
     }
     Ok(out)
@@ -633,19 +692,24 @@ pub struct Verdicts<'a>(pub &'a [Outcome]);
 impl std::fmt::Display for Verdicts<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut out = format!(
-            "  {:<8}{:<96}{:>30}  {:<10}{}\n",
+            "  {:<8}{:<96}{:>30}  {:<10} {}\n",
             "", "claim", "measured", "bound", "paper"
         );
         for o in self.0 {
             let status = match (o.pass, o.expected) {
+                _ if !o.missing.is_empty() => "FAIL",
                 (true, Expected::Holds) => "pass",
                 (true, Expected::Differs) => "differs",
                 (false, Expected::Holds) => "FAIL",
                 (false, Expected::Differs) => "FAIL*",
             };
-            let measured = if o.per_seed.len() == 1 {
+            let measured = if o.missing.len() == o.per_seed.len() {
+                "missing".to_string()
+            } else if !o.missing.is_empty() {
+                format!("missing at {}/{} seeds", o.missing.len(), o.per_seed.len())
+            } else if o.per_seed.len() == 1 {
                 o.measured
-                    .map_or("null".to_string(), |m| format!("{m:.6e}"))
+                    .map_or("missing".to_string(), |m| format!("{m:.6e}"))
             } else {
                 let vals: Vec<f64> = o.per_seed.iter().filter_map(|(_, v)| *v).collect();
                 let (lo, hi) = vals
@@ -664,11 +728,11 @@ impl std::fmt::Display for Verdicts<'_> {
                 .as_ref()
                 .map_or(String::new(), |(v, src)| format!("{v} ({src})"));
             out += &format!(
-                "  {status:<8}{:<96}{measured:>30}  {:<10}{paper}\n",
+                "  {status:<8}{:<96}{measured:>30}  {:<10} {paper}\n",
                 o.name, o.expect
             );
         }
-        out += "  (differs: a recorded disagreement with the paper that persists; FAIL*: it no longer does)\n";
+        out += "  (differs: a recorded disagreement with the paper that persists; FAIL*: it no longer does; missing: no measurement, a failure)\n";
         let failed = self.0.iter().filter(|o| !o.pass).count();
         let differs = self
             .0

@@ -41,6 +41,19 @@ impl Regime {
             Regime::NotOverfitting => "not_overfitting",
         }
     }
+
+    /// The regime of a run with these final accuracies: not overfitting if some
+    /// training label is not fitted (train accuracy < 1), else harmful if test accuracy
+    /// is below [`HARMFUL_BELOW`], else benign.
+    pub fn of(train_accuracy: f64, test_accuracy: f64) -> Regime {
+        if train_accuracy < 1.0 {
+            Regime::NotOverfitting
+        } else if test_accuracy < HARMFUL_BELOW {
+            Regime::Harmful
+        } else {
+            Regime::Benign
+        }
+    }
 }
 
 /// One value per set of training samples: clean or noisy, by observed label.
@@ -80,6 +93,89 @@ fn ratio(a: f64, na: usize, b: f64, nb: usize) -> Option<f64> {
     (na > 0 && nb > 0 && b > 0.0)
         .then(|| (a / na as f64) / (b / nb as f64))
         .filter(|r| r.is_finite())
+}
+
+/// The ratios of a run's Definition 4.1 sums (`None` where undefined: an empty set, a
+/// zero denominator, a non-finite quotient).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ratios {
+    /// Eq. (9)-style: per-sample clean sum over per-sample noisy sum.
+    pub eq9: Option<f64>,
+    /// Eq. (10)-style: [`Sums::class_balance`] divided by its value at step 0.
+    pub eq10: Option<f64>,
+    /// Same true class +1: clean observed +1 over noisy observed -1, per sample.
+    pub same_class_pos: Option<f64>,
+    /// Same true class -1: clean observed -1 over noisy observed +1, per sample.
+    pub same_class_neg: Option<f64>,
+}
+
+impl Sums {
+    /// Per-sample clean class +1 sum over per-sample clean class -1 sum (the Eq. (10)
+    /// ratio before normalisation).
+    pub fn class_balance(&self, c: &Counts) -> Option<f64> {
+        ratio(self.clean_pos, c.clean_pos, self.clean_neg, c.clean_neg)
+    }
+
+    /// The ratios of these sums; `balance_at_0` is [`Sums::class_balance`] of the sums
+    /// at step 0 (the Eq. (10) normalisation).
+    pub fn ratios(&self, c: &Counts, balance_at_0: Option<f64>) -> Ratios {
+        Ratios {
+            eq9: ratio(
+                self.clean_pos + self.clean_neg,
+                c.clean_pos + c.clean_neg,
+                self.noisy_obs_pos + self.noisy_obs_neg,
+                c.noisy_obs_pos + c.noisy_obs_neg,
+            ),
+            eq10: self
+                .class_balance(c)
+                .zip(balance_at_0)
+                .map(|(r, r0)| r / r0)
+                .filter(|r| r.is_finite()),
+            same_class_pos: ratio(
+                self.clean_pos,
+                c.clean_pos,
+                self.noisy_obs_neg,
+                c.noisy_obs_neg,
+            ),
+            same_class_neg: ratio(
+                self.clean_neg,
+                c.clean_neg,
+                self.noisy_obs_pos,
+                c.noisy_obs_pos,
+            ),
+        }
+    }
+}
+
+/// The first step at which every training label is fitted, observed step by step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FitStep {
+    n: usize,
+    /// The first observed step with all `n` labels fitted (`None`: none yet).
+    pub first: Option<u64>,
+}
+
+impl FitStep {
+    /// Nothing observed yet, `n` training labels.
+    pub fn new(n: usize) -> FitStep {
+        FitStep { n, first: None }
+    }
+
+    /// Observe `correct` labels fitted at `step` (steps in increasing order).
+    pub fn observe(&mut self, step: u64, correct: usize) {
+        if correct == self.n && self.first.is_none() {
+            self.first = Some(step);
+        }
+    }
+}
+
+/// The first step of `curve` (checkpoint steps and test accuracies, in step order) whose
+/// accuracy lies within [`GENERALISATION_BAND`] of `final_accuracy`; `steps` if none.
+pub fn generalisation_step(curve: &[(u64, f64)], final_accuracy: f64, steps: u64) -> u64 {
+    curve
+        .iter()
+        .find(|(_, a)| (a - final_accuracy).abs() <= GENERALISATION_BAND)
+        .map_or(steps, |(s, _)| *s)
 }
 
 /// What one cell measures.
@@ -145,8 +241,8 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
     }
     let schedule = record::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
     let mut sums = Sums::default();
-    let mut eq10_at_0 = None;
-    let mut fit_step = None;
+    let mut balance_at_0 = None;
+    let mut fit_step = FitStep::new(y.len());
     let mut test_curve = Vec::with_capacity(schedule.len());
     let mut last = None;
     let mut correct = 0; // training labels fitted at the last forward pass
@@ -158,17 +254,10 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
             *sums.slot(*yi, *ti) += s;
         }
         if tr.step == 0 {
-            eq10_at_0 = ratio(
-                sums.clean_pos,
-                counts.clean_pos,
-                sums.clean_neg,
-                counts.clean_neg,
-            );
+            balance_at_0 = sums.class_balance(&counts);
         }
         correct = tr.train_correct();
-        if correct == y.len() && fit_step.is_none() {
-            fit_step = Some(tr.step);
-        }
+        fit_step.observe(tr.step, correct);
         if schedule.binary_search(&tr.step).is_ok() {
             let (acc, loss) = tr.test_metrics(&tr.q());
             test_curve.push((tr.step, acc));
@@ -180,20 +269,8 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
     })?;
     let (test_accuracy, test_loss) = last.expect("the schedule ends at cfg.steps");
     let train_accuracy = correct as f64 / y.len() as f64;
-    let generalisation_step = test_curve
-        .iter()
-        .find(|(_, a)| (a - test_accuracy).abs() <= GENERALISATION_BAND)
-        .map_or(cfg.steps, |(s, _)| *s);
     let selection = tr.selection_share();
-    let regime = if train_accuracy < 1.0 {
-        Regime::NotOverfitting
-    } else if test_accuracy < HARMFUL_BELOW {
-        Regime::Harmful
-    } else {
-        Regime::Benign
-    };
-    let c = &counts;
-    let eq10 = ratio(sums.clean_pos, c.clean_pos, sums.clean_neg, c.clean_neg);
+    let ratios = sums.ratios(&counts, balance_at_0);
     Ok(Metrics {
         train_accuracy,
         test_accuracy,
@@ -201,32 +278,109 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
         test_loss,
         clean_selection: selection.clean,
         noisy_selection: selection.noisy,
-        eq9_ratio: ratio(
-            sums.clean_pos + sums.clean_neg,
-            c.clean_pos + c.clean_neg,
-            sums.noisy_obs_pos + sums.noisy_obs_neg,
-            c.noisy_obs_pos + c.noisy_obs_neg,
-        ),
-        eq10_ratio: eq10
-            .zip(eq10_at_0)
-            .map(|(r, r0)| r / r0)
-            .filter(|r| r.is_finite()),
-        same_class_ratio_pos: ratio(
-            sums.clean_pos,
-            c.clean_pos,
-            sums.noisy_obs_neg,
-            c.noisy_obs_neg,
-        ),
-        same_class_ratio_neg: ratio(
-            sums.clean_neg,
-            c.clean_neg,
-            sums.noisy_obs_pos,
-            c.noisy_obs_pos,
-        ),
-        fit_step,
-        generalisation_step,
-        regime,
+        eq9_ratio: ratios.eq9,
+        eq10_ratio: ratios.eq10,
+        same_class_ratio_pos: ratios.same_class_pos,
+        same_class_ratio_neg: ratios.same_class_neg,
+        fit_step: fit_step.first,
+        generalisation_step: generalisation_step(&test_curve, test_accuracy, cfg.steps),
+        regime: Regime::of(train_accuracy, test_accuracy),
         counts,
         sums,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sets of sizes (clean +1, clean -1, noisy observed +1, noisy observed -1) =
+    /// (2, 4, 1, 2) with sums (3, 2, 0.25, 1): every ratio by hand. Catches a swapped
+    /// set (the same-class ratios pair a clean set with the noisy set of the SAME true
+    /// class: swapping observed +1 and -1 gives 6 and 1), sums not divided by their
+    /// counts (the Eq. (9) ratio would be 5 / 1.25 = 4), and a missing Eq. (10)
+    /// normalisation.
+    #[test]
+    fn ratios_match_hand_computed_values() {
+        let counts = Counts {
+            clean_pos: 2,
+            clean_neg: 4,
+            noisy_obs_pos: 1,
+            noisy_obs_neg: 2,
+        };
+        let sums = Sums {
+            clean_pos: 3.0,
+            clean_neg: 2.0,
+            noisy_obs_pos: 0.25,
+            noisy_obs_neg: 1.0,
+        };
+        // class balance (3 / 2) / (2 / 4) = 3; at step 0 it was 1.5
+        assert_eq!(sums.class_balance(&counts), Some(3.0));
+        let r = sums.ratios(&counts, Some(1.5));
+        // Eq. (9): ((3 + 2) / 6) / ((0.25 + 1) / 3) = 2
+        assert!((r.eq9.unwrap() - 2.0).abs() <= 4.0 * f64::EPSILON, "{r:?}");
+        assert_eq!(r.eq10, Some(2.0));
+        // true class +1: (3 / 2) / (1 / 2) = 3; true class -1: (2 / 4) / (0.25 / 1) = 2
+        assert_eq!(r.same_class_pos, Some(3.0));
+        assert_eq!(r.same_class_neg, Some(2.0));
+        // undefined: no noisy sample, a zero sum, no step-0 value
+        let none = Counts {
+            noisy_obs_pos: 0,
+            noisy_obs_neg: 0,
+            ..counts
+        };
+        let r = sums.ratios(&none, None);
+        assert_eq!((r.eq9, r.eq10), (None, None));
+        assert_eq!((r.same_class_pos, r.same_class_neg), (None, None));
+        let zero = Sums {
+            noisy_obs_pos: 0.0,
+            ..sums
+        };
+        assert_eq!(zero.ratios(&counts, Some(1.5)).same_class_neg, None);
+        // a quotient that overflows is undefined, not infinite
+        let tiny = Sums {
+            noisy_obs_neg: 1e-320,
+            ..sums
+        };
+        assert_eq!(tiny.ratios(&counts, Some(1.5)).same_class_pos, None);
+    }
+
+    /// The regime by hand at the boundaries: train < 1 is "not overfitting" whatever the
+    /// test accuracy; test exactly at [`HARMFUL_BELOW`] is benign, just below harmful.
+    /// Catches `<=` for `<` and the order of the two tests.
+    #[test]
+    fn regime_by_hand() {
+        assert_eq!(Regime::of(0.95, 1.0), Regime::NotOverfitting);
+        assert_eq!(Regime::of(0.95, 0.5), Regime::NotOverfitting);
+        assert_eq!(Regime::of(1.0, HARMFUL_BELOW), Regime::Benign);
+        assert_eq!(Regime::of(1.0, 0.949), Regime::Harmful);
+        assert_eq!(Regime::of(1.0, 1.0), Regime::Benign);
+    }
+
+    /// The fit step is the FIRST step with every label fitted, even if a later step
+    /// loses a label again (catches "last step", or resetting on a loss); the
+    /// generalisation step is the first checkpoint within 0.01 of the final accuracy,
+    /// even if a later one leaves the band (catches "last entry into the band"), and
+    /// the run's length when none is.
+    #[test]
+    fn fit_and_generalisation_steps_by_hand() {
+        let mut fit = FitStep::new(20);
+        for (step, correct) in [(0, 16), (1, 19), (2, 20), (3, 19), (4, 20)] {
+            fit.observe(step, correct);
+        }
+        assert_eq!(fit.first, Some(2));
+        let mut never = FitStep::new(20);
+        never.observe(0, 19);
+        assert_eq!(never.first, None);
+        let curve = [
+            (0, 0.5),
+            (2, 0.965),
+            (5, 0.975),
+            (10, 0.95),
+            (20, 0.99),
+            (30, 0.98),
+        ];
+        assert_eq!(generalisation_step(&curve, 0.98, 30), 5);
+        assert_eq!(generalisation_step(&curve[..2], 0.98, 30), 30);
+    }
 }

@@ -131,15 +131,30 @@ pub struct Fit {
 }
 
 /// Label-noise boundary at one rho.
+///
+/// A seed's boundary is the first eta of the axis at which fewer than half its clean
+/// samples select R. A seed without one is either **beyond the range** (every run of
+/// the axis ran, and clean-on-R stays >= 0.5 throughout) or **undetermined** (a run
+/// before any boundary failed or is missing, or has no clean sample). Beyond-range seeds
+/// count as a boundary above the axis's last eta in the comparisons across rho
+/// ([`Summary::label_noise_shift_fraction`], [`Summary::label_noise_monotone_fraction`]);
+/// an undetermined seed counts as a failure there; and either makes the mean over seeds
+/// unknown ([`NoiseBoundary::mean`] is `None`, so a claim on it fails as missing).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NoiseBoundary {
     /// rho.
     #[serde(with = "crate::io::nonfinite")]
     pub rho: f64,
     /// Per seed: the first eta at which fewer than half the clean samples select R
-    /// (`None`: never).
+    /// (`None`: no boundary in the range, see `beyond_range` and `undetermined`).
     pub per_seed: Vec<(u64, Option<f64>)>,
-    /// Mean of the seeds' boundaries (over seeds that have one).
+    /// Seeds whose clean-on-R stays >= 0.5 over the whole eta range (every run present).
+    pub beyond_range: Vec<u64>,
+    /// Seeds with no boundary because a run before it failed, is missing or has no clean
+    /// sample.
+    pub undetermined: Vec<u64>,
+    /// Mean of the seeds' boundaries; `None` unless every seed has a boundary in the
+    /// range (a seed beyond the range or undetermined leaves the mean unknown).
     #[serde(with = "crate::io::nonfinite::option")]
     pub mean: Option<f64>,
     /// Seeds whose clean-on-R fraction falls from >= 0.9 x its plateau to <= 0.1 within
@@ -176,14 +191,14 @@ pub struct Summary {
     pub fits: Vec<Fit>,
     /// On grids with axes eta and rho: the boundary per rho.
     pub label_noise: Vec<NoiseBoundary>,
-    /// On grids with axes eta and rho: the fraction of seeds whose boundary does not
-    /// move to higher eta as rho decreases (a seed with no boundary in the eta range at
-    /// some rho counts it as beyond the range).
+    /// On grids with axes eta and rho: the fraction of all seeds whose boundary does not
+    /// move to higher eta as rho decreases (a seed beyond the eta range at some rho
+    /// counts there as a boundary above the range; an undetermined one as a failure).
     #[serde(with = "crate::io::nonfinite::option")]
     pub label_noise_monotone_fraction: Option<f64>,
-    /// On grids with axes eta and rho: the fraction of seeds whose boundary at the
-    /// smallest rho lies strictly below the one at the largest rho (no boundary: beyond
-    /// the eta range).
+    /// On grids with axes eta and rho: the fraction of all seeds whose boundary at the
+    /// smallest rho lies strictly below the one at the largest rho (beyond the range:
+    /// above every eta of it; undetermined: a failure).
     #[serde(with = "crate::io::nonfinite::option")]
     pub label_noise_shift_fraction: Option<f64>,
 }
@@ -235,18 +250,13 @@ pub fn summarise(spec: &Spec, files: &[(Cell, Option<CellFile>)]) -> Summary {
     let fits = fit_boundaries(spec, &points);
     let label_noise = noise_boundaries(spec, files);
     let label_noise_monotone_fraction = (!label_noise.is_empty()).then(|| {
-        let monotone = spec
-            .seeds
-            .iter()
-            .enumerate()
-            .filter(|(k, _)| {
-                // boundaries in increasing rho; None = beyond the eta range
-                let mut by_rho: Vec<(f64, f64)> = label_noise
-                    .iter()
-                    .map(|b| (b.rho, b.per_seed[*k].1.unwrap_or(f64::INFINITY)))
-                    .collect();
+        let monotone = (0..spec.seeds.len())
+            .filter(|&k| {
+                // boundaries in increasing rho (an undetermined seed fails)
+                let mut by_rho: Vec<(f64, Option<f64>)> =
+                    label_noise.iter().map(|b| (b.rho, b.ordered(k))).collect();
                 by_rho.sort_by(|a, b| a.0.total_cmp(&b.0));
-                by_rho.windows(2).all(|w| w[0].1 <= w[1].1)
+                by_rho.iter().all(|b| b.1.is_some()) && by_rho.windows(2).all(|w| w[0].1 <= w[1].1)
             })
             .count();
         monotone as f64 / spec.seeds.len() as f64
@@ -260,12 +270,11 @@ pub fn summarise(spec: &Spec, files: &[(Cell, Option<CellFile>)]) -> Summary {
             .iter()
             .max_by(|a, b| a.rho.total_cmp(&b.rho))
             .expect("two rhos");
-        let inf = |v: Option<f64>| v.unwrap_or(f64::INFINITY);
-        let shifted = lo
-            .per_seed
-            .iter()
-            .zip(&hi.per_seed)
-            .filter(|(a, b)| inf(a.1) < inf(b.1))
+        let shifted = (0..spec.seeds.len())
+            .filter(|&k| match (lo.ordered(k), hi.ordered(k)) {
+                (Some(a), Some(b)) => a < b,
+                _ => false, // undetermined: a failure
+            })
             .count();
         shifted as f64 / spec.seeds.len() as f64
     });
@@ -370,8 +379,45 @@ fn fit_boundaries(spec: &Spec, points: &[Point]) -> Vec<Fit> {
     .collect()
 }
 
-/// Clean-on-R fraction against eta (`None` where the run is missing or failed).
+impl NoiseBoundary {
+    /// Seed `k`'s boundary for comparisons: its eta, +infinity beyond the range, `None`
+    /// when undetermined.
+    fn ordered(&self, k: usize) -> Option<f64> {
+        let (seed, at) = self.per_seed[k];
+        match at {
+            Some(eta) => Some(eta),
+            None if self.beyond_range.contains(&seed) => Some(f64::INFINITY),
+            None => None,
+        }
+    }
+}
+
+/// Clean-on-R fraction against eta (`None` where the run is missing or failed, or has
+/// no clean sample).
 type Curve = Vec<(f64, Option<f64>)>;
+
+/// Where a seed's clean-on-R curve first falls below 0.5.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum SeedBoundary {
+    /// At this eta (every run before it present).
+    At(f64),
+    /// Nowhere in the range (every run present).
+    Beyond,
+    /// A run before any fall is missing: unknown.
+    Undetermined,
+}
+
+/// The boundary of one seed's curve (in eta order).
+fn seed_boundary(curve: &[(f64, Option<f64>)]) -> SeedBoundary {
+    for &(eta, v) in curve {
+        match v {
+            None => return SeedBoundary::Undetermined,
+            Some(v) if v < 0.5 => return SeedBoundary::At(eta),
+            Some(_) => {}
+        }
+    }
+    SeedBoundary::Beyond
+}
 
 /// Per rho and seed, the eta where clean samples stop selecting R.
 fn noise_boundaries(spec: &Spec, files: &[(Cell, Option<CellFile>)]) -> Vec<NoiseBoundary> {
@@ -403,17 +449,22 @@ fn noise_boundaries(spec: &Spec, files: &[(Cell, Option<CellFile>)]) -> Vec<Nois
         .map(|&rho| {
             let curves: Vec<(u64, Curve)> =
                 spec.seeds.iter().map(|&s| (s, clean_r(rho, s))).collect();
-            let per_seed: Vec<(u64, Option<f64>)> = curves
+            let bounds: Vec<(u64, SeedBoundary)> =
+                curves.iter().map(|(s, c)| (*s, seed_boundary(c))).collect();
+            let per_seed: Vec<(u64, Option<f64>)> = bounds
                 .iter()
-                .map(|(s, c)| {
-                    (
-                        *s,
-                        c.iter()
-                            .find(|(_, v)| v.is_some_and(|v| v < 0.5))
-                            .map(|x| x.0),
-                    )
+                .map(|(s, b)| match b {
+                    SeedBoundary::At(eta) => (*s, Some(*eta)),
+                    _ => (*s, None),
                 })
                 .collect();
+            let seeds_with = |want: SeedBoundary| -> Vec<u64> {
+                bounds
+                    .iter()
+                    .filter(|(_, b)| *b == want)
+                    .map(|(s, _)| *s)
+                    .collect()
+            };
             let found: Vec<f64> = per_seed.iter().filter_map(|x| x.1).collect();
             let abrupt = curves.iter().filter(|(_, c)| abrupt_drop(c)).count();
             let mean_curve: Vec<(f64, f64)> = etas
@@ -426,8 +477,12 @@ fn noise_boundaries(spec: &Spec, files: &[(Cell, Option<CellFile>)]) -> Vec<Nois
                 .collect();
             NoiseBoundary {
                 rho,
+                // the mean of all seeds' boundaries: unknown unless each seed has one
+                mean: (!found.is_empty() && found.len() == per_seed.len())
+                    .then(|| found.iter().sum::<f64>() / found.len() as f64),
                 per_seed,
-                mean: (!found.is_empty()).then(|| found.iter().sum::<f64>() / found.len() as f64),
+                beyond_range: seeds_with(SeedBoundary::Beyond),
+                undetermined: seeds_with(SeedBoundary::Undetermined),
                 abrupt_fraction: abrupt as f64 / spec.seeds.len().max(1) as f64,
                 mean_curve_boundary: mean_curve.iter().find(|(_, v)| *v < 0.5).map(|x| x.0),
             }
@@ -555,8 +610,14 @@ impl std::fmt::Display for Summary {
         if !self.label_noise.is_empty() {
             writeln!(
                 f,
-                "\n  {:>7}{:>22}{:>18}{:>16}{:>16}",
-                "rho", "boundary (mean curve)", "seeds' mean", "seeds' range", "abrupt seeds"
+                "\n  {:>7}{:>22}{:>18}{:>16}{:>16}{:>14}{:>14}",
+                "rho",
+                "boundary (mean curve)",
+                "seeds' mean",
+                "seeds' range",
+                "abrupt seeds",
+                "beyond range",
+                "undetermined"
             )?;
             for b in &self.label_noise {
                 let found: Vec<f64> = b.per_seed.iter().filter_map(|x| x.1).collect();
@@ -571,13 +632,16 @@ impl std::fmt::Display for Summary {
                 };
                 writeln!(
                     f,
-                    "  {:>7}{:>22}{:>18}{:>16}{:>15.0}%",
+                    "  {:>7}{:>22}{:>18}{:>16}{:>15.0}%{:>14}{:>14}",
                     b.rho,
                     b.mean_curve_boundary
                         .map_or("none".into(), |v| v.to_string()),
-                    b.mean.map_or("-".into(), |v| format!("{v:.4}")),
+                    // unknown when a seed has no boundary in the range
+                    b.mean.map_or("unknown".into(), |v| format!("{v:.4}")),
                     range,
-                    100.0 * b.abrupt_fraction
+                    100.0 * b.abrupt_fraction,
+                    b.beyond_range.len(),
+                    b.undetermined.len()
                 )?;
             }
             if let Some(m) = self.label_noise_monotone_fraction {
@@ -596,5 +660,204 @@ impl std::fmt::Display for Summary {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::cell::{Counts, Sums};
+    use super::*;
+    use crate::config::Config;
+    use crate::io::trajectory::SelectionShare;
+
+    /// The best threshold by hand (samples flagged "below the curve"). Separable
+    /// samples: c = 2.5 (the midpoint between the two sides), no error. With one sample
+    /// on the wrong side: the fewest errors (1) at c = 1.5 and c = 3.5, the tie going to
+    /// the smaller. `below` only names the side counted as positives. One-sided samples
+    /// give no fit. Catches a flipped comparison, a wrong tie
+    /// rule and errors counted against the wrong side.
+    #[test]
+    fn fit_threshold_by_hand() {
+        let sep = [(1.0, true), (2.0, true), (3.0, false), (4.0, false)];
+        let f = fit_threshold(&sep, "c".into(), true).unwrap();
+        assert_eq!((f.c, f.errors, f.points, f.positives), (2.5, 0, 4, 2));
+        assert_eq!(f.agreement, 1.0);
+        let one_off = [
+            (1.0, true),
+            (2.0, false),
+            (3.0, true),
+            (4.0, false),
+            (5.0, false),
+        ];
+        let f = fit_threshold(&one_off, "c".into(), true).unwrap();
+        assert_eq!((f.c, f.errors), (1.5, 1));
+        assert!((f.agreement - 0.8).abs() < 1e-15);
+        // a sample's flag says "below the curve"; `below` names the side counted as
+        // positives: 1 sample below, 2 above
+        let uneven = [(1.0, true), (2.0, false), (3.0, false)];
+        let f = fit_threshold(&uneven, "c".into(), true).unwrap();
+        assert_eq!((f.c, f.errors, f.positives), (1.5, 0, 1));
+        let f = fit_threshold(&uneven, "c".into(), false).unwrap();
+        assert_eq!((f.c, f.errors, f.positives), (1.5, 0, 2));
+        assert!(fit_threshold(&[(1.0, true), (2.0, true)], "c".into(), true).is_none());
+        assert!(fit_threshold(&[], "c".into(), true).is_none());
+    }
+
+    /// Abrupt: from the plateau (1.0, kept >= 0.9 up to eta 0.65) to <= 0.1 at 0.675,
+    /// a span of 0.025. Gradual: 1.0 at 0.6 down to 0.05 at 0.725 (0.125). No plateau
+    /// (never >= 0.5), and never falling to 0.1, are not abrupt. A missing run inside
+    /// the fall is skipped: the fall is measured between the runs that exist.
+    #[test]
+    fn abrupt_drop_by_hand() {
+        let c = |v: &[Option<f64>]| -> Vec<(f64, Option<f64>)> {
+            v.iter()
+                .enumerate()
+                .map(|(k, v)| (0.6 + 0.025 * k as f64, *v))
+                .collect()
+        };
+        assert!(abrupt_drop(&c(&[
+            Some(1.0),
+            Some(1.0),
+            Some(0.95),
+            Some(0.05),
+            Some(0.0)
+        ])));
+        assert!(!abrupt_drop(&c(&[
+            Some(1.0),
+            Some(0.8),
+            Some(0.6),
+            Some(0.4),
+            Some(0.2),
+            Some(0.05)
+        ])));
+        assert!(!abrupt_drop(&c(&[Some(0.3), Some(0.05)])));
+        assert!(!abrupt_drop(&c(&[Some(1.0), Some(0.9), Some(0.5)])));
+        // 0.6 -> (missing) -> 0.65: a span of 0.05, abrupt; 0.6 -> 0.675 is not
+        assert!(abrupt_drop(&c(&[Some(1.0), None, Some(0.0)])));
+        assert!(!abrupt_drop(&c(&[Some(1.0), None, None, Some(0.0)])));
+    }
+
+    fn metrics(clean_r: f64) -> Metrics {
+        Metrics {
+            train_accuracy: 1.0,
+            test_accuracy: 1.0,
+            train_loss: 0.5,
+            test_loss: 0.5,
+            clean_selection: Some(SelectionShare {
+                r: clean_r,
+                i: 1.0 - clean_r,
+                ..SelectionShare::default()
+            }),
+            noisy_selection: None,
+            eq9_ratio: None,
+            eq10_ratio: None,
+            same_class_ratio_pos: None,
+            same_class_ratio_neg: None,
+            fit_step: Some(0),
+            generalisation_step: 0,
+            regime: Regime::Benign,
+            counts: Counts::default(),
+            sums: Sums::default(),
+        }
+    }
+
+    /// A 3 x 2 (eta x rho) grid over seeds 0, 1, 2 with hand-set clean-on-R values
+    /// (`None`: the run is missing). rho = 0.05: seed 0 falls at 0.65 (abruptly), seed 1
+    /// at 0.7, seed 2 never (beyond the range). rho = 0.1: seed 0 falls at 0.7, seed 1
+    /// misses its 0.65 run before falling (undetermined), seed 2 never. So no mean
+    /// exists at either rho (a seed without a boundary leaves it unknown, where the old
+    /// reduction averaged the seeds that had one), only seed 0 shifts strictly left as rho
+    /// decreases (seed 1 is undetermined, seed 2 beyond the range at both: not strictly
+    /// below), and seeds 0 and 2 are monotone.
+    #[test]
+    fn noise_boundaries_by_hand() {
+        let mut base = Config {
+            d: 4,
+            n_train: 4,
+            n_test: 4,
+            ..Config::default()
+        };
+        base.steps = 1;
+        let spec = Spec {
+            format: super::super::GRID_FORMAT.into(),
+            name: "hand".into(),
+            base,
+            axes: vec![
+                super::super::Axis {
+                    key: "eta".into(),
+                    values: vec![0.6, 0.65, 0.7],
+                },
+                super::super::Axis {
+                    key: "rho".into(),
+                    values: vec![0.05, 0.1],
+                },
+            ],
+            seeds: vec![0, 1, 2],
+        };
+        // clean-on-R by [rho][seed][eta]
+        let table: [[[Option<f64>; 3]; 3]; 2] = [
+            [
+                [Some(1.0), Some(0.05), Some(0.0)],
+                [Some(1.0), Some(1.0), Some(0.4)],
+                [Some(1.0), Some(0.9), Some(0.8)],
+            ],
+            [
+                [Some(1.0), Some(1.0), Some(0.1)],
+                [Some(1.0), None, Some(0.3)],
+                [Some(1.0), Some(1.0), Some(1.0)],
+            ],
+        ];
+        let files: Vec<(Cell, Option<CellFile>)> = spec
+            .cells()
+            .unwrap()
+            .into_iter()
+            .map(|cell| {
+                let e = [0.6, 0.65, 0.7].iter().position(|v| *v == cell.point[0]);
+                let r = [0.05, 0.1].iter().position(|v| *v == cell.point[1]);
+                let v = table[r.unwrap()][cell.seed as usize][e.unwrap()];
+                let file = v.map(|v| CellFile {
+                    format: super::super::CELL_FORMAT.into(),
+                    point: cell.point.clone(),
+                    seed: cell.seed,
+                    config: cell.config.clone(),
+                    outcome: Outcome::Ok(Box::new(metrics(v))),
+                });
+                (cell, file)
+            })
+            .collect();
+        let s = summarise(&spec, &files);
+        let [lo, hi] = [&s.label_noise[0], &s.label_noise[1]];
+        assert_eq!((lo.rho, hi.rho), (0.05, 0.1));
+        assert_eq!(
+            lo.per_seed,
+            vec![(0, Some(0.65)), (1, Some(0.7)), (2, None)]
+        );
+        assert_eq!(
+            (lo.beyond_range.clone(), lo.undetermined.clone()),
+            (vec![2], vec![])
+        );
+        assert_eq!(hi.per_seed, vec![(0, Some(0.7)), (1, None), (2, None)]);
+        assert_eq!(
+            (hi.beyond_range.clone(), hi.undetermined.clone()),
+            (vec![2], vec![1])
+        );
+        assert_eq!((lo.mean, hi.mean), (None, None));
+        // only seed 0 drops abruptly: 1.0 -> 0.05 (0.6 -> 0.65) at rho = 0.05 and 1.0 ->
+        // 0.1 (0.65 -> 0.7) at rho = 0.1; seed 1 never falls to 0.1, seed 2 never falls
+        assert!((lo.abrupt_fraction - 1.0 / 3.0).abs() < 1e-15);
+        assert!((hi.abrupt_fraction - 1.0 / 3.0).abs() < 1e-15);
+        // mean curve at rho = 0.05: 1.0, 0.65, 0.4 -> first below 0.5 at 0.7
+        assert_eq!(lo.mean_curve_boundary, Some(0.7));
+        assert!((s.label_noise_shift_fraction.unwrap() - 1.0 / 3.0).abs() < 1e-15);
+        assert!((s.label_noise_monotone_fraction.unwrap() - 2.0 / 3.0).abs() < 1e-15);
+        // every seed with a boundary: the mean is theirs
+        let only_01 = Spec {
+            seeds: vec![0, 1],
+            ..spec.clone()
+        };
+        let files_01: Vec<_> = files.iter().filter(|(c, _)| c.seed < 2).cloned().collect();
+        let s = summarise(&only_01, &files_01);
+        assert_eq!(s.label_noise[0].mean, Some((0.65 + 0.7) / 2.0));
+        assert_eq!(s.label_noise[1].mean, None);
     }
 }
