@@ -16,7 +16,8 @@ use tokensel::io::trajectory::Summary;
 
 mod common;
 
-/// Every leaf of `v` with its '/'-path: (path, is a number/boolean/null).
+/// Every leaf of `v` with its '/'-path: (path, is a number (a non-finite one spelled as
+/// its name included)/boolean/null).
 fn leaves(v: &serde_json::Value, path: String, out: &mut Vec<(String, bool)>) {
     use serde_json::Value;
     match v {
@@ -32,7 +33,8 @@ fn leaves(v: &serde_json::Value, path: String, out: &mut Vec<(String, bool)>) {
             }
             out.push((path, false));
         }
-        Value::String(_) => out.push((path, false)),
+        // a non-finite number is written as its name (`io::nonfinite`)
+        Value::String(s) => out.push((path, tokensel::io::nonfinite::parse(s).is_some())),
         Value::Number(_) | Value::Bool(_) | Value::Null => out.push((path, true)),
     }
 }
@@ -77,6 +79,11 @@ fn run_summary_and_checkpoints() {
     for c in &t.checkpoints {
         assert_matches(Source::Run, true, &serde_json::to_value(c).unwrap());
     }
+    // numbers that may be non-finite (written as "inf"/"nan") are numbers of the schema
+    let run = schema::of_source(Source::Run, false);
+    assert!(run.check("selection/noisy/R").is_ok());
+    assert!(run.check("train_loss").is_ok());
+    assert!(run.check("selection/noisy/Q").is_err());
 }
 
 #[test]

@@ -349,12 +349,15 @@ impl ClaimsFile {
     }
 }
 
-/// Follow a '/'-separated path into a JSON value.
+/// Follow a '/'-separated path into a JSON value (null below a null: the part is missing).
 pub fn lookup<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
     path.split('/')
         .filter(|p| !p.is_empty())
         .try_fold(v, |v, key| match v {
             serde_json::Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i)),
+            // a missing part (`"noisy": null` where no sample is noisy) leaves everything
+            // below it missing: null, a missing measurement
+            serde_json::Value::Null => Some(v),
             _ => v.get(key),
         })
 }

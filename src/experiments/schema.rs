@@ -99,6 +99,15 @@ impl<'a> Tracer<'a> {
     }
 }
 
+/// A visitor's `expecting` text, for [`std::fmt::Display`].
+struct Expecting<'a, V>(&'a V);
+
+impl<'de, V: Visitor<'de>> std::fmt::Display for Expecting<'_, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        self.0.expecting(f)
+    }
+}
+
 macro_rules! numbers {
     ($($method:ident $visit:ident $zero:expr;)*) => {$(
         fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
@@ -112,6 +121,12 @@ impl<'de> de::Deserializer<'de> for Tracer<'_> {
     type Error = DeError;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        // a number that may be non-finite (`io::nonfinite`) asks for any value so as to
+        // take its names as text too: it is a number of the schema
+        if Expecting(&visitor).to_string() == crate::io::nonfinite::EXPECTING {
+            *self.out = Shape::Number;
+            return visitor.visit_f64(0.0);
+        }
         *self.out = Shape::Unknown;
         visitor.visit_unit()
     }

@@ -57,11 +57,16 @@ impl Serialize for Real {
 
 struct RealVisitor;
 
+/// What a non-finite-aware number field expects (its visitor's `expecting`): the output
+/// schema (`experiments::schema`) recognises such a field by it, since the field asks
+/// for any JSON value (`deserialize_any`) to accept numbers and the non-finite names.
+pub const EXPECTING: &str = "a number or one of \"inf\", \"-inf\", \"nan\"";
+
 impl Visitor<'_> for RealVisitor {
     type Value = Real;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a number or one of \"inf\", \"-inf\", \"nan\"")
+        f.write_str(EXPECTING)
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Real, E> {
