@@ -215,10 +215,18 @@ fn compare_table(o: &Output, steps: &str) {
     assert!(text.contains("verdict: f64 stays within 1e-8"), "{text}");
 }
 
-/// The grid outputs of a merged two-axis grid directory, with `runs` runs.
+/// The grid outputs of a merged two-axis grid directory, with `runs` runs: `grid.json`
+/// and `cells/` in DIR, the merged set in `DIR/merged/`.
 fn grid_dir(dir: &Path, runs: u64) -> serde_json::Value {
+    assert!(
+        dir.join("grid.json").exists(),
+        "{}: no grid.json",
+        dir.display()
+    );
+    let cells = std::fs::read_dir(dir.join("cells")).unwrap().count() as u64;
+    assert_eq!(cells, runs);
+    let dir = &dir.join("merged");
     for f in [
-        "grid.json",
         "grid.csv",
         "summary.csv",
         "summary.json",
@@ -230,8 +238,6 @@ fn grid_dir(dir: &Path, runs: u64) -> serde_json::Value {
     let s = json_file(&dir.join("summary.json"));
     assert_eq!(s["runs_ok"], runs, "{s}");
     assert_eq!(s["runs_missing"], 0);
-    let cells = std::fs::read_dir(dir.join("cells")).unwrap().count() as u64;
-    assert_eq!(cells, runs);
     let csv = std::fs::read_to_string(dir.join("grid.csv")).unwrap();
     assert_eq!(csv.lines().count() as u64, runs + 1);
     let png = std::fs::read(dir.join("heatmap.png")).unwrap();
@@ -241,6 +247,7 @@ fn grid_dir(dir: &Path, runs: u64) -> serde_json::Value {
 
 /// The outputs of two grid directories are the same bytes.
 fn same_grid(a: &Path, b: &Path) {
+    let (a, b) = (&a.join("merged"), &b.join("merged"));
     for f in [
         "grid.csv",
         "summary.csv",
@@ -526,9 +533,9 @@ const BLOCKS: &[Form] = &[
                 serde_json::json!([5.0, 30.0, 55.0, 80.0])
             );
             assert!(stdout(o).contains(
-                "wrote grid.csv, summary.csv, summary.json, heatmap.svg, heatmap.png to grid-out"
+                "wrote grid.csv, summary.csv, summary.json, heatmap.svg, heatmap.png to grid-out/merged"
             ));
-            std::fs::create_dir_all(dir.join("grid-first")).unwrap();
+            std::fs::create_dir_all(dir.join("grid-first/merged")).unwrap();
             for f in [
                 "grid.csv",
                 "summary.csv",
@@ -536,8 +543,11 @@ const BLOCKS: &[Form] = &[
                 "heatmap.svg",
                 "heatmap.png",
             ] {
-                std::fs::copy(dir.join("grid-out").join(f), dir.join("grid-first").join(f))
-                    .unwrap();
+                std::fs::copy(
+                    dir.join("grid-out/merged").join(f),
+                    dir.join("grid-first/merged").join(f),
+                )
+                .unwrap();
             }
         },
     },
@@ -1149,7 +1159,7 @@ const INLINE: &[Form] = &[
             );
             ok(&second, "shard 2/2");
             assert!(
-                !dir.join("sharded/summary.json").exists(),
+                !dir.join("sharded/merged").exists(),
                 "a shard does not merge"
             );
             let merged = tokensel_in(dir, &["grid", "merge", "sharded"]);
@@ -1247,6 +1257,58 @@ const INLINE: &[Form] = &[
         how: How::Elsewhere(
             "the block command `compare --steps 20 --twin-method direct --no-predictor`",
         ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "grid --out DIR",
+        how: How::Elsewhere(
+            "tests/files.rs::output_targets_are_checked_before_any_work (a DIR with other files is refused) and concurrent_writers_never_fail_each_other",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "plot --out",
+        how: How::Elsewhere(
+            "tests/files.rs::output_targets_are_checked_before_any_work (only a regular file is replaced)",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "plot --out FIG",
+        how: How::Elsewhere(
+            "tests/files.rs::concurrent_writers_never_fail_each_other (plot --out fig.png by concurrent writers)",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "sweep --out DIR",
+        how: How::Elsewhere("tests/files.rs::sweep_outputs_are_one_set"),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "tokensel saturation | head -1",
+        how: How::Elsewhere(
+            "tests/files.rs::closed_and_failing_standard_streams_end_quietly (saturation with its reader gone: SIGPIPE, no message)",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "twin --out DIR",
+        how: How::Elsewhere(
+            "tests/files.rs::output_targets_are_checked_before_any_work (run and twin) and non_finite_values_are_read_back",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "twin --state",
+        how: How::Elsewhere("tests/files.rs::state_files_are_checked_and_never_replaced"),
         shrink: &[],
         check: none,
     },
@@ -1413,6 +1475,58 @@ fn every_readme_command_form_runs_and_says_what_the_readme_says() {
     }
     let python = std::env::var("TOKENSEL_PYTHON").ok();
     let mut ran: Vec<Vec<String>> = Vec::new();
+
+    // 0. before anything runs (minutes): every README form has an entry here and every
+    // entry a README form, all mismatches listed at once
+    let commands: BTreeSet<String> = tokensel_commands();
+    let block_lines: BTreeSet<&str> = text
+        .split("```sh\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .flat_map(str::lines)
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && *l != "cargo test" && !l.starts_with("apt-get install"))
+        .collect();
+    let inline: BTreeSet<String> = inline_spans(&text)
+        .into_iter()
+        .filter(|s| is_form(s, &commands))
+        .collect();
+    let mut mismatches: Vec<String> = Vec::new();
+    for line in &block_lines {
+        if !BLOCKS.iter().any(|f| f.text == *line) {
+            mismatches.push(format!(
+                "README command without a check in BLOCKS: `{line}`"
+            ));
+        }
+    }
+    for span in &inline {
+        if !span.starts_with("--") && !INLINE.iter().any(|f| f.text == span) {
+            mismatches.push(format!(
+                "README inline form without a check in INLINE: `{span}`"
+            ));
+        }
+    }
+    for f in BLOCKS {
+        if !block_lines.contains(f.text) {
+            mismatches.push(format!(
+                "BLOCKS has `{}`, which the README no longer shows",
+                f.text
+            ));
+        }
+    }
+    for f in INLINE {
+        if !inline.contains(f.text) {
+            mismatches.push(format!(
+                "INLINE has `{}`, which the README no longer shows",
+                f.text
+            ));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "tests/readme.rs:\n{}",
+        mismatches.join("\n")
+    );
 
     // 1. the sh blocks, in README order
     let blocks: Vec<&str> = text
