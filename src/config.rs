@@ -431,16 +431,32 @@ impl Config {
         }
     }
 
-    /// Bytes the data set (train and test tokens) and a dense W would take.
+    /// Bytes the data set (train and test tokens) and a dense W would take (saturating
+    /// at `u64::MAX`; [`Config::data_gib`] gives the size past it).
     pub fn data_bytes(&self) -> u64 {
         let tokens = (self.n_train as u128 + self.n_test as u128)
-            * self.layout.tokens as u128
-            * self.d as u128;
+            .saturating_mul(self.layout.tokens as u128)
+            .saturating_mul(self.d as u128);
         let w = match (self.mode, self.init.w) {
             (Mode::P, WInit::Identity) => 0,
-            _ => self.d as u128 * self.d as u128,
+            _ => (self.d as u128).saturating_mul(self.d as u128),
         };
-        ((tokens + w) * 8).min(u64::MAX as u128) as u64
+        tokens
+            .saturating_add(w)
+            .saturating_mul(8)
+            .min(u64::MAX as u128) as u64
+    }
+
+    /// [`Config::data_bytes`] in GiB, computed in f64 so that it does not saturate (for
+    /// messages).
+    pub fn data_gib(&self) -> f64 {
+        let tokens =
+            (self.n_train as f64 + self.n_test as f64) * self.layout.tokens as f64 * self.d as f64;
+        let w = match (self.mode, self.init.w) {
+            (Mode::P, WInit::Identity) => 0.0,
+            _ => self.d as f64 * self.d as f64,
+        };
+        (tokens + w) * 8.0 / (1u64 << 30) as f64
     }
 
     /// Check every field's domain; the error names the first bad field.
@@ -564,13 +580,16 @@ impl Config {
             return Err(Error::TooLarge {
                 field: "d".into(),
                 reason: format!(
-                    "the data set (n_train + n_test) * tokens * d{} needs {:.2} GiB, more than the limit of {} GiB",
+                    "the data set (n_train + n_test) * tokens * d{} needs {} GiB, more than the limit of {} GiB",
                     if self.data_bytes_has_w() {
                         " plus d * d for W"
                     } else {
                         ""
                     },
-                    bytes as f64 / (1u64 << 30) as f64,
+                    match self.data_gib() {
+                        g if g < 1e6 => format!("{g:.2}"),
+                        g => format!("{g:.3e}"),
+                    },
                     MAX_DATA_BYTES >> 30
                 ),
             });

@@ -59,7 +59,18 @@ impl std::str::FromStr for SeedList {
         };
         match text.split_once("..") {
             Some((a, b)) => {
-                let (a, b) = (seed(a)?, seed(b)?);
+                // b is excluded: it may be MAX_SEED + 1, so that a range reaches MAX_SEED
+                let end = |s: &str| -> std::result::Result<u64, String> {
+                    let v = s.trim().parse::<u64>().map_err(|_| bad())?;
+                    if v > MAX_SEED + 1 {
+                        return Err(format!(
+                            "`{text}`: {} (the end of a range is excluded: at most 2^63)",
+                            too_big(v - 1)
+                        ));
+                    }
+                    Ok(v)
+                };
+                let (a, b) = (seed(a)?, end(b)?);
                 if a >= b {
                     return Err(format!(
                         "`{text}` names no seed (a..b takes a to b - 1; need a < b)"
@@ -127,7 +138,14 @@ mod tests {
         }
         let e = p("18446744073709551615").unwrap_err();
         assert!(e.contains("9223372036854775807"), "{e}");
-        assert!(p("0..9223372036854775808").is_err());
+        // the end is excluded: a range may reach MAX_SEED
+        let last = p("9223372036854775805..9223372036854775808").unwrap();
+        assert_eq!(
+            last.seeds("s").unwrap(),
+            vec![MAX_SEED - 2, MAX_SEED - 1, MAX_SEED]
+        );
+        assert!(p("0..9223372036854775809").is_err());
+        assert!(p("9223372036854775808..9223372036854775809").is_err());
     }
 
     /// A huge range is refused by its length, without being collected (collecting

@@ -31,6 +31,10 @@ fn paper_claims_hold() {
     assert!(outcomes.iter().all(|o| o["pass"] == true));
 }
 
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 const SMALL: &str = "config = { d = 20, n_train = 4, n_test = 10, steps = 30 }\n";
 
 fn claims(body: &str) -> Output {
@@ -237,4 +241,40 @@ fn a_missing_measurement_fails_any_claim() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v[1]["missing"], serde_json::json!([0, 1]));
     assert_eq!(v[1]["pass"], false);
+}
+
+/// A non-finite value tokensel writes (`"inf"`: the score gap of a one-token sample) is
+/// a measurement a claim reads; a grid statistic or array entry that the output lacks
+/// although its schema has it is a missing measurement (the claim fails, exit 1), not a
+/// bad file found after the work; a name with control characters is refused before it.
+#[test]
+fn infinite_absent_and_badly_named_measurements() {
+    let one_token = "config = { d = 20, n_train = 4, n_test = 10, steps = 5, layout = { tokens = 1, relevant = 1, weak_same = 0, weak_opposite = 0, irrelevant = 0 } }\n";
+    let o = claims(&format!(
+        "[[claim]]\nname = \"gap\"\n{one_token}source = \"run\"\nstep = 5\nquantity = \"samples/0/gap\"\nop = \">=\"\nbound = 1e300\n"
+    ));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(out.contains("inf"), "{out}");
+    let grid = "config = { d = 20, n_train = 4, n_test = 10, steps = 5 }\nseeds = \"0..2\"\naxes = { eta = \"0.1:0.2:0.1\", rho = [0.05, 0.1] }\nsource = \"grid\"\nop = \">=\"\nbound = 0\n";
+    let o = claims(&format!(
+        "[[claim]]\nname = \"past the end\"\n{grid}quantity = \"label_noise/5/mean\"\n"
+    ));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}{}", stderr(&o));
+    let line = out.lines().find(|l| l.contains("past the end")).unwrap();
+    assert!(
+        line.trim_start().starts_with("FAIL") && line.contains("missing"),
+        "{out}"
+    );
+    let o = claims(&format!(
+        "[[claim]]\nname = \"ok\\nFAKE pass line\\u001b[31m\"\n{SMALL}source = \"run\"\nquantity = \"steps\"\nop = \"==\"\nbound = 30\n"
+    ));
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("control character") && !err.contains('\u{1b}'),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
 }

@@ -706,6 +706,23 @@ fn diff_sees_a_change_in_every_field() {
                 .any(|k| k == name);
         assert!(named, "{pointer}: {r}");
     }
+    // a non-finite value against a finite one (and NaN against a number) is an infinite
+    // deviation, never one that `max` drops: the verdict differs and the table says inf
+    for (pointer, word, name) in [
+        ("/checkpoints/3/samples/0/gap", "inf", "samples.gap"),
+        ("/checkpoints/5/samples/1/f", "nan", "samples.f"),
+        ("/checkpoints/4/samples/2/mass/R", "nan", "samples.mass.R"),
+        ("/checkpoints/2/train_loss", "nan", "train_loss"),
+    ] {
+        let mut v = base.clone();
+        *v.pointer_mut(pointer).unwrap() = serde_json::json!(word);
+        std::fs::write(p("nf.json"), v.to_string()).unwrap();
+        let o = tokensel(&["diff", "--json", &a, &p("nf.json")]);
+        assert_eq!(o.status.code(), Some(1), "{pointer}: {}", stderr(&o));
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(r["first_quantity"], name, "{pointer}: {r}");
+        assert_eq!(r["max_rel_dev"][name], "inf", "{pointer}: {r}");
+    }
     // another checkpoint set: a divergence, unless --common-only
     let o = tokensel(&["run", "--quiet", "--steps", "30", "--out", &p("c")]);
     assert!(o.status.success());

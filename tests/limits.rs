@@ -311,6 +311,9 @@ fn sizes_are_refused_before_the_work() {
         claim("config = { d = 2, n_train = 2000000, n_test = 10, steps = 300, record = { checkpoints_per_decade = 1000 } }"),
     )
     .unwrap();
+    // (20 + 1000) samples x 8 tokens x 10^18 x 8 bytes = 6.08e13 GiB
+    std::fs::write(p("huge-d.toml"), "d = 1000000000000000000\n").unwrap();
+    let huge_d = p("huge-d.toml");
     let etas: Vec<String> = (0..101).map(|k| format!("0.{k:03}")).collect();
     let etas = etas.join(",");
     let (g, o_dir, c_seeds, store, c_store) = (
@@ -341,6 +344,11 @@ fn sizes_are_refused_before_the_work() {
         (
             vec!["run", "--config", &store],
             vec!["301 checkpoints x 2000000", "8 GiB"],
+        ),
+        // the size in the message is the size, not a saturated 2^64 bytes
+        (
+            vec!["run", "--config", &huge_d],
+            vec!["needs 6.080e13 GiB", "limit of 8 GiB"],
         ),
         (
             vec!["twin", "--config", &store, "--prec", "64"],

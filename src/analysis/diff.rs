@@ -49,8 +49,24 @@ pub struct Report {
 fn rel(a: f64, b: f64) -> f64 {
     if a == b || (a.is_nan() && b.is_nan()) {
         0.0
+    } else if !a.is_finite() || !b.is_finite() {
+        // a NaN against a number, or an infinity against anything else: as far apart as
+        // values can be (and never a NaN, which `max` would drop)
+        f64::INFINITY
     } else {
         (a - b).abs() / a.abs().max(b.abs())
+    }
+}
+
+/// |a - b| (0 when equal or both NaN; infinite when one is NaN or they are different
+/// infinities: never a NaN, which `max` would drop).
+fn abs_dev(a: f64, b: f64) -> f64 {
+    if a == b || (a.is_nan() && b.is_nan()) {
+        0.0
+    } else if a.is_nan() || b.is_nan() {
+        f64::INFINITY
+    } else {
+        (a - b).abs()
     }
 }
 
@@ -205,7 +221,7 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Rep
                 .samples
                 .iter()
                 .zip(&cb.samples)
-                .map(|(x, y)| (x.mass.get(g) - y.mass.get(g)).abs())
+                .map(|(x, y)| abs_dev(x.mass.get(g), y.mass.get(g)))
                 .fold(0.0, f64::max);
             let m = max_group.entry(g.name().to_string()).or_insert(0.0f64);
             *m = m.max(dev);
@@ -279,13 +295,22 @@ impl std::fmt::Display for Report {
             "  verdict: {}\n",
             if self.diverged { "DIFFER" } else { "agree" }
         );
-        out += "\n  quantity          max rel dev\n";
+        // the name column as wide as the longest name (`attention.clean.W_opposite`)
+        let w = self
+            .max_rel_dev
+            .keys()
+            .chain(self.max_group_mass_dev.keys())
+            .map(String::len)
+            .max()
+            .unwrap_or(0)
+            .max(16);
+        out += &format!("\n  {:<w$}{:>13}\n", "quantity", "max rel dev");
         for (k, v) in &self.max_rel_dev {
-            out += &format!("  {k:<16}{v:>13.3e}\n");
+            out += &format!("  {k:<w$}{v:>13.3e}\n");
         }
-        out += "\n  group mass        max abs dev\n";
+        out += &format!("\n  {:<w$}{:>13}\n", "group mass", "max abs dev");
         for (k, v) in &self.max_group_mass_dev {
-            out += &format!("  {k:<16}{v:>13.3e}\n");
+            out += &format!("  {k:<w$}{v:>13.3e}\n");
         }
         f.write_str(&out)
     }

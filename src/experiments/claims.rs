@@ -32,9 +32,10 @@
 //! the measured values in the output): it passes while the disagreement persists and
 //! fails once the claim holds, so the record cannot go stale.
 //!
-//! A missing measurement (the quantity is null in the output for some seed: no noisy
-//! sample, a ratio without a denominator, a grid mean over seeds of which one has no
-//! boundary) FAILS the claim, whatever `expected` says: neither "it holds" nor "it still
+//! A missing measurement (the quantity is null in the output for some seed, or not there
+//! at all although the output's schema has it: no noisy sample, a ratio without a
+//! denominator, a grid mean over seeds of which one has no boundary, an array index past
+//! the end of the run's array, a statistic no seed defines) FAILS the claim, whatever `expected` says: neither "it holds" nor "it still
 //! differs" can rest on a number that was not measured. The table says `missing`.
 //!
 //! Outputs: `run` the summary of `run --json` (or, with `step`, that checkpoint of the
@@ -226,7 +227,8 @@ pub struct Outcome {
     pub per_seed: Vec<(u64, Option<f64>)>,
     /// Fraction of the seeds that satisfy the claim, and the fraction required.
     pub fraction: (f64, f64),
-    /// Seeds whose measurement is missing (null in the output): any fails the claim.
+    /// Seeds whose measurement is missing (null in the output, or not there): any fails
+    /// the claim.
     pub missing: Vec<u64>,
     /// The paper's value and its source, where the claim rests on one.
     pub paper: Option<(f64, String)>,
@@ -264,6 +266,18 @@ impl ClaimsFile {
         }
         let mut configs = Vec::new();
         for (k, c) in file.claim.iter().enumerate() {
+            // a name is one line of printable text: it is printed in the table and the
+            // progress lines, where control characters would rewrite the terminal
+            if c.name.chars().any(char::is_control) {
+                let shown: String = c.name.escape_default().take(80).collect();
+                return Err(claim_error(
+                    path,
+                    k,
+                    &shown,
+                    "name",
+                    "holds a control character (a newline, an escape, ...): a name is one line of printable text".into(),
+                ));
+            }
             let err = |field: &str, reason: String| claim_error(path, k, &c.name, field, reason);
             // a size over a limit stays one (exit 3); anything else names the claim
             let input = |field: &str, e: Error| match e {
@@ -625,14 +639,18 @@ pub fn check(
                     })?,
                     _ => &cache[&key],
                 };
-                let value = lookup(output, &claim.quantity).ok_or_else(|| {
-                    err(
-                        "quantity",
-                        format!("no `{}` in the {:?} output", claim.quantity, claim.source),
-                    )
-                })?;
+                // the schema accepted the path before the work: where this output has
+                // nothing there (an index past an array's end, a statistic the data left
+                // undefined) the measurement is missing, and the claim fails
+                let Some(value) = lookup(output, &claim.quantity) else {
+                    return Ok(None);
+                };
                 match value {
                     serde_json::Value::Null => Ok(None),
+                    // a non-finite number as tokensel writes it (`io::nonfinite`)
+                    serde_json::Value::String(s) if crate::io::nonfinite::parse(s).is_some() => {
+                        Ok(crate::io::nonfinite::parse(s))
+                    }
                     serde_json::Value::Bool(b) => Ok(Some(if *b { 1.0 } else { 0.0 })),
                     serde_json::Value::Number(n) => Ok(n.as_f64()),
                     other => Err(err(

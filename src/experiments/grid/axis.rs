@@ -19,6 +19,11 @@ use crate::error::{Error, Result};
 /// range, ~1e-324..1.8e308, however many digits it has).
 const MAX_EXPONENT: i64 = 1000;
 
+/// Longest number an axis may write, in characters: a double needs at most 767
+/// significant digits to be written exactly; longer text would make the exact decimal
+/// arithmetic (quadratic in the length) slow for nothing, and is refused before it.
+const MAX_NUMBER_LEN: usize = 1000;
+
 /// A finite decimal number exactly as written: `m` 10^`e`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Decimal {
@@ -99,6 +104,13 @@ impl FromStr for Values {
 
     /// Parse `a:b:step` (step > 0, a <= b) or `v1,v2,...`; the message says what is wrong.
     fn from_str(text: &str) -> std::result::Result<Values, String> {
+        if let Some(long) = text.split([':', ',']).find(|n| n.len() > MAX_NUMBER_LEN) {
+            let head: String = long.trim().chars().take(40).collect();
+            return Err(format!(
+                "`{head}...`: a number of {} characters, more than the {MAX_NUMBER_LEN} an axis may write",
+                long.len()
+            ));
+        }
         let bad = || format!("`{text}` is not a range a:b:step or a list v1,v2,... of numbers");
         let num = |s: &str| Decimal::parse(s).ok_or_else(bad);
         match text.split(':').collect::<Vec<_>>().as_slice() {
@@ -144,7 +156,7 @@ impl Values {
         };
         match self {
             Values::List(v) if v.len() > MAX_RUNS => Err(too_many(v.len().to_string())),
-            Values::List(v) => Ok(v.clone()),
+            Values::List(v) => no_repeats(key, v.clone()),
             Values::Range {
                 text,
                 a,
@@ -161,12 +173,27 @@ impl Values {
                         ),
                     })
                 })?;
-                (0..n)
+                let v = (0..n)
                     .map(|k| to_f64(&(a + step * k), *e, text))
                     .collect::<std::result::Result<_, _>>()
-                    .map_err(|m| Error::config(key, m))
+                    .map_err(|m| Error::config(key, m))?;
+                no_repeats(key, v)
             }
         }
+    }
+}
+
+/// `v`, or an error where two values are the same double (`d=10,10`, or a range whose
+/// step is below the doubles' spacing): a grid point would run twice under one cell.
+fn no_repeats(key: &str, v: Vec<f64>) -> Result<Vec<f64>> {
+    let mut sorted = v.clone();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.windows(2).find(|w| w[0] == w[1]) {
+        Some(w) => Err(Error::config(
+            key,
+            format!("the value {} appears twice on the axis", w[0]),
+        )),
+        None => Ok(v),
     }
 }
 
@@ -245,6 +272,19 @@ mod tests {
 
     /// A range of more values than a grid may run is a size over the limit (exit 3),
     /// counted exactly without making them: `0:0.5:1e-300` has 5e299 + 1.
+    #[test]
+    fn repeated_values_and_overlong_numbers_are_refused() {
+        let e = values("10,20,10").unwrap_err().to_string();
+        assert!(e.contains("appears twice"), "{e}");
+        // 1 + 1e-20 is the double 1: twice
+        assert!(values("1:1.00000000000000000002:1e-20").is_err());
+        let long = format!("10:1{}:1", "0".repeat(2000));
+        let e = long.parse::<Values>().unwrap_err();
+        assert!(e.contains("more than the 1000"), "{e}");
+        assert!(e.len() < 200, "{e}");
+        assert_eq!(values("0.5,0.25").unwrap(), vec![0.5, 0.25]);
+    }
+
     #[test]
     fn long_ranges_are_refused_by_their_count() {
         let e = values("0:0.5:1e-300").unwrap_err();

@@ -69,11 +69,15 @@ pub struct Stat {
     pub n: usize,
 }
 
+/// The mean, min and max of `values`; a NaN among them makes all three NaN (`f64::min`
+/// and `f64::max` would drop it and report the other seeds' range as the whole).
 fn stat(values: &[f64]) -> Option<Stat> {
+    let nan = values.iter().any(|v| v.is_nan());
+    let or_nan = |v: f64| if nan { f64::NAN } else { v };
     (!values.is_empty()).then(|| Stat {
         mean: values.iter().sum::<f64>() / values.len() as f64,
-        min: values.iter().copied().fold(f64::INFINITY, f64::min),
-        max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        min: or_nan(values.iter().copied().fold(f64::INFINITY, f64::min)),
+        max: or_nan(values.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
         n: values.len(),
     })
 }
@@ -676,6 +680,16 @@ mod tests {
     /// the smaller. `below` only names the side counted as positives. One-sided samples
     /// give no fit. Catches a flipped comparison, a wrong tie
     /// rule and errors counted against the wrong side.
+    /// A NaN among the seeds' values is in every statistic, not dropped by min/max.
+    #[test]
+    fn stat_keeps_a_nan() {
+        let s = stat(&[1.0, f64::NAN, 0.5]).unwrap();
+        assert!(s.mean.is_nan() && s.min.is_nan() && s.max.is_nan());
+        let s = stat(&[1.0, 0.5]).unwrap();
+        assert_eq!((s.mean, s.min, s.max, s.n), (0.75, 0.5, 1.0, 2));
+        assert!(stat(&[]).is_none());
+    }
+
     #[test]
     fn fit_threshold_by_hand() {
         let sep = [(1.0, true), (2.0, true), (3.0, false), (4.0, false)];
