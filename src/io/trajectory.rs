@@ -20,26 +20,26 @@ use crate::model::Selection;
 /// recorded as decided, a tie or undecided, and ties are counted apart from the groups).
 pub const FORMAT: &str = "tokensel-trajectory/2";
 
-/// One number per token group.
+/// One number per token group (an f64, or an enclosure: `analysis::certify`).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct PerGroup {
+pub struct PerGroup<T = f64> {
     /// Relevant tokens.
     #[serde(rename = "R")]
-    pub r: f64,
+    pub r: T,
     /// Weakly relevant tokens of the true class.
     #[serde(rename = "W_same")]
-    pub w_same: f64,
+    pub w_same: T,
     /// Weakly relevant tokens of the opposite class.
     #[serde(rename = "W_opposite")]
-    pub w_opposite: f64,
+    pub w_opposite: T,
     /// Irrelevant tokens.
     #[serde(rename = "I")]
-    pub i: f64,
+    pub i: T,
 }
 
-impl PerGroup {
+impl<T: Copy> PerGroup<T> {
     /// From values in [`Group::ALL`] order.
-    pub fn from_array(v: [f64; 4]) -> Self {
+    pub fn from_array(v: [T; 4]) -> Self {
         PerGroup {
             r: v[0],
             w_same: v[1],
@@ -49,12 +49,12 @@ impl PerGroup {
     }
 
     /// Values in [`Group::ALL`] order.
-    pub fn to_array(self) -> [f64; 4] {
+    pub fn to_array(self) -> [T; 4] {
         [self.r, self.w_same, self.w_opposite, self.i]
     }
 
     /// The value of group `g`.
-    pub fn get(&self, g: Group) -> f64 {
+    pub fn get(&self, g: Group) -> T {
         self.to_array()[g.index()]
     }
 }
@@ -62,40 +62,31 @@ impl PerGroup {
 /// Where samples' top tokens lie: the share of samples whose top token is decided and in
 /// each group, whose top token ties another token (`tie`: no group is selected), and
 /// whose top token is undecided (`undecided`: an enclosure too wide to tell; 0 in every
-/// arithmetic but a ball one). The six shares sum to 1.
+/// arithmetic but a ball one). The six shares sum to 1. (A certificate holds intervals
+/// of the shares: `analysis::certify`.)
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct SelectionShare {
+pub struct SelectionShare<T = f64> {
     /// Decided, on a relevant token.
     #[serde(rename = "R")]
-    pub r: f64,
+    pub r: T,
     /// Decided, on a weakly relevant token of the true class.
     #[serde(rename = "W_same")]
-    pub w_same: f64,
+    pub w_same: T,
     /// Decided, on a weakly relevant token of the opposite class.
     #[serde(rename = "W_opposite")]
-    pub w_opposite: f64,
+    pub w_opposite: T,
     /// Decided, on an irrelevant token.
     #[serde(rename = "I")]
-    pub i: f64,
+    pub i: T,
     /// The top score ties another.
-    pub tie: f64,
+    pub tie: T,
     /// The top score is not proved greater than or equal to every other.
-    pub undecided: f64,
+    pub undecided: T,
 }
 
-impl SelectionShare {
-    /// The entry a sample counts in: its group when decided, else `tie` or `undecided`
-    /// (index into [`SelectionShare::to_array`]).
-    pub fn index(selection: Selection, group: Group) -> usize {
-        match selection {
-            Selection::Decided => group.index(),
-            Selection::Tie => 4,
-            Selection::Undecided => 5,
-        }
-    }
-
+impl<T: Copy> SelectionShare<T> {
     /// From values in [`SelectionShare::to_array`] order.
-    pub fn from_array(v: [f64; 6]) -> Self {
+    pub fn from_array(v: [T; 6]) -> Self {
         SelectionShare {
             r: v[0],
             w_same: v[1],
@@ -107,7 +98,7 @@ impl SelectionShare {
     }
 
     /// Values in order: the groups of [`Group::ALL`], then `tie`, `undecided`.
-    pub fn to_array(self) -> [f64; 6] {
+    pub fn to_array(self) -> [T; 6] {
         [
             self.r,
             self.w_same,
@@ -119,8 +110,20 @@ impl SelectionShare {
     }
 
     /// The share decided on group `g`.
-    pub fn get(&self, g: Group) -> f64 {
+    pub fn get(&self, g: Group) -> T {
         self.to_array()[g.index()]
+    }
+}
+
+impl SelectionShare {
+    /// The entry a sample counts in: its group when decided, else `tie` or `undecided`
+    /// (index into [`SelectionShare::to_array`]).
+    pub fn index(selection: Selection, group: Group) -> usize {
+        match selection {
+            Selection::Decided => group.index(),
+            Selection::Tie => 4,
+            Selection::Undecided => 5,
+        }
     }
 
     /// The entries' names, in [`SelectionShare::to_array`] order.
@@ -168,17 +171,18 @@ pub struct SampleState {
 }
 
 /// Sums of the Definition 4.1 score S_i(tau') over steps tau' = 0..=tau and over the
-/// samples of each set (clean / noisy training samples; true class +1 / -1).
+/// samples of each set (clean / noisy training samples; true class +1 / -1). (A
+/// certificate holds enclosures of them: `analysis::certify`.)
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct Cumulative {
+pub struct Cumulative<T = f64> {
     /// Over clean samples.
-    pub clean: f64,
+    pub clean: T,
     /// Over noisy samples.
-    pub noisy: f64,
+    pub noisy: T,
     /// Over samples of true class +1.
-    pub class_pos: f64,
+    pub class_pos: T,
     /// Over samples of true class -1.
-    pub class_neg: f64,
+    pub class_neg: T,
 }
 
 impl Cumulative {
