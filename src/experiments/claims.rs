@@ -375,7 +375,9 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
                 prec,
                 tol,
                 predictor: true,
+                predictor_steps: None,
                 twin_method: crate::config::Method::Span,
+                certify: None,
             };
             json(&crate::analysis::compare::compare(
                 cfg,
