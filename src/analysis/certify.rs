@@ -333,6 +333,10 @@ pub struct Attempt {
     pub decided: bool,
     /// The first undecided decision, if any.
     pub first_undecided: Option<Undecided>,
+    /// Why the run stopped before its last step (a radius or value became non-finite;
+    /// `--prec auto` then tries the next precision), if it did.
+    #[serde(default)]
+    pub stopped: Option<String>,
 }
 
 /// The certificate of `tokensel certify`.
@@ -716,6 +720,7 @@ fn run_at(
             prec_bits: prec,
             decided,
             first_undecided: obs.first_undecided.clone(),
+            stopped: None,
         }],
         notes,
         checkpoints: obs.checkpoints,
@@ -724,7 +729,9 @@ fn run_at(
 
 /// Certify `cfg`'s run: the ball trainer at each precision of `opts.prec` in turn until
 /// the final checkpoint decides everything (module docs). `progress(prec, step)` after
-/// each update. Errors: a non-finite radius stops the run ([`Error::NonFinite`]).
+/// each update. A run stopped by a non-finite radius or value ([`Error::NonFinite`]:
+/// the enclosure lost every bit) counts as undecided, and the next precision is tried;
+/// at the last precision the error is returned.
 pub fn certify(
     cfg: &Config,
     data: &Dataset,
@@ -734,9 +741,22 @@ pub fn certify(
     let precs = opts.prec.precs();
     let mut attempts = Vec::new();
     for (k, &prec) in precs.iter().enumerate() {
-        let mut cert = run_at(cfg, data, prec, opts, &mut |s| progress(prec, s))?;
+        let last = k + 1 == precs.len();
+        let mut cert = match run_at(cfg, data, prec, opts, &mut |s| progress(prec, s)) {
+            Ok(cert) => cert,
+            Err(e @ Error::NonFinite { .. }) if !last => {
+                attempts.push(Attempt {
+                    prec_bits: prec,
+                    decided: false,
+                    first_undecided: None,
+                    stopped: Some(e.to_string()),
+                });
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         attempts.append(&mut cert.attempts);
-        if cert.decided || k + 1 == precs.len() {
+        if cert.decided || last {
             cert.attempts = attempts;
             return Ok(cert);
         }
@@ -825,12 +845,10 @@ impl std::fmt::Display for Certificate {
             let tried: Vec<String> = self
                 .attempts
                 .iter()
-                .map(|a| {
-                    format!(
-                        "{} bits: {}",
-                        a.prec_bits,
-                        if a.decided { "decided" } else { "undecided" }
-                    )
+                .map(|a| match (&a.stopped, a.decided) {
+                    (Some(why), _) => format!("{} bits: stopped ({why})", a.prec_bits),
+                    (None, true) => format!("{} bits: decided", a.prec_bits),
+                    (None, false) => format!("{} bits: undecided", a.prec_bits),
                 })
                 .collect();
             out += &format!("    precisions tried: {}\n", tried.join("; "));
