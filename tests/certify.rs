@@ -308,16 +308,34 @@ fn the_certify_command() {
         "d = 60\nn_train = 8\nn_test = 40\nmu_norm = 5.0\n",
     )
     .unwrap();
-    let args = ["certify", "--quiet", "--config", &p("small.toml"), "--steps", "50"];
+    let args = [
+        "certify",
+        "--quiet",
+        "--config",
+        &p("small.toml"),
+        "--steps",
+        "50",
+    ];
     let o = tokensel(&[&args[..], &["--out", &p("cert")]].concat());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = String::from_utf8(o.stdout).unwrap();
-    assert!(text.contains("verdict: DECIDED") && text.contains("proved ties"), "{text}");
+    assert!(
+        text.contains("verdict: DECIDED") && text.contains("proved ties"),
+        "{text}"
+    );
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(p("cert/certificate.json")).unwrap())
             .unwrap();
     let summary = std::fs::read_to_string(p("cert/certificate.txt")).unwrap();
     assert!(summary.contains("verdict: DECIDED"));
+    // `plot` draws a certificate's radius growth
+    let o = tokensel(&["plot", &p("cert/certificate.json"), "--out", &p("bits.svg")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(p("bits.svg")).unwrap();
+    assert!(
+        svg.contains("bits lost") && svg.matches("<polyline").count() >= 5,
+        "{svg}"
+    );
     let o = tokensel(&[&args[..], &["--json"]].concat());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let printed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -334,8 +352,8 @@ fn the_certify_command() {
     let wild = ["certify", "--quiet", "--json", "--config", &p("wild.toml")];
     let run = |extra: &[&str]| {
         let o = tokensel(&[&wild[..], extra].concat());
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout)
-            .unwrap_or_else(|_| panic!("{}", stderr(&o)));
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", stderr(&o)));
         (o.status.code(), v)
     };
     let (code, v) = run(&["--steps", "32", "--prec", "53", "--method", "direct"]);
@@ -348,7 +366,12 @@ fn the_certify_command() {
     assert_eq!(code, Some(0));
     let attempts = v["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 2);
-    assert!(attempts[0]["stopped"].as_str().unwrap().contains("non-finite"));
+    assert!(
+        attempts[0]["stopped"]
+            .as_str()
+            .unwrap()
+            .contains("non-finite")
+    );
     assert_eq!(attempts[1]["prec_bits"], 256);
     assert_eq!(v["trainer"]["prec_bits"], 256);
 
