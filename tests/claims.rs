@@ -62,27 +62,15 @@ fn certified_claims_read_intervals() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("c.toml");
     std::fs::write(&path, claim("probe", "<", 10.0)).unwrap();
-    let o = tokensel(&["check", "--json", path.to_str().unwrap()]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (code, v) = check_json(&path);
+    assert_eq!(code, Some(0), "{v}");
     let iv = &v[0]["enclosures"][0][1];
     let (lo, hi) = (iv[0].as_f64().unwrap(), iv[1].as_f64().unwrap());
     assert!(lo < hi, "{iv}");
     let body = claim("upper", "<=", hi) + &claim("straddles", ">=", hi);
     std::fs::write(&path, &body).unwrap();
-    let o = tokensel(&["check", "--json", path.to_str().unwrap()]);
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (code, v) = check_json(&path);
+    assert_eq!(code, Some(1), "{v}");
     assert_eq!(v[0]["pass"], true);
     assert_eq!(v[1]["pass"], false);
     assert_eq!(v[1]["measured"].as_f64(), Some(lo));
@@ -101,6 +89,14 @@ fn certified_claims_read_intervals() {
         assert_eq!(o.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&o.stderr).contains("`certified`"));
     }
+}
+
+/// `check --json FILE`: the exit code and the outcomes.
+fn check_json(path: &std::path::Path) -> (Option<i32>, serde_json::Value) {
+    let o = tokensel(&["check", "--json", path.to_str().unwrap()]);
+    let v = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));
+    (o.status.code(), v)
 }
 
 const SMALL: &str = "config = { d = 20, n_train = 4, n_test = 10, steps = 30 }\n";

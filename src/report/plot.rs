@@ -343,7 +343,8 @@ pub fn radius_chart(c: &crate::analysis::certify::Certificate) -> Chart {
         x_label: "step".into(),
         y_label: "bits lost (prec + log2 relative radius)".into(),
         x_range: (1.0, last),
-        y_range: (0.0, prec * 1.05),
+        // five ticks at multiples of 8 bits, the precision inside
+        y_range: (0.0, ((prec * 1.1 / 40.0).ceil() * 40.0)),
         log_x: true,
         series,
         markers,
