@@ -145,7 +145,7 @@ impl Accumulator {
         let off = k + self.len * (2 * set + usize::from(a.neg != b.neg));
         let s = &mut self.slots[off..off + 3];
         s[0] += low as u64 as u128;
-        s[1] += (low >> 64) as u128;
+        s[1] += low >> 64;
         s[2] += high as u128;
     }
 

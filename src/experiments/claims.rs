@@ -223,6 +223,9 @@ pub enum Source {
     Grid,
 }
 
+/// An interval `[lo, hi]` that contains a certified claim's exact value.
+pub type Enclosure = (f64, f64);
+
 /// The verdict on one claim.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Outcome {
@@ -239,7 +242,7 @@ pub struct Outcome {
     pub per_seed: Vec<(u64, Option<f64>)>,
     /// A certified claim's interval per seed (`[lo, hi]`, containing the exact value).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub enclosures: Option<Vec<(u64, Option<(f64, f64)>)>>,
+    pub enclosures: Option<Vec<(u64, Option<Enclosure>)>>,
     /// Fraction of the seeds that satisfy the claim, and the fraction required.
     pub fraction: (f64, f64),
     /// The paper's value and its source, where the claim rests on one.
