@@ -97,9 +97,9 @@ impl Rows {
 /// product, below 2^64, so it cannot overflow before 2^64 products). A product
 /// `M_a M_b < 2^106` at bit offset `s = E_a + E_b - base` is split into the three 64-bit
 /// words of `M_a M_b 2^(s mod 64)` added at slot `s / 64`; the sign only chooses the
-/// array (no branch on the data). The carries are resolved once, in [`Self::value`].
+/// array (no branch on the data). The carries are resolved once, in `value`.
 ///
-/// Products go to [`SETS`] independent copies in turn (product `j` into copy `j mod
+/// Products go to `SETS` independent copies in turn (product `j` into copy `j mod
 /// SETS`), so consecutive additions to the same slot do not wait for each other.
 #[derive(Debug, Clone)]
 pub struct Accumulator {
