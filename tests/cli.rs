@@ -56,7 +56,11 @@ fn readme_commands_work() {
         .unwrap();
     }
     // run with exactly these arguments by tests/claims.rs::paper_claims_hold (a minute)
-    let elsewhere = ["check claims/paper.toml"];
+    let elsewhere = [
+        "check claims/paper.toml",
+        // tests/claims.rs::certified_claims_are_proved (three certified default runs)
+        "check claims/certified.toml",
+    ];
     // the README's Python lines (examples/) run with the CI's venv (TOKENSEL_PYTHON);
     // without it they and the `judge` commands that read their output are skipped
     let python = std::env::var("TOKENSEL_PYTHON").ok();
@@ -116,6 +120,22 @@ fn readme_commands_work() {
         };
         assert!(out.status.success(), "`{line}` failed: {}", stderr(&out));
         assert!(!out.stdout.is_empty(), "`{line}` printed nothing");
+        // "Certified runs": each certificate decides (exit 0 above), says so, and
+        // reports the step-0 tie; compare --certify reports the enclosure
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if line.contains("-- certify") && line.contains("--json") {
+            let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+            assert_eq!(v["decided"], true, "{line}");
+            assert_eq!(v["ties"]["first"], 0, "{line}");
+        } else if line.contains("-- certify") {
+            assert!(stdout.contains("verdict: DECIDED"), "{line}: {stdout}");
+            assert!(
+                stdout.contains("proved ties at 1 step(s), first 0"),
+                "{line}"
+            );
+        } else if line.contains("--certify") {
+            assert!(stdout.contains("128-bit enclosure"), "{line}: {stdout}");
+        }
     }
     assert!(
         text.contains("```sh\ncargo test\n```"),
