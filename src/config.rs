@@ -197,6 +197,17 @@ pub enum Mode {
     Joint,
 }
 
+impl Mode {
+    /// Stable name used in outputs (as in config files): `p`, `W`, `joint`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::P => "p",
+            Mode::W => "W",
+            Mode::Joint => "joint",
+        }
+    }
+}
+
 /// How a gradient step is computed (SPEC section 9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -268,9 +268,17 @@ fn exact_dot(x: &[BallReal], y: &[BallReal]) -> (Float, Float) {
 /// len 2^(E - 300) with E the largest product's exponent: the upward roundings of the
 /// radius sum (2^-31 per `Mag` operation, len + 4 in a chain), the rounding once at the
 /// end, and the fixed-point sum's truncation far below the last bit.
+///
+/// At 128 bits (two limbs: the kernels' register path) and 256 bits (their general limb
+/// path).
 #[test]
 fn kernels_enclose_their_exact_sums() {
-    let prec = 128;
+    for prec in [128, 256] {
+        kernels_at(prec);
+    }
+}
+
+fn kernels_at(prec: u32) {
     let ar = Ball::new(prec).unwrap();
     let mut r = rng::stream(62, Stream::Init);
     for len in (0..40).chain([100, 257]) {

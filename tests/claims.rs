@@ -35,6 +35,74 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Every claim of claims/certified.toml is proved (the certificate's intervals lie
+/// inside the bounds: Figure 3(a) and Theorem 4.1 for the balanced setting, seeds 0..3).
+/// Also the README's `cargo run --release -- check claims/certified.toml`.
+#[test]
+fn certified_claims_are_proved() {
+    let o = tokensel(&["check", "claims/certified.toml", "--json"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{err}\n{out}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for c in v.as_array().unwrap() {
+        assert_eq!(c["pass"], true, "{c}");
+        assert_eq!(c["enclosures"].as_array().unwrap().len(), 3, "{c}");
+    }
+}
+
+/// A certified claim holds only when the whole interval satisfies it: the loss's
+/// enclosure `[lo, hi]` (two f64 ends, lo < hi as the exact loss is not an f64) proves
+/// `loss <= hi` (shown `proved`) but not `loss >= hi`, which a point value at `hi` would
+/// satisfy (exit 1, measured the deciding end lo); `certified` with a baseline or a
+/// non-run source is refused (exit 2).
+#[test]
+fn certified_claims_read_intervals() {
+    let claim = |name: &str, op: &str, bound: f64| {
+        format!(
+            "[[claim]]\nname = \"{name}\"\n{SMALL}certified = true\nsource = \"run\"\nquantity = \"train_loss\"\nop = \"{op}\"\nbound = {bound:e}\n\n"
+        )
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("c.toml");
+    std::fs::write(&path, claim("probe", "<", 10.0)).unwrap();
+    let (code, v) = check_json(&path);
+    assert_eq!(code, Some(0), "{v}");
+    let iv = &v[0]["enclosures"][0][1];
+    let (lo, hi) = (iv[0].as_f64().unwrap(), iv[1].as_f64().unwrap());
+    assert!(lo < hi, "{iv}");
+    let body = claim("upper", "<=", hi) + &claim("straddles", ">=", hi);
+    std::fs::write(&path, &body).unwrap();
+    let (code, v) = check_json(&path);
+    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(v[0]["pass"], true);
+    assert_eq!(v[1]["pass"], false);
+    assert_eq!(v[1]["measured"].as_f64(), Some(lo));
+    let o = tokensel(&["check", path.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.lines().any(|l| l.trim_start().starts_with("proved")),
+        "{out}"
+    );
+    for extra in ["baseline_step = 0\n", ""] {
+        let source = if extra.is_empty() { "compare" } else { "run" };
+        let body = format!(
+            "[[claim]]\nname = \"c\"\n{SMALL}certified = true\nsource = \"{source}\"\nquantity = \"x\"\nop = \"<\"\nbound = 1\n{extra}"
+        );
+        let o = claims(&body);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("`certified`"));
+    }
+}
+
+/// `check --json FILE`: the exit code and the outcomes.
+fn check_json(path: &std::path::Path) -> (Option<i32>, serde_json::Value) {
+    let o = tokensel(&["check", "--json", path.to_str().unwrap()]);
+    let v = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));
+    (o.status.code(), v)
+}
+
 const SMALL: &str = "config = { d = 20, n_train = 4, n_test = 10, steps = 30 }\n";
 
 fn claims(body: &str) -> Output {

@@ -250,6 +250,7 @@ fn bad_flags_and_files_exit_2() {
         vec!["compare", "--prec", "10"],
         vec!["compare", "--tol", "0"],
         vec!["compare", "--tol", "nan"],
+        vec!["compare", "--predictor-steps", "x"],
         vec!["saturation", "--sample", "99"],
         vec!["saturation", "--points", "1"],
         vec!["run", "--seed", "-3"],
@@ -528,6 +529,7 @@ fn compare_flags_a_judge_out_of_range() {
     ]));
     assert!(ok["judge_out_of_range"].is_null());
     assert_eq!(ok["prec_bits"], 128);
+    assert_eq!(ok["predictor"]["steps"], 3, "the prefix: min(1000, steps)");
     for key in [
         "max_rel_err",
         "first_exceed",

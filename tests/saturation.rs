@@ -94,7 +94,9 @@ fn compare_detects_naive_saturation_and_clears_the_stable_form() {
         prec: 256,
         tol: 1e-8,
         predictor: true,
+        predictor_steps: None,
         twin_method: Method::Span,
+        certify: None,
     };
     let naive = saturating(Formulation::Naive);
     let data = Dataset::generate(&naive);
@@ -138,7 +140,9 @@ fn compare_detects_update_absorption() {
         prec: 128,
         tol: 1e-8,
         predictor: false,
+        predictor_steps: None,
         twin_method: Method::Direct,
+        certify: None,
     };
     let r = compare::compare(&cfg, &data, opts, &mut |_| {}).unwrap();
     assert_eq!(r.absorption.first_total_step, Some(0));

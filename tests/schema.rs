@@ -97,7 +97,9 @@ fn compare_saturation_and_lemma_a6() {
         prec: 128,
         tol: 1e-8,
         predictor: true,
+        predictor_steps: None,
         twin_method: tokensel::config::Method::Span,
+        certify: None,
     };
     let r = tokensel::analysis::compare::compare(&cfg, &data, opts, &mut |_| {}).unwrap();
     assert_matches(Source::Compare, false, &serde_json::to_value(&r).unwrap());

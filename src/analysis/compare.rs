@@ -5,9 +5,18 @@
 //! formulation and method), the truth twin (stable formulas at `prec` bits, the judge;
 //! by default by the span step, which is the same trajectory in exact arithmetic at a
 //! cost independent of d) and, optionally, the f64 predictor (53-bit MPFR, the f64
-//! trainer's formulation and method, which must agree bit for bit). After every
+//! trainer's formulation and method, which must agree bit for bit) over the first
+//! [`DEFAULT_PREDICTOR_STEPS`] steps by default, or over the whole run. After every
 //! forward pass the f64 values are measured against the truth twin; the first step where
 //! a quantity's relative error passes the tolerance is reported with the score gap there.
+//!
+//! With `certify`, a ball trainer (the span step at that precision, the stable
+//! formulas) runs in lockstep too, and every f64 and twin value is measured against its
+//! enclosure of the exact value: the distance outside it in f64 ulps of the value, a
+//! PROVED lower bound of that value's error (the exact value lies in the enclosure), and
+//! the enclosure's own width in ulps (at 128 bits a few ulps at most: the outward
+//! rounding of its ends to f64), which says how finely it resolves the value
+//! ([`Enclosure`]).
 //!
 //! Token-space quantities (scores, attention, 1 - s_top, f, the loss) are compared at
 //! every step. The d-space ones (q, dL/dq) are compared at every step when the twin runs
@@ -19,12 +28,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Row, exceeds};
-use crate::arith::{Arith, F64, Mpfr, normwise_rel_err, rel_err};
+use crate::arith::{Arith, Ball, BallReal, F64, Kind, Mpfr, normwise_rel_err, rel_err};
 use crate::config::{Config, Formulation, Method};
 use crate::data::Dataset;
 use crate::error::Result;
 use crate::quantity::Quantity;
-use crate::train::drive::{Control, Event, drive};
+use crate::train::drive::{Control, Event, Prefix, drive};
 use crate::train::{Engine, Trainer, record, resolve_method};
 
 /// The compared quantities, in report order.
@@ -41,6 +50,12 @@ pub const COMPARED: [Quantity; 7] = [
 /// Unit roundoff of f64, 2^-53.
 pub const U64: f64 = 1.0 / (1u64 << 53) as f64;
 
+/// Steps over which `compare` checks the predictor's bit equality by default: the
+/// predictor is MPFR at 53 bits (about 0.7 ms per span step, 19 ms per direct step on
+/// the default data, against the f64 trainer's microseconds), and a kernel or rounding
+/// mismatch shows from the first steps on; the whole run on request.
+pub const DEFAULT_PREDICTOR_STEPS: u64 = 1000;
+
 /// Options of [`compare`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Options {
@@ -50,8 +65,13 @@ pub struct Options {
     pub tol: f64,
     /// Also run the f64 predictor and check bit equality.
     pub predictor: bool,
+    /// The predictor's last step (`None`: the whole run).
+    pub predictor_steps: Option<u64>,
     /// The truth twin's method (span by default: same trajectory, cost independent of d).
     pub twin_method: Method,
+    /// Also run the ball trainer at this many bits and measure every value against its
+    /// enclosure (`None`: not run).
+    pub certify: Option<u32>,
 }
 
 impl Options {
@@ -72,6 +92,10 @@ impl Options {
         crate::train::check_memory(cfg, truth.kind(), self.prec, twin)?;
         if self.predictor {
             crate::train::check_memory(cfg, Mpfr::predictor().kind(), 53, cfg.method)?;
+        }
+        if let Some(bits) = self.certify {
+            Ball::new(bits)?;
+            crate::train::check_memory(cfg, Kind::Ball, bits, Method::Span)?;
         }
         Ok(())
     }
@@ -120,10 +144,123 @@ pub struct Absorption {
 /// The f64 predictor's verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Predictor {
-    /// Every compared f64 quantity equal to the predictor's, bit for bit, at every step.
+    /// The steps checked: 0 to this one (0 in reports of versions that checked the
+    /// whole run and did not record it).
+    #[serde(default)]
+    pub steps: u64,
+    /// Every compared f64 quantity equal to the predictor's, bit for bit, at every step
+    /// checked.
     pub bits_equal: bool,
     /// First step and quantity that differed.
     pub first_mismatch: Option<(u64, String)>,
+}
+
+/// Values measured against their enclosures (one quantity, one trainer).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Distance {
+    /// Values measured.
+    pub compared: u64,
+    /// Values outside their enclosure.
+    pub outside: u64,
+    /// Largest distance outside the enclosure, in ulps of the value: a proved lower
+    /// bound of the value's error (0: every value inside).
+    pub max_ulps_outside: f64,
+    /// Largest width of an enclosure (hi - lo of its f64 ends), in ulps of the value.
+    pub max_width_ulps: f64,
+}
+
+impl Distance {
+    /// Measure `v` against the enclosure `(lo, hi)` of its exact value.
+    fn measure(&mut self, v: f64, (lo, hi): (f64, f64)) {
+        let ulp = ulp(v);
+        let out = (lo - v).max(v - hi).max(0.0);
+        self.compared += 1;
+        if out > 0.0 || v.is_nan() {
+            self.outside += 1;
+        }
+        self.max_ulps_outside = self.max_ulps_outside.max(out / ulp);
+        self.max_width_ulps = self.max_width_ulps.max((hi - lo) / ulp);
+    }
+}
+
+/// The spacing of f64 at `v`: next_up(|v|) - |v| (the smallest subnormal at 0).
+fn ulp(v: f64) -> f64 {
+    let a = v.abs();
+    if !a.is_finite() {
+        return f64::NAN;
+    }
+    f64::from_bits(a.to_bits() + 1) - a
+}
+
+/// The f64 trainer's and the twin's values against the ball trainer's enclosures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Enclosure {
+    /// The balls' working precision.
+    pub prec_bits: u32,
+    /// The f64 trainer's values (its f64 numbers).
+    pub f64: BTreeMap<Quantity, Distance>,
+    /// The twin's values, rounded to f64 (inside, up to a boundary case of half an ulp,
+    /// when the twin is right).
+    pub twin: BTreeMap<Quantity, Distance>,
+}
+
+impl Enclosure {
+    /// Measure the values of `a` (f64) and `b` (twin) against `e`'s enclosures, in
+    /// [`COMPARED`] order; q and grad_q only when `d_space`.
+    fn measure(
+        &mut self,
+        a: &Trainer<'_, F64>,
+        b: &Trainer<'_, Mpfr>,
+        e: &Trainer<'_, Ball>,
+        d_space: bool,
+    ) {
+        let ar = e.ar;
+        let mut pairs = |q: Quantity, xs: &[f64], ts: &[rug::Float], bs: &[BallReal]| {
+            for ((x, t), ball) in xs.iter().zip(ts).zip(bs) {
+                let enc = ar.enclose(ball);
+                self.f64.entry(q).or_default().measure(*x, enc);
+                self.twin.entry(q).or_default().measure(t.to_f64(), enc);
+            }
+        };
+        let sample = |f: fn(&crate::train::Sample<f64>) -> f64| -> Vec<f64> {
+            a.samples.iter().map(f).collect()
+        };
+        let twin = |f: fn(&crate::train::Sample<rug::Float>) -> &rug::Float| -> Vec<rug::Float> {
+            b.samples.iter().map(|s| f(s).clone()).collect()
+        };
+        let ball = |f: fn(&crate::train::Sample<BallReal>) -> &BallReal| -> Vec<BallReal> {
+            e.samples.iter().map(|s| f(s).clone()).collect()
+        };
+        if d_space {
+            pairs(Quantity::Q, &a.q(), &b.q(), &e.q());
+            pairs(Quantity::GradQ, &a.grad_q(), &b.grad_q(), &e.grad_q());
+        }
+        pairs(Quantity::Scores, &a.scores, &b.scores, &e.scores);
+        pairs(
+            Quantity::Attention,
+            &a.attention,
+            &b.attention,
+            &e.attention,
+        );
+        pairs(
+            Quantity::Rest,
+            &sample(|s| s.softmax.rest),
+            &twin(|s| &s.softmax.rest),
+            &ball(|s| &s.softmax.rest),
+        );
+        pairs(
+            Quantity::Output,
+            &sample(|s| s.f),
+            &twin(|s| &s.f),
+            &ball(|s| &s.f),
+        );
+        pairs(
+            Quantity::Loss,
+            &[a.loss],
+            std::slice::from_ref(&b.loss),
+            std::slice::from_ref(&e.loss),
+        );
+    }
 }
 
 /// The report of `tokensel compare`.
@@ -163,6 +300,9 @@ pub struct Report {
     pub judge_out_of_range: Option<u64>,
     /// Errors at the log-spaced checkpoints.
     pub checkpoints: Vec<Row>,
+    /// The f64 and twin values against the ball trainer's enclosures (with `certify`;
+    /// q and grad_q at the checkpoints, the rest at every step).
+    pub enclosure: Option<Enclosure>,
 }
 
 impl Report {
@@ -304,10 +444,32 @@ pub fn compare(
     let truth = Mpfr::truth(opts.prec)?;
     let a = Trainer::new(cfg, data, F64, cfg.formulation)?;
     let b = Trainer::with_method(cfg, data, truth, Formulation::Stable, opts.twin_method)?;
+    let until = opts.predictor_steps.unwrap_or(cfg.steps).min(cfg.steps);
     let p = match opts.predictor {
-        true => Some(Trainer::new(cfg, data, Mpfr::predictor(), cfg.formulation)?),
+        true => Some(Prefix::new(
+            Trainer::new(cfg, data, Mpfr::predictor(), cfg.formulation)?,
+            until,
+        )),
         false => None,
     };
+    let e = match opts.certify {
+        Some(bits) => {
+            let ball = Ball::new(bits)?;
+            Some(Trainer::with_method(
+                cfg,
+                data,
+                ball,
+                Formulation::Stable,
+                Method::Span,
+            )?)
+        }
+        None => None,
+    };
+    let mut enclosure = opts.certify.map(|bits| Enclosure {
+        prec_bits: bits,
+        f64: BTreeMap::new(),
+        twin: BTreeMap::new(),
+    });
     let schedule = record::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
     let (method, twin_method) = (a.method(), b.method());
     let every_step = twin_method == Method::Direct;
@@ -328,6 +490,7 @@ pub fn compare(
         max_fraction: 0.0,
     };
     let mut predictor = p.as_ref().map(|_| Predictor {
+        steps: until,
         bits_equal: true,
         first_mismatch: None,
     });
@@ -337,8 +500,9 @@ pub fn compare(
     // the f64 q before an update (direct f64 trainer), for the absorption check
     let mut q_before: Option<Vec<f64>> = None;
     // the f64 trainer, the truth twin and the optional predictor, in lockstep
-    let mut trio = (a, (b, p));
-    drive(&mut trio, cfg.steps, |(a, (b, p)), event| {
+    // the f64 trainer, the truth twin, the optional predictor and ball trainer, in lockstep
+    let mut all = (a, (b, (p, e)));
+    drive(&mut all, cfg.steps, |(a, (b, (p, e))), event| {
         if event == Event::Update {
             if let (Some(q_before), Engine::Direct(e)) = (q_before.take(), &a.engine) {
                 // the gradient that was just applied is still the engine's grad_q
@@ -392,11 +556,14 @@ pub fn compare(
                 }
             }
         }
-        if let (Some(pt), Some(verdict)) = (p, predictor.as_mut())
+        if let (Some(pt), Some(verdict)) = (p.as_ref().and_then(Prefix::get), predictor.as_mut())
             && let Some(q) = predictor_mismatch(a, pt).filter(|_| verdict.bits_equal)
         {
             verdict.bits_equal = false;
             verdict.first_mismatch = Some((step, q.to_string()));
+        }
+        if let (Some(e), Some(enc)) = (e, enclosure.as_mut()) {
+            enc.measure(a, b, e, at_checkpoint);
         }
         if at_checkpoint {
             rows.push(Row {
@@ -443,6 +610,7 @@ pub fn compare(
         predictor,
         judge_out_of_range,
         checkpoints: rows,
+        enclosure,
     })
 }
 
@@ -494,10 +662,35 @@ impl std::fmt::Display for Report {
                 "  WARNING: from step {step} the score gap exceeds the twin's own exponent range; exp underflows in MPFR too and agreement there proves nothing\n"
             );
         }
+        if let Some(e) = &self.enclosure {
+            out += &format!(
+                "\n  against the {}-bit enclosure of the exact run (distance outside it, in ulps of the value: a proved lower bound of the error)\n  {:<11}{:>18}{:>16}{:>18}{:>16}\n",
+                e.prec_bits,
+                "quantity",
+                "f64 outside",
+                "f64 max ulps",
+                "twin outside",
+                "width (ulps)"
+            );
+            for q in COMPARED {
+                let (Some(a), Some(t)) = (e.f64.get(&q), e.twin.get(&q)) else {
+                    continue;
+                };
+                out += &format!(
+                    "  {q:<11}{:>18}{:>16.3e}{:>18}{:>16.1}\n",
+                    format!("{}/{}", a.outside, a.compared),
+                    a.max_ulps_outside,
+                    format!("{}/{}", t.outside, t.compared),
+                    a.max_width_ulps.max(t.max_width_ulps)
+                );
+            }
+        }
         if let Some(p) = &self.predictor {
             out += &match &p.first_mismatch {
-                None => "  f64 predictor (53-bit twin): every f64 quantity equal bit for bit\n"
-                    .to_string(),
+                None => format!(
+                    "  f64 predictor (53-bit twin): every f64 quantity equal bit for bit at steps 0-{}\n",
+                    p.steps
+                ),
                 Some((step, q)) => {
                     format!("  f64 predictor: first bit mismatch at step {step} in `{q}`\n")
                 }

@@ -1,6 +1,7 @@
 //! Analyses of runs: the f64-vs-twin comparison (saturation and absorption detector),
 //! the saturation gap sweep, the exact rational tier, explicit constructions from the
-//! paper's theorems, the diff of two trajectories, and the judge of other implementations.
+//! paper's theorems, the diff of two trajectories, the judge of other implementations,
+//! and certified runs (ball enclosures of the exact trajectory).
 
 use std::collections::BTreeMap;
 
@@ -42,6 +43,7 @@ pub fn exceeds(err: f64, tol: f64) -> bool {
     !matches!(err.partial_cmp(&tol), Some(Less | Equal))
 }
 
+pub mod certify;
 pub mod diff;
 pub mod exact;
 pub mod judge;

@@ -237,96 +237,100 @@ impl<'a> Operand<'a> {
 /// radius. The sum of positive and of negative products are kept apart and subtracted
 /// at the end, which rounds ONCE to the working precision (its half ulp into the
 /// radius). So the midpoint is the exact dot product of the midpoints rounded once, up
-/// to truncations 2^-(128 - L) below the largest product's last bit.
+/// to truncations 2^-(128 - L) below the largest product's last bit. Operands of at most
+/// two limbs (up to 128 bits) take a register path with W = 6 (`two_limbs`: 128-bit
+/// mantissas, 256-bit products, no GMP call); longer ones a loop over limbs (`limbs`).
+/// The product radii are summed in the same pass.
 struct MidSum;
 
 impl MidSum {
-    /// Sum the products of `pairs` into `mid` (rounded to its precision) and set `rad` to
-    /// the bound of the rounding and truncation; false (nothing written) when an
-    /// operand is not finite.
+    /// Sum the products of the midpoints `pairs` into `mid` (rounded to its precision)
+    /// and set `rad` to the bound of the rounding and truncation plus the sum (rounded
+    /// up) of each pair's product radius (the third item); false (nothing written) when
+    /// an operand is not finite.
     fn sum<'a, I>(pairs: I, mid: &mut Float, rad: &mut Mag) -> bool
     where
-        I: Iterator<Item = (Term<Operand<'a>>, Term<Operand<'a>>)> + Clone,
+        I: Iterator<Item = (Term<Operand<'a>>, Term<Operand<'a>>, Mag)>,
     {
-        use gmp_mpfr_sys::gmp;
-        // pass 1: the largest exponent sum and the limb counts
+        // pass 1: the nonzero products' operands (the longer one first), the largest
+        // exponent sum and the limb counts; the product radii
         let (mut top, mut nx, mut ny, mut len) = (i64::MIN, 0usize, 0usize, 0usize);
-        for (a, b) in pairs.clone() {
+        let mut terms = Vec::with_capacity(pairs.size_hint().0);
+        let mut radii = Mag::ZERO;
+        for (a, b, r) in pairs {
             len += 1;
+            radii = radii.add_up(r);
             match (a, b) {
                 (Term::NonFinite, _) | (_, Term::NonFinite) => return false,
                 (Term::Finite(a), Term::Finite(b)) => {
                     top = top.max(a.exp + b.exp);
                     nx = nx.max(a.limbs.len());
                     ny = ny.max(b.limbs.len());
+                    terms.push(if a.limbs.len() >= b.limbs.len() {
+                        (a, b)
+                    } else {
+                        (b, a)
+                    });
                 }
                 _ => {}
             }
         }
         if top == i64::MIN {
             mid.assign(0u32);
-            *rad = Mag::ZERO;
+            *rad = radii;
             return true;
         }
         let big_l = (usize::BITS - len.leading_zeros()) as i64 + 1;
+        let (pos, neg, base, truncated) = if nx <= 2 && ny <= 2 {
+            Self::two_limbs(&terms, top, big_l)
+        } else {
+            Self::limbs(&terms, top, big_l, nx, ny)
+        };
+        let int = rug::Integer::from_digits(&pos, rug::integer::Order::Lsf)
+            - rug::Integer::from_digits(&neg, rug::integer::Order::Lsf);
+        let t = tern(mid.assign_round(&int, Round::Nearest));
+        // SAFETY: scaling by a power of two (exact within MPFR's exponent range).
+        let t2 = unsafe { mpfr::mul_2si(mid.as_raw_mut(), mid.as_raw(), base, mpfr::rnd_t::RNDN) };
+        let mut r = err(mid, t).add_up(err(mid, t2)).add_up(radii);
+        if truncated > 0 {
+            r = r.add_up(Mag::of_f64(truncated as f64).mul_up(Mag::pow2(base)));
+        }
+        *rad = r;
+        true
+    }
+
+    /// The sums of the positive and of the negative products of `terms` in fixed point,
+    /// in `W = nx + ny + 2` limbs above `2^base` (`base = top + big_l - 64 W`), and the
+    /// number of products truncated below `2^base` (the struct docs).
+    fn limbs(
+        terms: &[(Operand<'_>, Operand<'_>)],
+        top: i64,
+        big_l: i64,
+        nx: usize,
+        ny: usize,
+    ) -> (Vec<u64>, Vec<u64>, i64, u64) {
         let w = nx + ny + 2;
         let base = top + big_l - 64 * w as i64;
-        let mut pos = vec![0u64; w];
-        let mut neg = vec![0u64; w];
+        // the sums of the positive and of the negative products
+        let mut acc = [vec![0u64; w], vec![0u64; w]];
         let mut prod = vec![0u64; nx + ny];
         let mut tmp = vec![0u64; nx + ny + 1];
         let mut truncated = 0u64;
-        for (a, b) in pairs {
-            let (Term::Finite(a), Term::Finite(b)) = (a, b) else {
-                continue;
-            };
-            let (a, b) = if a.limbs.len() >= b.limbs.len() {
-                (a, b)
-            } else {
-                (b, a)
-            };
-            let (na, nb) = (a.limbs.len(), b.limbs.len());
-            let np = na + nb;
-            // SAFETY: prod has room for na + nb limbs, na >= nb >= 1.
-            unsafe {
-                gmp::mpn_mul(
-                    prod.as_mut_ptr(),
-                    a.limbs.as_ptr(),
-                    na as _,
-                    b.limbs.as_ptr(),
-                    nb as _,
-                );
-            }
+        for (a, b) in terms {
+            let np = a.limbs.len() + b.limbs.len();
+            mul_limbs(a.limbs, b.limbs, &mut prod[..np]);
             // the product's value: prod / 2^(64 np) 2^(ea + eb); its last bit at
             // ea + eb - 64 np, that is `shift` bits above base
             let shift = a.exp + b.exp - 64 * np as i64 - base;
-            let acc = if a.neg != b.neg { &mut neg } else { &mut pos };
+            let acc = &mut acc[usize::from(a.neg != b.neg)];
             if shift >= 0 {
                 let (o, bit) = ((shift / 64) as usize, (shift % 64) as u32);
-                let m = if bit == 0 {
-                    tmp[..np].copy_from_slice(&prod[..np]);
-                    tmp[np] = 0;
-                    np + 1
-                } else {
-                    // SAFETY: tmp has np + 1 limbs; lshift writes np limbs.
-                    tmp[np] =
-                        unsafe { gmp::mpn_lshift(tmp.as_mut_ptr(), prod.as_ptr(), np as _, bit) };
-                    np + 1
-                };
+                shl_limbs(&prod[..np], bit, &mut tmp[..np + 1]);
                 // limbs of tmp beyond w - o are zero (the product is below 2^(64 w - L))
-                let m = m.min(w - o);
+                let m = (np + 1).min(w - o);
                 debug_assert!(tmp[m..np + 1].iter().all(|l| *l == 0));
-                // SAFETY: acc[o..] has w - o >= m limbs.
-                let carry = unsafe {
-                    gmp::mpn_add(
-                        acc.as_mut_ptr().add(o),
-                        acc.as_ptr().add(o),
-                        (w - o) as _,
-                        tmp.as_ptr(),
-                        m as _,
-                    )
-                };
-                debug_assert_eq!(carry, 0);
+                let carry = add_limbs(&mut acc[o..], &tmp[..m]);
+                debug_assert!(!carry);
             } else {
                 truncated += 1;
                 let drop = (-shift) as usize;
@@ -335,31 +339,138 @@ impl MidSum {
                 }
                 let (q, bit) = (drop / 64, (drop % 64) as u32);
                 let m = np - q;
-                if bit == 0 {
-                    tmp[..m].copy_from_slice(&prod[q..np]);
-                } else {
-                    // SAFETY: tmp has >= m limbs; prod[q..] has m limbs.
-                    unsafe { gmp::mpn_rshift(tmp.as_mut_ptr(), prod.as_ptr().add(q), m as _, bit) };
-                }
-                // SAFETY: acc has w >= m limbs.
-                let carry = unsafe {
-                    gmp::mpn_add(acc.as_mut_ptr(), acc.as_ptr(), w as _, tmp.as_ptr(), m as _)
-                };
-                debug_assert_eq!(carry, 0);
+                shr_limbs(&prod[q..np], bit, &mut tmp[..m]);
+                let carry = add_limbs(acc, &tmp[..m]);
+                debug_assert!(!carry);
             }
         }
-        let int = rug::Integer::from_digits(&pos, rug::integer::Order::Lsf)
-            - rug::Integer::from_digits(&neg, rug::integer::Order::Lsf);
-        let t = tern(mid.assign_round(&int, Round::Nearest));
-        // SAFETY: scaling by a power of two (exact within MPFR's exponent range).
-        let t2 = unsafe { mpfr::mul_2si(mid.as_raw_mut(), mid.as_raw(), base, mpfr::rnd_t::RNDN) };
-        let mut r = err(mid, t).add_up(err(mid, t2));
-        if truncated > 0 {
-            r = r.add_up(Mag::of_f64(truncated as f64).mul_up(Mag::pow2(base)));
-        }
-        *rad = r;
-        true
+        let [pos, neg] = acc;
+        (pos, neg, base, truncated)
     }
+
+    /// [`Self::limbs`] for operands of at most two limbs (precisions up to 128 bits), in
+    /// registers: every operand as a 128-bit mantissa M (value M 2^(e - 128)), every
+    /// product as four limbs (value P 2^(ea + eb - 256)), six limbs of sums (W = 6).
+    fn two_limbs(
+        terms: &[(Operand<'_>, Operand<'_>)],
+        top: i64,
+        big_l: i64,
+    ) -> (Vec<u64>, Vec<u64>, i64, u64) {
+        const W: usize = 6;
+        let base = top + big_l - 64 * W as i64;
+        let mut acc = [[0u64; W]; 2];
+        let mut truncated = 0u64;
+        let man = |o: &Operand<'_>| -> u128 {
+            match o.limbs {
+                [l] => (*l as u128) << 64,
+                [l0, l1] => ((*l1 as u128) << 64) | *l0 as u128,
+                _ => unreachable!("at most two limbs"),
+            }
+        };
+        for (a, b) in terms {
+            let (ma, mb) = (man(a), man(b));
+            let (ah, al) = ((ma >> 64) as u64 as u128, ma as u64 as u128);
+            let (bh, bl) = ((mb >> 64) as u64 as u128, mb as u64 as u128);
+            let (ll, lh, hl, hh) = (al * bl, al * bh, ah * bl, ah * bh);
+            // below 3 * 2^64
+            let middle = (ll >> 64) + (lh as u64 as u128) + (hl as u64 as u128);
+            // the high half of a product below 2^256
+            let upper = hh + (lh >> 64) + (hl >> 64) + (middle >> 64);
+            let p = [ll as u64, middle as u64, upper as u64, (upper >> 64) as u64];
+            let shift = a.exp + b.exp - 256 - base;
+            let acc = &mut acc[usize::from(a.neg != b.neg)];
+            if shift >= 0 {
+                // P 2^bit in five limbs at limb o; o + 5 <= W since P 2^shift < 2^(64 W - L)
+                let (o, bit) = ((shift / 64) as usize, (shift % 64) as u32);
+                let mut v = [0u64; 5];
+                shl_limbs(&p, bit, &mut v);
+                debug_assert!(o + 5 <= W || v[W - o..].iter().all(|l| *l == 0));
+                let m = 5.min(W - o);
+                let carry = add_limbs(&mut acc[o..], &v[..m]);
+                debug_assert!(!carry);
+            } else {
+                truncated += 1;
+                let drop = (-shift) as usize;
+                if drop >= 256 {
+                    continue;
+                }
+                let (q, bit) = (drop / 64, (drop % 64) as u32);
+                let mut v = [0u64; 4];
+                shr_limbs(&p[q..], bit, &mut v[..4 - q]);
+                let carry = add_limbs(acc, &v[..4 - q]);
+                debug_assert!(!carry);
+            }
+        }
+        let [pos, neg] = acc;
+        (pos.to_vec(), neg.to_vec(), base, truncated)
+    }
+}
+
+/// `out = a b` (limbs least significant first, `out.len() = a.len() + b.len()`), by
+/// schoolbook multiplication (operands of a few limbs: cheaper inline than a GMP call).
+#[inline(always)]
+fn mul_limbs(a: &[u64], b: &[u64], out: &mut [u64]) {
+    out.fill(0);
+    for (i, &ai) in a.iter().enumerate() {
+        let mut carry = 0u64;
+        for (j, &bj) in b.iter().enumerate() {
+            // at most (2^64 - 1)^2 + 2 (2^64 - 1) = 2^128 - 1
+            let t = ai as u128 * bj as u128 + out[i + j] as u128 + carry as u128;
+            out[i + j] = t as u64;
+            carry = (t >> 64) as u64;
+        }
+        out[i + b.len()] = carry;
+    }
+}
+
+/// `out = v 2^bit` (`bit < 64`, `out.len() = v.len() + 1`).
+#[inline(always)]
+fn shl_limbs(v: &[u64], bit: u32, out: &mut [u64]) {
+    if bit == 0 {
+        out[..v.len()].copy_from_slice(v);
+        out[v.len()] = 0;
+        return;
+    }
+    let mut prev = 0u64;
+    for (o, &x) in out.iter_mut().zip(v) {
+        *o = (x << bit) | (prev >> (64 - bit));
+        prev = x;
+    }
+    out[v.len()] = prev >> (64 - bit);
+}
+
+/// `out = floor(v / 2^bit)` (`bit < 64`, `out.len() = v.len()`).
+#[inline(always)]
+fn shr_limbs(v: &[u64], bit: u32, out: &mut [u64]) {
+    if bit == 0 {
+        out.copy_from_slice(v);
+        return;
+    }
+    for (k, o) in out.iter_mut().enumerate() {
+        let next = v.get(k + 1).map_or(0, |n| n << (64 - bit));
+        *o = (v[k] >> bit) | next;
+    }
+}
+
+/// `acc += v` (`v.len() <= acc.len()`), the carry propagated; returns the carry out of
+/// `acc`'s top limb.
+#[inline(always)]
+fn add_limbs(acc: &mut [u64], v: &[u64]) -> bool {
+    let mut carry = false;
+    let (low, high) = acc.split_at_mut(v.len());
+    for (a, &x) in low.iter_mut().zip(v) {
+        let (s1, c1) = a.overflowing_add(x);
+        let (s2, c2) = s1.overflowing_add(u64::from(carry));
+        *a = s2;
+        carry = c1 | c2;
+    }
+    for a in high {
+        if !carry {
+            break;
+        }
+        (*a, carry) = a.overflowing_add(1);
+    }
+    carry
 }
 
 /// `x = x + a` rounded to nearest; returns the ternary value.
@@ -724,36 +835,27 @@ impl Arith for Ball {
         let pairs = x
             .iter()
             .zip(y)
-            .map(|(a, b)| (Operand::of(&a.mid), Operand::of(&b.mid)));
+            .map(|(a, b)| (Operand::of(&a.mid), Operand::of(&b.mid), prod_rad(a, b)));
         if !MidSum::sum(pairs, &mut out.mid, &mut out.rad) {
-            return super::dot_by_fma(self, x, y, out);
+            super::dot_by_fma(self, x, y, out);
         }
-        let mut r = out.rad;
-        for (a, b) in x.iter().zip(y) {
-            r = r.add_up(prod_rad(a, b));
-        }
-        out.rad = r;
     }
 
     /// As [`Arith::dot`], with exact f64 entries `x`.
     fn dot_f64(&self, x: &[f64], y: &[BallReal], out: &mut BallReal) {
         debug_assert_eq!(x.len(), y.len());
         let decoded: Vec<_> = x.iter().map(|v| decode_f64(*v)).collect();
-        let pairs = decoded
-            .iter()
-            .zip(y)
-            .map(|(a, b)| (Operand::of_decoded(a), Operand::of(&b.mid)));
+        let pairs = decoded.iter().zip(x).zip(y).map(|((a, v), b)| {
+            let r = match b.rad.is_zero() {
+                true => Mag::ZERO,
+                false => Mag::of_f64(*v).mul_up(b.rad),
+            };
+            (Operand::of_decoded(a), Operand::of(&b.mid), r)
+        });
         if !MidSum::sum(pairs, &mut out.mid, &mut out.rad) {
             let xs: Vec<BallReal> = x.iter().map(|v| self.of(*v)).collect();
-            return super::dot_by_fma(self, &xs, y, out);
+            super::dot_by_fma(self, &xs, y, out);
         }
-        let mut r = out.rad;
-        for (a, b) in x.iter().zip(y) {
-            if !b.rad.is_zero() {
-                r = r.add_up(Mag::of_f64(*a).mul_up(b.rad));
-            }
-        }
-        out.rad = r;
     }
 
     fn axpy(&self, alpha: &BallReal, x: &[BallReal], y: &mut [BallReal]) {

@@ -5,7 +5,7 @@ use std::time::Instant;
 use clap::Args;
 
 use super::{ConfigArgs, EXIT_OK, JudgeArgs, finish, parse_method, print_report, progress_bar};
-use crate::analysis::compare::{self, Options};
+use crate::analysis::compare::{self, DEFAULT_PREDICTOR_STEPS, Options};
 use crate::config::Method;
 use crate::data::Dataset;
 use crate::error::Result;
@@ -20,11 +20,20 @@ pub(super) struct CompareArgs {
     /// method at MPFR speed).
     #[arg(long)]
     no_predictor: bool,
+    /// The steps over which the predictor's bit equality is checked: 0 to N (default
+    /// 1000), or `all` for the whole run.
+    #[arg(long, value_name = "N|all", default_value_t = Steps(Some(DEFAULT_PREDICTOR_STEPS)), value_parser = parse_steps)]
+    predictor_steps: Steps,
     /// The truth twin's step: span (default; the same trajectory in exact arithmetic,
     /// cost independent of d), direct (d-space quantities compared at every step) or
     /// auto (the cheaper of the two).
     #[arg(long, value_name = "auto|direct|span", value_parser = parse_method, default_value = "span")]
     twin_method: Method,
+    /// Also run the ball trainer (128 bits, span step) in lockstep and report how far
+    /// each f64 and twin value lies outside its enclosure of the exact value, in ulps (a
+    /// proved lower bound of its error).
+    #[arg(long)]
+    certify: bool,
     /// Print exactly one JSON object on stdout.
     #[arg(long)]
     json: bool,
@@ -33,13 +42,38 @@ pub(super) struct CompareArgs {
     quiet: bool,
 }
 
+/// A number of steps, or `all` (`None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Steps(Option<u64>);
+
+impl std::fmt::Display for Steps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(n) => write!(f, "{n}"),
+            None => f.write_str("all"),
+        }
+    }
+}
+
+/// `N` or `all`.
+fn parse_steps(s: &str) -> std::result::Result<Steps, String> {
+    if s == "all" {
+        return Ok(Steps(None));
+    }
+    s.parse::<u64>()
+        .map(|n| Steps(Some(n)))
+        .map_err(|_| format!("`{s}` is not a number of steps or `all`"))
+}
+
 pub(super) fn compare(args: &CompareArgs) -> Result<i32> {
     let cfg = args.config.load()?;
     let opts = Options {
         prec: args.judge.prec,
         tol: args.judge.tol,
         predictor: !args.no_predictor,
+        predictor_steps: args.predictor_steps.0,
         twin_method: args.twin_method,
+        certify: args.certify.then_some(crate::arith::DEFAULT_BALL_PREC),
     };
     opts.check(&cfg)?;
     let t0 = Instant::now();

@@ -14,6 +14,10 @@ pub(super) struct CostArgs {
     /// Twin precisions in bits (53 = the f64 predictor), comma separated.
     #[arg(long, value_name = "BITS", value_delimiter = ',', default_values_t = [53u32, 64, 128, 256, 512, 1024])]
     precs: Vec<u32>,
+    /// Ball precisions in bits (the certified trainer's span step), comma separated;
+    /// none by default.
+    #[arg(long, value_name = "BITS", value_delimiter = ',')]
+    ball: Vec<u32>,
     /// Timed blocks of 20 f64 steps (median reported).
     #[arg(long, value_name = "N", default_value_t = 15)]
     reps: usize,
@@ -31,10 +35,18 @@ pub(super) fn cost(args: &CostArgs) -> Result<i32> {
         Some(m) => vec![m],
         None => vec![Method::Direct, Method::Span],
     };
-    cost::check(&cfg, &args.precs, &methods, args.reps, args.twin_reps)?;
+    cost::check(
+        &cfg,
+        &args.precs,
+        &args.ball,
+        &methods,
+        args.reps,
+        args.twin_reps,
+    )?;
     let r = cost::measure(
         &cfg,
         &args.precs,
+        &args.ball,
         &methods,
         args.reps,
         args.twin_reps,

@@ -3,8 +3,8 @@
 //! the exit codes and what several commands share (where a config comes from, output
 //! options, progress bars, printing a report).
 //!
-//! Exit codes (README "Exit codes"): 0 success; 1 a claim failed or two trajectories
-//! differ; 2 bad input (unknown flag, bad config value, unreadable, garbage or directory
+//! Exit codes (README "Exit codes"): 0 success; 1 a claim failed, two trajectories
+//! differ, or a certificate leaves a decision undecided; 2 bad input (unknown flag, bad config value, unreadable, garbage or directory
 //! input, unusable output path), found before any work; 3 a run stopped (a non-finite
 //! value) or was refused (a size over a limit). Commands return their code; nothing
 //! here calls `process::exit` (but the hidden `--stop-after` crash simulation).
@@ -64,6 +64,7 @@ use crate::error::{Error, Result};
 use crate::io::publish::{OutputDir, SetKind};
 use crate::io::trajectory::{Summary, Trajectory};
 
+mod certify;
 mod check;
 mod compare;
 mod config;
@@ -97,6 +98,9 @@ enum Command {
     Twin(twin::TwinArgs),
     /// Run the f64 trainer and the MPFR twin step by step and report f64's error.
     Compare(compare::CompareArgs),
+    /// Enclose the exact run in ball arithmetic: every quantity an interval, every
+    /// decision proved or undecided (exit 0 all decided, 1 undecided, 3 stopped).
+    Certify(certify::CertifyArgs),
     /// Sweep the score gap on one sequence: where does each f64 formulation break?
     Saturation(saturation::SaturationArgs),
     /// Train at several label-noise rates and seeds; CSV, JSON and an SVG plot.
@@ -200,6 +204,7 @@ where
         Command::Run(args) => run::run(&args),
         Command::Twin(args) => twin::twin(&args),
         Command::Compare(args) => compare::compare(&args),
+        Command::Certify(args) => certify::certify(&args),
         Command::Sweep(args) => sweep::sweep(&args),
         Command::Check(args) => check::check(&args),
         Command::Cost(args) => cost::cost(&args),
@@ -237,7 +242,7 @@ where
 
 /// Exit code: success.
 pub const EXIT_OK: i32 = 0;
-/// Exit code: a claim failed, or two trajectories differ.
+/// Exit code: a claim failed, two trajectories differ, or a certificate is undecided.
 pub const EXIT_FAILED: i32 = 1;
 /// Exit code: bad input (flags, config values, unreadable, garbage or directory inputs,
 /// unusable output paths), found before any work starts.

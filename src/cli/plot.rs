@@ -1,4 +1,4 @@
-//! `tokensel plot`: draw a trajectory or a compare report as SVG or PNG.
+//! `tokensel plot`: draw a trajectory, a compare report or a certificate as SVG or PNG.
 
 use std::path::PathBuf;
 
@@ -13,8 +13,9 @@ use crate::report::plot;
 
 #[derive(Args, Debug)]
 pub(super) struct PlotArgs {
-    /// A trajectory.json (from `run --out` / `twin --out`) or a compare report
-    /// (`compare --json > report.json`).
+    /// A trajectory.json (from `run --out` / `twin --out`), a compare report
+    /// (`compare --json > report.json`) or a certificate (`certify --out DIR`: its
+    /// certificate.json; drawn as bits lost against step).
     input: PathBuf,
     /// Output file: .svg or .png.
     #[arg(long, value_name = "FIG.svg|png")]
@@ -32,9 +33,13 @@ pub(super) fn plot(args: &PlotArgs) -> Result<i32> {
         Ok(t) => plot::attention_chart(&t),
         Err(first) => match Report::from_json(&text, &args.input) {
             Ok(r) => plot::error_chart(&r),
-            // a report whose checks failed says why; anything else is not a report
+            // a report whose checks failed says why
             Err(e) if serde_json::from_str::<Report>(&text).is_ok() => return Err(e),
-            Err(_) => return Err(first),
+            // a certificate; anything else is not a report
+            Err(_) => match serde_json::from_str::<crate::analysis::certify::Certificate>(&text) {
+                Ok(c) => plot::radius_chart(&c),
+                Err(_) => return Err(first),
+            },
         },
     };
     let svg = chart.to_svg();

@@ -20,7 +20,15 @@
 //! prec = 256                          # optional (compare, saturation, lemma_a6)
 //! tol = 1e-8                          # optional (compare, saturation)
 //! axes = { eta = "0.5:0.9:0.025", rho = [0.05, 0.1] }   # grid only
+//! certified = true                    # optional (run): proved by the enclosure
 //! ```
+//!
+//! A `certified = true` claim reads the certificate of `tokensel certify` (the ball
+//! trainer at 128 bits, span step: every quantity an interval that contains the exact
+//! value, accuracies and selection shares intervals over the undecided samples) and
+//! holds only when the WHOLE interval satisfies it (`>= b`: its lower end `>= b`; `== b`:
+//! both ends `b`), so an undecided sample can only make it fail. Only `run` claims, and
+//! no `baseline_step` (a difference of intervals would need its own outward rounding).
 //!
 //! A `grid` claim runs the grid of its config (the base), `axes` and `seeds` (all seeds
 //! in one grid, `tokensel grid`'s cells) and reads one number from the merged summary
@@ -122,6 +130,10 @@ pub struct Claim {
     /// Grid axes (`grid` only): key = "a:b:step" or a list of numbers.
     #[serde(default)]
     pub axes: Option<toml::Table>,
+    /// Proved by the enclosure (`run` only): the claim reads the certificate's
+    /// intervals and holds only where the whole interval satisfies it.
+    #[serde(default)]
+    pub certified: bool,
 }
 
 /// What a `lemma_a6` claim reads: the W-mode and p-mode runs' largest relative
@@ -172,6 +184,27 @@ impl Op {
         }
     }
 
+    /// True when `x OP bound` for EVERY x in `[lo, hi]` (for a point, [`Op::holds`]).
+    pub fn holds_on(self, (lo, hi): (f64, f64), bound: f64) -> bool {
+        match self {
+            Op::Eq => lo == bound && hi == bound,
+            Op::Ne => bound < lo || bound > hi,
+            Op::Lt => hi < bound,
+            Op::Le => hi <= bound,
+            Op::Gt => lo > bound,
+            Op::Ge => lo >= bound,
+        }
+    }
+
+    /// The end of `[lo, hi]` that decides [`Op::holds_on`] (the worst case).
+    fn decisive(self, (lo, hi): (f64, f64), bound: f64) -> f64 {
+        match self {
+            Op::Lt | Op::Le => hi,
+            Op::Eq if lo == bound => hi,
+            _ => lo,
+        }
+    }
+
     /// True when `measured OP bound`.
     pub fn holds(self, measured: f64, bound: f64) -> bool {
         match self {
@@ -212,6 +245,9 @@ pub enum Source {
     Grid,
 }
 
+/// An interval `[lo, hi]` that contains a certified claim's exact value.
+pub type Enclosure = (f64, f64);
+
 /// The verdict on one claim.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Outcome {
@@ -223,8 +259,12 @@ pub struct Outcome {
     pub expect: String,
     /// Measured value, for one seed (None when the output holds null there).
     pub measured: Option<f64>,
-    /// The seeds and each seed's measured value.
+    /// The seeds and each seed's measured value (for a certified claim the interval's
+    /// deciding end: the lower end for `>`, `>=`, the upper for `<`, `<=`).
     pub per_seed: Vec<(u64, Option<f64>)>,
+    /// A certified claim's interval per seed (`[lo, hi]`, containing the exact value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enclosures: Option<Vec<(u64, Option<Enclosure>)>>,
     /// Fraction of the seeds that satisfy the claim, and the fraction required.
     pub fraction: (f64, f64),
     /// Seeds whose measurement is missing (null in the output, or not there): any fails
@@ -335,6 +375,12 @@ impl ClaimsFile {
                     "a grid claim reads one number from the grid's summary; its fractions over seeds are quantities there".into(),
                 ));
             }
+            if c.certified && (c.source != Source::Run || c.baseline_step.is_some()) {
+                return Err(err(
+                    "certified",
+                    "only `run` claims without `baseline_step` are certified".into(),
+                ));
+            }
             if c.step.is_some() && c.source != Source::Run {
                 return Err(err("step", "only `run` claims read a checkpoint".into()));
             }
@@ -428,7 +474,10 @@ fn compare_options(claim: &Claim) -> crate::analysis::compare::Options {
         prec: claim.prec.unwrap_or(crate::arith::DEFAULT_PREC),
         tol: claim.tol.unwrap_or(1e-8),
         predictor: true,
+        // the claims check the whole run
+        predictor_steps: None,
         twin_method: crate::config::Method::Span,
+        certify: None,
     }
 }
 
@@ -475,6 +524,7 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
     let tol = claim.tol.unwrap_or(1e-8);
     let data = Dataset::generate(cfg);
     Ok(match claim.source {
+        Source::Run if claim.certified => certified(cfg, &data)?,
         Source::Run => {
             // one run serves every claim on this config: the summary and each checkpoint
             let t = Trainer::run(cfg, &data, F64, &mut |_| {})?;
@@ -557,6 +607,29 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
     })
 }
 
+/// The certificate of `cfg`'s run in the shape of a `run` output: `summary` the
+/// certificate's fields with the final checkpoint's (loss, attention, ...) beside them,
+/// `checkpoints` each checkpoint by step; every quantity an interval `[lo, hi]`.
+fn certified(cfg: &Config, data: &Dataset) -> Result<serde_json::Value> {
+    use crate::analysis::certify;
+    let cert = certify::certify(cfg, data, &certify::Options::default(), &mut |_, _| {})?;
+    let mut summary = json(&cert);
+    let last = json(cert.last());
+    let (serde_json::Value::Object(s), serde_json::Value::Object(l)) = (&mut summary, last) else {
+        unreachable!("structs serialise as objects")
+    };
+    s.remove("checkpoints");
+    for (k, v) in l {
+        s.entry(k).or_insert(v);
+    }
+    let checkpoints: serde_json::Map<String, serde_json::Value> = cert
+        .checkpoints
+        .iter()
+        .map(|c| (c.step.to_string(), json(c)))
+        .collect();
+    Ok(serde_json::json!({ "summary": summary, "checkpoints": checkpoints }))
+}
+
 fn json<T: Serialize>(v: &T) -> serde_json::Value {
     serde_json::to_value(v).expect("outputs serialise")
 }
@@ -608,6 +681,7 @@ pub fn check(
                     claim.prec,
                     claim.tol.map(f64::to_bits),
                     &grid,
+                    claim.certified,
                 ))
                 .expect("key serialises");
                 (seed, cfg, key)
@@ -629,7 +703,8 @@ pub fn check(
         let mut per_seed = Vec::with_capacity(seeds.len());
         for (seed, cfg, key) in &runs {
             let (seed, key) = (*seed, key.clone());
-            let read = |step: Option<u64>| -> Result<Option<f64>> {
+            // a value: a number (a point), a bool (0 or 1) or an interval [lo, hi]
+            let read = |step: Option<u64>| -> Result<Option<(f64, f64)>> {
                 let output = match (claim.source, step) {
                     (Source::Run, None) => &cache[&key]["summary"],
                     (Source::Run, Some(step)) => cache[&key]["checkpoints"]
@@ -645,33 +720,51 @@ pub fn check(
                 let Some(value) = lookup(output, &claim.quantity) else {
                     return Ok(None);
                 };
+                let not_a_number = |other: &serde_json::Value| {
+                    err(
+                        "quantity",
+                        format!("`{}` is not a number: {other}", claim.quantity),
+                    )
+                };
                 match value {
                     serde_json::Value::Null => Ok(None),
                     // a non-finite number as tokensel writes it (`io::nonfinite`)
                     serde_json::Value::String(s) if crate::io::nonfinite::parse(s).is_some() => {
-                        Ok(crate::io::nonfinite::parse(s))
+                        Ok(crate::io::nonfinite::parse(s).map(|v| (v, v)))
                     }
-                    serde_json::Value::Bool(b) => Ok(Some(if *b { 1.0 } else { 0.0 })),
-                    serde_json::Value::Number(n) => Ok(n.as_f64()),
-                    other => Err(err(
-                        "quantity",
-                        format!("`{}` is not a number: {other}", claim.quantity),
-                    )),
+                    serde_json::Value::Bool(b) => {
+                        Ok(Some(if *b { (1.0, 1.0) } else { (0.0, 0.0) }))
+                    }
+                    serde_json::Value::Number(n) => Ok(n.as_f64().map(|v| (v, v))),
+                    serde_json::Value::Array(a) if claim.certified && a.len() == 2 => {
+                        match (a[0].as_f64(), a[1].as_f64()) {
+                            (Some(lo), Some(hi)) => Ok(Some((lo, hi))),
+                            _ => Err(not_a_number(value)),
+                        }
+                    }
+                    other => Err(not_a_number(other)),
                 }
             };
             let value = match claim.baseline_step {
                 None => read(claim.step)?,
                 Some(base) => {
+                    // points only (certified claims have no baseline)
                     let end = read(Some(claim.step.unwrap_or(cfg.steps)))?;
-                    end.zip(read(Some(base))?).map(|(e, b)| e - b)
+                    end.zip(read(Some(base))?)
+                        .map(|(e, b)| (e.0 - b.0, e.0 - b.0))
                 }
             };
             per_seed.push((seed, value));
         }
         let satisfied = per_seed
             .iter()
-            .filter(|(_, v)| v.is_some_and(|m| claim.op.holds(m, claim.bound)))
+            .filter(|(_, v)| v.is_some_and(|iv| claim.op.holds_on(iv, claim.bound)))
             .count();
+        let enclosures = claim.certified.then(|| per_seed.clone());
+        let per_seed: Vec<(u64, Option<f64>)> = per_seed
+            .into_iter()
+            .map(|(seed, v)| (seed, v.map(|iv| claim.op.decisive(iv, claim.bound))))
+            .collect();
         let share = satisfied as f64 / per_seed.len() as f64;
         let required = claim.fraction.unwrap_or(1.0);
         let holds = share >= required;
@@ -690,6 +783,7 @@ pub fn check(
             expect: format!("{} {}", claim.op.symbol(), compact(claim.bound)),
             measured: per_seed.first().and_then(|(_, v)| *v),
             per_seed,
+            enclosures,
             fraction: (share, required),
             pass: missing.is_empty()
                 && match claim.expected {
@@ -719,6 +813,7 @@ impl std::fmt::Display for Verdicts<'_> {
         for o in self.0 {
             let status = match (o.pass, o.expected) {
                 _ if !o.missing.is_empty() => "FAIL",
+                (true, Expected::Holds) if o.enclosures.is_some() => "proved",
                 (true, Expected::Holds) => "pass",
                 (true, Expected::Differs) => "differs",
                 (false, Expected::Holds) => "FAIL",
@@ -753,7 +848,7 @@ impl std::fmt::Display for Verdicts<'_> {
                 o.name, o.expect
             );
         }
-        out += "  (differs: a recorded disagreement with the paper that persists; FAIL*: it no longer does; missing: no measurement, a failure)\n";
+        out += "  (differs: a recorded disagreement with the paper that persists; FAIL*: it no longer does;\n   missing: no measurement, a failure; proved: a certified claim whose enclosure lies inside the bound)\n";
         let failed = self.0.iter().filter(|o| !o.pass).count();
         let differs = self
             .0

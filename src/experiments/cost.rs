@@ -1,11 +1,12 @@
-//! Cost of a gradient step: f64 trainer vs MPFR twin at several precisions
+//! Cost of a gradient step: f64 trainer vs MPFR twin at several precisions, and the
+//! ball trainer (certified runs, span step) at the precisions asked for
 //! (`tokensel cost`). A measurement, not a test: the numbers depend on the machine.
 
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::arith::{Arith, F64, Kind, Mpfr};
+use crate::arith::{Arith, Ball, F64, Kind, Mpfr};
 use crate::config::{Config, Method};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
@@ -16,7 +17,7 @@ use crate::train::{Trainer, resolve_method};
 /// One row of the cost table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
-    /// The arithmetic: `f64`, `predictor` or `mpfr`.
+    /// The arithmetic: `f64`, `predictor`, `mpfr` or `ball`.
     pub trainer: Kind,
     /// Its precision in bits.
     pub prec_bits: u32,
@@ -113,11 +114,13 @@ fn time_steps<A: Arith>(
 pub const MAX_REPS: usize = 100_000;
 
 /// Check, before any work, that every trainer [`measure`] would build is valid (each
-/// precision) and within the memory limit (each precision and method), and that the
-/// repetitions lie in 1..=[`MAX_REPS`] (more: a size over a limit).
+/// precision) and within the memory limit (each precision and method; the balls' span
+/// step, which needs the stable formulation), and that the repetitions lie in
+/// 1..=[`MAX_REPS`] (more: a size over a limit).
 pub fn check(
     cfg: &Config,
     precs: &[u32],
+    ball_precs: &[u32],
     methods: &[Method],
     reps: usize,
     twin_reps: usize,
@@ -139,6 +142,16 @@ pub fn check(
             "name at least one precision and one method",
         ));
     }
+    for &p in ball_precs {
+        Ball::new(p)?;
+        if cfg.formulation == crate::config::Formulation::Naive {
+            return Err(Error::config(
+                "formulation",
+                "the ball rows take the span step, which needs the stable formulation",
+            ));
+        }
+        crate::train::check_memory(cfg, Kind::Ball, p, Method::Span)?;
+    }
     for &p in precs {
         let ar = Mpfr::for_prec(p)?;
         for &m in methods {
@@ -150,16 +163,18 @@ pub fn check(
 
 /// Time the f64 trainer (`reps` blocks of 20 steps) and, for each of `precs` (53 = the
 /// f64 predictor), the MPFR trainer (`twin_reps` single steps), in each of `methods`;
-/// the arguments are checked first ([`check`]).
+/// then the ball trainer at each of `ball_precs` (`twin_reps` single span steps: the
+/// step a certified run takes); the arguments are checked first ([`check`]).
 pub fn measure(
     cfg: &Config,
     precs: &[u32],
+    ball_precs: &[u32],
     methods: &[Method],
     reps: usize,
     twin_reps: usize,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report> {
-    check(cfg, precs, methods, reps, twin_reps)?;
+    check(cfg, precs, ball_precs, methods, reps, twin_reps)?;
     let data = Dataset::generate(cfg);
     let mut rows: Vec<Row> = Vec::new();
     let mut push = |trainer: Kind, prec: u32, (setup, step, method): (f64, f64, Method)| {
@@ -187,6 +202,11 @@ pub fn measure(
             let t = time_steps(cfg, &data, ar, method, twin_reps, 1)?;
             push(ar.kind(), prec, t);
         }
+    }
+    for &prec in ball_precs {
+        progress(&format!("ball-{prec} span"));
+        let t = time_steps(cfg, &data, Ball::new(prec)?, Method::Span, twin_reps, 1)?;
+        push(Kind::Ball, prec, t);
     }
     let direct = rows
         .iter()
@@ -285,6 +305,7 @@ mod tests {
                 row(Kind::F64, 53, Method::Direct),
                 row(Kind::Predictor, 53, Method::Span),
                 row(Kind::Mpfr, 1024, Method::Direct),
+                row(Kind::Ball, 128, Method::Span),
             ],
         };
         let text = r.to_string();
@@ -293,16 +314,17 @@ mod tests {
         let end_of = |line: &str, word: &str| line.find(word).unwrap() + word.len();
         let (bits, method) = (end_of(header, "bits"), end_of(header, "method"));
         let first = lines.iter().position(|l| l.starts_with("  f64 ")).unwrap();
-        let rows = &lines[first..first + 3];
+        let rows = &lines[first..first + 4];
         assert_eq!(
             rows[0],
             "  f64             53  direct       0.500 s         2.00 ms         1.000"
         );
-        for (line, m) in rows.iter().zip(["direct", "span", "direct"]) {
+        for (line, m) in rows.iter().zip(["direct", "span", "direct", "span"]) {
             assert!(
                 line.starts_with("  f64 ")
                     || line.starts_with("  predictor ")
-                    || line.starts_with("  mpfr "),
+                    || line.starts_with("  mpfr ")
+                    || line.starts_with("  ball "),
                 "{line}"
             );
             assert_eq!(end_of(line, m), method, "{line}");

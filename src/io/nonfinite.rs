@@ -104,6 +104,41 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Real::deserialize(d).map(|r| r.0)
 }
 
+/// A number type whose non-finite values are spelled as names: f64 itself, or a type
+/// made of such numbers (an enclosure `[lo, hi]`); for the generic report types
+/// (`PerGroup<T>`, ...) with `#[serde(with = "crate::io::nonfinite::value")]`.
+pub trait Value: Sized {
+    /// Serialize, non-finite numbers as names.
+    fn put<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error>;
+    /// Deserialize, reading the names back.
+    fn take<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error>;
+}
+
+impl Value for f64 {
+    fn put<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize(self, s)
+    }
+
+    fn take<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        deserialize(d)
+    }
+}
+
+/// A [`Value`] field (`#[serde(with = "crate::io::nonfinite::value")]`).
+pub mod value {
+    use super::*;
+
+    /// Serialize.
+    pub fn serialize<T: Value, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        v.put(s)
+    }
+
+    /// Deserialize.
+    pub fn deserialize<'de, T: Value, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+        T::take(d)
+    }
+}
+
 /// `Option<f64>`: `null` for `None`.
 pub mod option {
     use super::*;

@@ -46,6 +46,8 @@ pub enum SetKind {
     Sweep,
     /// A grid's merged tables and heat maps (`DIR/merged/`).
     GridMerge,
+    /// `certificate.json` and `certificate.txt` (`certify --out`).
+    Certificate,
 }
 
 impl SetKind {
@@ -56,6 +58,7 @@ impl SetKind {
             SetKind::Data => "data",
             SetKind::Sweep => "sweep",
             SetKind::GridMerge => "grid-merge",
+            SetKind::Certificate => "certificate",
         }
     }
 }

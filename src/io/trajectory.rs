@@ -20,30 +20,34 @@ use crate::model::Selection;
 /// recorded as decided, a tie or undecided, and ties are counted apart from the groups).
 pub const FORMAT: &str = "tokensel-trajectory/2";
 
-/// One number per token group.
+/// One number per token group (an f64, or an enclosure: `analysis::certify`).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct PerGroup {
+#[serde(bound(
+    serialize = "T: crate::io::nonfinite::Value",
+    deserialize = "T: crate::io::nonfinite::Value"
+))]
+pub struct PerGroup<T = f64> {
     /// Relevant tokens.
     #[serde(rename = "R")]
-    #[serde(with = "crate::io::nonfinite")]
-    pub r: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub r: T,
     /// Weakly relevant tokens of the true class.
     #[serde(rename = "W_same")]
-    #[serde(with = "crate::io::nonfinite")]
-    pub w_same: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub w_same: T,
     /// Weakly relevant tokens of the opposite class.
     #[serde(rename = "W_opposite")]
-    #[serde(with = "crate::io::nonfinite")]
-    pub w_opposite: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub w_opposite: T,
     /// Irrelevant tokens.
     #[serde(rename = "I")]
-    #[serde(with = "crate::io::nonfinite")]
-    pub i: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub i: T,
 }
 
-impl PerGroup {
+impl<T: Copy> PerGroup<T> {
     /// From values in [`Group::ALL`] order.
-    pub fn from_array(v: [f64; 4]) -> Self {
+    pub fn from_array(v: [T; 4]) -> Self {
         PerGroup {
             r: v[0],
             w_same: v[1],
@@ -53,12 +57,12 @@ impl PerGroup {
     }
 
     /// Values in [`Group::ALL`] order.
-    pub fn to_array(self) -> [f64; 4] {
+    pub fn to_array(self) -> [T; 4] {
         [self.r, self.w_same, self.w_opposite, self.i]
     }
 
     /// The value of group `g`.
-    pub fn get(&self, g: Group) -> f64 {
+    pub fn get(&self, g: Group) -> T {
         self.to_array()[g.index()]
     }
 }
@@ -66,46 +70,41 @@ impl PerGroup {
 /// Where samples' top tokens lie: the share of samples whose top token is decided and in
 /// each group, whose top token ties another token (`tie`: no group is selected), and
 /// whose top token is undecided (`undecided`: an enclosure too wide to tell; 0 in every
-/// arithmetic but a ball one). The six shares sum to 1.
+/// arithmetic but a ball one). The six shares sum to 1. (A certificate holds intervals
+/// of the shares: `analysis::certify`.)
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct SelectionShare {
+#[serde(bound(
+    serialize = "T: crate::io::nonfinite::Value",
+    deserialize = "T: crate::io::nonfinite::Value"
+))]
+pub struct SelectionShare<T = f64> {
     /// Decided, on a relevant token.
     #[serde(rename = "R")]
-    #[serde(with = "crate::io::nonfinite")]
-    pub r: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub r: T,
     /// Decided, on a weakly relevant token of the true class.
     #[serde(rename = "W_same")]
-    #[serde(with = "crate::io::nonfinite")]
-    pub w_same: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub w_same: T,
     /// Decided, on a weakly relevant token of the opposite class.
     #[serde(rename = "W_opposite")]
-    #[serde(with = "crate::io::nonfinite")]
-    pub w_opposite: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub w_opposite: T,
     /// Decided, on an irrelevant token.
     #[serde(rename = "I")]
-    #[serde(with = "crate::io::nonfinite")]
-    pub i: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub i: T,
     /// The top score ties another.
-    #[serde(with = "crate::io::nonfinite")]
-    pub tie: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub tie: T,
     /// The top score is not proved greater than or equal to every other.
-    #[serde(with = "crate::io::nonfinite")]
-    pub undecided: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub undecided: T,
 }
 
-impl SelectionShare {
-    /// The entry a sample counts in: its group when decided, else `tie` or `undecided`
-    /// (index into [`SelectionShare::to_array`]).
-    pub fn index(selection: Selection, group: Group) -> usize {
-        match selection {
-            Selection::Decided => group.index(),
-            Selection::Tie => 4,
-            Selection::Undecided => 5,
-        }
-    }
-
+impl<T: Copy> SelectionShare<T> {
     /// From values in [`SelectionShare::to_array`] order.
-    pub fn from_array(v: [f64; 6]) -> Self {
+    pub fn from_array(v: [T; 6]) -> Self {
         SelectionShare {
             r: v[0],
             w_same: v[1],
@@ -117,7 +116,7 @@ impl SelectionShare {
     }
 
     /// Values in order: the groups of [`Group::ALL`], then `tie`, `undecided`.
-    pub fn to_array(self) -> [f64; 6] {
+    pub fn to_array(self) -> [T; 6] {
         [
             self.r,
             self.w_same,
@@ -129,8 +128,20 @@ impl SelectionShare {
     }
 
     /// The share decided on group `g`.
-    pub fn get(&self, g: Group) -> f64 {
+    pub fn get(&self, g: Group) -> T {
         self.to_array()[g.index()]
+    }
+}
+
+impl SelectionShare {
+    /// The entry a sample counts in: its group when decided, else `tie` or `undecided`
+    /// (index into [`SelectionShare::to_array`]).
+    pub fn index(selection: Selection, group: Group) -> usize {
+        match selection {
+            Selection::Decided => group.index(),
+            Selection::Tie => 4,
+            Selection::Undecided => 5,
+        }
     }
 
     /// The entries' names, in [`SelectionShare::to_array`] order.
@@ -182,21 +193,26 @@ pub struct SampleState {
 }
 
 /// Sums of the Definition 4.1 score S_i(tau') over steps tau' = 0..=tau and over the
-/// samples of each set (clean / noisy training samples; true class +1 / -1).
+/// samples of each set (clean / noisy training samples; true class +1 / -1). (A
+/// certificate holds enclosures of them: `analysis::certify`.)
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct Cumulative {
+#[serde(bound(
+    serialize = "T: crate::io::nonfinite::Value",
+    deserialize = "T: crate::io::nonfinite::Value"
+))]
+pub struct Cumulative<T = f64> {
     /// Over clean samples.
-    #[serde(with = "crate::io::nonfinite")]
-    pub clean: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub clean: T,
     /// Over noisy samples.
-    #[serde(with = "crate::io::nonfinite")]
-    pub noisy: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub noisy: T,
     /// Over samples of true class +1.
-    #[serde(with = "crate::io::nonfinite")]
-    pub class_pos: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub class_pos: T,
     /// Over samples of true class -1.
-    #[serde(with = "crate::io::nonfinite")]
-    pub class_neg: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub class_neg: T,
 }
 
 impl Cumulative {

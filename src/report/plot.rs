@@ -287,6 +287,70 @@ pub fn error_chart(r: &crate::analysis::compare::Report) -> Chart {
     }
 }
 
+/// A certificate's radius growth: bits lost (the working precision plus log2 of the
+/// relative radius) against step (log axis), the largest and per quantity at the
+/// checkpoints; the working precision as a dashed line (all bits lost there).
+pub fn radius_chart(c: &crate::analysis::certify::Certificate) -> Chart {
+    let prec = c.trainer.prec_bits as f64;
+    let bits = |rel: f64| {
+        if rel > 0.0 {
+            (prec + core_math::log2(rel)).max(0.0)
+        } else {
+            0.0
+        }
+    };
+    type Pick = fn(&crate::analysis::certify::Radius) -> Option<f64>;
+    let parts: [(&str, Pick); 5] = [
+        ("largest", |r| Some(r.largest)),
+        ("scores", |r| Some(r.scores)),
+        ("attention", |r| Some(r.attention)),
+        ("output f", |r| Some(r.output)),
+        ("q", |r| r.q),
+    ];
+    let mut series: Vec<Series> = parts
+        .iter()
+        .enumerate()
+        .map(|(k, (label, pick))| Series {
+            label: label.to_string(),
+            points: c
+                .checkpoints
+                .iter()
+                .filter(|k| k.step > 0)
+                .filter_map(|k| pick(&k.radius).map(|r| (k.step as f64, bits(r))))
+                .collect(),
+            color: COLORS[k],
+            dashed: false,
+        })
+        .collect();
+    let last = c.config.steps.max(10) as f64;
+    series.push(Series {
+        label: format!("{prec} bits"),
+        points: vec![(1.0, prec), (last, prec)],
+        color: "#000",
+        dashed: true,
+    });
+    let markers = match &c.first_undecided {
+        Some(u) if u.step > 0 => vec![(u.step as f64, format!("undecided from step {}", u.step))],
+        _ => vec![],
+    };
+    Chart {
+        title: format!(
+            "certified run ({}-mode, {} step, {} bits): bits lost",
+            c.config.mode.name(),
+            c.trainer.method.name(),
+            c.trainer.prec_bits
+        ),
+        x_label: "step".into(),
+        y_label: "bits lost (prec + log2 relative radius)".into(),
+        x_range: (1.0, last),
+        // five ticks at multiples of 8 bits, the precision inside
+        y_range: (0.0, ((prec * 1.1 / 40.0).ceil() * 40.0)),
+        log_x: true,
+        series,
+        markers,
+    }
+}
+
 /// Rasterise an SVG document to PNG bytes (resvg; text with the system's fonts, e.g.
 /// Debian's fonts-dejavu-core).
 pub fn svg_to_png(svg: &str) -> Result<Vec<u8>, String> {

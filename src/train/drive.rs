@@ -12,7 +12,8 @@
 //! ```
 //!
 //! Several trainers step in lockstep as one stepper: a pair `(S, T)` runs S then T in
-//! each phase (its clock is S's), and `Option<S>` is a stepper that may be absent.
+//! each phase (its clock is S's), `Option<S>` is a stepper that may be absent, and
+//! [`Prefix`] one that takes part only in the first steps of a run.
 
 use crate::arith::Arith;
 use crate::error::Result;
@@ -78,6 +79,48 @@ impl<S: Stepper> Stepper for Option<S> {
 
     fn update(&mut self) -> Result<()> {
         self.as_mut().map_or(Ok(()), Stepper::update)
+    }
+}
+
+/// A stepper that takes part in a run only up to step `until`: its forward pass at
+/// `until` is its last, and at the next update it is dropped, so the rest of the run
+/// costs nothing (`compare` checks the bit-exact predictor over a prefix of the run).
+#[derive(Debug, Clone)]
+pub struct Prefix<S> {
+    inner: Option<S>,
+    until: u64,
+}
+
+impl<S: Clocked> Prefix<S> {
+    /// `s` for its steps up to `until`.
+    pub fn new(s: S, until: u64) -> Self {
+        Prefix {
+            inner: Some(s),
+            until,
+        }
+    }
+
+    /// The stepper while it takes part.
+    pub fn get(&self) -> Option<&S> {
+        self.inner.as_ref()
+    }
+
+    /// The last step it takes part in.
+    pub fn until(&self) -> u64 {
+        self.until
+    }
+}
+
+impl<S: Clocked> Stepper for Prefix<S> {
+    fn forward_backward(&mut self) -> Result<()> {
+        self.inner.forward_backward()
+    }
+
+    fn update(&mut self) -> Result<()> {
+        if self.inner.as_ref().is_some_and(|s| s.step() >= self.until) {
+            self.inner = None;
+        }
+        self.inner.update()
     }
 }
 
@@ -160,6 +203,24 @@ mod tests {
         let want =
             "af1 bf1 Forward1 au2 bu2 Update2 af2 bf2 Forward2 au3 bu3 Update3 af3 bf3 Forward3";
         assert_eq!(log.borrow().join(" "), want);
+    }
+
+    /// A prefix takes part up to its last step, then costs nothing: forward passes at
+    /// steps 1 and 2 only, an update between them, none after.
+    #[test]
+    fn a_prefix_stops_taking_part() {
+        let log = std::cell::RefCell::new(Vec::new());
+        let mut s = (Log(1, &log, "a"), Prefix::new(Log(1, &log, "b"), 2));
+        drive(&mut s, 4, |s, e| {
+            log.borrow_mut().push(format!("{e:?}{}", s.step()));
+            assert_eq!(s.1.get().is_some(), s.step() <= 2);
+            Ok(Control::Continue)
+        })
+        .unwrap();
+        let want = "af1 bf1 Forward1 au2 bu2 Update2 af2 bf2 Forward2 au3 Update3 af3 Forward3 \
+                    au4 Update4 af4 Forward4";
+        assert_eq!(log.borrow().join(" "), want);
+        assert!(s.1.get().is_none());
     }
 
     /// The observer stops the run early, at either event.

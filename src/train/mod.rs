@@ -40,7 +40,7 @@ pub mod record;
 pub mod resume;
 pub mod span;
 
-pub use plan::{MAX_STATE_BYTES, check_memory, resolve_method, state_bytes};
+pub use plan::{MAX_STATE_BYTES, TestPath, check_memory, resolve_method, state_bytes};
 
 use direct::Direct;
 use drive::{Control, Event, drive};
@@ -94,6 +94,11 @@ pub struct Trainer<'a, A: Arith> {
     pub loss: A::Real,
     g_train: Vec<A::Real>,
     g_test: Vec<A::Real>,
+    /// How the test set's scores are formed at checkpoints ([`plan::test_path`]).
+    pub test_path: TestPath,
+    /// The cross Gram rows of the test tokens, built at the first checkpoint that needs
+    /// them ([`span::Span::test_rows`]).
+    test_rows: std::sync::OnceLock<Vec<A::Real>>,
     /// Steps done.
     pub step: u64,
 }
@@ -176,6 +181,8 @@ impl<'a, A: Arith> Trainer<'a, A> {
             loss: ar.zero(),
             g_train: model::head_values(&ar, data.train.x.view(), &nu),
             g_test: model::head_values(&ar, data.test.x.view(), &nu),
+            test_path: plan::test_path(cfg, ar.kind(), method),
+            test_rows: std::sync::OnceLock::new(),
             step: 0,
         })
     }
@@ -319,8 +326,10 @@ impl<'a, A: Arith> Trainer<'a, A> {
         }
     }
 
-    /// Test accuracy: the share of test samples whose sign(f) is Y*, at parameters `q`,
-    /// with f evaluated in this arithmetic (its sign, not the sign of f rounded to f64).
+    /// Test accuracy: the share of test samples whose sign(f) is Y*, with f evaluated in
+    /// this arithmetic (its sign, not the sign of f rounded to f64); `q` is the current
+    /// q = W^T p ([`Trainer::q`]), used where the test scores are formed from it
+    /// ([`Trainer::test_outputs`]).
     pub fn test_accuracy(&self, q: &[A::Real]) -> f64 {
         self.test_metrics(q).0
     }
@@ -330,30 +339,79 @@ impl<'a, A: Arith> Trainer<'a, A> {
     /// rounded, summed in f64 in sample order).
     pub fn test_metrics(&self, q: &[A::Real]) -> (f64, f64) {
         let ar = self.ar;
-        let split: &Split = &self.data.test;
-        let (n, t, d) = split.x.dim();
-        let g = &self.g_test;
-        let mut out = vec![(0u8, 0.0f64); n];
-        linalg::for_each_row(&ar, &mut out, 1, t * d, |i, res| {
-            let mut z = ar.zeros(t);
-            let mut s = ar.zeros(t);
-            let mut att = Softmax::new(&ar);
-            let mut f = ar.zero();
-            model::scores(&ar, split.tokens(i), q, &mut z);
-            model::softmax(&ar, &z, &mut s, self.form, &mut att);
-            model::output(&ar, &s, &g[i * t..(i + 1) * t], att.top, self.form, &mut f);
-            let y = split.y_true[i];
-            let mut margin = f.clone();
-            if y < 0 {
+        let f = self.test_outputs(Some(q));
+        let y_true = &self.data.test.y_true;
+        let mut correct = 0usize;
+        let mut loss = 0.0;
+        for (fi, y) in f.iter().zip(y_true) {
+            let mut margin = fi.clone();
+            if *y < 0 {
                 ar.neg(&mut margin);
             }
             let mut l = ar.zero();
             model::loss(&ar, &margin, &mut l);
-            res[0] = (u8::from(model::predict(&ar, &f) == Some(y)), ar.to_f64(&l));
+            correct += usize::from(model::predict(&ar, fi) == Some(*y));
+            loss += ar.to_f64(&l);
+        }
+        let n = f.len();
+        (correct as f64 / n as f64, loss / n as f64)
+    }
+
+    /// The output f of every test sample at the current parameters. The test scores are
+    /// `X_test q` (d-space; `q` the current q if given, else rebuilt) or `C a` with the
+    /// span step's cross Gram rows, built at the first call ([`TestPath`]); softmax and
+    /// output as for the training samples, in this arithmetic.
+    pub fn test_outputs(&self, q: Option<&[A::Real]>) -> Vec<A::Real> {
+        let ar = self.ar;
+        let split: &Split = &self.data.test;
+        let (n, t, d) = split.x.dim();
+        let g = &self.g_test;
+        let scores = match (&self.engine, self.test_path) {
+            (Engine::Span(e), TestPath::CrossGram) => {
+                let x_test = split.x.as_slice().expect("standard layout");
+                let rows = self
+                    .test_rows
+                    .get_or_init(|| e.test_rows(&ar, train_rows(self.data), x_test));
+                let mut z = ar.zeros(n * t);
+                e.test_scores(&ar, rows, &mut z);
+                Some(z)
+            }
+            _ => None,
+        };
+        let rebuilt;
+        let q = match (&scores, q) {
+            (Some(_), _) => &[][..],
+            (None, Some(q)) => q,
+            (None, None) => {
+                rebuilt = self.q();
+                &rebuilt[..]
+            }
+        };
+        let mut out = ar.zeros(n);
+        let ops = if scores.is_some() { 4 * t } else { t * d };
+        linalg::for_each_row(&ar, &mut out, 1, ops, |i, fi| {
+            let mut z = ar.zeros(t);
+            let mut s = ar.zeros(t);
+            let mut att = Softmax::new(&ar);
+            match &scores {
+                Some(all) => {
+                    for (zt, v) in z.iter_mut().zip(&all[i * t..(i + 1) * t]) {
+                        ar.set(zt, v);
+                    }
+                }
+                None => model::scores(&ar, split.tokens(i), q, &mut z),
+            }
+            model::softmax(&ar, &z, &mut s, self.form, &mut att);
+            model::output(
+                &ar,
+                &s,
+                &g[i * t..(i + 1) * t],
+                att.top,
+                self.form,
+                &mut fi[0],
+            );
         });
-        let correct = out.iter().map(|r| r.0 as usize).sum::<usize>();
-        let loss = out.iter().map(|r| r.1).sum::<f64>() / n as f64;
-        (correct as f64 / n as f64, loss)
+        out
     }
 
     /// Which trainer this is, for trajectories.

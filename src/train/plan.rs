@@ -29,12 +29,79 @@
 //! arithmetic; their bits differ (proofs-notes/span.md), so the method a run used is
 //! recorded (`TrainerInfo::method`, resolved), and the config keeps `auto`. The model
 //! is checked against measured step times in proofs-notes/span.md.
+//!
+//! # The test set at checkpoints
+//! A checkpoint evaluates the m = n_test T test tokens' scores. [`test_path`] chooses
+//! between the d-space scores `X_test q` (q rebuilt from the coefficients in the span
+//! step: m d + (r+1) d operations per checkpoint) and the cross Gram rows of the span
+//! step (`train::span`: `z_test = C a`, C = m x (r+1), built once, then m (r+1)
+//! operations per checkpoint). The cross Gram is taken only by arithmetics that form
+//! their Gram matrices exactly ([`exact_inputs`]: the ball and the MPFR twin), where an
+//! entry costs one exact fixed-point sum of d products (about 1/16 of an operation of
+//! the arithmetic: [`EXACT_PRODUCT_OPS`]) and rounds once, and only where its rows are
+//! products of the data (p-mode with W(0) = I, W-mode: no d x d matrix between the test
+//! and training tokens); the f64, f32 and predictor arithmetics keep the d-space scores
+//! (their bits, and so the trajectory digests, do not change). With a dense W(0) in
+//! p-mode or joint mode the rows would need W(0) applied to every test token (m d^2
+//! products: 32 G at the official-final size), more than the d-space scores at every
+//! checkpoint, so those modes evaluate in d-space.
+//!
+//! ```text
+//! cross Gram total = m (r+1) d EXACT_PRODUCT_OPS (+ m d for X_test q(0) in W-mode)
+//!                    + C m (r+1)
+//! d-space total    = C (m d + (r+1) d)
+//! ```
 
 use crate::arith::Kind;
 use crate::config::{Config, Formulation, Method, Mode, WInit};
 use crate::error::{Error, Result};
 
 use super::record;
+
+/// Cost of one product of an exact Gram entry (`arith::exact`, ~2 ns) in operations of
+/// an MPFR or ball arithmetic (~30-60 ns at 128-256 bits), for [`test_path`].
+pub const EXACT_PRODUCT_OPS: f64 = 1.0 / 16.0;
+
+/// How a trainer evaluates the test set's scores at checkpoints (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestPath {
+    /// `X_test q` in d-space (q rebuilt from the coefficients in the span step).
+    Tokens,
+    /// `C a` with the span step's cross Gram rows of the test tokens, built once.
+    CrossGram,
+}
+
+/// True for the arithmetics that take the data's Gram matrices exactly
+/// (`Arith::exact_inputs`): the ball and the MPFR truth twin.
+pub fn exact_inputs(kind: Kind) -> bool {
+    matches!(kind, Kind::Ball | Kind::Mpfr)
+}
+
+/// Whether the span step has cross Gram rows for the test set in `cfg`'s mode: p-mode
+/// with W(0) = I, or W-mode.
+pub fn has_cross_gram(cfg: &Config) -> bool {
+    cfg.mode == Mode::W || !dense_w(cfg)
+}
+
+/// The test-set path of a trainer of `cfg` in arithmetic `kind` and `method` (`auto`
+/// resolved by the caller): the cross Gram where the module docs' model makes it the
+/// cheaper, else the d-space scores.
+pub fn test_path(cfg: &Config, kind: Kind, method: Method) -> TestPath {
+    if method != Method::Span || !exact_inputs(kind) || !has_cross_gram(cfg) {
+        return TestPath::Tokens;
+    }
+    let (r, d) = ((cfg.n_train * cfg.tokens()) as f64, cfg.d as f64);
+    let m = (cfg.n_test * cfg.tokens()) as f64;
+    let c = record::schedule(cfg.steps, cfg.record.checkpoints_per_decade).len() as f64;
+    let q0 = if cfg.mode == Mode::W { m * d } else { 0.0 };
+    let cross = m * (r + 1.0) * d * EXACT_PRODUCT_OPS + q0 + c * m * (r + 1.0);
+    let tokens = c * (m * d + (r + 1.0) * d);
+    if cross < tokens {
+        TestPath::CrossGram
+    } else {
+        TestPath::Tokens
+    }
+}
 
 /// Largest memory a trainer's state may take, in bytes (refused beyond, before
 /// anything is allocated).
@@ -159,8 +226,15 @@ pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
             };
             3 * d + w + naive
         }
-        // G, K, M, the basis (and X's rows while the Gram matrices are formed), W(0)
-        Method::Span => 3 * (r + 1) * (r + 1) + 2 * (r + 1) * d + w + 3 * d,
+        // G, K, M, the basis (and X's rows while the Gram matrices are formed), W(0),
+        // and the test set's cross Gram rows where they are used
+        Method::Span => {
+            let cross = match test_path(cfg, kind, method) {
+                TestPath::CrossGram => cfg.n_test as u128 * t * (r + 1),
+                TestPath::Tokens => 0,
+            };
+            3 * (r + 1) * (r + 1) + 2 * (r + 1) * d + w + 3 * d + cross
+        }
         Method::Auto => {
             let resolved = resolve_method(cfg, cfg.formulation, kind, prec, Method::Auto);
             return state_bytes(cfg, kind, prec, resolved);

@@ -149,8 +149,9 @@ pub fn selection_by_noise(
 }
 
 impl<A: Arith> Trainer<'_, A> {
-    /// Group masses of training sample `i`, summed in this arithmetic in token order.
-    fn group_mass(&self, i: usize) -> [A::Real; 4] {
+    /// Group masses of training sample `i` (last forward pass), in [`Group::ALL`] order,
+    /// summed in this arithmetic in token order.
+    pub fn group_mass(&self, i: usize) -> [A::Real; 4] {
         let ar = &self.ar;
         let groups = &self.data.groups;
         let t = groups.len();
@@ -170,13 +171,22 @@ impl<A: Arith> Trainer<'_, A> {
     /// sample (1 - m_R as the sum of the other groups: no cancellation), rounded.
     pub fn selection_scores(&self) -> Vec<f64> {
         let ar = &self.ar;
+        self.selection_score_values()
+            .iter()
+            .map(|v| ar.to_f64(v))
+            .collect()
+    }
+
+    /// The Definition 4.1 scores of [`Trainer::selection_scores`] in this arithmetic.
+    pub fn selection_score_values(&self) -> Vec<A::Real> {
+        let ar = &self.ar;
         (0..self.samples.len())
             .map(|i| {
                 let [r, mut ws, wo, irr] = self.group_mass(i);
                 ar.add(&mut ws, &wo);
                 ar.add(&mut ws, &irr);
                 ar.mul(&mut ws, &r);
-                ar.to_f64(&ws)
+                ws
             })
             .collect()
     }

@@ -48,6 +48,9 @@ pub struct Span<R> {
     /// q(0) = W(0)^T p(0) and |p(0)|^2 (W-mode).
     q0: Vec<R>,
     pp: R,
+    /// q(0) and |p(0)|^2 exactly (W-mode, arithmetics with exact inputs), for the test
+    /// set's cross Gram rows.
+    exact_q0: Option<(Vec<rug::Float>, rug::Float)>,
 }
 
 impl<R: Clone + Send + Sync> Span<R> {
@@ -76,6 +79,7 @@ impl<R: Clone + Send + Sync> Span<R> {
             p0,
             q0: Vec::new(),
             pp: ar.zero(),
+            exact_q0: None,
         };
         if ar.exact_inputs() {
             span.exact_grams(ar, init, x);
@@ -153,6 +157,7 @@ impl<R: Clone + Send + Sync> Span<R> {
                 }
                 self.q0 = round(&q0);
                 self.pp = ar.of_exact(&pp);
+                self.exact_q0 = Some((q0, pp));
             }
         }
         if self.mode == Mode::Joint {
@@ -198,6 +203,63 @@ impl<R: Clone + Send + Sync> Span<R> {
                 }
             }
         }
+    }
+
+    /// The rows of the test tokens' scores in the coefficients (p-mode with W(0) = I, or
+    /// W-mode; `train::plan::has_cross_gram`): `z_test = C a` with, for each test token
+    /// x (rows of `x_test`), the row `(<x, p(0)>, <x, x_1>, ..., <x, x_r>)` in p-mode and
+    /// `(<x, q(0)>, |p(0)|^2 <x, x_1>, ..., |p(0)|^2 <x, x_r>)` in W-mode, as the rows of
+    /// G are formed for the training tokens: exact and rounded once where the arithmetic
+    /// takes exact inputs, else in its own kernels. `x`: the training rows.
+    pub fn test_rows<A: Arith<Real = R>>(&self, ar: &A, x: &[f64], x_test: &[f64]) -> Vec<R> {
+        use crate::arith::exact;
+        let d = self.d;
+        let m = x_test.len() / d;
+        assert!(
+            self.mode == Mode::W || self.w0.is_none(),
+            "cross Gram rows need W(0) = I in p-mode"
+        );
+        match self.mode {
+            Mode::W => {
+                let r = self.r;
+                let mut rows = ar.zeros(m * (r + 1));
+                match self.exact_q0.as_ref().filter(|_| ar.exact_inputs()) {
+                    Some((q0, pp)) => {
+                        let c = exact::cross_gram_f64(x_test, x, d);
+                        linalg::for_each_row(ar, &mut rows, r + 1, d + r, |i, row| {
+                            let xi = &x_test[i * d..(i + 1) * d];
+                            row[0] = ar.of_exact(&exact::dot_f64_exact(xi, q0));
+                            for (rij, cij) in row[1..].iter_mut().zip(&c[i * r..(i + 1) * r]) {
+                                // a product of two exact values, exact at the sum of their
+                                // precisions
+                                let prod = rug::Float::with_val(pp.prec() + cij.prec(), pp * cij);
+                                *rij = ar.of_exact(&prod);
+                            }
+                        });
+                    }
+                    None => {
+                        let c = linalg::cross_gram(ar, x_test, x, d);
+                        linalg::for_each_row(ar, &mut rows, r + 1, d + r, |i, row| {
+                            ar.dot_f64(&x_test[i * d..(i + 1) * d], &self.q0, &mut row[0]);
+                            for (rij, cij) in row[1..].iter_mut().zip(&c[i * r..(i + 1) * r]) {
+                                ar.prod(rij, &self.pp, cij);
+                            }
+                        });
+                    }
+                }
+                rows
+            }
+            Mode::P | Mode::Joint => {
+                let p0: Vec<f64> = self.p0.iter().map(|v| ar.to_f64(v)).collect();
+                let basis: Vec<f64> = p0.iter().chain(x).copied().collect();
+                linalg::cross_gram(ar, x_test, &basis, d)
+            }
+        }
+    }
+
+    /// The test tokens' scores `z_test = C a` from the rows of [`Self::test_rows`].
+    pub fn test_scores<A: Arith<Real = R>>(&self, ar: &A, rows: &[R], out: &mut [R]) {
+        linalg::matvec(ar, rows, &self.a, out);
     }
 
     /// One gradient step from the token coefficients `c` (module docs).

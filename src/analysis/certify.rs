@@ -1,0 +1,879 @@
+//! Certified runs (SPEC section 11; proofs-notes/certify.md): the ball trainer encloses
+//! the exact-arithmetic trajectory, and every reported quantity becomes an interval
+//! `[lo, hi]` that contains the exact value, every reported decision a proved one or an
+//! undecided one.
+//!
+//! The ball trainer ([`Ball`], the span step by default) runs through the one step loop
+//! ([`drive`]) with an observer. At every forward pass the observer checks the
+//! training decisions (each sample's top token: decided, a proved tie or undecided; each
+//! prediction sign: proved or undecided), adds the Definition 4.1 scores to ball sums,
+//! and measures the radii; at each checkpoint of [`record::schedule`] it records every
+//! quantity of a trajectory checkpoint as an interval (loss, accuracies, norms, mean
+//! attention and selection shares per clean and noisy samples, the cumulative sums, and
+//! per training sample f, 1 - s_top, the score gap, S_i and the group masses) and
+//! evaluates the test set (its prediction signs).
+//!
+//! An accuracy is the interval `[proved correct / n, (n - proved wrong) / n]`: a single
+//! value (certified) when every sign is decided. A selection share of a group is
+//! `[decided in the group / n, (decided in the group + undecided) / n]`. A tie (the top
+//! score proved EQUAL to another, as at step 0 where p(0) = 0 makes every score exactly
+//! 0) is a decision: no token is selected; it never makes a certificate undecided.
+//!
+//! The certificate decides when every decision of the final checkpoint is proved
+//! (training top tokens and signs, test signs). With [`Prec::Auto`] the run is repeated
+//! at 128, 256, 512 and 1024 bits until it decides.
+
+use serde::{Deserialize, Serialize};
+
+use crate::arith::{Arith, Ball, BallReal, DEFAULT_BALL_PREC, Kind, Mag};
+use crate::config::{Config, Formulation, Group, Method};
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+use crate::io::trajectory::{ByNoise, Cumulative, PerGroup, SelectionShare, TrainerInfo};
+use crate::model::{self, Selection};
+use crate::train::drive::{Control, Event, drive};
+use crate::train::{Trainer, check_memory, record, resolve_method};
+
+/// Format tag of a certificate.
+pub const FORMAT: &str = "tokensel-certificate/1";
+
+/// The precisions `--prec auto` tries, in order (the last one is the cap).
+pub const AUTO_PRECS: [u32; 4] = [128, 256, 512, 1024];
+
+/// An f64 interval `[lo, hi]` that contains an exact value (the ends rounded outward);
+/// serialised as a two-element array.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Interval(
+    #[serde(with = "crate::io::nonfinite")] pub f64,
+    #[serde(with = "crate::io::nonfinite")] pub f64,
+);
+
+impl crate::io::nonfinite::Value for Interval {
+    fn put<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.serialize(s)
+    }
+
+    fn take<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Interval, D::Error> {
+        Interval::deserialize(d)
+    }
+}
+
+impl Interval {
+    /// The enclosure of a ball, rounded outward to f64.
+    pub fn of(ar: &Ball, x: &BallReal) -> Interval {
+        let (lo, hi) = ar.enclose(x);
+        Interval(lo, hi)
+    }
+
+    /// The interval of a known value.
+    pub fn point(v: f64) -> Interval {
+        Interval(v, v)
+    }
+
+    /// Lower end.
+    pub fn lo(&self) -> f64 {
+        self.0
+    }
+
+    /// Upper end.
+    pub fn hi(&self) -> f64 {
+        self.1
+    }
+
+    /// True when both ends are the same f64: the value is known to f64 precision (for
+    /// a count, exactly).
+    pub fn is_point(&self) -> bool {
+        self.0 == self.1
+    }
+
+    /// `count / n` as a known value, or between `[count / n, (count + more) / n]`.
+    fn share(count: usize, more: usize, n: usize) -> Interval {
+        let n = n as f64;
+        Interval(count as f64 / n, (count + more) as f64 / n)
+    }
+}
+
+impl std::fmt::Display for Interval {
+    /// `v` for a point, `[lo, hi]` otherwise (in the formatter's precision).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let one = |v: f64, f: &mut std::fmt::Formatter<'_>| match f.precision() {
+            Some(p) => write!(f, "{v:.p$}"),
+            None => write!(f, "{v}"),
+        };
+        if self.is_point() {
+            one(self.0, f)
+        } else {
+            f.write_str("[")?;
+            one(self.0, f)?;
+            f.write_str(", ")?;
+            one(self.1, f)?;
+            f.write_str("]")
+        }
+    }
+}
+
+/// The working precision of a certified run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prec {
+    /// One run at this many bits.
+    Bits(u32),
+    /// [`AUTO_PRECS`] in turn until the final checkpoint decides everything.
+    Auto,
+}
+
+impl Prec {
+    /// The precisions to try.
+    pub fn precs(self) -> Vec<u32> {
+        match self {
+            Prec::Bits(b) => vec![b],
+            Prec::Auto => AUTO_PRECS.to_vec(),
+        }
+    }
+}
+
+impl Default for Prec {
+    fn default() -> Self {
+        Prec::Bits(DEFAULT_BALL_PREC)
+    }
+}
+
+/// Options of [`certify`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Options {
+    /// Working precision.
+    pub prec: Prec,
+    /// The ball trainer's step: span (the default), direct (allowed, with a warning: its
+    /// radii grow about x1.2 per step on the default data), or auto.
+    pub method: Method,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            prec: Prec::default(),
+            method: Method::Span,
+        }
+    }
+}
+
+impl Options {
+    /// Check, before any work, that every run these options ask for is valid: each
+    /// precision a ball precision, the span step with the stable formulation, and each
+    /// ball trainer's state within the memory limit.
+    pub fn check(&self, cfg: &Config) -> Result<()> {
+        for prec in self.prec.precs() {
+            Ball::new(prec)?;
+            let method = self.resolved(cfg, prec);
+            if method == Method::Span && cfg.formulation == Formulation::Naive {
+                return Err(Error::config(
+                    "method",
+                    "the span step needs the stable formulation (use --method direct for \
+                     the naive one)",
+                ));
+            }
+            check_memory(cfg, Kind::Ball, prec, method)?;
+        }
+        Ok(())
+    }
+
+    /// The step the ball trainer takes at `prec` (`auto` resolved).
+    pub fn resolved(&self, cfg: &Config, prec: u32) -> Method {
+        resolve_method(cfg, cfg.formulation, Kind::Ball, prec, self.method)
+    }
+
+    /// A warning for the direct step (its radii grow exponentially), if it is taken.
+    pub fn warning(&self, cfg: &Config) -> Option<String> {
+        let prec = self.prec.precs()[0];
+        (self.resolved(cfg, prec) == Method::Direct).then(|| DIRECT_WARNING.to_string())
+    }
+}
+
+/// The note a certificate of a direct-step run carries (and `certify` prints).
+pub const DIRECT_WARNING: &str = "the direct step with balls: its radii pass through |X| |X|^T \
+     (no cancellation of independent noise) and grow about x1.2 per step on the default \
+     data (proofs-notes/certify.md), so decisions become undecided after a few hundred steps \
+     and the run stops with a non-finite radius near step 480; the span step (default) \
+     multiplies by the exact Gram matrix instead";
+
+/// A prediction (the sign of f) against its label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// The sign of f is proved and equals the label.
+    Correct,
+    /// The sign of f is proved and differs from the label (a proved zero counts here).
+    Wrong,
+    /// The enclosure of f contains 0 (and is not the exact 0).
+    Undecided,
+}
+
+impl Decision {
+    /// The decision on `f` against label `y` ([`model::predict`]).
+    fn of(ar: &Ball, f: &BallReal, y: i8) -> Decision {
+        match model::predict(ar, f) {
+            Some(s) if s == y => Decision::Correct,
+            Some(_) => Decision::Wrong,
+            None => Decision::Undecided,
+        }
+    }
+}
+
+/// A training sample's enclosures at a checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleEnclosure {
+    /// Output f.
+    pub f: Interval,
+    /// Its sign against the observed label.
+    pub prediction: Decision,
+    /// The top token (of the midpoints; selected only where `selection` is decided).
+    pub top: usize,
+    /// Whether `top` is proved the unique largest score, a proved tie, or undecided.
+    pub selection: Selection,
+    /// Score gap z_top - max_{j != top} z_j.
+    pub gap: Interval,
+    /// 1 - s_top.
+    pub rest: Interval,
+    /// Attention mass of each group.
+    pub mass: PerGroup<Interval>,
+    /// Definition 4.1's S_i.
+    pub selection_score: Interval,
+}
+
+/// Decision counts at one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Decisions {
+    /// Training samples whose prediction sign is undecided.
+    pub train_signs_undecided: usize,
+    /// Training samples whose top token is undecided.
+    pub tops_undecided: usize,
+    /// Training samples whose top score is a proved tie (a decision).
+    pub ties: usize,
+    /// Test samples whose prediction sign is undecided (checkpoints only).
+    pub test_signs_undecided: usize,
+}
+
+impl Decisions {
+    /// True when nothing is undecided.
+    pub fn all_decided(&self) -> bool {
+        self.train_signs_undecided == 0
+            && self.tops_undecided == 0
+            && self.test_signs_undecided == 0
+    }
+}
+
+/// Relative radii at one step: rad / |mid| componentwise for the positive quantities
+/// (attention, 1 - s_top, the loss), normwise (largest radius / largest |mid|) for the
+/// signed ones (scores, outputs, q), which cross zero; and the bits lost: the working
+/// precision plus log2 of the largest of them (0 while the radii are the midpoints' own
+/// rounding).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Radius {
+    /// Training scores (normwise).
+    pub scores: f64,
+    /// Attention (componentwise).
+    pub attention: f64,
+    /// 1 - s_top (componentwise).
+    pub rest: f64,
+    /// Outputs f of the training samples (normwise).
+    pub output: f64,
+    /// The empirical risk.
+    pub loss: f64,
+    /// q = W^T p (normwise; checkpoints only).
+    pub q: Option<f64>,
+    /// The largest of the above.
+    pub largest: f64,
+    /// prec + log2(largest), at least 0.
+    pub bits_lost: f64,
+}
+
+/// Everything a trajectory checkpoint records, as enclosures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CertifiedCheckpoint {
+    /// Number of gradient steps done.
+    pub step: u64,
+    /// Empirical risk.
+    pub train_loss: Interval,
+    /// Training accuracy: [proved correct / n, (n - proved wrong) / n].
+    pub train_accuracy: Interval,
+    /// Test accuracy (true labels), likewise.
+    pub test_accuracy: Interval,
+    /// ||q||.
+    pub q_norm: Interval,
+    /// ||dL/dq||.
+    pub grad_norm: Interval,
+    /// Mean attention mass per group over clean and noisy samples.
+    pub attention: ByNoise<PerGroup<Interval>>,
+    /// Shares of clean and noisy samples whose top token is decided in each group, ties,
+    /// or is undecided (a group's share counts the undecided samples in its upper end).
+    pub selection: ByNoise<SelectionShare<Interval>>,
+    /// Cumulative Definition 4.1 sums up to this step.
+    pub cumulative: Cumulative<Interval>,
+    /// Decision counts.
+    pub decisions: Decisions,
+    /// Relative radii and bits lost.
+    pub radius: Radius,
+    /// Per training sample.
+    pub samples: Vec<SampleEnclosure>,
+}
+
+/// The first decision that was not proved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Undecided {
+    /// The step.
+    pub step: u64,
+    /// What: "top token of training sample i", "sign of f of training sample i", "sign
+    /// of f of test sample i".
+    pub what: String,
+}
+
+/// Steps at which some training sample's top score was a proved tie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Ties {
+    /// Number of such steps.
+    pub steps: u64,
+    /// The first.
+    pub first: Option<u64>,
+    /// The last.
+    pub last: Option<u64>,
+}
+
+/// One run at one precision (`--prec auto` makes several).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// Working precision.
+    pub prec_bits: u32,
+    /// The final checkpoint decided everything.
+    pub decided: bool,
+    /// The first undecided decision, if any.
+    pub first_undecided: Option<Undecided>,
+    /// Why the run stopped before its last step (a radius or value became non-finite;
+    /// `--prec auto` then tries the next precision), if it did.
+    #[serde(default)]
+    pub stopped: Option<String>,
+}
+
+/// The certificate of `tokensel certify`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Certificate {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// The ball trainer (kind `ball`, its precision, formulation and method).
+    pub trainer: TrainerInfo,
+    /// The run's config.
+    pub config: Config,
+    /// True when every decision of the final checkpoint is proved (training top tokens,
+    /// where a proved tie counts as decided, and prediction signs; test signs).
+    pub decided: bool,
+    /// Final training accuracy (a point: certified).
+    pub train_accuracy: Interval,
+    /// Final test accuracy.
+    pub test_accuracy: Interval,
+    /// Final selection shares.
+    pub selection: ByNoise<SelectionShare<Interval>>,
+    /// The first decision not proved (training decisions at every step, test signs at
+    /// the checkpoints).
+    pub first_undecided: Option<Undecided>,
+    /// Steps with a proved tie.
+    pub ties: Ties,
+    /// Largest relative radius over the run ([`Radius::largest`]).
+    pub largest_rel_radius: f64,
+    /// The step where it was reached.
+    pub largest_at_step: u64,
+    /// The bits lost there.
+    pub bits_lost: f64,
+    /// The runs made (one unless `--prec auto`).
+    pub attempts: Vec<Attempt>,
+    /// Notes for the reader (the step-0 tie, the direct step's radii).
+    pub notes: Vec<String>,
+    /// Every checkpoint of the schedule.
+    pub checkpoints: Vec<CertifiedCheckpoint>,
+}
+
+impl Certificate {
+    /// The final checkpoint.
+    pub fn last(&self) -> &CertifiedCheckpoint {
+        self.checkpoints.last().expect("the schedule has step 0")
+    }
+}
+
+/// The largest componentwise relative radius rad / |mid| (an exact zero counts 0, a
+/// ball around 0 infinity).
+fn componentwise<'a>(xs: impl Iterator<Item = &'a BallReal>) -> Mag {
+    xs.fold(Mag::ZERO, |m, x| {
+        m.max(x.rad().div_up(Mag::of_float_lower(x.mid())))
+    })
+}
+
+/// The normwise relative radius max rad / max |mid|.
+fn normwise<'a>(xs: impl Iterator<Item = &'a BallReal>) -> Mag {
+    let (r, m) = xs.fold((Mag::ZERO, Mag::ZERO), |(r, m), x| {
+        (r.max(x.rad()), m.max(Mag::of_float_lower(x.mid())))
+    });
+    r.div_up(m)
+}
+
+/// prec + log2(rel), at least 0 (MPFR's correctly rounded log2).
+fn bits_lost(prec: u32, rel: Mag) -> f64 {
+    if rel.is_zero() {
+        return 0.0;
+    }
+    if rel.is_inf() {
+        return f64::INFINITY;
+    }
+    let l = rel.to_float(64).log2().to_f64();
+    (prec as f64 + l).max(0.0)
+}
+
+/// The relative radii of a ball trainer's last forward pass (q: at checkpoints), and
+/// the largest as a bound.
+fn radius(tr: &Trainer<'_, Ball>, q: Option<&[BallReal]>) -> (Radius, Mag) {
+    let prec = tr.ar.prec();
+    let parts = [
+        normwise(tr.scores.iter()),
+        componentwise(tr.attention.iter()),
+        componentwise(tr.samples.iter().map(|s| &s.softmax.rest)),
+        normwise(tr.samples.iter().map(|s| &s.f)),
+        componentwise(std::iter::once(&tr.loss)),
+    ];
+    let q = q.map(|q| normwise(q.iter()));
+    let largest = parts
+        .iter()
+        .chain(q.iter())
+        .fold(Mag::ZERO, |m, r| m.max(*r));
+    let r = Radius {
+        scores: parts[0].to_f64_up(),
+        attention: parts[1].to_f64_up(),
+        rest: parts[2].to_f64_up(),
+        output: parts[3].to_f64_up(),
+        loss: parts[4].to_f64_up(),
+        q: q.map(Mag::to_f64_up),
+        largest: largest.to_f64_up(),
+        bits_lost: bits_lost(prec, largest),
+    };
+    (r, largest)
+}
+
+/// The ball sum of `xs` divided by their count (`None` for no values).
+fn mean<'a>(ar: &Ball, xs: impl Iterator<Item = &'a BallReal>) -> Option<BallReal> {
+    let mut sum = ar.zero();
+    let mut n = 0usize;
+    for x in xs {
+        ar.add(&mut sum, x);
+        n += 1;
+    }
+    (n > 0).then(|| {
+        ar.div_f64(&mut sum, n as f64);
+        sum
+    })
+}
+
+/// What the observer keeps between steps.
+struct Observer {
+    schedule: Vec<u64>,
+    /// Ball sums of S_i per set (clean, noisy, class +1, class -1).
+    cumulative: [BallReal; 4],
+    first_undecided: Option<Undecided>,
+    ties: Ties,
+    largest: (Mag, u64),
+    checkpoints: Vec<CertifiedCheckpoint>,
+}
+
+impl Observer {
+    fn new(ar: &Ball, cfg: &Config) -> Observer {
+        Observer {
+            schedule: record::schedule(cfg.steps, cfg.record.checkpoints_per_decade),
+            cumulative: std::array::from_fn(|_| ar.zero()),
+            first_undecided: None,
+            ties: Ties::default(),
+            largest: (Mag::ZERO, 0),
+            checkpoints: Vec::new(),
+        }
+    }
+
+    fn undecided(&mut self, step: u64, what: impl FnOnce() -> String) {
+        if self.first_undecided.is_none() {
+            self.first_undecided = Some(Undecided { step, what: what() });
+        }
+    }
+
+    /// Observe the forward pass at `tr.step`.
+    fn forward(&mut self, tr: &Trainer<'_, Ball>) {
+        let ar = tr.ar;
+        let step = tr.step;
+        let (y, y_true) = (&tr.data.train.y, &tr.data.train.y_true);
+        // training decisions at every step
+        let mut decisions = Decisions::default();
+        let predictions: Vec<Decision> = tr
+            .samples
+            .iter()
+            .zip(y)
+            .map(|(s, yi)| Decision::of(&ar, &s.f, *yi))
+            .collect();
+        for (i, (s, p)) in tr.samples.iter().zip(&predictions).enumerate() {
+            match s.softmax.selection {
+                Selection::Undecided => {
+                    decisions.tops_undecided += 1;
+                    self.undecided(step, || format!("top token of training sample {i}"));
+                }
+                Selection::Tie => decisions.ties += 1,
+                Selection::Decided => {}
+            }
+            if *p == Decision::Undecided {
+                decisions.train_signs_undecided += 1;
+                self.undecided(step, || format!("sign of f of training sample {i}"));
+            }
+        }
+        if decisions.ties > 0 {
+            self.ties.steps += 1;
+            self.ties.first.get_or_insert(step);
+            self.ties.last = Some(step);
+        }
+        // Definition 4.1 sums (ball sums over the steps so far)
+        let scores = tr.selection_score_values();
+        for ((si, yi), ti) in scores.iter().zip(y).zip(y_true) {
+            let set = if yi == ti { 0 } else { 1 };
+            let class = if *ti > 0 { 2 } else { 3 };
+            ar.add(&mut self.cumulative[set], si);
+            ar.add(&mut self.cumulative[class], si);
+        }
+        let at_checkpoint = self.schedule.binary_search(&step).is_ok();
+        let q = at_checkpoint.then(|| tr.q());
+        let (rad, largest) = radius(tr, q.as_deref());
+        if largest.cmp_value(self.largest.0) == std::cmp::Ordering::Greater {
+            self.largest = (largest, step);
+        }
+        if let Some(q) = q {
+            let c = self.checkpoint(tr, &q, &scores, &predictions, decisions, rad);
+            self.checkpoints.push(c);
+        }
+    }
+
+    /// The checkpoint of the forward pass at `tr.step`.
+    fn checkpoint(
+        &mut self,
+        tr: &Trainer<'_, Ball>,
+        q: &[BallReal],
+        scores: &[BallReal],
+        predictions: &[Decision],
+        mut decisions: Decisions,
+        radius: Radius,
+    ) -> CertifiedCheckpoint {
+        let ar = tr.ar;
+        let step = tr.step;
+        let iv = |x: &BallReal| Interval::of(&ar, x);
+        let (y, y_true) = (&tr.data.train.y, &tr.data.train.y_true);
+        let groups = &tr.data.groups;
+        let n = tr.samples.len();
+        let masses: Vec<[BallReal; 4]> = (0..n).map(|i| tr.group_mass(i)).collect();
+        let samples: Vec<SampleEnclosure> = tr
+            .samples
+            .iter()
+            .enumerate()
+            .map(|(i, s)| SampleEnclosure {
+                f: iv(&s.f),
+                prediction: predictions[i],
+                top: s.softmax.top,
+                selection: s.softmax.selection,
+                gap: iv(&s.softmax.gap),
+                rest: iv(&s.softmax.rest),
+                mass: PerGroup::from_array(std::array::from_fn(|g| iv(&masses[i][g]))),
+                selection_score: iv(&scores[i]),
+            })
+            .collect();
+        // the test set
+        let f_test = tr.test_outputs(Some(q));
+        let test: Vec<Decision> = f_test
+            .iter()
+            .zip(&tr.data.test.y_true)
+            .map(|(f, y)| Decision::of(&ar, f, *y))
+            .collect();
+        for (i, d) in test.iter().enumerate() {
+            if *d == Decision::Undecided {
+                decisions.test_signs_undecided += 1;
+                self.undecided(step, || format!("sign of f of test sample {i}"));
+            }
+        }
+        let accuracy = |ds: &[Decision]| {
+            let count = |want| ds.iter().filter(|d| **d == want).count();
+            let (correct, wrong) = (count(Decision::Correct), count(Decision::Wrong));
+            Interval::share(correct, ds.len() - correct - wrong, ds.len())
+        };
+        let norm = |v: &[BallReal]| {
+            let mut s = ar.zero();
+            ar.dot(v, v, &mut s);
+            ar.sqrt(&mut s);
+            iv(&s)
+        };
+        let noisy = |i: usize| y[i] != y_true[i];
+        let by_noise = |want_noisy: bool| (0..n).filter(move |i| noisy(*i) == want_noisy);
+        let attention = |want_noisy: bool| {
+            let per: Vec<Option<BallReal>> = (0..4)
+                .map(|g| mean(&ar, by_noise(want_noisy).map(|i| &masses[i][g])))
+                .collect();
+            per[0].is_some().then(|| {
+                PerGroup::from_array(std::array::from_fn(|g| {
+                    iv(per[g].as_ref().expect("same set"))
+                }))
+            })
+        };
+        let selection = |want_noisy: bool| {
+            let set: Vec<usize> = by_noise(want_noisy).collect();
+            (!set.is_empty()).then(|| share_of(&samples, &set, groups))
+        };
+        let sum = |k: usize| iv(&self.cumulative[k]);
+        CertifiedCheckpoint {
+            step,
+            train_loss: iv(&tr.loss),
+            train_accuracy: accuracy(predictions),
+            test_accuracy: accuracy(&test),
+            q_norm: norm(q),
+            grad_norm: norm(&tr.grad_q()),
+            attention: ByNoise {
+                clean: attention(false),
+                noisy: attention(true),
+            },
+            selection: ByNoise {
+                clean: selection(false),
+                noisy: selection(true),
+            },
+            cumulative: Cumulative {
+                clean: sum(0),
+                noisy: sum(1),
+                class_pos: sum(2),
+                class_neg: sum(3),
+            },
+            decisions,
+            radius,
+            samples,
+        }
+    }
+}
+
+/// The selection shares of the samples `set` as intervals (module docs).
+fn share_of(
+    samples: &[SampleEnclosure],
+    set: &[usize],
+    groups: &[Group],
+) -> SelectionShare<Interval> {
+    let mut decided = [0usize; 4];
+    let (mut ties, mut undecided) = (0usize, 0usize);
+    for &i in set {
+        let s = &samples[i];
+        match s.selection {
+            Selection::Decided => decided[groups[s.top].index()] += 1,
+            Selection::Tie => ties += 1,
+            Selection::Undecided => undecided += 1,
+        }
+    }
+    let n = set.len();
+    let g = |k: usize| Interval::share(decided[k], undecided, n);
+    SelectionShare {
+        r: g(0),
+        w_same: g(1),
+        w_opposite: g(2),
+        i: g(3),
+        tie: Interval::share(ties, undecided, n),
+        undecided: Interval::share(undecided, 0, n),
+    }
+}
+
+/// One certified run of `cfg` at `prec` bits (`progress(step)` after each update).
+fn run_at(
+    cfg: &Config,
+    data: &Dataset,
+    prec: u32,
+    opts: &Options,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Certificate> {
+    let ar = Ball::new(prec)?;
+    let method = opts.resolved(cfg, prec);
+    let mut tr = Trainer::with_method(cfg, data, ar, cfg.formulation, method)?;
+    let mut obs = Observer::new(&ar, cfg);
+    drive(&mut tr, cfg.steps, |tr, event| {
+        match event {
+            Event::Forward => obs.forward(tr),
+            Event::Update => progress(tr.step),
+        }
+        Ok(Control::Continue)
+    })?;
+    let last = obs
+        .checkpoints
+        .last()
+        .expect("the schedule has the last step");
+    let decided = last.decisions.all_decided();
+    let mut notes = Vec::new();
+    if let Some(first) = obs.ties.first {
+        notes.push(format!(
+            "proved ties at {} step(s), first {first}, last {}: the top score is proved EQUAL \
+             to another (at step 0 with p(0) = 0 every score is exactly 0), so no token is \
+             selected; a tie is a decision, not an undecided one, and does not make the \
+             certificate undecided",
+            obs.ties.steps,
+            obs.ties.last.unwrap_or(first)
+        ));
+    }
+    if method == Method::Direct {
+        notes.push(DIRECT_WARNING.to_string());
+    }
+    let (largest, at) = obs.largest;
+    Ok(Certificate {
+        format: FORMAT.to_string(),
+        trainer: tr.info(),
+        config: cfg.clone(),
+        decided,
+        train_accuracy: last.train_accuracy,
+        test_accuracy: last.test_accuracy,
+        selection: last.selection,
+        first_undecided: obs.first_undecided.clone(),
+        ties: obs.ties,
+        largest_rel_radius: largest.to_f64_up(),
+        largest_at_step: at,
+        bits_lost: bits_lost(prec, largest),
+        attempts: vec![Attempt {
+            prec_bits: prec,
+            decided,
+            first_undecided: obs.first_undecided.clone(),
+            stopped: None,
+        }],
+        notes,
+        checkpoints: obs.checkpoints,
+    })
+}
+
+/// Certify `cfg`'s run: the ball trainer at each precision of `opts.prec` in turn until
+/// the final checkpoint decides everything (module docs). `progress(prec, step)` after
+/// each update. A run stopped by a non-finite radius or value ([`Error::NonFinite`]:
+/// the enclosure lost every bit) counts as undecided, and the next precision is tried;
+/// at the last precision the error is returned.
+pub fn certify(
+    cfg: &Config,
+    data: &Dataset,
+    opts: &Options,
+    progress: &mut dyn FnMut(u32, u64),
+) -> Result<Certificate> {
+    let precs = opts.prec.precs();
+    let mut attempts = Vec::new();
+    for (k, &prec) in precs.iter().enumerate() {
+        let last = k + 1 == precs.len();
+        let mut cert = match run_at(cfg, data, prec, opts, &mut |s| progress(prec, s)) {
+            Ok(cert) => cert,
+            Err(e @ Error::NonFinite { .. }) if !last => {
+                attempts.push(Attempt {
+                    prec_bits: prec,
+                    decided: false,
+                    first_undecided: None,
+                    stopped: Some(e.to_string()),
+                });
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        attempts.append(&mut cert.attempts);
+        if cert.decided || last {
+            cert.attempts = attempts;
+            return Ok(cert);
+        }
+    }
+    unreachable!("at least one precision")
+}
+
+impl std::fmt::Display for Certificate {
+    /// The readable summary of `tokensel certify`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = &self.config;
+        let mut out = format!(
+            "tokensel certify: ball arithmetic at {} bits, {} step, {} steps, seed {}, {}-mode, d = {}, n = {}, n_test = {}\n\
+             every interval encloses the exact-arithmetic value (ends rounded outward to f64)\n\n",
+            self.trainer.prec_bits,
+            self.trainer.method.name(),
+            c.steps,
+            c.seed,
+            c.mode.name(),
+            c.d,
+            c.n_train,
+            c.n_test
+        );
+        out += &format!(
+            "  {:>7}  {:<24}{:>12}{:>12}  {:>9}{:>6}{:>12}{:>6}\n",
+            "step",
+            "train loss",
+            "train acc",
+            "test acc",
+            "undecided",
+            "ties",
+            "rel radius",
+            "bits"
+        );
+        for k in &self.checkpoints {
+            let d = &k.decisions;
+            let undecided = d.train_signs_undecided + d.tops_undecided + d.test_signs_undecided;
+            out += &format!(
+                "  {:>7}  {:<24}{:>12}{:>12}  {:>9}{:>6}{:>12.2e}{:>6.0}\n",
+                k.step,
+                format!("{:.10}", k.train_loss.lo()),
+                format!("{:.4}", k.train_accuracy),
+                format!("{:.4}", k.test_accuracy),
+                undecided,
+                d.ties,
+                k.radius.largest,
+                k.radius.bits_lost
+            );
+        }
+        let verdict = |v: &Interval| {
+            if v.is_point() {
+                format!("{v:.4} (certified)")
+            } else {
+                format!("{v:.4} (undecided samples)")
+            }
+        };
+        out += &format!(
+            "\n  certificate at step {}:\n    train accuracy  {}\n    test accuracy   {}\n",
+            self.last().step,
+            verdict(&self.train_accuracy),
+            verdict(&self.test_accuracy)
+        );
+        for (set, share) in [
+            ("clean", &self.selection.clean),
+            ("noisy", &self.selection.noisy),
+        ] {
+            if let Some(s) = share {
+                let parts: Vec<String> = SelectionShare::<f64>::NAMES
+                    .iter()
+                    .zip(s.to_array())
+                    .filter(|(_, v)| v.hi() > 0.0)
+                    .map(|(name, v)| format!("{name} {v:.4}"))
+                    .collect();
+                out += &format!("    {set} samples' top token: {}\n", parts.join(", "));
+            }
+        }
+        out += &match &self.first_undecided {
+            None => "    every decision proved: each training top token and sign at every step, each test sign at every checkpoint\n".to_string(),
+            Some(u) => format!("    first undecided decision: step {}, {}\n", u.step, u.what),
+        };
+        out += &format!(
+            "    largest relative radius {:.3e} at step {}: {:.0} of {} bits lost\n",
+            self.largest_rel_radius, self.largest_at_step, self.bits_lost, self.trainer.prec_bits
+        );
+        if self.attempts.len() > 1 {
+            let tried: Vec<String> = self
+                .attempts
+                .iter()
+                .map(|a| match (&a.stopped, a.decided) {
+                    (Some(why), _) => format!("{} bits: stopped ({why})", a.prec_bits),
+                    (None, true) => format!("{} bits: decided", a.prec_bits),
+                    (None, false) => format!("{} bits: undecided", a.prec_bits),
+                })
+                .collect();
+            out += &format!("    precisions tried: {}\n", tried.join("; "));
+        }
+        for note in &self.notes {
+            out += &format!("    note: {note}\n");
+        }
+        out += &if self.decided {
+            "\n  verdict: DECIDED: every decision of the final checkpoint is proved\n".to_string()
+        } else {
+            "\n  verdict: UNDECIDED: some decision of the final checkpoint is not proved (see the intervals)\n".to_string()
+        };
+        f.write_str(&out)
+    }
+}
