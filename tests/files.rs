@@ -899,3 +899,89 @@ fn sweep_outputs_are_one_set() {
         );
     }
 }
+
+/// Output paths that could only fail when the result is written are refused with exit
+/// 2 before any work (each command would otherwise train for longer than `QUICK`): a
+/// final component `.` or `..` (`DIR/.` cannot be renamed into place), a name whose
+/// temporary (`.NAME.tokensel-tmp-PID-COUNTER-NANOS@HOST`) is longer than the file
+/// system's NAME_MAX (255 bytes) although the name itself is not, and a state file equal
+/// to or inside the `--out` directory (the set replaces the directory as a whole).
+#[test]
+fn output_paths_that_fail_after_the_work_are_refused_before_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = |n: &str| s(&tmp.path().join(n)).to_string();
+    let cfg = small(tmp.path(), "small.toml", "");
+    std::fs::create_dir(tmp.path().join("e")).unwrap();
+    let long_state = p(&"s".repeat(230));
+    let long_svg = p(&format!("{}.svg", "f".repeat(240)));
+    let train = |cmd: &str, extra: &[String]| {
+        let mut args: Vec<String> = [cmd, "--quiet", "--steps", "5000000", "--config", s(&cfg)]
+            .map(String::from)
+            .to_vec();
+        if cmd == "twin" {
+            args.extend(["--prec".into(), "64".into()]);
+        }
+        args.extend(extra.iter().cloned());
+        args
+    };
+    let v = |list: &[&str]| list.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (train("run", &v(&["--out", &p("e/.")])), "final name"),
+        (train("run", &v(&["--out", &p("e/..")])), "final name"),
+        (train("twin", &v(&["--out", &p("tq/.")])), "final name"),
+        (
+            v(&[
+                "sweep",
+                "--quiet",
+                "--etas",
+                "0.1",
+                "--seeds",
+                "0..200",
+                "--steps",
+                "5000000",
+                "--config",
+                s(&cfg),
+                "--out",
+                &p("e/."),
+            ]),
+            "final name",
+        ),
+        (
+            train(
+                "twin",
+                &v(&["--state", &long_state, "--save-every", "100000000"]),
+            ),
+            "File name too long",
+        ),
+        (
+            v(&["plot", &p("missing.json"), "--out", &long_svg]),
+            "File name too long",
+        ),
+        (
+            train("twin", &v(&["--state", &p("same1"), "--out", &p("same1")])),
+            "--out directory",
+        ),
+        (
+            train(
+                "twin",
+                &v(&["--state", &p("tw5/st.json"), "--out", &p("tw5")]),
+            ),
+            "--out directory",
+        ),
+        (
+            train(
+                "twin",
+                &v(&["--state", &p("e/../tw6/st.json"), "--out", &p("tw6/")]),
+            ),
+            "--out directory",
+        ),
+    ];
+    for (args, what) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = tokensel_within(&args, QUICK).unwrap_or_else(|| panic!("{args:?}: worked"));
+        assert_eq!(code(&o), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(what), "{args:?}: {}", stderr(&o));
+    }
+    assert_eq!(names(&tmp.path().join("e")), Vec::<String>::new());
+    assert_no_temps(tmp.path());
+}

@@ -191,17 +191,82 @@ pub(crate) fn name_of(path: &Path) -> Result<String> {
 pub(crate) fn temp_path(target: &Path) -> Result<PathBuf> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
+    temp_with(target, COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The longest temporary name a writer of `target` will use (the counter at its
+/// largest): probed before any work, so a name too long for the file system
+/// (`NAME_MAX`) is refused then, not when the result is written.
+pub(crate) fn longest_temp_path(target: &Path) -> Result<PathBuf> {
+    temp_with(target, u64::MAX)
+}
+
+/// The temporary beside `target` with the counter `counter`.
+fn temp_with(target: &Path, counter: u64) -> Result<PathBuf> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let name = format!(
-        ".{}{TEMP_TAG}{}-{}-{nanos}@{}",
+        ".{}{TEMP_TAG}{}-{counter}-{nanos}@{}",
         name_of(target)?,
         std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed),
         host()
     );
     Ok(parent_of(target).join(name))
+}
+
+/// Refuse an output path whose final component is `.` or `..` (or that has none, `/`
+/// or the empty path): the output replaces its final name by a rename, which `DIR/.`
+/// and `DIR/..` cannot be (exit 2, before any work). tokensel does not normalise such
+/// a path: give the directory by its own name. With `file` (a single output file) a
+/// trailing `/` is refused too.
+pub(crate) fn check_final_name(path: &Path, file: bool) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    if file && bytes.ends_with(b"/") {
+        return Err(Error::path(
+            path,
+            "ends in `/`: an output file is named by its file name",
+        ));
+    }
+    let end = bytes.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1);
+    let last = bytes[..end].rsplit(|&b| b == b'/').next().unwrap_or(b"");
+    if last.is_empty() || last == b"." || last == b".." {
+        return Err(Error::path(
+            path,
+            "has no final name of its own (it ends in `.` or `..`, or is `/`): an output is renamed into place under its final name, give it by that name",
+        ));
+    }
+    Ok(())
+}
+
+/// `path` made absolute: its longest existing ancestor with symbolic links resolved,
+/// the rest appended lexically (`..` removes the previous component). Two outputs that
+/// would be the same file or one inside the other compare equal or as prefix.
+pub(crate) fn resolved(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    let comps: Vec<Component> = abs.components().collect();
+    for k in (1..=comps.len()).rev() {
+        let prefix: PathBuf = comps[..k].iter().collect();
+        if let Ok(mut out) = prefix.canonicalize() {
+            for c in &comps[k..] {
+                match c {
+                    Component::ParentDir => {
+                        out.pop();
+                    }
+                    Component::CurDir => {}
+                    c => out.push(c),
+                }
+            }
+            return out;
+        }
+    }
+    abs
 }
 
 /// Whether the entry `name` beside `target` is a temporary of a writer of `target`.
@@ -314,9 +379,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Check, before any work, that the single output file `path` can be written: it is
 /// absent or a regular file (never a directory, FIFO or link, which a rename would
-/// replace), and its directory (created if missing) accepts a new file. Temporaries of
-/// dead writers of `path` are removed.
+/// replace), its final name is its own (see [`check_final_name`]), and its directory
+/// (created if missing) accepts the longest temporary the writer will use (a name too
+/// long for the file system is refused here). Temporaries of dead writers of `path` are
+/// removed.
 pub fn check_output_file(path: &Path) -> Result<()> {
+    check_final_name(path, true)?;
     match std::fs::symlink_metadata(path) {
         Ok(m) if !m.is_file() => {
             return Err(Error::path(
@@ -331,7 +399,11 @@ pub fn check_output_file(path: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(io_error(path)(e)),
     }
-    check_output_dir(parent_of(path))?;
+    let dir = parent_of(path);
+    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+    let probe = longest_temp_path(path)?;
+    write_new(&probe, b"")?;
+    std::fs::remove_file(&probe).map_err(io_error(dir))?;
     remove_dead_temps(path);
     Ok(())
 }

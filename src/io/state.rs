@@ -18,9 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::io::files::{
-    LARGE_INPUT, check_output_dir, read_input_no_symlink, remove_dead_temps, write_atomic,
-};
+use crate::io::files::{LARGE_INPUT, check_output_file, read_input_no_symlink, write_atomic};
 use crate::io::trajectory::{Checkpoint, Cumulative, TrainerInfo};
 
 /// Format tag of trainer state files (version 4: a SHA-256 of the content, non-finite
@@ -160,8 +158,8 @@ fn content_digest(value: &serde_json::Value) -> String {
 
 /// The state-file policy, checked before any work: `path` must be absent or a regular
 /// file (a symbolic link, even a dangling or looping one, a directory, a FIFO or a
-/// device is refused, never followed or replaced), its directory must accept files (it
-/// is created if missing), and an existing state is used only with `resume` (without
+/// device is refused, never followed or replaced), its directory must accept its
+/// temporaries (it is created if missing; a name too long for them is refused), and an existing state is used only with `resume` (without
 /// it, an existing file is refused rather than overwritten). With `resume` and no file
 /// yet, the run starts from step 0.
 pub fn open(path: &Path, resume: bool) -> Result<Start> {
@@ -196,9 +194,7 @@ pub fn open(path: &Path, resume: bool) -> Result<Start> {
             ),
         ));
     }
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
-    check_output_dir(dir.unwrap_or(Path::new(".")))?;
-    remove_dead_temps(path);
+    check_output_file(path)?;
     Ok(if resume && exists {
         Start::Resume(Box::new(State::load(path)?))
     } else {
