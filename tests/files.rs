@@ -985,3 +985,76 @@ fn output_paths_that_fail_after_the_work_are_refused_before_it() {
     assert_eq!(names(&tmp.path().join("e")), Vec::<String>::new());
     assert_no_temps(tmp.path());
 }
+
+/// A state edited with its digest recomputed is still checked: its structure must be
+/// what a trajectory reader accepts (checkpoint steps strictly increasing, `n_train`
+/// samples each with top < T) with no checkpoint after its `step`; each edit is refused
+/// with exit 2 naming what is wrong, and the unedited state resumes.
+#[test]
+fn state_structure_is_checked_whatever_the_digest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = small(tmp.path(), "small.toml", "steps = 12\n");
+    let state = tmp.path().join("state.json");
+    let twin = |extra: &[&str]| {
+        let mut args = vec![
+            "twin",
+            "--quiet",
+            "--prec",
+            "64",
+            "--config",
+            s(&cfg),
+            "--state",
+            s(&state),
+            "--save-every",
+            "2",
+        ];
+        args.extend(extra);
+        tokensel_within(&args, QUICK).expect("no hang")
+    };
+    assert_eq!(code(&twin(&["--stop-after", "10"])), Some(3));
+    let good = std::fs::read_to_string(&state).unwrap();
+    let saved: serde_json::Value = serde_json::from_str(&good).unwrap();
+    assert_eq!(saved["step"], 10);
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let edits: Vec<(Edit, &str)> = vec![
+        (
+            Box::new(|v| v["step"] = 4.into()),
+            "after the state's `step`",
+        ),
+        (
+            Box::new(|v| v["step"] = 13.into()),
+            "after the config's last step",
+        ),
+        (
+            Box::new(|v| v["checkpoints"].as_array_mut().unwrap().swap(1, 2)),
+            "not strictly increasing",
+        ),
+        (
+            Box::new(|v| {
+                v["checkpoints"][1]["samples"].as_array_mut().unwrap().pop();
+            }),
+            "samples",
+        ),
+        (
+            Box::new(|v| v["checkpoints"][0]["samples"][0]["top"] = 8.into()),
+            "top < T",
+        ),
+        (
+            Box::new(|v| v["checkpoints"] = serde_json::json!([])),
+            "no checkpoints",
+        ),
+    ];
+    for (edit, what) in edits {
+        let mut v = saved.clone();
+        v.as_object_mut().unwrap().remove("sha256");
+        edit(&mut v);
+        let digest = sha(v.to_string().as_bytes());
+        v["sha256"] = digest.into();
+        std::fs::write(&state, v.to_string()).unwrap();
+        let o = twin(&["--resume"]);
+        assert_eq!(code(&o), Some(2), "{what}: {}", stderr(&o));
+        assert!(stderr(&o).contains(what), "{what}: {}", stderr(&o));
+    }
+    std::fs::write(&state, &good).unwrap();
+    ok(&twin(&["--resume"]), "the untouched state resumes");
+}
