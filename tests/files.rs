@@ -1058,3 +1058,40 @@ fn state_structure_is_checked_whatever_the_digest() {
     std::fs::write(&state, &good).unwrap();
     ok(&twin(&["--resume"]), "the untouched state resumes");
 }
+
+/// Shards started at the same moment on a fresh grid directory never fail each other:
+/// one creates `grid.json`, the others join it (a shard listing the directory while
+/// another fills it looks for `grid.json` again). Four shards at once, twelve times
+/// (before the fix about one round in five had a shard refuse the directory).
+#[test]
+fn concurrent_shards_on_a_fresh_grid_never_fail_each_other() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = small(tmp.path(), "small.toml", "");
+    for round in 0..12 {
+        let out = tmp.path().join(format!("gs{round}"));
+        all_succeed(4, &|k| {
+            [
+                "grid",
+                "--quiet",
+                "--config",
+                s(&cfg),
+                "--set",
+                "d=10:40:10",
+                "--set",
+                "mu_norm=5,20",
+                "--seeds",
+                "0..3",
+                "--steps",
+                "30",
+                "--shard",
+                &format!("{}/4", k + 1),
+                "--out",
+                s(&out),
+            ]
+            .map(String::from)
+            .to_vec()
+        });
+        assert!(out.join("grid.json").is_file());
+        assert_no_temps(&out);
+    }
+}

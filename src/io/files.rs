@@ -377,6 +377,40 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     sync_dir(parent_of(path))
 }
 
+/// Create `path` atomically with `bytes` unless it exists: a temporary unique to this
+/// writer, synced, then renamed into place only if nothing is there (Linux
+/// `renameat2(RENAME_NOREPLACE)`, a hard link where that is not supported). Returns
+/// `false`, leaving `path` as it is, when it already exists: of concurrent creators
+/// exactly one wins and the others see its complete file.
+pub fn create_atomic(path: &Path, bytes: &[u8]) -> Result<bool> {
+    let tmp = temp_path(path)?;
+    if let Err(e) = write_new(&tmp, bytes) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let placed = place_new(&tmp, path);
+    let _ = std::fs::remove_file(&tmp);
+    match placed {
+        Ok(()) => sync_dir(parent_of(path)).map(|()| true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(io_error(path)(e)),
+    }
+}
+
+/// Put the file `tmp` at `path` unless something is there (`AlreadyExists`).
+fn place_new(tmp: &Path, path: &Path) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::{CWD, RenameFlags, renameat_with};
+        match renameat_with(CWD, tmp, CWD, path, RenameFlags::NOREPLACE) {
+            Ok(()) => return Ok(()),
+            Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    std::fs::hard_link(tmp, path)
+}
+
 /// Check, before any work, that the single output file `path` can be written: it is
 /// absent or a regular file (never a directory, FIFO or link, which a rename would
 /// replace), its final name is its own (see [`check_final_name`]), and its directory
