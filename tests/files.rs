@@ -1095,3 +1095,60 @@ fn concurrent_shards_on_a_fresh_grid_never_fail_each_other() {
         assert_no_temps(&out);
     }
 }
+
+/// A reader of a data directory sees one complete set while `data` re-exports into it
+/// again and again: `judge --data` opens the directory once and reads every member
+/// through it (re-reading the set should it be removed meanwhile), so no judge reports
+/// a file that differs from the manifest. The arrays are large enough (X_test 6.4 MB)
+/// that a reader reading member by member by path met a swap in about one judge in
+/// eight before.
+#[test]
+fn data_readers_see_one_set_during_re_exports() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let p = |n: &str| tmp.path().join(n);
+    std::fs::write(p("mid.toml"), "d = 500\nn_train = 20\nn_test = 200\n").unwrap();
+    std::fs::write(
+        p("ext_loss.json"),
+        r#"{"format":"tokensel-external/2","dtype":"float64","implementation":"x","config":{},"steps":[0],"loss":[0.69]}"#,
+    )
+    .unwrap();
+    let export = |seed: usize| {
+        tokensel(&[
+            "data",
+            "--config",
+            s(&p("mid.toml")),
+            "--seed",
+            &seed.to_string(),
+            "--out",
+            s(&p("dj")),
+        ])
+    };
+    ok(&export(0), "first export");
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let mut i = 1;
+            while !stop.load(Ordering::Relaxed) {
+                ok(&export(i % 2), "re-export");
+                i += 1;
+            }
+            i
+        });
+        let mut failures = Vec::new();
+        for _ in 0..30 {
+            let o = tokensel(&["judge", s(&p("ext_loss.json")), "--data", s(&p("dj"))]);
+            if code(&o) == Some(2) || stderr(&o).contains("panicked") {
+                failures.push(stderr(&o));
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let exports = writer.join().unwrap();
+        assert!(exports > 3, "the writer ran {exports} exports only");
+        assert!(
+            failures.is_empty(),
+            "{} of 30 judges failed: {failures:?}",
+            failures.len()
+        );
+    });
+}

@@ -72,6 +72,12 @@ fn open_checked(path: &Path, limit: u64, follow: bool) -> Result<(File, u64)> {
             }
             _ => io_error(path)(e),
         })?;
+    checked(path, file, limit)
+}
+
+/// The opened input `file` (named `path` in messages), refused unless it is a regular
+/// file of at most `limit` bytes; returns it and its length.
+fn checked(path: &Path, file: File, limit: u64) -> Result<(File, u64)> {
     let meta = file.metadata().map_err(io_error(path))?;
     if !meta.is_file() {
         return Err(Error::path(
@@ -99,6 +105,74 @@ fn open_checked(path: &Path, limit: u64, follow: bool) -> Result<(File, u64)> {
 /// documentation); returns the file and its length.
 pub fn open_input(path: &Path, limit: u64) -> Result<(File, u64)> {
     open_checked(path, limit, true)
+}
+
+/// A directory opened once, to read the members of one published set through it
+/// (`openat`): every member comes from the directory that was opened, even when a
+/// writer swaps a new set in meanwhile (see `io::publish`).
+#[derive(Debug)]
+pub struct SetDir {
+    fd: rustix::fd::OwnedFd,
+    path: PathBuf,
+}
+
+impl SetDir {
+    /// Open the directory `path` (a symbolic link to a directory is followed).
+    pub fn open(path: &Path) -> Result<SetDir> {
+        use rustix::fs::{CWD, Mode, OFlags, openat};
+        let fd = openat(
+            CWD,
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io_error(path)(e.into()))?;
+        Ok(SetDir {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The path of the member `name` (for messages).
+    pub fn member(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Open the member `name` as an input ([`open_input`]'s checks; a symbolic link is
+    /// refused, a set holds none). A member that is gone is an I/O error of kind
+    /// `NotFound` naming it (the set was removed while it was read).
+    pub fn open_input(&self, name: &str, limit: u64) -> Result<(File, u64)> {
+        use rustix::fs::{Mode, OFlags, openat};
+        let path = self.member(name);
+        let fd = openat(
+            &self.fd,
+            name,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::LOOP => Error::path(&path, "is a symbolic link: not read"),
+            e => io_error(&path)(e.into()),
+        })?;
+        checked(&path, File::from(fd), limit)
+    }
+
+    /// The bytes of the member `name` ([`SetDir::open_input`], then [`read_input`]'s
+    /// size checks).
+    pub fn read(&self, name: &str, limit: u64) -> Result<Vec<u8>> {
+        let (file, len) = self.open_input(name, limit)?;
+        read_all(&self.member(name), file, len, limit)
+    }
+
+    /// The text of the member `name` (invalid UTF-8 is an I/O error naming it).
+    pub fn read_text(&self, name: &str, limit: u64) -> Result<String> {
+        String::from_utf8(self.read(name, limit)?).map_err(|_| {
+            io_error(&self.member(name))(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            ))
+        })
+    }
 }
 
 /// Read `file` (of `len` bytes when opened) to the end, refusing more than `limit`
