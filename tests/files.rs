@@ -1152,3 +1152,49 @@ fn data_readers_see_one_set_during_re_exports() {
         );
     });
 }
+
+/// Every field of a data manifest is checked against the arrays and config.toml: an
+/// edited `shape`, `dtype` or `w0` (the SHA-256s untouched) is refused by `judge --data`
+/// with exit 2 naming the field; the unedited export is accepted.
+#[test]
+fn data_manifest_fields_are_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = |n: &str| tmp.path().join(n);
+    let cfg = small(tmp.path(), "small.toml", "");
+    std::fs::write(
+        p("ext_loss.json"),
+        r#"{"format":"tokensel-external/2","dtype":"float64","implementation":"x","config":{},"steps":[0],"loss":[0.69]}"#,
+    )
+    .unwrap();
+    ok(
+        &tokensel(&["data", "--config", s(&cfg), "--out", s(&p("dm"))]),
+        "data",
+    );
+    let manifest = p("dm/manifest.json");
+    let good: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let judge = || tokensel(&["judge", s(&p("ext_loss.json")), "--data", s(&p("dm"))]);
+    assert_ne!(code(&judge()), Some(2), "the unedited export is accepted");
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let edits: Vec<(Edit, &str)> = vec![
+        (
+            Box::new(|v| {
+                v["arrays"]["X_train"]["shape"] = serde_json::json!([4000000000u64, 8, 20])
+            }),
+            "X_train.shape",
+        ),
+        (
+            Box::new(|v| v["arrays"]["y_train"]["dtype"] = "float32".into()),
+            "y_train.dtype",
+        ),
+        (Box::new(|v| v["w0"] = "kaiming_uniform".into()), "`w0`"),
+    ];
+    for (edit, what) in edits {
+        let mut v = good.clone();
+        edit(&mut v);
+        std::fs::write(&manifest, v.to_string()).unwrap();
+        let o = judge();
+        assert_eq!(code(&o), Some(2), "{what}: {}", stderr(&o));
+        assert!(stderr(&o).contains(what), "{what}: {}", stderr(&o));
+    }
+}

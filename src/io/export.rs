@@ -181,7 +181,7 @@ const READS: usize = 5;
 
 /// Read a data export back and prove it is the run its `config.toml` describes: the
 /// data regenerated from the config must give, array for array, the manifest's SHA-256,
-/// and so must the NPY files on disk. Returns the validated config, the manifest and
+/// shape and dtype (and its `w0`), and so must the NPY files on disk. Returns the validated config, the manifest and
 /// the data set (regenerated, so it is not drawn a second time).
 ///
 /// The directory is opened once and every member is opened through it before the data
@@ -267,8 +267,36 @@ fn verify_once(dir: &Path) -> Result<Result<(Config, Manifest, Dataset)>> {
             format!("lists arrays {listed:?}; config.toml gives {sorted:?}"),
         ));
     }
+    let w0 = if init.w.is_some() {
+        "W0.npy"
+    } else {
+        "identity"
+    };
+    if manifest.w0 != w0 {
+        return Err(mismatch(
+            "data manifest `w0`".into(),
+            format!("`{}` but config.toml gives `{w0}`", manifest.w0),
+        ));
+    }
     for a in &ours {
         let entry = &manifest.arrays[a.name];
+        // The file's NPY header is checked with its bytes (its SHA-256 equals that of
+        // the array regenerated, header included); the manifest's copy of it here.
+        for (field, listed, real) in [
+            (
+                "shape",
+                format!("{:?}", entry.shape),
+                format!("{:?}", a.shape),
+            ),
+            ("dtype", entry.dtype.clone(), a.dtype.to_string()),
+        ] {
+            if listed != real {
+                return Err(mismatch(
+                    format!("data manifest `{}.{field}`", a.name),
+                    format!("{listed} but the array's NPY header and config.toml give {real}"),
+                ));
+            }
+        }
         if sha256_hex(&a.bytes) != entry.sha256 {
             return Err(mismatch(
                 format!("array `{}`", a.name),
