@@ -1061,13 +1061,13 @@ fn state_structure_is_checked_whatever_the_digest() {
 
 /// Shards started at the same moment on a fresh grid directory never fail each other:
 /// one creates `grid.json`, the others join it (a shard listing the directory while
-/// another fills it looks for `grid.json` again). Four shards at once, twelve times
-/// (before the fix about one round in five had a shard refuse the directory).
+/// another fills it looks for `grid.json` again). Four shards at once, 200 times (before
+/// the fix about one round in twenty had a shard refuse the directory).
 #[test]
 fn concurrent_shards_on_a_fresh_grid_never_fail_each_other() {
     let tmp = tempfile::tempdir().unwrap();
     let cfg = small(tmp.path(), "small.toml", "");
-    for round in 0..12 {
+    for round in 0..200 {
         let out = tmp.path().join(format!("gs{round}"));
         all_succeed(4, &|k| {
             [
