@@ -188,7 +188,7 @@ const READS: usize = 5;
 /// is regenerated, so all of them come from one published set even while `tokensel
 /// data` swaps a new one in and removes the old. Should the set be removed before its
 /// members are open (a member gone) or a file not match the manifest, the whole set is
-/// read again, up to [`READS`] times, before the error is reported.
+/// read again, up to 5 (`READS`) times, before the error is reported.
 pub fn verify_data(dir: &Path) -> Result<(Config, Manifest, Dataset)> {
     let mut attempt = 1;
     loop {

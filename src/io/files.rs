@@ -487,7 +487,7 @@ fn place_new(tmp: &Path, path: &Path) -> std::io::Result<()> {
 
 /// Check, before any work, that the single output file `path` can be written: it is
 /// absent or a regular file (never a directory, FIFO or link, which a rename would
-/// replace), its final name is its own (see [`check_final_name`]), and its directory
+/// replace), its final name is its own (see `check_final_name`), and its directory
 /// (created if missing) accepts the longest temporary the writer will use (a name too
 /// long for the file system is refused here). Temporaries of dead writers of `path` are
 /// removed.
