@@ -102,6 +102,25 @@ fn sha(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// `twin` at 64 bits on the config `cfg` with the state file `state`, saved every 2
+/// steps, `extra` flags appended (it must end within `QUICK`).
+fn twin_with_state(cfg: &Path, state: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "twin",
+        "--quiet",
+        "--prec",
+        "64",
+        "--config",
+        s(cfg),
+        "--state",
+        s(state),
+        "--save-every",
+        "2",
+    ];
+    args.extend(extra);
+    tokensel_within(&args, QUICK).expect("no hang")
+}
+
 /// A FIFO given as any input file, and a device and a directory where a file is read,
 /// are refused with exit 2 before anything is read: the command returns at once (with
 /// no writer on the FIFO, reading it would block forever).
@@ -532,22 +551,7 @@ fn state_files_are_checked_and_never_replaced() {
     let tmp = tempfile::tempdir().unwrap();
     let p = |n: &str| tmp.path().join(n);
     let cfg = small(tmp.path(), "small.toml", "steps = 6\n");
-    let twin = |state: &Path, extra: &[&str]| {
-        let mut args = vec![
-            "twin",
-            "--quiet",
-            "--prec",
-            "64",
-            "--config",
-            s(&cfg),
-            "--state",
-            s(state),
-            "--save-every",
-            "2",
-        ];
-        args.extend(extra);
-        tokensel_within(&args, QUICK).expect("no hang")
-    };
+    let twin = |state: &Path, extra: &[&str]| twin_with_state(&cfg, state, extra);
     let state = p("state.json");
     assert_eq!(code(&twin(&state, &["--stop-after", "2"])), Some(3));
     let good = std::fs::read_to_string(&state).unwrap();
@@ -995,22 +999,7 @@ fn state_structure_is_checked_whatever_the_digest() {
     let tmp = tempfile::tempdir().unwrap();
     let cfg = small(tmp.path(), "small.toml", "steps = 12\n");
     let state = tmp.path().join("state.json");
-    let twin = |extra: &[&str]| {
-        let mut args = vec![
-            "twin",
-            "--quiet",
-            "--prec",
-            "64",
-            "--config",
-            s(&cfg),
-            "--state",
-            s(&state),
-            "--save-every",
-            "2",
-        ];
-        args.extend(extra);
-        tokensel_within(&args, QUICK).expect("no hang")
-    };
+    let twin = |extra: &[&str]| twin_with_state(&cfg, &state, extra);
     assert_eq!(code(&twin(&["--stop-after", "10"])), Some(3));
     let good = std::fs::read_to_string(&state).unwrap();
     let saved: serde_json::Value = serde_json::from_str(&good).unwrap();

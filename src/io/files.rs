@@ -473,16 +473,31 @@ pub fn create_atomic(path: &Path, bytes: &[u8]) -> Result<bool> {
 
 /// Put the file `tmp` at `path` unless something is there (`AlreadyExists`).
 fn place_new(tmp: &Path, path: &Path) -> std::io::Result<()> {
-    #[cfg(target_os = "linux")]
-    {
-        use rustix::fs::{CWD, RenameFlags, renameat_with};
-        match renameat_with(CWD, tmp, CWD, path, RenameFlags::NOREPLACE) {
-            Ok(()) => return Ok(()),
-            Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {}
-            Err(e) => return Err(e.into()),
-        }
+    if let Some(renamed) = rename_with(tmp, path, rustix::fs::RenameFlags::NOREPLACE) {
+        return renamed;
     }
     std::fs::hard_link(tmp, path)
+}
+
+/// Rename `a` to `b` with Linux `renameat2` and `flags`; `None` where the kernel or
+/// the file system does not support them (the caller falls back).
+pub(crate) fn rename_with(
+    a: &Path,
+    b: &Path,
+    flags: rustix::fs::RenameFlags,
+) -> Option<std::io::Result<()>> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::{CWD, renameat_with};
+        match renameat_with(CWD, a, CWD, b, flags) {
+            Ok(()) => return Some(Ok(())),
+            Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {}
+            Err(e) => return Some(Err(e.into())),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (a, b, flags);
+    None
 }
 
 /// Check, before any work, that the single output file `path` can be written: it is

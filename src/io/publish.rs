@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::io::files::{
     SMALL_INPUT, check_final_name, longest_temp_path, name_of, parent_of, read_input,
-    remove_dead_temps, sync_dir, temp_path, write_new,
+    remove_dead_temps, rename_with, sync_dir, temp_path, write_new,
 };
 
 /// The marker file of every output set.
@@ -348,14 +348,8 @@ fn is_exists(e: &std::io::Error) -> bool {
 /// `RENAME_EXCHANGE`); where the file system does not support it, move `b` aside and
 /// `a` into its place (a reader may then find no `b` for a moment, never a mix).
 fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
-    #[cfg(target_os = "linux")]
-    {
-        use rustix::fs::{CWD, RenameFlags, renameat_with};
-        match renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE) {
-            Ok(()) => return Ok(()),
-            Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {}
-            Err(e) => return Err(e.into()),
-        }
+    if let Some(exchanged) = rename_with(a, b, rustix::fs::RenameFlags::EXCHANGE) {
+        return exchanged;
     }
     let aside = temp_path(b).map_err(|e| std::io::Error::other(e.to_string()))?;
     std::fs::rename(b, &aside)?;
