@@ -55,6 +55,20 @@ pub(super) fn twin(args: &TwinArgs) -> Result<i32> {
     if args.resume && args.state.is_none() {
         return Err(Error::config("resume", "needs --state FILE"));
     }
+    if let (Some(state), Some(out)) = (&args.state, &args.output.out) {
+        // The --out set replaces DIR as a whole: a state file in it would be lost, and
+        // would make DIR hold a file the set does not list.
+        if crate::io::files::resolved(state).starts_with(crate::io::files::resolved(out)) {
+            return Err(Error::config(
+                "state",
+                format!(
+                    "`{}` is the --out directory `{}` or inside it: the trajectory set replaces that directory as a whole; keep the state file elsewhere",
+                    state.display(),
+                    out.display()
+                ),
+            ));
+        }
+    }
     let start = match &args.state {
         Some(path) => state::open(path, args.resume)?,
         None => Start::Fresh,

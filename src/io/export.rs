@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 use crate::config::Config;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::io::files::{LARGE_INPUT, SMALL_INPUT, open_input, read_text};
+use crate::io::files::{LARGE_INPUT, SMALL_INPUT, SetDir};
 
 /// Format tag of the manifest.
 pub const DATA_FORMAT: &str = "tokensel-data/1";
@@ -157,11 +157,10 @@ pub fn files(
     (manifest, out)
 }
 
-/// SHA-256 (hex) of the input file `path`, read in pieces: only a regular file is read
-/// (`io::files::open_input`), of at most the data limit.
-fn sha256_file(path: &Path) -> Result<String> {
+/// SHA-256 (hex) of the opened member `file` (named `path` in messages), read in
+/// pieces.
+fn sha256_file(path: &Path, mut file: std::fs::File) -> Result<String> {
     use std::io::Read;
-    let (mut file, _) = open_input(path, LARGE_INPUT)?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     loop {
@@ -177,13 +176,43 @@ fn sha256_file(path: &Path) -> Result<String> {
     Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// How many times a data directory is read when a writer replaces it while it is read.
+const READS: usize = 5;
+
 /// Read a data export back and prove it is the run its `config.toml` describes: the
 /// data regenerated from the config must give, array for array, the manifest's SHA-256,
-/// and so must the NPY files on disk. Returns the validated config, the manifest and
+/// shape and dtype (and its `w0`), and so must the NPY files on disk. Returns the validated config, the manifest and
 /// the data set (regenerated, so it is not drawn a second time).
+///
+/// The directory is opened once and every member is opened through it before the data
+/// is regenerated, so all of them come from one published set even while `tokensel
+/// data` swaps a new one in and removes the old. Should the set be removed before its
+/// members are open (a member gone) or a file not match the manifest, the whole set is
+/// read again, up to 5 (`READS`) times, before the error is reported.
 pub fn verify_data(dir: &Path) -> Result<(Config, Manifest, Dataset)> {
-    let manifest_path = dir.join("manifest.json");
-    let text = read_text(&manifest_path, SMALL_INPUT)?;
+    let mut attempt = 1;
+    loop {
+        match verify_once(dir)? {
+            Ok(verified) => return Ok(verified),
+            Err(raced) if attempt == READS => return Err(raced),
+            Err(_) => attempt += 1,
+        }
+    }
+}
+
+/// One reading of the data export `dir` ([`verify_data`]): the outer error is final,
+/// the inner one may come from a writer replacing the set while it was read.
+fn verify_once(dir: &Path) -> Result<Result<(Config, Manifest, Dataset)>> {
+    let gone = |e: Error| match e {
+        Error::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => Ok(e),
+        other => Err(other),
+    };
+    let set = SetDir::open(dir)?;
+    let manifest_path = set.member("manifest.json");
+    let text = match set.read_text("manifest.json", SMALL_INPUT) {
+        Ok(text) => text,
+        Err(e) => return gone(e).map(Err),
+    };
     let manifest: Manifest = serde_json::from_str(&text).map_err(|e| Error::Parse {
         what: "data manifest",
         path: manifest_path.clone(),
@@ -196,7 +225,29 @@ pub fn verify_data(dir: &Path) -> Result<(Config, Manifest, Dataset)> {
             format!("format `{}`, expected `{DATA_FORMAT}`", manifest.format),
         ));
     }
-    let cfg = Config::from_file(&dir.join("config.toml"))?;
+    let config_text = match set.read_text("config.toml", SMALL_INPUT) {
+        Ok(text) => text,
+        Err(e) => return gone(e).map(Err),
+    };
+    // Open every array listed before the long work: an opened file stays readable
+    // when a writer removes the set, so the set read is the one the manifest belongs to.
+    let mut opened = BTreeMap::new();
+    for (name, entry) in &manifest.arrays {
+        if entry.file != format!("{name}.npy") || name.contains('/') {
+            return Err(mismatch(
+                format!("array `{name}`"),
+                format!(
+                    "the manifest names the file `{}`, not `{name}.npy`",
+                    entry.file
+                ),
+            ));
+        }
+        match set.open_input(&entry.file, LARGE_INPUT) {
+            Ok((file, _)) => opened.insert(name.clone(), file),
+            Err(e) => return gone(e).map(Err),
+        };
+    }
+    let cfg = Config::from_toml_str(&config_text, &set.member("config.toml"))?;
     if cfg.seed != manifest.seed {
         return Err(mismatch(
             "config.toml `seed`".into(),
@@ -216,16 +267,35 @@ pub fn verify_data(dir: &Path) -> Result<(Config, Manifest, Dataset)> {
             format!("lists arrays {listed:?}; config.toml gives {sorted:?}"),
         ));
     }
+    let w0 = if init.w.is_some() {
+        "W0.npy"
+    } else {
+        "identity"
+    };
+    if manifest.w0 != w0 {
+        return Err(mismatch(
+            "data manifest `w0`".into(),
+            format!("`{}` but config.toml gives `{w0}`", manifest.w0),
+        ));
+    }
     for a in &ours {
         let entry = &manifest.arrays[a.name];
-        if entry.file != format!("{}.npy", a.name) {
-            return Err(mismatch(
-                format!("array `{}`", a.name),
-                format!(
-                    "the manifest names the file `{}`, not `{}.npy`",
-                    entry.file, a.name
-                ),
-            ));
+        // The file's NPY header is checked with its bytes (its SHA-256 equals that of
+        // the array regenerated, header included); the manifest's copy of it here.
+        for (field, listed, real) in [
+            (
+                "shape",
+                format!("{:?}", entry.shape),
+                format!("{:?}", a.shape),
+            ),
+            ("dtype", entry.dtype.clone(), a.dtype.to_string()),
+        ] {
+            if listed != real {
+                return Err(mismatch(
+                    format!("data manifest `{}.{field}`", a.name),
+                    format!("{listed} but the array's NPY header and config.toml give {real}"),
+                ));
+            }
         }
         if sha256_hex(&a.bytes) != entry.sha256 {
             return Err(mismatch(
@@ -233,13 +303,14 @@ pub fn verify_data(dir: &Path) -> Result<(Config, Manifest, Dataset)> {
                 "the data regenerated from config.toml differs from the manifest's SHA-256 (config.toml edited, or another tokensel version)".into(),
             ));
         }
-        let path = dir.join(&entry.file);
-        if sha256_file(&path)? != entry.sha256 {
-            return Err(mismatch(
-                path.display().to_string(),
+        let file = opened.remove(a.name).expect("every listed array is opened");
+        let digest = sha256_file(&set.member(&entry.file), file)?;
+        if digest != entry.sha256 {
+            return Ok(Err(mismatch(
+                set.member(&entry.file).display().to_string(),
                 "the file's SHA-256 differs from the manifest's (the file was changed)".into(),
-            ));
+            )));
         }
     }
-    Ok((cfg, manifest, data))
+    Ok(Ok((cfg, manifest, data)))
 }

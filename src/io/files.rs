@@ -72,6 +72,12 @@ fn open_checked(path: &Path, limit: u64, follow: bool) -> Result<(File, u64)> {
             }
             _ => io_error(path)(e),
         })?;
+    checked(path, file, limit)
+}
+
+/// The opened input `file` (named `path` in messages), refused unless it is a regular
+/// file of at most `limit` bytes; returns it and its length.
+fn checked(path: &Path, file: File, limit: u64) -> Result<(File, u64)> {
     let meta = file.metadata().map_err(io_error(path))?;
     if !meta.is_file() {
         return Err(Error::path(
@@ -99,6 +105,74 @@ fn open_checked(path: &Path, limit: u64, follow: bool) -> Result<(File, u64)> {
 /// documentation); returns the file and its length.
 pub fn open_input(path: &Path, limit: u64) -> Result<(File, u64)> {
     open_checked(path, limit, true)
+}
+
+/// A directory opened once, to read the members of one published set through it
+/// (`openat`): every member comes from the directory that was opened, even when a
+/// writer swaps a new set in meanwhile (see `io::publish`).
+#[derive(Debug)]
+pub struct SetDir {
+    fd: rustix::fd::OwnedFd,
+    path: PathBuf,
+}
+
+impl SetDir {
+    /// Open the directory `path` (a symbolic link to a directory is followed).
+    pub fn open(path: &Path) -> Result<SetDir> {
+        use rustix::fs::{CWD, Mode, OFlags, openat};
+        let fd = openat(
+            CWD,
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io_error(path)(e.into()))?;
+        Ok(SetDir {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The path of the member `name` (for messages).
+    pub fn member(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Open the member `name` as an input ([`open_input`]'s checks; a symbolic link is
+    /// refused, a set holds none). A member that is gone is an I/O error of kind
+    /// `NotFound` naming it (the set was removed while it was read).
+    pub fn open_input(&self, name: &str, limit: u64) -> Result<(File, u64)> {
+        use rustix::fs::{Mode, OFlags, openat};
+        let path = self.member(name);
+        let fd = openat(
+            &self.fd,
+            name,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::LOOP => Error::path(&path, "is a symbolic link: not read"),
+            e => io_error(&path)(e.into()),
+        })?;
+        checked(&path, File::from(fd), limit)
+    }
+
+    /// The bytes of the member `name` ([`SetDir::open_input`], then [`read_input`]'s
+    /// size checks).
+    pub fn read(&self, name: &str, limit: u64) -> Result<Vec<u8>> {
+        let (file, len) = self.open_input(name, limit)?;
+        read_all(&self.member(name), file, len, limit)
+    }
+
+    /// The text of the member `name` (invalid UTF-8 is an I/O error naming it).
+    pub fn read_text(&self, name: &str, limit: u64) -> Result<String> {
+        String::from_utf8(self.read(name, limit)?).map_err(|_| {
+            io_error(&self.member(name))(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            ))
+        })
+    }
 }
 
 /// Read `file` (of `len` bytes when opened) to the end, refusing more than `limit`
@@ -191,17 +265,82 @@ pub(crate) fn name_of(path: &Path) -> Result<String> {
 pub(crate) fn temp_path(target: &Path) -> Result<PathBuf> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
+    temp_with(target, COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The longest temporary name a writer of `target` will use (the counter at its
+/// largest): probed before any work, so a name too long for the file system
+/// (`NAME_MAX`) is refused then, not when the result is written.
+pub(crate) fn longest_temp_path(target: &Path) -> Result<PathBuf> {
+    temp_with(target, u64::MAX)
+}
+
+/// The temporary beside `target` with the counter `counter`.
+fn temp_with(target: &Path, counter: u64) -> Result<PathBuf> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let name = format!(
-        ".{}{TEMP_TAG}{}-{}-{nanos}@{}",
+        ".{}{TEMP_TAG}{}-{counter}-{nanos}@{}",
         name_of(target)?,
         std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed),
         host()
     );
     Ok(parent_of(target).join(name))
+}
+
+/// Refuse an output path whose final component is `.` or `..` (or that has none, `/`
+/// or the empty path): the output replaces its final name by a rename, which `DIR/.`
+/// and `DIR/..` cannot be (exit 2, before any work). tokensel does not normalise such
+/// a path: give the directory by its own name. With `file` (a single output file) a
+/// trailing `/` is refused too.
+pub(crate) fn check_final_name(path: &Path, file: bool) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    if file && bytes.ends_with(b"/") {
+        return Err(Error::path(
+            path,
+            "ends in `/`: an output file is named by its file name",
+        ));
+    }
+    let end = bytes.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1);
+    let last = bytes[..end].rsplit(|&b| b == b'/').next().unwrap_or(b"");
+    if last.is_empty() || last == b"." || last == b".." {
+        return Err(Error::path(
+            path,
+            "has no final name of its own (it ends in `.` or `..`, or is `/`): an output is renamed into place under its final name, give it by that name",
+        ));
+    }
+    Ok(())
+}
+
+/// `path` made absolute: its longest existing ancestor with symbolic links resolved,
+/// the rest appended lexically (`..` removes the previous component). Two outputs that
+/// would be the same file or one inside the other compare equal or as prefix.
+pub(crate) fn resolved(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    let comps: Vec<Component> = abs.components().collect();
+    for k in (1..=comps.len()).rev() {
+        let prefix: PathBuf = comps[..k].iter().collect();
+        if let Ok(mut out) = prefix.canonicalize() {
+            for c in &comps[k..] {
+                match c {
+                    Component::ParentDir => {
+                        out.pop();
+                    }
+                    Component::CurDir => {}
+                    c => out.push(c),
+                }
+            }
+            return out;
+        }
+    }
+    abs
 }
 
 /// Whether the entry `name` beside `target` is a temporary of a writer of `target`.
@@ -312,11 +451,63 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     sync_dir(parent_of(path))
 }
 
+/// Create `path` atomically with `bytes` unless it exists: a temporary unique to this
+/// writer, synced, then renamed into place only if nothing is there (Linux
+/// `renameat2(RENAME_NOREPLACE)`, a hard link where that is not supported). Returns
+/// `false`, leaving `path` as it is, when it already exists: of concurrent creators
+/// exactly one wins and the others see its complete file.
+pub fn create_atomic(path: &Path, bytes: &[u8]) -> Result<bool> {
+    let tmp = temp_path(path)?;
+    if let Err(e) = write_new(&tmp, bytes) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let placed = place_new(&tmp, path);
+    let _ = std::fs::remove_file(&tmp);
+    match placed {
+        Ok(()) => sync_dir(parent_of(path)).map(|()| true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(io_error(path)(e)),
+    }
+}
+
+/// Put the file `tmp` at `path` unless something is there (`AlreadyExists`).
+fn place_new(tmp: &Path, path: &Path) -> std::io::Result<()> {
+    if let Some(renamed) = rename_with(tmp, path, rustix::fs::RenameFlags::NOREPLACE) {
+        return renamed;
+    }
+    std::fs::hard_link(tmp, path)
+}
+
+/// Rename `a` to `b` with Linux `renameat2` and `flags`; `None` where the kernel or
+/// the file system does not support them (the caller falls back).
+pub(crate) fn rename_with(
+    a: &Path,
+    b: &Path,
+    flags: rustix::fs::RenameFlags,
+) -> Option<std::io::Result<()>> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::{CWD, renameat_with};
+        match renameat_with(CWD, a, CWD, b, flags) {
+            Ok(()) => return Some(Ok(())),
+            Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {}
+            Err(e) => return Some(Err(e.into())),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (a, b, flags);
+    None
+}
+
 /// Check, before any work, that the single output file `path` can be written: it is
 /// absent or a regular file (never a directory, FIFO or link, which a rename would
-/// replace), and its directory (created if missing) accepts a new file. Temporaries of
-/// dead writers of `path` are removed.
+/// replace), its final name is its own (see `check_final_name`), and its directory
+/// (created if missing) accepts the longest temporary the writer will use (a name too
+/// long for the file system is refused here). Temporaries of dead writers of `path` are
+/// removed.
 pub fn check_output_file(path: &Path) -> Result<()> {
+    check_final_name(path, true)?;
     match std::fs::symlink_metadata(path) {
         Ok(m) if !m.is_file() => {
             return Err(Error::path(
@@ -331,7 +522,11 @@ pub fn check_output_file(path: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(io_error(path)(e)),
     }
-    check_output_dir(parent_of(path))?;
+    let dir = parent_of(path);
+    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+    let probe = longest_temp_path(path)?;
+    write_new(&probe, b"")?;
+    std::fs::remove_file(&probe).map_err(io_error(dir))?;
     remove_dead_temps(path);
     Ok(())
 }

@@ -25,7 +25,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::io::files::{
-    SMALL_INPUT, name_of, parent_of, read_input, remove_dead_temps, sync_dir, temp_path, write_new,
+    SMALL_INPUT, check_final_name, longest_temp_path, name_of, parent_of, read_input,
+    remove_dead_temps, rename_with, sync_dir, temp_path, write_new,
 };
 
 /// The marker file of every output set.
@@ -183,17 +184,19 @@ pub struct OutputDir {
 
 impl OutputDir {
     /// Check `path` before any work: absent (its parent is created if missing), an
-    /// empty directory, or a set of `kind` with nothing else in it; and its parent must
-    /// accept a new directory (a probe is created and removed). Anything else is refused
-    /// (exit 2), naming what is there.
+    /// empty directory, or a set of `kind` with nothing else in it; its final component
+    /// must be a name (not `.` or `..`); and its parent must accept a new directory
+    /// under the longest temporary name the writer will use (a probe is created and
+    /// removed). Anything else is refused (exit 2), naming what is there.
     pub fn prepare(path: &Path, kind: SetKind) -> Result<OutputDir> {
+        check_final_name(path, false)?;
         inspect(path, kind)?;
         let parent = parent_of(path);
         std::fs::create_dir_all(parent).map_err(|source| Error::Io {
             path: parent.to_path_buf(),
             source,
         })?;
-        let probe = temp_path(path)?;
+        let probe = longest_temp_path(path)?;
         std::fs::create_dir(&probe)
             .and_then(|()| std::fs::remove_dir(&probe))
             .map_err(|source| Error::Io {
@@ -348,14 +351,8 @@ fn is_exists(e: &std::io::Error) -> bool {
 /// `RENAME_EXCHANGE`); where the file system does not support it, move `b` aside and
 /// `a` into its place (a reader may then find no `b` for a moment, never a mix).
 fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
-    #[cfg(target_os = "linux")]
-    {
-        use rustix::fs::{CWD, RenameFlags, renameat_with};
-        match renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE) {
-            Ok(()) => return Ok(()),
-            Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {}
-            Err(e) => return Err(e.into()),
-        }
+    if let Some(exchanged) = rename_with(a, b, rustix::fs::RenameFlags::EXCHANGE) {
+        return exchanged;
     }
     let aside = temp_path(b).map_err(|e| std::io::Error::other(e.to_string()))?;
     std::fs::rename(b, &aside)?;

@@ -8,7 +8,9 @@
 //! The file is one JSON object: the state's fields and `sha256`, the SHA-256 of the
 //! object without `sha256` written compactly with its keys sorted (as `serde_json`
 //! writes a `Value`). A file whose digest does not match (an edited step, a truncated
-//! value) is refused, and so is a state path that is a symbolic link or not a regular
+//! value) is refused; so is one whose structure is wrong although its digest matches
+//! (an edit with the digest recomputed: checkpoints out of order or after its `step`,
+//! wrong sample counts or tokens, see `State::load`), and so is a state path that is a symbolic link or not a regular
 //! file: it is never followed, read or replaced.
 
 use std::collections::BTreeMap;
@@ -18,9 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::io::files::{
-    LARGE_INPUT, check_output_dir, read_input_no_symlink, remove_dead_temps, write_atomic,
-};
+use crate::io::files::{LARGE_INPUT, check_output_file, read_input_no_symlink, write_atomic};
 use crate::io::trajectory::{Checkpoint, Cumulative, TrainerInfo};
 
 /// Format tag of trainer state files (version 4: a SHA-256 of the content, non-finite
@@ -82,7 +82,8 @@ impl State {
     }
 
     /// Read a state file: a regular file, not a symbolic link, whose digest matches its
-    /// content, of the current format.
+    /// content, of the current format, whose structure is sound (its config valid, its
+    /// checkpoints as a trajectory reader accepts them and none after its `step`).
     pub fn load(path: &Path) -> Result<State> {
         let bytes = read_input_no_symlink(path, LARGE_INPUT)?;
         let parse = |message: String| Error::Parse {
@@ -108,8 +109,33 @@ impl State {
             ));
         }
         let mut st: State = serde_json::from_value(value).map_err(|e| parse(e.to_string()))?;
+        st.check_structure().map_err(parse)?;
         st.source = Some(path.to_path_buf());
         Ok(st)
+    }
+
+    /// The checks a state must pass whatever its digest says (a state edited with its
+    /// digest recomputed): a valid config, at most its `steps` done, the checkpoints a
+    /// trajectory reader accepts (`io::trajectory`: steps strictly increasing, `n_train`
+    /// samples each with top < T), none after the state's `step`.
+    fn check_structure(&self) -> std::result::Result<(), String> {
+        self.config
+            .validate()
+            .map_err(|e| format!("its config is not valid: {e}"))?;
+        if self.step > self.config.steps {
+            return Err(format!(
+                "`step` {} is after the config's last step {}",
+                self.step, self.config.steps
+            ));
+        }
+        crate::io::trajectory::check_checkpoints(&self.config, &self.checkpoints)?;
+        match self.checkpoints.last() {
+            Some(c) if c.step > self.step => Err(format!(
+                "checkpoint {} is after the state's `step` {}",
+                c.step, self.step
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Refuse to resume under another config, arithmetic, formulation or method.
@@ -160,8 +186,8 @@ fn content_digest(value: &serde_json::Value) -> String {
 
 /// The state-file policy, checked before any work: `path` must be absent or a regular
 /// file (a symbolic link, even a dangling or looping one, a directory, a FIFO or a
-/// device is refused, never followed or replaced), its directory must accept files (it
-/// is created if missing), and an existing state is used only with `resume` (without
+/// device is refused, never followed or replaced), its directory must accept its
+/// temporaries (it is created if missing; a name too long for them is refused), and an existing state is used only with `resume` (without
 /// it, an existing file is refused rather than overwritten). With `resume` and no file
 /// yet, the run starts from step 0.
 pub fn open(path: &Path, resume: bool) -> Result<Start> {
@@ -196,9 +222,7 @@ pub fn open(path: &Path, resume: bool) -> Result<Start> {
             ),
         ));
     }
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
-    check_output_dir(dir.unwrap_or(Path::new(".")))?;
-    remove_dead_temps(path);
+    check_output_file(path)?;
     Ok(if resume && exists {
         Start::Resume(Box::new(State::load(path)?))
     } else {

@@ -319,6 +319,32 @@ impl Checkpoint {
     }
 }
 
+/// Check a run's recorded checkpoints against its config: at least one, steps strictly
+/// increasing, each holding `n_train` samples whose
+/// top token is a position < T. The error says what is wrong (trajectories and state
+/// files are both checked by it).
+pub(crate) fn check_checkpoints(
+    config: &Config,
+    checkpoints: &[Checkpoint],
+) -> std::result::Result<(), String> {
+    let (n, tokens) = (config.n_train, config.layout.tokens);
+    if checkpoints.is_empty() {
+        return Err("no checkpoints (a run records at least step 0)".into());
+    }
+    if checkpoints.windows(2).any(|w| w[0].step >= w[1].step) {
+        return Err("checkpoint steps are not strictly increasing".into());
+    }
+    for c in checkpoints {
+        if c.samples.len() != n || c.samples.iter().any(|s| s.top >= tokens) {
+            return Err(format!(
+                "checkpoint {} does not hold n_train = {n} samples with top < T = {tokens}",
+                c.step
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Trajectory {
     /// The last checkpoint.
     pub fn last(&self) -> &Checkpoint {
@@ -365,26 +391,11 @@ impl Trajectory {
         t.config
             .validate()
             .map_err(|e| bad(format!("its config is not valid: {e}")))?;
-        let (n, tokens) = (t.config.n_train, t.config.layout.tokens);
+        let n = t.config.n_train;
         if t.y.len() != n || t.y_true.len() != n {
             return Err(bad(format!("labels do not have n_train = {n} entries")));
         }
-        if t.checkpoints.is_empty() {
-            return Err(bad(
-                "no checkpoints (a trajectory records at least step 0)".into()
-            ));
-        }
-        if t.checkpoints.windows(2).any(|w| w[0].step >= w[1].step) {
-            return Err(bad("checkpoint steps are not increasing".into()));
-        }
-        for c in &t.checkpoints {
-            if c.samples.len() != n || c.samples.iter().any(|s| s.top >= tokens) {
-                return Err(bad(format!(
-                    "checkpoint {} does not hold {n} samples with top < T = {tokens}",
-                    c.step
-                )));
-            }
-        }
+        check_checkpoints(&t.config, &t.checkpoints).map_err(bad)?;
         Ok(t)
     }
 

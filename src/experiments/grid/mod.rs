@@ -27,7 +27,8 @@ use crate::config::{Config, Preset};
 use crate::data::NoiseCache;
 use crate::error::{Error, Result};
 use crate::io::files::{
-    SMALL_INPUT, is_temp, read_text, remove_dead_temps, remove_dead_temps_in, write_atomic,
+    SMALL_INPUT, create_atomic, is_temp, read_text, remove_dead_temps, remove_dead_temps_in,
+    write_atomic,
 };
 use crate::io::publish::{OutputDir, SetKind};
 use crate::seeds::{MAX_SEEDS, SeedList};
@@ -365,14 +366,6 @@ impl Spec {
         Ok(runs as usize)
     }
 
-    /// Write `DIR/grid.json` (atomically; every shard writes the same bytes, possibly
-    /// at the same time).
-    pub fn write(&self, dir: &Path) -> Result<()> {
-        let text = serde_json::to_string_pretty(self).expect("spec serialises");
-        remove_dead_temps(&dir.join("grid.json"));
-        write_atomic(&dir.join("grid.json"), text.as_bytes())
-    }
-
     /// Read `DIR/grid.json`.
     pub fn read(dir: &Path) -> Result<Spec> {
         let path = dir.join("grid.json");
@@ -508,18 +501,27 @@ impl Spec {
 
     /// Make `dir` this grid's directory, before any run: it is created if missing; a
     /// `grid.json` already there must be this very grid (then the run resumes); without
-    /// one the directory must be empty (but for tokensel temporaries: shards starting
-    /// together), as tokensel writes into it; `grid.json` is (re)written.
+    /// one the directory must be empty (but for tokensel temporaries), as tokensel writes
+    /// into it, and `grid.json` is created exclusively ([`create_atomic`]). Shards
+    /// starting together on a fresh directory never fail each other: one creates
+    /// `grid.json`, the others find it (complete) and join, and a shard that lists the
+    /// directory while another is filling it looks for `grid.json` again before refusing.
     pub fn open_dir(&self, dir: &Path) -> Result<()> {
         crate::io::files::check_output_dir(dir)?;
-        if dir.join("grid.json").exists() {
-            if Spec::read(dir)? != *self {
-                return Err(Error::Mismatch {
-                    what: dir.join("grid.json").display().to_string(),
-                    reason: "the directory holds another grid (other base config, axes or seeds); use a new --out".into(),
-                });
+        let path = dir.join("grid.json");
+        let text = serde_json::to_string_pretty(self).expect("spec serialises");
+        remove_dead_temps(&path);
+        // Each round either decides or saw another shard create grid.json meanwhile.
+        for _ in 0..100 {
+            if std::fs::symlink_metadata(&path).is_ok() {
+                if Spec::read(dir)? != *self {
+                    return Err(Error::Mismatch {
+                        what: path.display().to_string(),
+                        reason: "the directory holds another grid (other base config, axes or seeds); use a new --out".into(),
+                    });
+                }
+                return Ok(());
             }
-        } else {
             let mut others: Vec<String> = std::fs::read_dir(dir)
                 .map_err(|source| Error::Io {
                     path: dir.to_path_buf(),
@@ -530,17 +532,27 @@ impl Spec {
                 .filter(|n| !is_temp(n))
                 .collect();
             others.sort();
-            if !others.is_empty() {
-                return Err(Error::path(
-                    dir,
-                    format!(
-                        "holds `{}` but no grid.json: not a grid directory, tokensel does not write into it; choose another --out",
-                        others.join("`, `")
-                    ),
-                ));
+            if others.is_empty() {
+                if create_atomic(&path, text.as_bytes())? {
+                    return Ok(());
+                }
+                continue;
             }
+            if std::fs::symlink_metadata(&path).is_ok() {
+                continue;
+            }
+            return Err(Error::path(
+                dir,
+                format!(
+                    "holds `{}` but no grid.json: not a grid directory, tokensel does not write into it; choose another --out",
+                    others.join("`, `")
+                ),
+            ));
         }
-        self.write(dir)
+        Err(Error::path(
+            dir,
+            "kept changing while tokensel looked for grid.json (created and removed by others)",
+        ))
     }
 }
 
