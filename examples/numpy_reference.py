@@ -6,7 +6,7 @@ gradient descent with W fixed (the paper's first version, p-mode), and writes an
 external trajectory (README "Check your own implementation"):
 
     python examples/numpy_reference.py DATA_DIR --out EXT.json [--steps N] [--every K]
-        [--float32] [--naive-softmax] [--bug wrong-sign] [--step-scale S]
+        [--float32] [--naive-softmax] [--bug wrong-sign|untransposed-w] [--step-scale S]
         [--perturb-p STEP:SIZE] [--p0-offset X] [--freeze-p-after K]
 
 --float32        compute everything in float32 (data, parameters, arithmetic).
@@ -14,6 +14,8 @@ external trajectory (README "Check your own implementation"):
                  which cancels once s_top rounds to 1 (tokensel's stable form takes
                  g_top - f from the centred sum instead).
 --bug wrong-sign gradient ascent instead of descent (a deliberately wrong model).
+--bug untransposed-w  q = W p instead of W^T p (with a dense W(0): forgetting that a
+                      framework's weight matrix is the paper's W^T).
 
 Small deliberate faults, for `tokensel judge`'s diagnoses (tests/judge.rs):
 --step-scale S        the step size times S (e.g. 1.0001: a step size 0.01% too large).
@@ -81,7 +83,7 @@ def main():
     ap.add_argument("--every", type=int, default=1, help="record every K steps (and the last)")
     ap.add_argument("--float32", action="store_true")
     ap.add_argument("--naive-softmax", action="store_true")
-    ap.add_argument("--bug", choices=["wrong-sign"])
+    ap.add_argument("--bug", choices=["wrong-sign", "untransposed-w"])
     ap.add_argument("--step-scale", type=float, default=1.0, metavar="S")
     ap.add_argument("--perturb-p", metavar="STEP:SIZE")
     ap.add_argument("--p0-offset", type=float, default=0.0, metavar="X")
@@ -105,7 +107,8 @@ def main():
     for t in range(steps + 1):
         if perturb is not None and t == perturb[0]:
             p = p * dtype(1 + perturb[1])
-        q = p if w is None else w.T @ p
+        wq = w if args.bug == "untransposed-w" else (None if w is None else w.T)
+        q = p if w is None else wq @ p
         z, s, f, loss, grad = forward_backward(x, y, nu, q, args.naive_softmax)
         if t % args.every == 0 or t == steps:
             for k, v in (("steps", t), ("p", p), ("scores", z), ("attention", s), ("output", f),
@@ -113,7 +116,7 @@ def main():
                 rec[k].append(v.tolist() if isinstance(v, np.ndarray) else float(v) if k != "steps" else v)
         frozen = args.freeze_p_after is not None and t >= args.freeze_p_after
         if t < steps and not frozen:
-            grad_p = grad if w is None else w @ grad
+            grad_p = grad if w is None else wq.T @ grad
             p = p - sign * alpha * grad_p
 
     name = "numpy_reference.py" + "".join(
