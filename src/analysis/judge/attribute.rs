@@ -40,6 +40,8 @@ pub struct Errors {
     pub stopped_at: BTreeMap<Candidate, usize>,
     /// Errors at or below this are counted as zero: the twin's own resolution.
     pub zero_level: f64,
+    /// Number of entries of each quantity (its shape's product).
+    pub entries: BTreeMap<Quantity, usize>,
 }
 
 impl Errors {
@@ -98,8 +100,9 @@ pub struct Exit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Coarseness {
-    /// The external's error is below [`BELOW_DTYPE`] of the candidate dtype's unit
-    /// roundoff: it does not compute in that dtype.
+    /// The external's error in a quantity of two or more entries is below
+    /// [`BELOW_DTYPE`] of the candidate dtype's unit roundoff: it does not compute in
+    /// that dtype.
     BelowDtype,
     /// The candidate's error is over [`FACTOR`] times the external's and its own unit
     /// roundoff: an error of its formulation the external does not make.
@@ -127,37 +130,42 @@ pub struct Coarse {
 /// a vector of many entries practically never; proofs-notes/judge.md).
 pub const BELOW_DTYPE: f64 = 1e-3;
 
-/// The first record before `holds` where candidate `c` is too coarse: in some quantity
-/// the external's largest error so far is nonzero and either below [`BELOW_DTYPE`] of
-/// c's unit roundoff (more accurate than c's dtype), or c's own largest error so far
-/// exceeds [`FACTOR`] times both the external's and c's unit roundoff (an error of c's
-/// formulation that the external does not make, such as the naive gradient's).
+/// The first record before `holds` where candidate `c` is too coarse: the external's
+/// error in a quantity of two or more entries is nonzero and below [`BELOW_DTYPE`] of
+/// c's unit roundoff (the external is more accurate than c's dtype), or in some quantity
+/// c's own largest error so far exceeds [`FACTOR`] times both the external's largest so
+/// far and c's unit roundoff (an error of c's formulation that the external does not
+/// make, such as the naive gradient's).
 fn coarse(errs: &Errors, c: Candidate, holds: usize) -> Option<Coarse> {
     let u = c.dtype().unit_roundoff();
     let mut run: BTreeMap<Quantity, (f64, f64)> = BTreeMap::new();
-    for k in 0..holds {
+    for (k, &step) in errs.steps[..holds].iter().enumerate() {
+        // below the dtype: a quantity of two or more entries (a scalar may be that
+        // accurate by chance, all entries of a vector together practically never)
+        let below = errs.external.iter().find(|(q, e)| {
+            errs.entries[*q] >= 2 && e[k] > errs.zero_level && e[k] < BELOW_DTYPE * u
+        });
+        if let Some((&q, e)) = below {
+            return Some(Coarse {
+                reason: Coarseness::BelowDtype,
+                step,
+                quantity: q,
+                candidate_err: errs.candidates[&c][&q][k],
+                external_err: e[k],
+            });
+        }
         for (&q, e) in &errs.external {
             let own = errs.candidates[&c][&q][k];
             let (ext_run, own_run) = run.entry(q).or_insert((0.0, 0.0));
             *ext_run = ext_run.max(e[k]);
             *own_run = own_run.max(own);
-            let (ext_run, own_run) = (*ext_run, *own_run);
-            let reason = if ext_run <= errs.zero_level {
-                None
-            } else if ext_run < BELOW_DTYPE * u {
-                Some(Coarseness::BelowDtype)
-            } else if own_run > FACTOR * ext_run.max(u) {
-                Some(Coarseness::Larger)
-            } else {
-                None
-            };
-            if let Some(reason) = reason {
+            if *ext_run > errs.zero_level && *own_run > FACTOR * ext_run.max(u) {
                 return Some(Coarse {
-                    reason,
-                    step: errs.steps[k],
+                    reason: Coarseness::Larger,
+                    step,
                     quantity: q,
-                    candidate_err: own_run,
-                    external_err: ext_run,
+                    candidate_err: *own_run,
+                    external_err: *ext_run,
                 });
             }
         }
@@ -525,7 +533,7 @@ fn summary(
             dep.step, dep.quantity
         ),
         (Cause::WrongData, _) => format!(
-            "not explained by rounding at step 0 (before any update), first in `{}`: error {:.3e}, {limit}{also}: wrong data, initial parameters, head or forward pass",
+            "not explained by rounding at step 0 (before any update), first in `{}`: error {:.3e}, {limit}{also}: wrong data, initial parameters, head or forward pass (or a quantity computed or stored in another precision)",
             dep.quantity, dep.rel_err
         ),
         (Cause::WrongModel, Some((a, b))) => {
@@ -535,11 +543,109 @@ fn summary(
                 format!("from an update between {a} and {b} (first seen at step {b})")
             };
             format!(
-                "not explained by rounding {when}, first in `{}`: error {:.3e}, {limit}{also}{lost}: a wrong model or data (gradient, sign, step size, head) or lost updates",
+                "not explained by rounding {when}, first in `{}`: error {:.3e}, {limit}{also}{lost}: a wrong model or data (gradient, sign, step size, head), lost updates, or a quantity computed or stored in another precision",
                 dep.quantity, dep.rel_err
             )
         }
         (Cause::WrongModel, None) => unreachable!("a wrong model comes after an update"),
     };
     format!("{before}{head}{accuracy}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::external::Dtype;
+
+    /// Errors of one quantity (p) at steps 0, 1, 2, 5: the external's, and the
+    /// candidates' in report order (f64 stable, f64 naive, f32 stable, f32 naive).
+    fn errors(external: [f64; 4], cands: [[f64; 4]; 4]) -> Errors {
+        let one = |v: [f64; 4]| BTreeMap::from([(Quantity::P, v.to_vec())]);
+        Errors {
+            steps: vec![0, 1, 2, 5],
+            gaps: vec![0.0; 4],
+            external: one(external),
+            candidates: Candidate::ALL.into_iter().zip(cands.map(one)).collect(),
+            stopped_at: BTreeMap::new(),
+            zero_level: 1e-60,
+            entries: BTreeMap::from([(Quantity::P, 40)]),
+        }
+    }
+
+    fn diagnose(e: &Errors) -> (Vec<Fit>, Diagnosis) {
+        let moved = Candidate::ALL.map(|c| (c, vec![true; 4])).into();
+        attribute(e, &BTreeMap::new(), &BTreeMap::new(), &[false; 4], &moved)
+    }
+
+    const F64: [f64; 4] = [0.0, 1e-16, 2e-16, 3e-16];
+    const F32: [f64; 4] = [6e-8, 1e-7, 1e-7, 2e-7];
+
+    /// float64-sized errors are explained by both f64 replays (they do not differ here),
+    /// the f32 replays being too coarse (the external is below their dtype's rounding);
+    /// float32-sized ones by the f32 replays, having left the f64 ones at step 0.
+    #[test]
+    fn rounding_is_explained_by_its_dtype() {
+        let (fits, d) = diagnose(&errors([0.0, 3e-16, 1e-16, 5e-16], [F64, F64, F32, F32]));
+        assert_eq!(d.explained_by, [Candidate::F64Stable, Candidate::F64Naive]);
+        assert!(d.departure.is_none() && !d.more_accurate);
+        assert_eq!(
+            fits[2].coarse.as_ref().unwrap().reason,
+            Coarseness::BelowDtype
+        );
+        assert!(fits[0].explains && !fits[2].explains);
+        let (fits, d) = diagnose(&errors([1e-7, 3e-7, 1e-7, 4e-7], [F64, F64, F32, F32]));
+        assert_eq!(d.explained_by, [Candidate::F32Stable, Candidate::F32Naive]);
+        assert_eq!(fits[0].holds, 0);
+        assert_eq!(fits[0].exit.as_ref().unwrap().step, 0);
+    }
+
+    /// A deviation FACTOR times beyond the envelope departs at its record, with the
+    /// update range from the previous record; exactly at the limit it does not.
+    #[test]
+    fn departures_count_updates() {
+        let limit = FACTOR * 2e-16;
+        let (_, d) = diagnose(&errors([0.0, 1e-16, limit, 3e-16], [F64, F64, F32, F32]));
+        assert!(d.departure.is_none(), "{}", d.summary);
+        let (_, d) = diagnose(&errors([0.0, 1e-16, 1e-16, 1e-9], [F64, F64, F32, F32]));
+        let dep = d.departure.unwrap();
+        assert_eq!(
+            (dep.cause, dep.step, dep.updates),
+            (Cause::WrongModel, 5, Some((3, 5)))
+        );
+        assert_eq!(d.explained_until, Some(2));
+        assert!(d.summary.contains("between 3 and 5"), "{}", d.summary);
+        let (_, d) = diagnose(&errors([1e-9, 1e-16, 1e-16, 1e-16], [F64, F64, F32, F32]));
+        let dep = d.departure.unwrap();
+        assert_eq!((dep.cause, dep.updates), (Cause::WrongData, None));
+        assert!(d.explained_by.iter().all(|c| c.dtype() == Dtype::Float64));
+        let (_, d) = diagnose(&errors(
+            [0.0, f64::INFINITY, 0.0, 0.0],
+            [F64, F64, F32, F32],
+        ));
+        assert_eq!(d.departure.unwrap().cause, Cause::NonFinite);
+    }
+
+    /// A naive replay whose gradient errs far beyond the external's (saturation the
+    /// external does not show) is too coarse: the stable replay alone explains the run;
+    /// the other way round, the stable replay is left where the naive error appears.
+    #[test]
+    fn the_naive_formulation_is_told_apart() {
+        let naive = [0.0, 1e-16, 1e-8, 2e-8];
+        let (fits, d) = diagnose(&errors([0.0, 1e-16, 2e-16, 1e-16], [F64, naive, F32, F32]));
+        assert_eq!(d.explained_by, [Candidate::F64Stable]);
+        let c = fits[1].coarse.as_ref().unwrap();
+        assert_eq!((c.reason, c.step), (Coarseness::Larger, 2));
+        let (_, d) = diagnose(&errors([0.0, 1e-16, 3e-8, 1e-8], [F64, naive, F32, F32]));
+        assert_eq!(d.explained_by, [Candidate::F64Naive]);
+    }
+
+    /// A stopped candidate explains nothing from its stop on.
+    #[test]
+    fn a_stopped_candidate_holds_until_its_stop() {
+        let mut e = errors([1e-7, 3e-7, 1e-7, 4e-7], [F64, F64, F32, F32]);
+        e.stopped_at.insert(Candidate::F32Naive, 2);
+        let (fits, d) = diagnose(&e);
+        assert_eq!(fits[3].holds, 2);
+        assert_eq!(d.explained_by, [Candidate::F32Stable]);
+    }
 }

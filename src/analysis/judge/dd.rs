@@ -315,7 +315,75 @@ pub fn w_rank_one(w0: &[f64], p0: &[f64], v: &[Float]) -> (DdVec, Bound) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arith::{Arith, Mpfr};
+    use crate::config::{Formulation, Method, Mode, PInit, Preset, WInit};
+    use crate::data::{Dataset, Params};
+    use crate::linalg;
     use crate::rng::{self, Stream};
+    use crate::train::drive::{Control, drive};
+    use crate::train::{Engine, Trainer, train_rows};
+
+    /// ||hi + lo - t||_2 evaluated in MPFR.
+    fn distance(v: &DdVec, t: &[Float]) -> f64 {
+        let mut acc = Float::with_val(64, 0.0);
+        for ((h, l), x) in v.hi.iter().zip(&v.lo).zip(t) {
+            let mut d = x.clone();
+            d -= h;
+            d -= l;
+            acc += Float::with_val(64, d.square_ref());
+        }
+        acc.sqrt().to_f64()
+    }
+
+    /// The double-double rebuilds of q and W from a 256-bit twin's factors, after a few
+    /// steps of joint and W-mode, are within their stated bounds of the twin's own MPFR
+    /// rebuilds (whose error, ~2^-250 relative, is far below the bounds), and the
+    /// bounds are far below f64's rounding.
+    #[test]
+    fn rebuilds_agree_with_the_twins_mpfr_values() {
+        for mode in [Mode::Joint, Mode::W] {
+            let mut cfg = Preset::Balanced.config();
+            (cfg.d, cfg.n_train, cfg.n_test, cfg.steps) = (24, 3, 2, 5);
+            (cfg.mode, cfg.step_size) = (mode, 0.05);
+            (cfg.init.p, cfg.init.w) = (PInit::Gaussian, WInit::KaimingUniform);
+            cfg.validate().unwrap();
+            let data = Dataset::generate(&cfg);
+            let ar = Mpfr::truth(256).unwrap();
+            let mut tr =
+                Trainer::with_method(&cfg, &data, ar, Formulation::Stable, Method::Span).unwrap();
+            drive(&mut tr, 5, |_, _| Ok(Control::Continue)).unwrap();
+            let params = Params::init(&cfg);
+            let w0 = params.w.as_ref().unwrap().as_slice().unwrap();
+            let p0 = params.p.as_slice().unwrap();
+            let x = train_rows(&data);
+            let Engine::Span(e) = &tr.engine else {
+                unreachable!()
+            };
+            let (w, bound) = match e.joint_factors() {
+                Some((basis, m)) => w_joint(w0, basis, m, x),
+                None => {
+                    let mut v = ar.zeros(cfg.d);
+                    linalg::matvec_t_f64(&ar, x, &e.a[1..], &mut v);
+                    w_rank_one(w0, p0, &v)
+                }
+            };
+            let (p, w_mp) = tr.params();
+            let dist = distance(&w, &w_mp.unwrap());
+            assert!(dist <= bound.abs, "{mode:?} W: {dist:e} > {:e}", bound.abs);
+            assert!(bound.relative() < 1e-26, "{:e}", bound.relative());
+            if let Some((basis, m)) = e.joint_factors() {
+                let rows = basis.len() / cfg.d;
+                let mut bp = ar.zeros(rows);
+                linalg::matvec(&ar, basis, &p, &mut bp);
+                let mut v = ar.zeros(rows - 1);
+                linalg::matvec_t(&ar, m, &bp, &mut v);
+                let (q, bound) = q_dense(w0, &p, x, &v);
+                let dist = distance(&q, &tr.q());
+                assert!(dist <= bound.abs, "q: {dist:e} > {:e}", bound.abs);
+                assert!(bound.relative() < 1e-26, "{:e}", bound.relative());
+            }
+        }
+    }
 
     /// An accumulation of products with cancellation agrees with a 400-bit MPFR sum to
     /// within the stated bound, and the bound is not vacuous (the error is nonzero in

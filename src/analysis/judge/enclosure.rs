@@ -119,7 +119,7 @@ mod tests {
         );
         let norm = hi.ratio(one);
         assert!(norm >= (1.0f64 + 1e-10).hypot(2.0), "{norm}");
-        assert_eq!(bounds(&iv, 0..1, &[f64::NAN]).0, Wide::INF);
-        assert_eq!(bounds(&iv, 1..2, &[-2.0]).0, Wide::ZERO);
+        assert_eq!(bounds(&iv, 0..1, &[f64::NAN, 0.0, 0.0]).0, Wide::INF);
+        assert_eq!(bounds(&iv, 1..2, &[0.0, -2.0, 0.0]).0, Wide::ZERO);
     }
 }

@@ -550,6 +550,11 @@ fn assemble(
         candidates,
         stopped_at: m.stopped_at.clone(),
         zero_level: 2f64.powi(32 - opts.prec as i32),
+        entries: ext
+            .series
+            .keys()
+            .map(|&q| (q, q.shape(cfg).iter().product()))
+            .collect(),
     };
     // the external's trained parameter unchanged (bitwise) between consecutive records
     let tq = trained(cfg.mode);
