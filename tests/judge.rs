@@ -269,7 +269,8 @@ fn own_trajectory_agrees_and_damaged_copies_are_diagnosed() {
 /// W (rebuilt in double-double from the span twin's factors, within the stated bound)
 /// at every step, agrees and is explained by the f64 replays; the same with W off by
 /// 1e-6 in one entry after step 3 departs from rounding at update 4 in `W` (and only
-/// there: the other quantities stay the f64 trainer's).
+/// there: the other quantities stay the f64 trainer's); W alone is judged without the
+/// enclosure (W is not enclosed).
 #[test]
 fn joint_mode_with_w_agrees_and_a_perturbed_w_does_not() {
     let tmp = tempfile::tempdir().unwrap();
@@ -303,6 +304,16 @@ fn joint_mode_with_w_agrees_and_a_perturbed_w_does_not() {
     assert_eq!(r["quantities"]["W"]["first_over_tol"], 4, "{r:#}");
     assert_eq!(departure(&r), Some(("wrong-model", 4, "W")), "{r:#}");
     assert_eq!(r["diagnosis"]["departure"]["quantities"], json!(["W"]));
+    assert_eq!(proved(&r), None, "W is not enclosed");
+    // W alone: nothing recorded is enclosed, so the enclosure does not run
+    let mut w_only = json!({});
+    for key in ["format", "dtype", "implementation", "config", "steps", "W"] {
+        w_only[key] = bent[key].clone();
+    }
+    let (code, r) = judge(&w_only, tmp.path(), &data, "w-only.json");
+    assert_eq!(code, 1);
+    assert_eq!(departure(&r), Some(("wrong-model", 4, "W")), "{r:#}");
+    assert_eq!(r["proof"], Value::Null, "{r:#}");
 }
 
 /// The NPZ encoding (float32 or float64 arrays, a uint8 `header`) reads as the JSON one;
@@ -745,6 +756,9 @@ fn numpy_faults_are_named() {
         explained_by(&r).iter().all(|c| c.starts_with("f32")),
         "{r:#}"
     );
+    // the f32 replays absorb from update 3, after the departure: not told as explaining
+    let summary = r["diagnosis"]["summary"].as_str().unwrap();
+    assert!(!summary.contains("absorbs"), "{summary}");
 
     let (_, r) = judge_file(
         &ex.run(&sat, "sat-perturb.json", &["--perturb-p", "30:1e-6"]),

@@ -451,11 +451,13 @@ fn summary(
     } else {
         ""
     };
+    // absorption is told where it explains records: before a departure, up to `until`
+    let told = |s: u64| departure.is_none() || until.is_some_and(|u| s <= u);
     let absorbed: Vec<String> = fits
         .iter()
         .filter(|f| chosen.contains(&f.candidate))
         .filter_map(|f| {
-            f.absorption.first_partial.map(|s| {
+            f.absorption.first_partial.filter(|&s| told(s)).map(|s| {
                 format!(
                     "the {} replay absorbs updates from update {s}{}",
                     f.candidate,

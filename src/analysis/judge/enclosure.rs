@@ -13,22 +13,36 @@ use std::ops::Range;
 
 use super::measure::Wide;
 use crate::arith::{Arith, Ball};
-use crate::config::{Mode, WInit};
+use crate::config::{Config, Mode, WInit};
 use crate::quantity::Quantity;
 use crate::train::Trainer;
 
+/// Whether the enclosure computes intervals of quantity `q` in runs of `cfg`: not for W
+/// (its rebuild costs (r + 1) d^2 ball operations per record in joint mode), nor for q
+/// where W(0) is dense in p- or joint mode (d^2 per record).
+pub fn encloses(cfg: &Config, q: Quantity) -> bool {
+    match q {
+        Quantity::W => false,
+        Quantity::Q => {
+            cfg.mode == Mode::W || (cfg.mode == Mode::P && cfg.init.w == WInit::Identity)
+        }
+        _ => true,
+    }
+}
+
 /// The enclosure's intervals of quantity `q` at the ball trainer's current step, or
-/// `None` where they are not computed: W (its rebuild costs (r + 1) d^2 ball operations
-/// in joint mode), and q where W(0) is dense in p- or joint mode (d^2 per record).
+/// `None` where they are not computed ([`encloses`]).
 pub fn intervals(tr: &Trainer<'_, Ball>, q: Quantity) -> Option<Vec<(f64, f64)>> {
+    if !encloses(tr.cfg, q) {
+        return None;
+    }
     let ar = tr.ar;
     let enclose = |v: &[<Ball as Arith>::Real]| v.iter().map(|x| ar.enclose(x)).collect();
-    let identity_w = tr.cfg.mode == Mode::P && tr.cfg.init.w == WInit::Identity;
     Some(match q {
         Quantity::P => enclose(&tr.p()),
-        Quantity::Q if identity_w => enclose(&tr.p()),
         Quantity::Q if tr.cfg.mode == Mode::W => enclose(&tr.q()),
-        Quantity::Q | Quantity::W => return None,
+        Quantity::Q => enclose(&tr.p()),
+        Quantity::W => unreachable!("not enclosed"),
         Quantity::Scores => enclose(&tr.scores),
         Quantity::Attention => enclose(&tr.attention),
         Quantity::Rest => tr

@@ -202,7 +202,8 @@ pub struct Report {
     pub candidates: Vec<Fit>,
     /// Which candidates explain it, and where it departs from them.
     pub diagnosis: Diagnosis,
-    /// What the ball enclosure proves (none when not run).
+    /// What the ball enclosure proves (none when not run: `--no-enclosure`, or no
+    /// recorded quantity is enclosed, e.g. W alone).
     pub proof: Option<Proof>,
     /// Accuracy of the dense references.
     pub dense_bounds: DenseBounds,
@@ -360,9 +361,11 @@ pub fn judge(
         Formulation::Stable,
         Method::Span,
     )?;
+    // the enclosure runs only where it encloses a recorded quantity (not for W alone)
+    let enclosed = ext.series.keys().any(|&q| enclosure::encloses(cfg, q));
     let ball = match opts.enclosure {
-        Some(p) => Some(Replay::span(cfg, data, Ball::new(p)?)?),
-        None => None,
+        Some(p) if enclosed => Some(Replay::span(cfg, data, Ball::new(p)?)?),
+        _ => None,
     };
     let cands = (
         Replay::new(cfg, data, F64, Formulation::Stable)?,
@@ -821,6 +824,11 @@ impl std::fmt::Display for Report {
             if let Some((s, why)) = &p.stopped {
                 writeln!(f, "  (the enclosure stopped at step {s}: {why})")?;
             }
+        } else {
+            writeln!(
+                f,
+                "  proof: none (the enclosure did not run: --no-enclosure, or no recorded quantity is enclosed; W and a dense q are not)"
+            )?;
         }
         let b = &self.dense_bounds;
         if b.q.is_some() || b.w.is_some() {
