@@ -669,7 +669,11 @@ fn numpy_faults_are_named() {
     let (code, r) = judge_file(&ex.run(&small, "f32.json", &["--float32"]), &small);
     assert_eq!(code, 1);
     assert_explained(&r, &f32s);
-    assert_eq!(proved(&r), None, "float32 rounding is never proved wrong: {r:#}");
+    assert_eq!(
+        proved(&r),
+        None,
+        "float32 rounding is never proved wrong: {r:#}"
+    );
 
     let ws = ex.run(&small, "f32-ws.json", &["--float32", "--bug", "wrong-sign"]);
     let (_, r) = judge_file(&ws, &small);

@@ -4,13 +4,13 @@
 //! proofs-notes/judge.md).
 //!
 //! Steppers in lockstep through [`drive`]: the twin (the truth trainer, stable formulas,
-//! `prec` bits, span step), optionally the ball enclosure (span step: [`enclosure`]),
+//! `prec` bits, span step), optionally the ball enclosure (span step: `enclosure`),
 //! and the four candidates ([`Candidate`]: tokensel's direct step in f64 and f32, stable
 //! and naive softmax gradient). At each recorded step, every recorded quantity of the
-//! external run and of each candidate is measured against the twin ([`measure`]): p,
+//! external run and of each candidate is measured against the twin (`measure`): p,
 //! grad_q and the token-space quantities from the twin's own MPFR values, q and W where
-//! they are dense from double-double rebuilds of the twin's factors ([`dd`], with stated
-//! bounds). [`attribute`] then decides which candidates the external follows, and where
+//! they are dense from double-double rebuilds of the twin's factors (`dd`, with stated
+//! bounds). `attribute` then decides which candidates the external follows, and where
 //! it departs from all of them.
 
 use std::cell::OnceCell;
