@@ -6,13 +6,23 @@ gradient descent with W fixed (the paper's first version, p-mode), and writes an
 external trajectory (README "Check your own implementation"):
 
     python examples/numpy_reference.py DATA_DIR --out EXT.json [--steps N] [--every K]
-        [--float32] [--naive-softmax] [--bug wrong-sign]
+        [--float32] [--naive-softmax] [--bug wrong-sign|untransposed-w] [--step-scale S]
+        [--perturb-p STEP:SIZE] [--p0-offset X] [--freeze-p-after K]
 
 --float32        compute everything in float32 (data, parameters, arithmetic).
 --naive-softmax  the textbook softmax gradient c_t = s_t (g_t - f), f = sum_t s_t g_t,
                  which cancels once s_top rounds to 1 (tokensel's stable form takes
                  g_top - f from the centred sum instead).
 --bug wrong-sign gradient ascent instead of descent (a deliberately wrong model).
+--bug untransposed-w  q = W p instead of W^T p (with a dense W(0): forgetting that a
+                      framework's weight matrix is the paper's W^T).
+
+Small deliberate faults, for `tokensel judge`'s diagnoses (tests/judge.rs):
+--step-scale S        the step size times S (e.g. 1.0001: a step size 0.01% too large).
+--perturb-p STEP:SIZE p multiplied by (1 + SIZE) just before the forward pass of step
+                      STEP (a relative error SIZE in p from that step on).
+--p0-offset X         X added to every coordinate of p(0).
+--freeze-p-after K    no update after step K: p stays at p(K) (lost updates).
 
 Only NumPy and the standard library are used. The maths is SPEC section 3:
 z = X q, s = softmax(z), f = sum_t s_t <nu, x_t>, L = mean log(1 + exp(-y f)),
@@ -73,29 +83,54 @@ def main():
     ap.add_argument("--every", type=int, default=1, help="record every K steps (and the last)")
     ap.add_argument("--float32", action="store_true")
     ap.add_argument("--naive-softmax", action="store_true")
-    ap.add_argument("--bug", choices=["wrong-sign"])
+    ap.add_argument("--bug", choices=["wrong-sign", "untransposed-w"])
+    ap.add_argument("--step-scale", type=float, default=1.0, metavar="S")
+    ap.add_argument("--perturb-p", metavar="STEP:SIZE")
+    ap.add_argument("--p0-offset", type=float, default=0.0, metavar="X")
+    ap.add_argument("--freeze-p-after", type=int, metavar="K")
     args = ap.parse_args()
+    perturb = None
+    if args.perturb_p is not None:
+        try:
+            at, size = args.perturb_p.split(":")
+            perturb = (int(at), float(size))
+        except ValueError:
+            sys.exit(f"--perturb-p {args.perturb_p!r}: expected STEP:SIZE, e.g. 4:1e-6")
 
     dtype = np.float32 if args.float32 else np.float64
     cfg, x, y, nu, p, w = load(args.data_dir, dtype)
     steps = cfg["steps"] if args.steps is None else args.steps
-    alpha = dtype(cfg["step_size"])
+    alpha = dtype(cfg["step_size"] * args.step_scale)
     sign = dtype(-1) if args.bug == "wrong-sign" else dtype(1)
+    p = p + dtype(args.p0_offset)
     rec = {k: [] for k in ("steps", "p", "scores", "attention", "output", "loss", "grad_q")}
     for t in range(steps + 1):
-        q = p if w is None else w.T @ p
+        if perturb is not None and t == perturb[0]:
+            p = p * dtype(1 + perturb[1])
+        wq = w if args.bug == "untransposed-w" else (None if w is None else w.T)
+        q = p if w is None else wq @ p
         z, s, f, loss, grad = forward_backward(x, y, nu, q, args.naive_softmax)
         if t % args.every == 0 or t == steps:
             for k, v in (("steps", t), ("p", p), ("scores", z), ("attention", s), ("output", f),
                          ("loss", loss), ("grad_q", grad)):
                 rec[k].append(v.tolist() if isinstance(v, np.ndarray) else float(v) if k != "steps" else v)
-        if t < steps:
-            grad_p = grad if w is None else w @ grad
+        frozen = args.freeze_p_after is not None and t >= args.freeze_p_after
+        if t < steps and not frozen:
+            grad_p = grad if w is None else wq.T @ grad
             p = p - sign * alpha * grad_p
 
     name = "numpy_reference.py" + "".join(
         f" {flag}" for flag, on in (("--float32", args.float32), ("--naive-softmax", args.naive_softmax)) if on
-    ) + (f" --bug {args.bug}" if args.bug else "")
+    ) + (f" --bug {args.bug}" if args.bug else "") + "".join(
+        f" {flag} {value}"
+        for flag, value, default in (
+            ("--step-scale", args.step_scale, 1.0),
+            ("--perturb-p", args.perturb_p, None),
+            ("--p0-offset", args.p0_offset, 0.0),
+            ("--freeze-p-after", args.freeze_p_after, None),
+        )
+        if value != default
+    )
     write_external(args.out, rec, np.dtype(dtype).name, name, cfg)
 
 

@@ -22,6 +22,12 @@ pub(super) struct JudgeCmdArgs {
     data: PathBuf,
     #[command(flatten)]
     judge: JudgeArgs,
+    /// Working precision of the ball enclosure that proves values wrong (bits).
+    #[arg(long, value_name = "BITS", default_value_t = crate::arith::DEFAULT_BALL_PREC)]
+    enclosure_prec: u32,
+    /// Skip the ball enclosure (no proof of wrongness; saves its replay).
+    #[arg(long)]
+    no_enclosure: bool,
     /// Print exactly one JSON object (the report, with every recorded step) on stdout.
     #[arg(long)]
     json: bool,
@@ -34,6 +40,7 @@ pub(super) fn judge(args: &JudgeCmdArgs) -> Result<i32> {
     let opts = Options {
         prec: args.judge.prec,
         tol: args.judge.tol,
+        enclosure: (!args.no_enclosure).then_some(args.enclosure_prec),
     };
     opts.validate()?;
     let ext = External::read(&args.external)?;

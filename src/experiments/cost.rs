@@ -1,13 +1,14 @@
-//! Cost of a gradient step: f64 trainer vs MPFR twin at several precisions, and the
-//! ball trainer (certified runs, span step) at the precisions asked for
+//! Cost of a gradient step: the f64 and float32 trainers (stable and naive softmax
+//! gradient: the judge's candidate replays) vs the MPFR twin at several precisions, and
+//! the ball trainer (certified runs, span step) at the precisions asked for
 //! (`tokensel cost`). A measurement, not a test: the numbers depend on the machine.
 
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::arith::{Arith, Ball, F64, Kind, Mpfr};
-use crate::config::{Config, Method};
+use crate::arith::{Arith, Ball, F32, F64, Kind, Mpfr};
+use crate::config::{Config, Formulation, Method};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::train::drive::{Control, Event, drive};
@@ -17,17 +18,20 @@ use crate::train::{Trainer, resolve_method};
 /// One row of the cost table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
-    /// The arithmetic: `f64`, `predictor`, `mpfr` or `ball`.
+    /// The arithmetic: `f64`, `f32`, `predictor`, `mpfr` or `ball`.
     pub trainer: Kind,
     /// Its precision in bits.
     pub prec_bits: u32,
     /// The step: `direct` or `span`.
     pub method: Method,
+    /// The softmax gradient: `stable` or `naive` (naive: direct step only).
+    pub formulation: Formulation,
     /// Seconds to build the trainer (the span precompute; head values; conversions).
     pub setup_seconds: f64,
     /// Median seconds per step (forward, backward, update).
     pub seconds_per_step: f64,
-    /// Ratio to the f64 direct step (to the f64 span step when direct was not measured).
+    /// Ratio to the f64 direct step in the config's formulation (to the first f64 row
+    /// when that was not measured).
     pub ratio_to_f64: f64,
 }
 
@@ -49,7 +53,8 @@ pub struct Report {
     pub auto: Method,
     /// Achieved rate of the direct f64 step, GFLOP/s (`None` when it was not measured).
     pub f64_gflops: Option<f64>,
-    /// Rows: f64 first, then each precision, each in every method asked for.
+    /// Rows: f64, then f32 (each stable in every method asked for, then naive on the
+    /// direct step), then each precision in the config's formulation and every method.
     pub rows: Vec<Row>,
 }
 
@@ -83,12 +88,12 @@ fn time_steps<A: Arith>(
     cfg: &Config,
     data: &Dataset,
     ar: A,
-    method: Method,
+    (form, method): (Formulation, Method),
     reps: usize,
     block: usize,
 ) -> Result<(f64, f64, Method)> {
     let t0 = Instant::now();
-    let mut tr = Trainer::with_method(cfg, data, ar, cfg.formulation, method)?;
+    let mut tr = Trainer::with_method(cfg, data, ar, form, method)?;
     let setup = t0.elapsed().as_secs_f64();
     // `n` steps (forward, backward, update) through the driver
     let steps = |tr: &mut Trainer<'_, A>, n: usize| {
@@ -110,11 +115,22 @@ fn time_steps<A: Arith>(
     Ok((setup, median(samples), tr.method()))
 }
 
+/// The (formulation, method) pairs of the hardware rows: stable in each of `methods`,
+/// then naive on the direct step (the naive gradient has no span step).
+fn hardware_steps(methods: &[Method]) -> Vec<(Formulation, Method)> {
+    let mut steps: Vec<(Formulation, Method)> =
+        methods.iter().map(|m| (Formulation::Stable, *m)).collect();
+    if methods.iter().any(|m| *m != Method::Span) {
+        steps.push((Formulation::Naive, Method::Direct));
+    }
+    steps
+}
+
 /// Most timed repetitions `measure` takes (of f64 blocks or of twin steps).
 pub const MAX_REPS: usize = 100_000;
 
 /// Check, before any work, that every trainer [`measure`] would build is valid (each
-/// precision) and within the memory limit (each precision and method; the balls' span
+/// precision) and within the memory limit (each arithmetic, precision and method; the balls' span
 /// step, which needs the stable formulation), and that the repetitions lie in
 /// 1..=[`MAX_REPS`] (more: a size over a limit).
 pub fn check(
@@ -152,6 +168,14 @@ pub fn check(
         }
         crate::train::check_memory(cfg, Kind::Ball, p, Method::Span)?;
     }
+    for (form, m) in hardware_steps(methods) {
+        let c = Config {
+            formulation: form,
+            ..cfg.clone()
+        };
+        crate::train::check_memory(&c, F64.kind(), 53, m)?;
+        crate::train::check_memory(&c, F32.kind(), 24, m)?;
+    }
     for &p in precs {
         let ar = Mpfr::for_prec(p)?;
         for &m in methods {
@@ -161,10 +185,12 @@ pub fn check(
     Ok(())
 }
 
-/// Time the f64 trainer (`reps` blocks of 20 steps) and, for each of `precs` (53 = the
-/// f64 predictor), the MPFR trainer (`twin_reps` single steps), in each of `methods`;
-/// then the ball trainer at each of `ball_precs` (`twin_reps` single span steps: the
-/// step a certified run takes); the arguments are checked first ([`check`]).
+/// Time the f64 and the float32 trainers (`reps` blocks of 20 steps; stable in each of
+/// `methods`, naive on the direct step) and, for each of `precs` (53 = the f64
+/// predictor), the MPFR trainer (`twin_reps` single steps) in the config's formulation
+/// and each of `methods`; then the ball trainer at each of `ball_precs` (`twin_reps`
+/// single span steps: the step a certified run takes); the arguments are checked first
+/// ([`check`]).
 pub fn measure(
     cfg: &Config,
     precs: &[u32],
@@ -177,40 +203,53 @@ pub fn measure(
     check(cfg, precs, ball_precs, methods, reps, twin_reps)?;
     let data = Dataset::generate(cfg);
     let mut rows: Vec<Row> = Vec::new();
-    let mut push = |trainer: Kind, prec: u32, (setup, step, method): (f64, f64, Method)| {
+    let mut push = |trainer: Kind, prec: u32, form, (setup, step, method): (f64, f64, Method)| {
         rows.push(Row {
             trainer,
             prec_bits: prec,
             method,
+            formulation: form,
             setup_seconds: setup,
             seconds_per_step: step,
             ratio_to_f64: f64::NAN,
         });
     };
-    for &method in methods {
-        progress(&format!("f64 {}", method.name()));
-        push(
-            Kind::F64,
-            53,
-            time_steps(cfg, &data, F64, method, reps, 20)?,
-        );
+    for (form, method) in hardware_steps(methods) {
+        let name = |a: Kind| format!("{} {} {form:?}", a.name(), method.name());
+        progress(&name(Kind::F64));
+        let t = time_steps(cfg, &data, F64, (form, method), reps, 20)?;
+        push(Kind::F64, 53, form, t);
+        progress(&name(Kind::F32));
+        let t = time_steps(cfg, &data, F32, (form, method), reps, 20)?;
+        push(Kind::F32, 24, form, t);
     }
     for &prec in precs {
         let ar = Mpfr::for_prec(prec)?;
         for &method in methods {
             progress(&format!("{}-{prec} {}", ar.kind().name(), method.name()));
-            let t = time_steps(cfg, &data, ar, method, twin_reps, 1)?;
-            push(ar.kind(), prec, t);
+            let t = time_steps(cfg, &data, ar, (cfg.formulation, method), twin_reps, 1)?;
+            push(ar.kind(), prec, cfg.formulation, t);
         }
     }
     for &prec in ball_precs {
         progress(&format!("ball-{prec} span"));
-        let t = time_steps(cfg, &data, Ball::new(prec)?, Method::Span, twin_reps, 1)?;
-        push(Kind::Ball, prec, t);
+        let form = Formulation::Stable;
+        let t = time_steps(
+            cfg,
+            &data,
+            Ball::new(prec)?,
+            (form, Method::Span),
+            twin_reps,
+            1,
+        )?;
+        push(Kind::Ball, prec, form, t);
     }
+    rows.sort_by_key(|r| (r.trainer, r.prec_bits, r.formulation != Formulation::Stable));
     let direct = rows
         .iter()
-        .find(|r| r.trainer == Kind::F64 && r.method == Method::Direct)
+        .find(|r| {
+            r.trainer == Kind::F64 && r.method == Method::Direct && r.formulation == cfg.formulation
+        })
         .map(|r| r.seconds_per_step);
     let f64_step = direct.unwrap_or(rows[0].seconds_per_step);
     for r in &mut rows {
@@ -238,7 +277,7 @@ impl std::fmt::Display for Report {
     /// The readable cost table of `tokensel cost`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut out = format!(
-            "tokensel cost: one gradient step, n = {}, T = {}, d = {} ({:.3e} flops per direct f64 step{})\n\n  {:<12}{:>6}{:>8}{:>14}{:>16}{:>14}\n",
+            "tokensel cost: one gradient step, n = {}, T = {}, d = {} ({:.3e} flops per direct f64 step{})\n\n  {:<12}{:>6}{:>8}{:>8}{:>14}{:>16}{:>14}\n",
             self.n,
             self.tokens,
             self.d,
@@ -248,6 +287,7 @@ impl std::fmt::Display for Report {
             "trainer",
             "bits",
             "method",
+            "form",
             "setup",
             "time per step",
             "ratio to f64"
@@ -259,8 +299,12 @@ impl std::fmt::Display for Report {
             } else {
                 format!("{:.2} ms", t * 1e3)
             };
+            let form = match row.formulation {
+                Formulation::Stable => "stable",
+                Formulation::Naive => "naive",
+            };
             out += &format!(
-                "  {:<12}{:>6}{:>8}{:>12.3} s{shown:>16}{:>14.3}\n",
+                "  {:<12}{:>6}{:>8}{form:>8}{:>12.3} s{shown:>16}{:>14.3}\n",
                 row.trainer, row.prec_bits, row.method, row.setup_seconds, row.ratio_to_f64
             );
         }
@@ -285,6 +329,7 @@ mod tests {
             trainer,
             prec_bits,
             method,
+            formulation: Formulation::Stable,
             setup_seconds: 0.5,
             seconds_per_step: 2e-3,
             ratio_to_f64: 1.0,
@@ -313,11 +358,12 @@ mod tests {
         let header = lines.iter().find(|l| l.contains("trainer")).unwrap();
         let end_of = |line: &str, word: &str| line.find(word).unwrap() + word.len();
         let (bits, method) = (end_of(header, "bits"), end_of(header, "method"));
+        let form = end_of(header, "form");
         let first = lines.iter().position(|l| l.starts_with("  f64 ")).unwrap();
         let rows = &lines[first..first + 4];
         assert_eq!(
             rows[0],
-            "  f64             53  direct       0.500 s         2.00 ms         1.000"
+            "  f64             53  direct  stable       0.500 s         2.00 ms         1.000"
         );
         for (line, m) in rows.iter().zip(["direct", "span", "direct", "span"]) {
             assert!(
@@ -328,6 +374,7 @@ mod tests {
                 "{line}"
             );
             assert_eq!(end_of(line, m), method, "{line}");
+            assert_eq!(end_of(line, "stable"), form, "{line}");
             assert_eq!(line[..bits].trim_end().len(), bits, "{line}");
         }
     }

@@ -259,7 +259,7 @@ pub struct Checkpoint {
 /// Which trainer produced a trajectory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TrainerInfo {
-    /// The arithmetic: "f64", "predictor" or "mpfr".
+    /// The arithmetic: "f64", "f32", "predictor", "mpfr" or "ball".
     pub kind: crate::arith::Kind,
     /// Significand precision in bits (53 for f64).
     pub prec_bits: u32,
@@ -495,6 +495,8 @@ pub struct Summary {
     pub n_noisy: usize,
     /// SHA-256 of the trajectory's f64 bits ([`Trajectory::digest`]).
     pub trajectory_digest: String,
+    /// The arithmetic the run trained in (`f64`, `f32`, `mpfr`, ...).
+    pub arith: crate::arith::Kind,
     /// The config of the run.
     pub config: Config,
 }
@@ -513,6 +515,7 @@ impl Summary {
             attention: c.attention,
             n_noisy: t.y.iter().zip(&t.y_true).filter(|(a, b)| a != b).count(),
             trajectory_digest: t.digest(),
+            arith: t.trainer.kind,
             config: t.config.clone(),
         }
     }

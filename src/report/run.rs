@@ -65,10 +65,9 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
     };
     let mut out = format!(
         "tokensel {}: {} steps, seed {}, {mode}, {} {:?}, {} step{}\n  d = {}, ||mu|| = {}, T = {}, n = {} ({} noisy), rho = {}, eta = {}, sigma = {}, alpha = {:e}\n\n",
-        if trainer.kind == crate::arith::Kind::F64 {
-            "run"
-        } else {
-            "twin"
+        match trainer.kind {
+            crate::arith::Kind::F64 | crate::arith::Kind::F32 => "run",
+            _ => "twin",
         },
         s.steps,
         s.seed,

@@ -320,6 +320,13 @@ impl<R: Clone + Send + Sync> Span<R> {
         }
     }
 
+    /// The factors of W = W(0) + B^T M X in joint mode: B ((r+1) x d) and M ((r+1) x r),
+    /// row-major; `None` in p- and W-mode (for rebuilds outside this arithmetic, such as
+    /// the judge's double-double W).
+    pub fn joint_factors(&self) -> Option<(&[R], &[R])> {
+        (self.mode == Mode::Joint).then_some((&self.basis, &self.m))
+    }
+
     /// p at the current coefficients (p(0) in W-mode), without rebuilding W: O(r d)
     /// where [`Self::params`] costs O(r d^2) in joint mode.
     pub fn p_only<A: Arith<Real = R>>(&self, ar: &A) -> Vec<R> {

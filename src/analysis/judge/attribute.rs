@@ -1,0 +1,661 @@
+//! Attribution: which candidate's deviation from the truth the external trajectory
+//! follows, record by record and quantity by quantity, and where it follows none
+//! (proofs-notes/judge.md, "Diagnosis by candidate replay").
+//!
+//! With e(k, Q) the external's error at record k in quantity Q and c(k, Q) a
+//! candidate's, the candidate's **envelope** is env(k, Q) = max(max_{j <= k} c(j, Q),
+//! u_c) (its largest deviation so far, at least its dtype's unit roundoff). The external
+//! stays **within** the candidate at (k, Q) when e(k, Q) <= [`FACTOR`] env(k, Q). A
+//! candidate **holds** the records before its first exit. It is **too coarse** for the
+//! records it holds when, in some quantity, its own largest deviation there exceeds
+//! [`FACTOR`] times the external's (the external does not show the candidate's errors;
+//! quantities where the external is exact give no such evidence). The candidates that
+//! hold longest without being too coarse explain those records; if they hold every
+//! record, they explain the run, else the external departs from rounding at the record
+//! where they stop holding.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::candidate::{Absorption, Candidate};
+use crate::quantity::Quantity;
+
+/// The factor between the external's deviation and a candidate's that still counts as
+/// following it (proofs-notes/judge.md derives it).
+pub const FACTOR: f64 = 100.0;
+
+/// The errors of a run, resolved (every scale known).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Errors {
+    /// Recorded steps.
+    pub steps: Vec<u64>,
+    /// The twin's largest score gap at each record.
+    pub gaps: Vec<f64>,
+    /// The external's error per quantity, per record.
+    pub external: BTreeMap<Quantity, Vec<f64>>,
+    /// Each candidate's error per quantity, per record (NaN once it has stopped).
+    pub candidates: BTreeMap<Candidate, BTreeMap<Quantity, Vec<f64>>>,
+    /// The record from which each candidate is unavailable (a non-finite stop).
+    pub stopped_at: BTreeMap<Candidate, usize>,
+    /// Errors at or below this are counted as zero: the twin's own resolution.
+    pub zero_level: f64,
+    /// Number of entries of each quantity (its shape's product).
+    pub entries: BTreeMap<Quantity, usize>,
+}
+
+impl Errors {
+    /// Number of records.
+    pub fn records(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// The candidate's envelopes per quantity, per record: running maxima of its errors,
+    /// at least its dtype's unit roundoff (NaN once it has stopped).
+    pub fn envelopes(&self, c: Candidate) -> BTreeMap<Quantity, Vec<f64>> {
+        let floor = c.dtype().unit_roundoff();
+        let stop = self.stopped_at.get(&c).copied().unwrap_or(usize::MAX);
+        self.candidates[&c]
+            .iter()
+            .map(|(&q, errs)| {
+                let mut run = floor;
+                let env = errs
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &e)| {
+                        if k >= stop {
+                            return f64::NAN;
+                        }
+                        run = run.max(e);
+                        run
+                    })
+                    .collect();
+                (q, env)
+            })
+            .collect()
+    }
+
+    /// The updates a deviation first seen at record `k` may come from: (first, last),
+    /// counted from 1 (update u takes step u - 1 to step u); `None` at step 0.
+    pub fn updates(&self, k: usize) -> Option<(u64, u64)> {
+        let step = self.steps[k];
+        (step > 0).then(|| (if k == 0 { 1 } else { self.steps[k - 1] + 1 }, step))
+    }
+}
+
+/// Where the external first leaves a candidate's envelope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exit {
+    /// The record's step.
+    pub step: u64,
+    /// The first quantity (report order) outside the envelope there.
+    pub quantity: Quantity,
+    /// The external's error there.
+    #[serde(with = "crate::io::nonfinite")]
+    pub rel_err: f64,
+    /// FACTOR times the candidate's envelope there (NaN: the candidate had stopped).
+    #[serde(with = "crate::io::nonfinite")]
+    pub limit: f64,
+}
+
+/// Why a candidate is too coarse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Coarseness {
+    /// The external's error in a quantity of two or more entries is below
+    /// [`BELOW_DTYPE`] of the candidate dtype's unit roundoff: it does not compute in
+    /// that dtype.
+    BelowDtype,
+    /// The candidate's error is over [`FACTOR`] times the external's and its own unit
+    /// roundoff: an error of its formulation the external does not make.
+    Larger,
+}
+
+/// Where a candidate is too coarse for the external: its deviation so far is far larger
+/// than the external's, beyond what a second rounding sequence explains.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Coarse {
+    /// Why.
+    pub reason: Coarseness,
+    /// The step where it shows first.
+    pub step: u64,
+    /// The quantity.
+    pub quantity: Quantity,
+    /// The candidate's largest error in it up to that step.
+    #[serde(with = "crate::io::nonfinite")]
+    pub candidate_err: f64,
+    /// The external's largest error in it up to that step.
+    #[serde(with = "crate::io::nonfinite")]
+    pub external_err: f64,
+}
+
+/// An external error below this fraction of a candidate dtype's unit roundoff is not
+/// that dtype's rounding (a value rounded to the dtype errs by less only by chance, for
+/// a vector of many entries practically never; proofs-notes/judge.md).
+pub const BELOW_DTYPE: f64 = 1e-3;
+
+/// The first record before `holds` where candidate `c` is too coarse: the external's
+/// error in a quantity of two or more entries is nonzero and below [`BELOW_DTYPE`] of
+/// c's unit roundoff (the external is more accurate than c's dtype), or in some quantity
+/// c's own largest error so far exceeds [`FACTOR`] times both the external's largest so
+/// far and c's unit roundoff (an error of c's formulation that the external does not
+/// make, such as the naive gradient's).
+fn coarse(errs: &Errors, c: Candidate, holds: usize) -> Option<Coarse> {
+    let u = c.dtype().unit_roundoff();
+    let mut run: BTreeMap<Quantity, (f64, f64)> = BTreeMap::new();
+    for (k, &step) in errs.steps[..holds].iter().enumerate() {
+        // below the dtype: a quantity of two or more entries (a scalar may be that
+        // accurate by chance, all entries of a vector together practically never)
+        let below = errs.external.iter().find(|(q, e)| {
+            errs.entries[*q] >= 2 && e[k] > errs.zero_level && e[k] < BELOW_DTYPE * u
+        });
+        if let Some((&q, e)) = below {
+            return Some(Coarse {
+                reason: Coarseness::BelowDtype,
+                step,
+                quantity: q,
+                candidate_err: errs.candidates[&c][&q][k],
+                external_err: e[k],
+            });
+        }
+        for (&q, e) in &errs.external {
+            let own = errs.candidates[&c][&q][k];
+            let (ext_run, own_run) = run.entry(q).or_insert((0.0, 0.0));
+            *ext_run = ext_run.max(e[k]);
+            *own_run = own_run.max(own);
+            if *ext_run > errs.zero_level && *own_run > FACTOR * ext_run.max(u) {
+                return Some(Coarse {
+                    reason: Coarseness::Larger,
+                    step,
+                    quantity: q,
+                    candidate_err: *own_run,
+                    external_err: *ext_run,
+                });
+            }
+        }
+    }
+    None
+}
+
+/// How the external trajectory relates to one candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fit {
+    /// The candidate.
+    pub candidate: Candidate,
+    /// Its own largest deviation from the truth, per quantity (over the records it ran).
+    pub own_max: BTreeMap<Quantity, f64>,
+    /// The largest ratio e / (FACTOR env) over every record (<= 1: within everywhere).
+    #[serde(with = "crate::io::nonfinite")]
+    pub max_ratio: f64,
+    /// Records (from the first) the external stays within this candidate.
+    pub holds: usize,
+    /// Where it first leaves it (none: within at every record).
+    pub exit: Option<Exit>,
+    /// Too coarse for the records it holds (none: not).
+    pub coarse: Option<Coarse>,
+    /// It explains the whole run.
+    pub explains: bool,
+    /// Where its replay absorbed updates.
+    pub absorption: Absorption,
+    /// The step and message of a non-finite stop of its replay.
+    pub stopped: Option<(u64, String)>,
+}
+
+/// What a departure from every explanation looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cause {
+    /// At step 0, before any update: other data, initial parameters, head or forward pass.
+    WrongData,
+    /// After updates: a wrong gradient, sign, step size, head, or lost updates.
+    WrongModel,
+    /// A NaN or infinite external value where the truth is finite.
+    NonFinite,
+}
+
+impl Cause {
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::WrongData => "wrong data or initial parameters",
+            Cause::WrongModel => "wrong model or data",
+            Cause::NonFinite => "non-finite values",
+        }
+    }
+}
+
+/// Where the external departs from every rounding explanation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Departure {
+    /// What it looks like.
+    pub cause: Cause,
+    /// The step of the first record that no candidate explains.
+    pub step: u64,
+    /// The updates it may come from (first, last; counted from 1), none at step 0.
+    pub updates: Option<(u64, u64)>,
+    /// The first quantity (report order) outside every envelope there.
+    pub quantity: Quantity,
+    /// Every quantity outside every envelope there.
+    pub quantities: Vec<Quantity>,
+    /// The external's error in `quantity` there.
+    #[serde(with = "crate::io::nonfinite")]
+    pub rel_err: f64,
+    /// The widest limit (FACTOR times an envelope) of the candidates it is judged
+    /// against, in `quantity`.
+    #[serde(with = "crate::io::nonfinite")]
+    pub limit: f64,
+    /// The twin's largest score gap there.
+    #[serde(with = "crate::io::nonfinite")]
+    pub score_gap: f64,
+}
+
+/// The diagnosis: which candidates explain the run or the records before a departure,
+/// and the departure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Diagnosis {
+    /// The candidates that explain the run (no departure) or the records before it.
+    pub explained_by: Vec<Candidate>,
+    /// The last step they explain (none: not even the first record).
+    pub explained_until: Option<u64>,
+    /// Where the external leaves them (none: they explain the run).
+    pub departure: Option<Departure>,
+    /// Every candidate is too coarse: the external is more accurate than each.
+    pub more_accurate: bool,
+    /// The diagnosis in words.
+    pub summary: String,
+}
+
+/// The largest error over records `range` (0 when empty; NaN skipped).
+fn max_over(errs: &[f64], range: std::ops::Range<usize>) -> f64 {
+    errs[range]
+        .iter()
+        .copied()
+        .filter(|e| !e.is_nan())
+        .fold(0.0, f64::max)
+}
+
+/// The fit of every candidate and the diagnosis. `absorption`, `stops`: each
+/// candidate's; `frozen[k]`: the external's trained parameter is bitwise unchanged from
+/// record k - 1 to k; `moved[c][k]`: candidate c's changed.
+pub fn attribute(
+    errs: &Errors,
+    absorption: &BTreeMap<Candidate, Absorption>,
+    stops: &BTreeMap<Candidate, (u64, String)>,
+    frozen: &[bool],
+    moved: &BTreeMap<Candidate, Vec<bool>>,
+) -> (Vec<Fit>, Diagnosis) {
+    let records = errs.records();
+    let mut fits = Vec::new();
+    let mut envs = BTreeMap::new();
+    for c in Candidate::ALL {
+        let env = errs.envelopes(c);
+        let stop = errs.stopped_at.get(&c).copied().unwrap_or(records);
+        let ratio = |k: usize, q: Quantity| {
+            if k >= stop {
+                f64::INFINITY
+            } else {
+                errs.external[&q][k] / (FACTOR * env[&q][k])
+            }
+        };
+        let mut holds = records;
+        let mut exit = None;
+        let mut max_ratio: f64 = 0.0;
+        for (k, &step) in errs.steps.iter().enumerate() {
+            for &q in errs.external.keys() {
+                let r = ratio(k, q);
+                max_ratio = max_ratio.max(r);
+                if r > 1.0 && exit.is_none() {
+                    holds = k;
+                    exit = Some(Exit {
+                        step,
+                        quantity: q,
+                        rel_err: errs.external[&q][k],
+                        limit: FACTOR * env[&q][k],
+                    });
+                }
+            }
+        }
+        let coarse = coarse(errs, c, holds);
+        let own_max = errs.candidates[&c]
+            .iter()
+            .map(|(&q, e)| (q, max_over(e, 0..stop)))
+            .collect();
+        fits.push(Fit {
+            candidate: c,
+            own_max,
+            max_ratio,
+            holds,
+            exit,
+            coarse,
+            explains: false,
+            absorption: absorption.get(&c).copied().unwrap_or_default(),
+            stopped: stops.get(&c).cloned(),
+        });
+        envs.insert(c, env);
+    }
+    // the longest-holding candidates that are not too coarse (or, if every one is,
+    // the longest-holding ones: the external is more accurate than each)
+    let fine: Vec<&Fit> = fits.iter().filter(|f| f.coarse.is_none()).collect();
+    let more_accurate = fine.is_empty();
+    let pool: Vec<&Fit> = if more_accurate {
+        fits.iter().collect()
+    } else {
+        fine
+    };
+    let best = pool.iter().map(|f| f.holds).max().unwrap_or(0);
+    let chosen: Vec<Candidate> = pool
+        .iter()
+        .filter(|f| f.holds == best)
+        .map(|f| f.candidate)
+        .collect();
+    let explains_all = best == records;
+    for f in &mut fits {
+        f.explains = explains_all && chosen.contains(&f.candidate);
+    }
+    let explained_until = (best > 0).then(|| errs.steps[best - 1]);
+    let departure = (!explains_all).then(|| departure(errs, &envs, &chosen, best));
+    let summary = summary(
+        errs,
+        &chosen,
+        explained_until,
+        departure.as_ref(),
+        more_accurate,
+        &fits,
+        frozen,
+        moved,
+    );
+    (
+        fits,
+        Diagnosis {
+            explained_by: chosen,
+            explained_until,
+            departure,
+            more_accurate,
+            summary,
+        },
+    )
+}
+
+/// The departure at record `k` from the candidates `chosen`.
+fn departure(
+    errs: &Errors,
+    envs: &BTreeMap<Candidate, BTreeMap<Quantity, Vec<f64>>>,
+    chosen: &[Candidate],
+    k: usize,
+) -> Departure {
+    // per quantity: the external's error over the widest limit among the chosen
+    let widest = |q: Quantity| {
+        chosen
+            .iter()
+            .map(|c| FACTOR * envs[c][&q][k])
+            .filter(|l| !l.is_nan())
+            .fold(0.0, f64::max)
+    };
+    let ratio = |q: Quantity| errs.external[&q][k] / widest(q);
+    let quantities: Vec<Quantity> = errs
+        .external
+        .keys()
+        .copied()
+        .filter(|&q| ratio(q) > 1.0)
+        .collect();
+    let quantity = quantities.first().copied().unwrap_or_else(|| {
+        *errs
+            .external
+            .keys()
+            .max_by(|a, b| ratio(**a).total_cmp(&ratio(**b)))
+            .expect("at least one quantity")
+    });
+    let rel_err = errs.external[&quantity][k];
+    let updates = errs.updates(k);
+    let cause = if rel_err.is_infinite() {
+        Cause::NonFinite
+    } else if updates.is_none() {
+        Cause::WrongData
+    } else {
+        Cause::WrongModel
+    };
+    Departure {
+        cause,
+        step: errs.steps[k],
+        updates,
+        quantity,
+        quantities,
+        rel_err,
+        limit: widest(quantity),
+        score_gap: errs.gaps[k],
+    }
+}
+
+/// "a", "a or b", "a, b or c".
+fn either(items: &[String]) -> String {
+    match items {
+        [] => "nothing".into(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+/// The diagnosis in words.
+#[allow(clippy::too_many_arguments)]
+fn summary(
+    errs: &Errors,
+    chosen: &[Candidate],
+    until: Option<u64>,
+    departure: Option<&Departure>,
+    more_accurate: bool,
+    fits: &[Fit],
+    frozen: &[bool],
+    moved: &BTreeMap<Candidate, Vec<bool>>,
+) -> String {
+    let names: Vec<String> = chosen.iter().map(|c| c.describe().to_string()).collect();
+    let who = either(&names);
+    let apart = if chosen.len() > 1 {
+        " (the records do not tell these apart)"
+    } else {
+        ""
+    };
+    let accuracy = if more_accurate {
+        "; the external is more accurate than every candidate (each is too coarse for it)"
+    } else {
+        ""
+    };
+    // absorption is told where it explains records: before a departure, up to `until`
+    let told = |s: u64| departure.is_none() || until.is_some_and(|u| s <= u);
+    let absorbed: Vec<String> = fits
+        .iter()
+        .filter(|f| chosen.contains(&f.candidate))
+        .filter_map(|f| {
+            f.absorption.first_partial.filter(|&s| told(s)).map(|s| {
+                format!(
+                    "the {} replay absorbs updates from update {s}{}",
+                    f.candidate,
+                    f.absorption.first_total.map_or(String::new(), |t| format!(
+                        " (every coordinate from update {t})"
+                    ))
+                )
+            })
+        })
+        .collect();
+    let absorbed = if absorbed.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", absorbed.join("; "))
+    };
+    let Some(dep) = departure else {
+        return format!("explained by {who}{apart}{accuracy}{absorbed}");
+    };
+    let before = match until {
+        Some(s) => format!("{who} explains the records up to step {s}{apart}{absorbed}; then "),
+        None => String::new(),
+    };
+    let limit = if dep.limit > 0.0 {
+        format!(
+            "{:.1e} times the widest limit {:.2e} ({}x a replay's deviation)",
+            dep.rel_err / dep.limit,
+            dep.limit,
+            FACTOR
+        )
+    } else {
+        "no candidate ran there".into()
+    };
+    let others: Vec<&str> = dep
+        .quantities
+        .iter()
+        .filter(|q| **q != dep.quantity)
+        .map(|q| q.name())
+        .collect();
+    let also = if others.is_empty() {
+        String::new()
+    } else {
+        format!("; also outside: {}", others.join(", "))
+    };
+    let k = errs
+        .steps
+        .iter()
+        .position(|&s| s == dep.step)
+        .expect("a recorded step");
+    let lost = k > 0
+        && frozen.get(k).copied().unwrap_or(false)
+        && chosen.iter().all(|c| {
+            moved
+                .get(c)
+                .and_then(|m| m.get(k))
+                .copied()
+                .unwrap_or(false)
+        });
+    let lost = if lost {
+        format!(
+            "; the external's trained parameter did not change from step {} to {} while the {} replay's did: updates were lost, not absorbed",
+            errs.steps[k - 1],
+            dep.step,
+            chosen
+                .iter()
+                .map(|c| c.name())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        )
+    } else {
+        String::new()
+    };
+    let head = match (dep.cause, dep.updates) {
+        (Cause::NonFinite, _) => format!(
+            "non-finite values at step {} in `{}` where the truth is finite",
+            dep.step, dep.quantity
+        ),
+        (Cause::WrongData, _) => format!(
+            "not explained by rounding at step 0 (before any update), first in `{}`: error {:.3e}, {limit}{also}: wrong data, initial parameters, head or forward pass (or a quantity computed or stored in another precision)",
+            dep.quantity, dep.rel_err
+        ),
+        (Cause::WrongModel, Some((a, b))) => {
+            let when = if a == b {
+                format!("at update {b}")
+            } else {
+                format!("from an update between {a} and {b} (first seen at step {b})")
+            };
+            format!(
+                "not explained by rounding {when}, first in `{}`: error {:.3e}, {limit}{also}{lost}: a wrong model or data (gradient, sign, step size, head), lost updates, or a quantity computed or stored in another precision",
+                dep.quantity, dep.rel_err
+            )
+        }
+        (Cause::WrongModel, None) => unreachable!("a wrong model comes after an update"),
+    };
+    format!("{before}{head}{accuracy}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::external::Dtype;
+
+    /// Errors of one quantity (p) at steps 0, 1, 2, 5: the external's, and the
+    /// candidates' in report order (f64 stable, f64 naive, f32 stable, f32 naive).
+    fn errors(external: [f64; 4], cands: [[f64; 4]; 4]) -> Errors {
+        let one = |v: [f64; 4]| BTreeMap::from([(Quantity::P, v.to_vec())]);
+        Errors {
+            steps: vec![0, 1, 2, 5],
+            gaps: vec![0.0; 4],
+            external: one(external),
+            candidates: Candidate::ALL.into_iter().zip(cands.map(one)).collect(),
+            stopped_at: BTreeMap::new(),
+            zero_level: 1e-60,
+            entries: BTreeMap::from([(Quantity::P, 40)]),
+        }
+    }
+
+    fn diagnose(e: &Errors) -> (Vec<Fit>, Diagnosis) {
+        let moved = Candidate::ALL.map(|c| (c, vec![true; 4])).into();
+        attribute(e, &BTreeMap::new(), &BTreeMap::new(), &[false; 4], &moved)
+    }
+
+    const F64: [f64; 4] = [0.0, 1e-16, 2e-16, 3e-16];
+    const F32: [f64; 4] = [6e-8, 1e-7, 1e-7, 2e-7];
+
+    /// float64-sized errors are explained by both f64 replays (they do not differ here),
+    /// the f32 replays being too coarse (the external is below their dtype's rounding);
+    /// float32-sized ones by the f32 replays, having left the f64 ones at step 0.
+    #[test]
+    fn rounding_is_explained_by_its_dtype() {
+        let (fits, d) = diagnose(&errors([0.0, 3e-16, 1e-16, 5e-16], [F64, F64, F32, F32]));
+        assert_eq!(d.explained_by, [Candidate::F64Stable, Candidate::F64Naive]);
+        assert!(d.departure.is_none() && !d.more_accurate);
+        assert_eq!(
+            fits[2].coarse.as_ref().unwrap().reason,
+            Coarseness::BelowDtype
+        );
+        assert!(fits[0].explains && !fits[2].explains);
+        let (fits, d) = diagnose(&errors([1e-7, 3e-7, 1e-7, 4e-7], [F64, F64, F32, F32]));
+        assert_eq!(d.explained_by, [Candidate::F32Stable, Candidate::F32Naive]);
+        assert_eq!(fits[0].holds, 0);
+        assert_eq!(fits[0].exit.as_ref().unwrap().step, 0);
+    }
+
+    /// A deviation FACTOR times beyond the envelope departs at its record, with the
+    /// update range from the previous record; exactly at the limit it does not.
+    #[test]
+    fn departures_count_updates() {
+        let limit = FACTOR * 2e-16;
+        let (_, d) = diagnose(&errors([0.0, 1e-16, limit, 3e-16], [F64, F64, F32, F32]));
+        assert!(d.departure.is_none(), "{}", d.summary);
+        let (_, d) = diagnose(&errors([0.0, 1e-16, 1e-16, 1e-9], [F64, F64, F32, F32]));
+        let dep = d.departure.unwrap();
+        assert_eq!(
+            (dep.cause, dep.step, dep.updates),
+            (Cause::WrongModel, 5, Some((3, 5)))
+        );
+        assert_eq!(d.explained_until, Some(2));
+        assert!(d.summary.contains("between 3 and 5"), "{}", d.summary);
+        let (_, d) = diagnose(&errors([1e-9, 1e-16, 1e-16, 1e-16], [F64, F64, F32, F32]));
+        let dep = d.departure.unwrap();
+        assert_eq!((dep.cause, dep.updates), (Cause::WrongData, None));
+        assert!(d.explained_by.iter().all(|c| c.dtype() == Dtype::Float64));
+        let (_, d) = diagnose(&errors(
+            [0.0, f64::INFINITY, 0.0, 0.0],
+            [F64, F64, F32, F32],
+        ));
+        assert_eq!(d.departure.unwrap().cause, Cause::NonFinite);
+    }
+
+    /// A naive replay whose gradient errs far beyond the external's (saturation the
+    /// external does not show) is too coarse: the stable replay alone explains the run;
+    /// the other way round, the stable replay is left where the naive error appears.
+    #[test]
+    fn the_naive_formulation_is_told_apart() {
+        let naive = [0.0, 1e-16, 1e-8, 2e-8];
+        let (fits, d) = diagnose(&errors([0.0, 1e-16, 2e-16, 1e-16], [F64, naive, F32, F32]));
+        assert_eq!(d.explained_by, [Candidate::F64Stable]);
+        let c = fits[1].coarse.as_ref().unwrap();
+        assert_eq!((c.reason, c.step), (Coarseness::Larger, 2));
+        let (_, d) = diagnose(&errors([0.0, 1e-16, 3e-8, 1e-8], [F64, naive, F32, F32]));
+        assert_eq!(d.explained_by, [Candidate::F64Naive]);
+    }
+
+    /// A stopped candidate explains nothing from its stop on.
+    #[test]
+    fn a_stopped_candidate_holds_until_its_stop() {
+        let mut e = errors([1e-7, 3e-7, 1e-7, 4e-7], [F64, F64, F32, F32]);
+        e.stopped_at.insert(Candidate::F32Naive, 2);
+        let (fits, d) = diagnose(&e);
+        assert_eq!(fits[3].holds, 2);
+        assert_eq!(d.explained_by, [Candidate::F32Stable]);
+    }
+}

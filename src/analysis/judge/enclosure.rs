@@ -1,0 +1,139 @@
+//! Proof of wrongness: the ball enclosure of the exact trajectory (`Trainer<Ball>`,
+//! span step; proofs-notes/certify.md) replayed in lockstep, and rigorous lower bounds
+//! on how far each external value is from the exact one.
+//!
+//! Every enclosed entry becomes an f64 interval [lo, hi] that contains the exact value
+//! ([`Arith::enclose`], rounded outward). Over a part, the distance of the external values
+//! v from the exact values t is at least sqrt(sum_k g_k^2) with g_k the distance of v_k
+//! from [lo_k, hi_k], and ||t|| is at most sqrt(sum_k max(|lo_k|, |hi_k|)^2); both are
+//! evaluated in f64 with every operation's result stepped one ulp down (lower bounds) or
+//! up (upper bounds), which covers round-to-nearest's half ulp.
+
+use std::ops::Range;
+
+use super::measure::Wide;
+use crate::arith::{Arith, Ball};
+use crate::config::{Config, Mode, WInit};
+use crate::quantity::Quantity;
+use crate::train::Trainer;
+
+/// Whether the enclosure computes intervals of quantity `q` in runs of `cfg`: not for W
+/// (its rebuild costs (r + 1) d^2 ball operations per record in joint mode), nor for q
+/// where W(0) is dense in p- or joint mode (d^2 per record).
+pub fn encloses(cfg: &Config, q: Quantity) -> bool {
+    match q {
+        Quantity::W => false,
+        Quantity::Q => {
+            cfg.mode == Mode::W || (cfg.mode == Mode::P && cfg.init.w == WInit::Identity)
+        }
+        _ => true,
+    }
+}
+
+/// The enclosure's intervals of quantity `q` at the ball trainer's current step, or
+/// `None` where they are not computed ([`encloses`]).
+pub fn intervals(tr: &Trainer<'_, Ball>, q: Quantity) -> Option<Vec<(f64, f64)>> {
+    if !encloses(tr.cfg, q) {
+        return None;
+    }
+    let ar = tr.ar;
+    let enclose = |v: &[<Ball as Arith>::Real]| v.iter().map(|x| ar.enclose(x)).collect();
+    Some(match q {
+        Quantity::P => enclose(&tr.p()),
+        Quantity::Q if tr.cfg.mode == Mode::W => enclose(&tr.q()),
+        Quantity::Q => enclose(&tr.p()),
+        Quantity::W => unreachable!("not enclosed"),
+        Quantity::Scores => enclose(&tr.scores),
+        Quantity::Attention => enclose(&tr.attention),
+        Quantity::Rest => tr
+            .samples
+            .iter()
+            .map(|s| ar.enclose(&s.softmax.rest))
+            .collect(),
+        Quantity::Output => tr.samples.iter().map(|s| ar.enclose(&s.f)).collect(),
+        Quantity::GradQ => enclose(&tr.grad_q()),
+        Quantity::Loss => vec![ar.enclose(&tr.loss)],
+    })
+}
+
+/// The next f64 down (a lower bound of a round-to-nearest result), not below 0.
+fn down(x: f64) -> f64 {
+    if x > 0.0 { x.next_down().max(0.0) } else { 0.0 }
+}
+
+/// The next f64 up (an upper bound of a round-to-nearest result).
+fn up(x: f64) -> f64 {
+    if x.is_finite() { x.next_up() } else { x }
+}
+
+/// sqrt(sum_k g_k^2) for g_k >= 0, rounded `dir` (down or up) at every step, scaled by
+/// the largest g_k's power of two so that no square under- or overflows.
+fn norm_directed(g: &[f64], lower: bool) -> Wide {
+    let round = |x: f64| if lower { down(x) } else { up(x) };
+    let top = g.iter().copied().fold(0.0, f64::max);
+    if top == 0.0 {
+        return Wide::ZERO;
+    }
+    if top.is_infinite() {
+        return Wide::INF;
+    }
+    let (_, e) = rug::Float::with_val(53, top).to_f64_exp();
+    let scale = 2f64.powi(-e);
+    let sum = g.iter().fold(0.0, |acc, v| {
+        let s = round(v * scale); // exact unless it falls into the subnormal range
+        round(acc + round(s * s))
+    });
+    Wide::scaled(round(sum.sqrt()), i64::from(e))
+}
+
+/// A rigorous lower bound of ||values - t|| over the part and an upper bound of ||t||,
+/// for every t in the intervals (a NaN value: infinite distance).
+pub fn bounds(iv: &[(f64, f64)], part: Range<usize>, values: &[f64]) -> (Wide, Wide) {
+    let mut gaps = Vec::with_capacity(part.len());
+    let mut mags = Vec::with_capacity(part.len());
+    for k in part {
+        let (lo, hi) = iv[k];
+        let v = values[k];
+        if v.is_nan() {
+            return (Wide::INF, Wide::INF);
+        }
+        gaps.push(if v < lo {
+            down(lo - v)
+        } else if v > hi {
+            down(v - hi)
+        } else {
+            0.0
+        });
+        mags.push(lo.abs().max(hi.abs()));
+    }
+    (norm_directed(&gaps, true), norm_directed(&mags, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bounds bracket the distance to every point of the intervals, also for
+    /// entries far below f64's range of squares.
+    #[test]
+    fn bounds_bracket_the_distance() {
+        let iv = vec![(1.0, 1.0 + 1e-10), (-2.0, -2.0), (3e-200, 4e-200)];
+        let v = [1.5, -2.0, 1e-190];
+        let (lo, hi) = bounds(&iv, 0..3, &v);
+        let one = Wide::of_f64(1.0);
+        let dist = lo.ratio(one);
+        // the true distance to the nearest point: (0.5 - 1e-10, 0, 1e-190 - 4e-200)
+        let nearest = ((0.5f64 - 1e-10).powi(2)).sqrt();
+        assert!(dist <= nearest && dist > nearest * (1.0 - 1e-14), "{dist}");
+        let (tiny, _) = bounds(&iv, 2..3, &v);
+        let t = tiny.ratio(one);
+        assert!(
+            t <= 1e-190 - 4e-200 && t > (1e-190 - 4e-200) * (1.0 - 1e-14),
+            "{t:e}"
+        );
+        let norm = hi.ratio(one);
+        assert!(norm >= (1.0f64 + 1e-10).hypot(2.0), "{norm}");
+        assert_eq!(bounds(&iv, 0..1, &[f64::NAN, 0.0, 0.0]).0, Wide::INF);
+        assert_eq!(bounds(&iv, 1..2, &[0.0, -2.0, 0.0]).0, Wide::ZERO);
+    }
+}

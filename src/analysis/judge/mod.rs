@@ -1,0 +1,859 @@
+//! `tokensel judge`: replay another implementation's run in the MPFR twin and in every
+//! candidate explanation of its errors, measure its recorded quantities step by step,
+//! and say which explanation it follows and where it follows none (SPEC section 12;
+//! proofs-notes/judge.md).
+//!
+//! Steppers in lockstep through [`drive`]: the twin (the truth trainer, stable formulas,
+//! `prec` bits, span step), optionally the ball enclosure (span step: `enclosure`),
+//! and the four candidates ([`Candidate`]: tokensel's direct step in f64 and f32, stable
+//! and naive softmax gradient). At each recorded step, every recorded quantity of the
+//! external run and of each candidate is measured against the twin (`measure`): p,
+//! grad_q and the token-space quantities from the twin's own MPFR values, q and W where
+//! they are dense from double-double rebuilds of the twin's factors (`dd`, with stated
+//! bounds). `attribute` then decides which candidates the external follows, and where
+//! it departs from all of them.
+
+use std::cell::OnceCell;
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use rug::Float;
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::exceeds;
+use crate::arith::{Arith, Ball, F32, F64, Mpfr};
+use crate::config::{Config, Formulation, Method, Mode};
+use crate::data::{Dataset, Params};
+use crate::error::Result;
+use crate::io::external::{Dtype, External};
+use crate::linalg;
+use crate::quantity::Quantity;
+use crate::train::drive::{Control, Event, drive};
+use crate::train::{Engine, Trainer, train_rows};
+
+mod attribute;
+mod candidate;
+mod dd;
+mod enclosure;
+mod measure;
+
+pub use attribute::{
+    BELOW_DTYPE, Cause, Coarse, Coarseness, Departure, Diagnosis, Exit, FACTOR, Fit,
+};
+pub use candidate::{Absorption, Candidate};
+
+use attribute::Errors;
+use candidate::Replay;
+use measure::{Pending, Reference, Wide};
+
+/// Options of [`judge`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Options {
+    /// Precision of the twin in bits.
+    pub prec: u32,
+    /// Relative-error tolerance (the verdict).
+    pub tol: f64,
+    /// Precision of the ball enclosure (proof of wrongness), `None` for none.
+    pub enclosure: Option<u32>,
+}
+
+impl Options {
+    /// A finite positive tolerance, a valid twin precision and ball precision.
+    pub fn validate(&self) -> Result<()> {
+        crate::analysis::check_tol("tol", self.tol)?;
+        if let Some(p) = self.enclosure {
+            Ball::new(p)?;
+        }
+        Mpfr::truth(self.prec).map(|_| ())
+    }
+
+    /// Check, before any work, that these options can replay `cfg` (whose `steps` is
+    /// the last recorded step): [`Options::validate`], and every replay's state within
+    /// the memory limit (the span twin and enclosure, the four direct candidates).
+    pub fn check(&self, cfg: &Config) -> Result<()> {
+        use crate::train::check_memory;
+        self.validate()?;
+        check_memory(cfg, Mpfr::truth(self.prec)?.kind(), self.prec, Method::Span)?;
+        if let Some(p) = self.enclosure {
+            check_memory(cfg, Ball::new(p)?.kind(), p, Method::Span)?;
+        }
+        let naive = Config {
+            formulation: Formulation::Naive,
+            ..cfg.clone()
+        };
+        check_memory(&naive, F64.kind(), 53, Method::Direct)?;
+        check_memory(&naive, F32.kind(), 24, Method::Direct)
+    }
+}
+
+/// The external's error in one quantity over the recorded steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Largest relative error.
+    #[serde(with = "crate::io::nonfinite")]
+    pub max_rel_err: f64,
+    /// Mean relative error.
+    #[serde(with = "crate::io::nonfinite")]
+    pub mean_rel_err: f64,
+    /// Largest relative error in units of the external dtype's epsilon.
+    #[serde(with = "crate::io::nonfinite")]
+    pub max_eps: f64,
+    /// Mean relative error in units of the external dtype's epsilon.
+    #[serde(with = "crate::io::nonfinite")]
+    pub mean_eps: f64,
+    /// First recorded step at which the error passed the tolerance.
+    pub first_over_tol: Option<u64>,
+}
+
+/// The first recorded value past the tolerance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverTol {
+    /// Its step.
+    pub step: u64,
+    /// The quantity with the largest error there.
+    pub quantity: Quantity,
+    /// That error.
+    #[serde(with = "crate::io::nonfinite")]
+    pub rel_err: f64,
+    /// The twin's largest score gap there.
+    #[serde(with = "crate::io::nonfinite")]
+    pub score_gap: f64,
+}
+
+/// A value proved wrong: its certified distance from the truth exceeds what its dtype's
+/// candidates explain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Proved {
+    /// The step.
+    pub step: u64,
+    /// The quantity.
+    pub quantity: Quantity,
+    /// A rigorous lower bound of the external's relative error there.
+    #[serde(with = "crate::io::nonfinite")]
+    pub lower_bound: f64,
+    /// FACTOR times the largest envelope of the candidates in the external's dtype.
+    #[serde(with = "crate::io::nonfinite")]
+    pub limit: f64,
+}
+
+/// What the ball enclosure proves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Proof {
+    /// The ball's working precision.
+    pub prec_bits: u32,
+    /// The recorded quantities it encloses (W and a dense q are not enclosed).
+    pub enclosed: Vec<Quantity>,
+    /// The first value proved wrong (report order within a step).
+    pub first: Option<Proved>,
+    /// The value proved wrong by the largest factor over its limit.
+    pub largest: Option<Proved>,
+    /// How many (step, quantity) values are proved wrong.
+    pub count: usize,
+    /// The enclosure's non-finite stop (an infinite radius), if any.
+    pub stopped: Option<(u64, String)>,
+}
+
+/// The dense references' accuracy: the largest rigorous bound, relative to the value,
+/// on a double-double rebuild's distance from the twin's own (proofs-notes/judge.md).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct DenseBounds {
+    /// q = W^T p rebuilt where W(0) is dense (p- and joint mode).
+    #[serde(with = "crate::io::nonfinite::option")]
+    pub q: Option<f64>,
+    /// W rebuilt from the twin's factors (W- and joint mode).
+    #[serde(with = "crate::io::nonfinite::option")]
+    pub w: Option<f64>,
+}
+
+/// Errors at one recorded step: the external's, each candidate's, and the enclosure's
+/// lower bounds of the external's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// Step.
+    pub step: u64,
+    /// The twin's largest score gap z_top - z_second over the training samples.
+    #[serde(with = "crate::io::nonfinite")]
+    pub max_gap: f64,
+    /// The external's relative error per quantity.
+    pub rel_err: BTreeMap<Quantity, f64>,
+    /// Each candidate's relative error per quantity (NaN after a non-finite stop).
+    pub candidates: BTreeMap<Candidate, BTreeMap<Quantity, f64>>,
+    /// Rigorous lower bounds of the external's relative error (enclosed quantities).
+    pub lower_bound: BTreeMap<Quantity, f64>,
+}
+
+/// The report of `tokensel judge`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The header's implementation name.
+    pub implementation: Option<String>,
+    /// The external dtype.
+    pub dtype: Dtype,
+    /// Its machine epsilon.
+    #[serde(with = "crate::io::nonfinite")]
+    pub eps: f64,
+    /// Twin precision in bits.
+    pub prec_bits: u32,
+    /// The twin's method.
+    pub twin_method: Method,
+    /// Tolerance.
+    #[serde(with = "crate::io::nonfinite")]
+    pub tolerance: f64,
+    /// Number of recorded steps compared.
+    pub steps_compared: usize,
+    /// Last recorded step.
+    pub last_step: u64,
+    /// The external's error statistics per recorded quantity.
+    pub quantities: BTreeMap<Quantity, Stats>,
+    /// Every recorded value within the tolerance (the verdict and exit code).
+    pub within_tolerance: bool,
+    /// The first recorded value past the tolerance.
+    pub first_over_tol: Option<OverTol>,
+    /// [`FACTOR`]: how far the external may deviate beyond a candidate's deviation.
+    #[serde(with = "crate::io::nonfinite")]
+    pub envelope_factor: f64,
+    /// How the external relates to each candidate.
+    pub candidates: Vec<Fit>,
+    /// Which candidates explain it, and where it departs from them.
+    pub diagnosis: Diagnosis,
+    /// What the ball enclosure proves (none when not run: `--no-enclosure`, or no
+    /// recorded quantity is enclosed, e.g. W alone).
+    pub proof: Option<Proof>,
+    /// Accuracy of the dense references.
+    pub dense_bounds: DenseBounds,
+    /// Errors at every recorded step.
+    pub rows: Vec<Row>,
+}
+
+/// The twin's values at its current step, each rebuilt at most once per record.
+struct Twin<'t, 'a> {
+    b: &'t Trainer<'a, Mpfr>,
+    w0: Option<&'t [f64]>,
+    p0: &'t [f64],
+    p: OnceCell<Vec<Float>>,
+}
+
+impl<'t, 'a> Twin<'t, 'a> {
+    fn p(&self) -> &[Float] {
+        self.p.get_or_init(|| self.b.p())
+    }
+
+    /// The reference of quantity `q`, with the bound of a double-double rebuild.
+    fn reference(&self, q: Quantity) -> (Reference<'t>, Option<dd::Bound>) {
+        let b = self.b;
+        let (cfg, x) = (b.cfg, train_rows(b.data));
+        let Engine::Span(e) = &b.engine else {
+            unreachable!("the twin takes the span step")
+        };
+        let mpfr = |v: Vec<Float>| (Reference::Mpfr(v), None);
+        match q {
+            Quantity::P => mpfr(self.p().to_vec()),
+            Quantity::Q => match (cfg.mode, self.w0) {
+                (Mode::P, None) => mpfr(self.p().to_vec()),
+                (Mode::W, _) => mpfr(b.q()),
+                (_, Some(w0)) => {
+                    // q = W(0)^T p + X^T M^T (B p) (joint), W(0)^T p (p-mode)
+                    let v = match e.joint_factors() {
+                        Some((basis, m)) => {
+                            let rows = basis.len() / cfg.d;
+                            let mut bp = b.ar.zeros(rows);
+                            linalg::matvec(&b.ar, basis, self.p(), &mut bp);
+                            let mut v = b.ar.zeros(rows - 1);
+                            linalg::matvec_t(&b.ar, m, &bp, &mut v);
+                            v
+                        }
+                        None => Vec::new(),
+                    };
+                    let (q, bound) = dd::q_dense(w0, self.p(), x, &v);
+                    (Reference::Dd(q), Some(bound))
+                }
+                (Mode::Joint, None) => unreachable!("joint mode stores W(0)"),
+            },
+            Quantity::W => match (cfg.mode, self.w0) {
+                (_, None) => (Reference::Identity(cfg.d), None),
+                (Mode::P, Some(w0)) => (Reference::Exact(w0), None),
+                (Mode::W, Some(w0)) => {
+                    let mut v = b.ar.zeros(cfg.d);
+                    linalg::matvec_t_f64(&b.ar, x, &e.a[1..], &mut v);
+                    let (w, bound) = dd::w_rank_one(w0, self.p0, &v);
+                    (Reference::Dd(w), Some(bound))
+                }
+                (Mode::Joint, Some(w0)) => {
+                    let (basis, m) = e.joint_factors().expect("joint mode");
+                    let (w, bound) = dd::w_joint(w0, basis, m, x);
+                    (Reference::Dd(w), Some(bound))
+                }
+            },
+            Quantity::Scores => mpfr(b.scores.clone()),
+            Quantity::Attention => mpfr(b.attention.clone()),
+            Quantity::Rest => mpfr(b.samples.iter().map(|s| s.softmax.rest.clone()).collect()),
+            Quantity::Output => mpfr(b.samples.iter().map(|s| s.f.clone()).collect()),
+            Quantity::GradQ => mpfr(b.grad_q()),
+            Quantity::Loss => mpfr(vec![b.loss.clone()]),
+        }
+    }
+}
+
+/// Per-record measurements of one source, per quantity, before the scales are known.
+type Series = BTreeMap<Quantity, Vec<Pending>>;
+
+/// The trained parameter of a run (p; q in W-mode) and whether it is recorded.
+fn trained(mode: Mode) -> Quantity {
+    if mode == Mode::W {
+        Quantity::Q
+    } else {
+        Quantity::P
+    }
+}
+
+/// A candidate's distances from the reference parts (`None` once it has stopped), and
+/// whether its trained parameter changed since `prev` (updated).
+fn measure_candidate<A: Arith>(
+    c: &Replay<'_, A>,
+    q: Quantity,
+    reference: &Reference<'_>,
+    parts: &[Range<usize>],
+    identity: &[f64],
+) -> Option<Vec<Wide>> {
+    c.running().then(|| {
+        let v = candidate::values(&c.tr, q, identity);
+        measure::distances(reference, parts, &v)
+    })
+}
+
+/// The trained parameter's values of a running candidate.
+fn trained_values<A: Arith>(c: &Replay<'_, A>, identity: &[f64]) -> Option<Vec<f64>> {
+    c.running()
+        .then(|| candidate::values(&c.tr, trained(c.tr.cfg.mode), identity))
+}
+
+/// Bitwise equality of two f64 vectors.
+fn same_bits(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+/// Everything measured during the replay.
+#[derive(Default)]
+struct Measured {
+    gaps: Vec<f64>,
+    external: Series,
+    candidates: BTreeMap<Candidate, Series>,
+    ball: Series,
+    scales: BTreeMap<Quantity, Vec<Wide>>,
+    ball_scales: BTreeMap<Quantity, Vec<Wide>>,
+    stopped_at: BTreeMap<Candidate, usize>,
+    moved: BTreeMap<Candidate, Vec<bool>>,
+    last_trained: BTreeMap<Candidate, Vec<f64>>,
+    bounds: DenseBounds,
+    enclosed: std::collections::BTreeSet<Quantity>,
+}
+
+/// The running maximum of each part's norm.
+fn update_scales(scales: &mut Vec<Wide>, norms: &[Wide]) {
+    if scales.is_empty() {
+        *scales = norms.to_vec();
+    } else {
+        for (s, n) in scales.iter_mut().zip(norms) {
+            *s = s.max(*n);
+        }
+    }
+}
+
+/// Replay `ext` (already checked against `cfg`) in the twin, the candidates and the
+/// enclosure, and judge it.
+pub fn judge(
+    cfg: &Config,
+    data: &Dataset,
+    ext: &External,
+    opts: Options,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Report> {
+    let twin = Trainer::with_method(
+        cfg,
+        data,
+        Mpfr::truth(opts.prec)?,
+        Formulation::Stable,
+        Method::Span,
+    )?;
+    // the enclosure runs only where it encloses a recorded quantity (not for W alone)
+    let enclosed = ext.series.keys().any(|&q| enclosure::encloses(cfg, q));
+    let ball = match opts.enclosure {
+        Some(p) if enclosed => Some(Replay::span(cfg, data, Ball::new(p)?)?),
+        _ => None,
+    };
+    let cands = (
+        Replay::new(cfg, data, F64, Formulation::Stable)?,
+        (
+            Replay::new(cfg, data, F64, Formulation::Naive)?,
+            (
+                Replay::new(cfg, data, F32, Formulation::Stable)?,
+                Replay::new(cfg, data, F32, Formulation::Naive)?,
+            ),
+        ),
+    );
+    let params = Params::init(cfg);
+    let w0 = params
+        .w
+        .as_ref()
+        .map(|w| w.as_slice().expect("standard layout"));
+    let p0 = params.p.as_slice().expect("contiguous");
+    let identity: Vec<f64> = if ext.series.contains_key(&Quantity::W) && w0.is_none() {
+        (0..cfg.d * cfg.d)
+            .map(|k| f64::from(u8::from(k.is_multiple_of(cfg.d + 1))))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let parts: BTreeMap<Quantity, Vec<Range<usize>>> = ext
+        .series
+        .keys()
+        .map(|&q| (q, measure::parts(q, cfg)))
+        .collect();
+    let mut m = Measured::default();
+    let last = ext.steps[ext.steps.len() - 1];
+    let mut lockstep = (twin, (ball, cands));
+    drive(&mut lockstep, last, |(b, (ball, cands)), event| {
+        if event == Event::Update {
+            progress(b.step);
+            return Ok(Control::Continue);
+        }
+        let k = m.gaps.len();
+        if ext.steps[k] != b.step {
+            return Ok(Control::Continue);
+        }
+        m.gaps.push(
+            b.samples
+                .iter()
+                .map(|t| t.softmax.gap.to_f64())
+                .fold(0.0, f64::max),
+        );
+        let (c0, (c1, (c2, c3))) = cands;
+        let twin = Twin {
+            b,
+            w0,
+            p0,
+            p: OnceCell::new(),
+        };
+        for (&q, series) in &ext.series {
+            let parts = &parts[&q];
+            let (reference, bound) = twin.reference(q);
+            if let Some(bound) = bound {
+                let slot = match q {
+                    Quantity::W => &mut m.bounds.w,
+                    _ => &mut m.bounds.q,
+                };
+                *slot = Some(slot.unwrap_or(0.0).max(bound.relative()));
+            }
+            let norms = measure::norms(&reference, parts);
+            update_scales(m.scales.entry(q).or_default(), &norms);
+            let values = &series.values[k];
+            let dist = measure::distances(&reference, parts, values);
+            m.external
+                .entry(q)
+                .or_default()
+                .push(measure::pending(&dist, &norms));
+            let measured = [
+                measure_candidate(c0, q, &reference, parts, &identity),
+                measure_candidate(c1, q, &reference, parts, &identity),
+                measure_candidate(c2, q, &reference, parts, &identity),
+                measure_candidate(c3, q, &reference, parts, &identity),
+            ];
+            for (c, dist) in Candidate::ALL.into_iter().zip(measured) {
+                let p = match dist {
+                    Some(dist) => measure::pending(&dist, &norms),
+                    None => {
+                        m.stopped_at.entry(c).or_insert(k);
+                        Pending {
+                            rel: f64::NAN,
+                            zero_ref: Vec::new(),
+                        }
+                    }
+                };
+                m.candidates
+                    .entry(c)
+                    .or_default()
+                    .entry(q)
+                    .or_default()
+                    .push(p);
+            }
+            if let Some(ball) = ball.as_ref().filter(|b| b.running())
+                && let Some(iv) = enclosure::intervals(&ball.tr, q)
+            {
+                m.enclosed.insert(q);
+                let (lo, hi): (Vec<Wide>, Vec<Wide>) = parts
+                    .iter()
+                    .map(|p| enclosure::bounds(&iv, p.clone(), values))
+                    .unzip();
+                update_scales(m.ball_scales.entry(q).or_default(), &hi);
+                // parts whose twin value is zero are scaled as the errors are
+                let mut pend = Pending::default();
+                for (i, ((l, h), n)) in lo.iter().zip(&hi).zip(&norms).enumerate() {
+                    if n.is_zero() {
+                        pend.zero_ref.push((i, *l));
+                    } else {
+                        pend.rel = pend.rel.max(l.ratio(*h));
+                    }
+                }
+                m.ball.entry(q).or_default().push(pend);
+            }
+        }
+        let moved = [
+            trained_values(c0, &identity),
+            trained_values(c1, &identity),
+            trained_values(c2, &identity),
+            trained_values(c3, &identity),
+        ];
+        for (c, now) in Candidate::ALL.into_iter().zip(moved) {
+            let changed = match (&now, m.last_trained.get(&c)) {
+                (Some(now), Some(before)) => !same_bits(now, before),
+                _ => false,
+            };
+            m.moved.entry(c).or_default().push(changed);
+            if let Some(now) = now {
+                m.last_trained.insert(c, now);
+            }
+        }
+        Ok(Control::Continue)
+    })?;
+    let (_, (ball, cands)) = lockstep;
+    let (c0, (c1, (c2, c3))) = cands;
+    let absorption: BTreeMap<Candidate, Absorption> = Candidate::ALL
+        .into_iter()
+        .zip([c0.absorption, c1.absorption, c2.absorption, c3.absorption])
+        .collect();
+    let stops: BTreeMap<Candidate, (u64, String)> = Candidate::ALL
+        .into_iter()
+        .zip([c0.stopped, c1.stopped, c2.stopped, c3.stopped])
+        .filter_map(|(c, s)| s.map(|s| (c, s)))
+        .collect();
+    Ok(assemble(cfg, ext, opts, m, absorption, stops, ball))
+}
+
+/// Resolve every pending error against its scales.
+fn resolve(
+    series: &Series,
+    scales: &BTreeMap<Quantity, Vec<Wide>>,
+) -> BTreeMap<Quantity, Vec<f64>> {
+    series
+        .iter()
+        .map(|(q, v)| {
+            let s = &scales[q];
+            (*q, v.iter().map(|p| p.resolve(s)).collect())
+        })
+        .collect()
+}
+
+/// The report from the measurements.
+fn assemble(
+    cfg: &Config,
+    ext: &External,
+    opts: Options,
+    m: Measured,
+    absorption: BTreeMap<Candidate, Absorption>,
+    stops: BTreeMap<Candidate, (u64, String)>,
+    ball: Option<Replay<'_, Ball>>,
+) -> Report {
+    let steps = ext.steps.clone();
+    let external = resolve(&m.external, &m.scales);
+    let candidates: BTreeMap<Candidate, BTreeMap<Quantity, Vec<f64>>> = m
+        .candidates
+        .iter()
+        .map(|(c, s)| (*c, resolve(s, &m.scales)))
+        .collect();
+    let errs = Errors {
+        steps: steps.clone(),
+        gaps: m.gaps.clone(),
+        external,
+        candidates,
+        stopped_at: m.stopped_at.clone(),
+        zero_level: 2f64.powi(32 - opts.prec as i32),
+        entries: ext
+            .series
+            .keys()
+            .map(|&q| (q, q.shape(cfg).iter().product()))
+            .collect(),
+    };
+    // the external's trained parameter unchanged (bitwise) between consecutive records
+    let tq = trained(cfg.mode);
+    let frozen: Vec<bool> = (0..steps.len())
+        .map(|k| {
+            k > 0
+                && ext
+                    .series
+                    .get(&tq)
+                    .is_some_and(|s| same_bits(&s.values[k], &s.values[k - 1]))
+        })
+        .collect();
+    let (fits, diagnosis) = attribute::attribute(&errs, &absorption, &stops, &frozen, &m.moved);
+    // lower bounds, stepped down past the ratio's rounding
+    let lower: BTreeMap<Quantity, Vec<f64>> = m
+        .ball
+        .iter()
+        .map(|(q, v)| {
+            let s = &m.ball_scales[q];
+            let lb = v
+                .iter()
+                .map(|p| p.resolve(s).next_down().max(0.0))
+                .collect();
+            (*q, lb)
+        })
+        .collect();
+    let proof = ball.map(|ball| {
+        let dtype_cands: Vec<Candidate> = Candidate::ALL
+            .into_iter()
+            .filter(|c| c.dtype() == ext.header.dtype)
+            .collect();
+        let envs: Vec<BTreeMap<Quantity, Vec<f64>>> =
+            dtype_cands.iter().map(|c| errs.envelopes(*c)).collect();
+        let mut proved = Vec::new();
+        for k in 0..steps.len() {
+            for (q, lb) in &lower {
+                let Some(l) = lb.get(k) else { continue };
+                let env = envs
+                    .iter()
+                    .map(|e| e[q][k])
+                    .filter(|v| !v.is_nan())
+                    .fold(f64::NAN, f64::max);
+                if env.is_nan() {
+                    continue;
+                }
+                if *l > FACTOR * env {
+                    proved.push(Proved {
+                        step: steps[k],
+                        quantity: *q,
+                        lower_bound: *l,
+                        limit: FACTOR * env,
+                    });
+                }
+            }
+        }
+        let largest = proved
+            .iter()
+            .max_by(|a, b| (a.lower_bound / a.limit).total_cmp(&(b.lower_bound / b.limit)))
+            .cloned();
+        Proof {
+            prec_bits: ball.tr.ar.prec(),
+            enclosed: m.enclosed.iter().copied().collect(),
+            first: proved.first().cloned(),
+            largest,
+            count: proved.len(),
+            stopped: ball.stopped,
+        }
+    });
+    let dtype = ext.header.dtype;
+    let eps = dtype.eps();
+    let mut quantities = BTreeMap::new();
+    for (&q, e) in &errs.external {
+        let max = e.iter().copied().fold(0.0, f64::max);
+        let mean = e.iter().sum::<f64>() / e.len() as f64;
+        quantities.insert(
+            q,
+            Stats {
+                max_rel_err: max,
+                mean_rel_err: mean,
+                max_eps: max / eps,
+                mean_eps: mean / eps,
+                first_over_tol: e
+                    .iter()
+                    .position(|&x| exceeds(x, opts.tol))
+                    .map(|k| steps[k]),
+            },
+        );
+    }
+    let rows: Vec<Row> = (0..steps.len())
+        .map(|k| Row {
+            step: steps[k],
+            max_gap: m.gaps[k],
+            rel_err: errs.external.iter().map(|(q, e)| (*q, e[k])).collect(),
+            candidates: errs
+                .candidates
+                .iter()
+                .map(|(c, s)| (*c, s.iter().map(|(q, e)| (*q, e[k])).collect()))
+                .collect(),
+            lower_bound: lower.iter().map(|(q, l)| (*q, l[k])).collect(),
+        })
+        .collect();
+    let first_over_tol = rows.iter().find_map(|r| {
+        let (q, e) =
+            r.rel_err
+                .iter()
+                .fold(None, |acc: Option<(Quantity, f64)>, (&q, &e)| match acc {
+                    Some((_, best)) if !(e > best || e.is_nan()) => acc,
+                    _ => Some((q, e)),
+                })?;
+        exceeds(e, opts.tol).then_some(OverTol {
+            step: r.step,
+            quantity: q,
+            rel_err: e,
+            score_gap: r.max_gap,
+        })
+    });
+    Report {
+        implementation: ext.header.implementation.clone(),
+        dtype,
+        eps,
+        prec_bits: opts.prec,
+        twin_method: Method::Span,
+        tolerance: opts.tol,
+        steps_compared: rows.len(),
+        last_step: *steps.last().expect("steps not empty"),
+        within_tolerance: first_over_tol.is_none(),
+        first_over_tol,
+        quantities,
+        envelope_factor: FACTOR,
+        candidates: fits,
+        diagnosis,
+        proof,
+        dense_bounds: m.bounds,
+        rows,
+    }
+}
+
+/// A ratio for tables: `-` for none, else 2 significant digits.
+fn ratio_text(r: f64) -> String {
+    if r.is_nan() {
+        "-".into()
+    } else {
+        format!("{r:.1e}")
+    }
+}
+
+impl std::fmt::Display for Report {
+    /// The readable tables and the diagnosis of `tokensel judge`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "tokensel judge: {} ({}) vs {}-bit twin (stable, {}), {} recorded steps up to {}, tolerance {:e}",
+            self.implementation
+                .as_deref()
+                .unwrap_or("external trajectory"),
+            self.dtype.name(),
+            self.prec_bits,
+            self.twin_method.name(),
+            self.steps_compared,
+            self.last_step,
+            self.tolerance
+        )?;
+        writeln!(
+            f,
+            "\n  {:<11}{:>14}{:>15}{:>14}{:>14}{:>14}",
+            "quantity", "max rel err", "mean rel err", "max (eps)", "mean (eps)", "first > tol"
+        )?;
+        for (q, s) in &self.quantities {
+            writeln!(
+                f,
+                "  {q:<11}{:>14.3e}{:>15.3e}{:>14.3e}{:>14.3e}{:>14}",
+                s.max_rel_err,
+                s.mean_rel_err,
+                s.max_eps,
+                s.mean_eps,
+                s.first_over_tol.map_or("-".into(), |t| t.to_string())
+            )?;
+        }
+        writeln!(
+            f,
+            "  (eps = {:e}, the {} machine epsilon)",
+            self.eps,
+            self.dtype.name()
+        )?;
+        match &self.first_over_tol {
+            None => writeln!(
+                f,
+                "\n  verdict: AGREES: every recorded quantity within {:e} of the twin",
+                self.tolerance
+            )?,
+            Some(o) => writeln!(
+                f,
+                "\n  verdict: DIFFERS: first past {:e} at step {} in `{}` (rel err {:.3e}, score gap {:.2})",
+                self.tolerance, o.step, o.quantity, o.rel_err, o.score_gap
+            )?,
+        }
+        writeln!(
+            f,
+            "\n  candidate replays (the external follows one while its error stays within {}x the replay's largest deviation so far):",
+            self.envelope_factor
+        )?;
+        writeln!(
+            f,
+            "  {:<12}{:>10}  {:<36}{:<36}explains",
+            "candidate",
+            "holds to",
+            "first exit: step, quantity, x limit",
+            "too coarse: step, quantity, x ext"
+        )?;
+        for fit in &self.candidates {
+            let holds = match fit.holds {
+                0 => "-".to_string(),
+                h => self.rows[h - 1].step.to_string(),
+            };
+            let exit = fit.exit.as_ref().map_or("-".into(), |x| {
+                format!(
+                    "{}, {}, {}",
+                    x.step,
+                    x.quantity,
+                    ratio_text(x.rel_err / x.limit)
+                )
+            });
+            let coarse = fit.coarse.as_ref().map_or("-".into(), |c| {
+                let why = match c.reason {
+                    Coarseness::BelowDtype => format!("ext below {BELOW_DTYPE:e} u"),
+                    Coarseness::Larger => ratio_text(c.candidate_err / c.external_err),
+                };
+                format!("{}, {}, {why}", c.step, c.quantity)
+            });
+            let stopped = fit
+                .stopped
+                .as_ref()
+                .map_or(String::new(), |(s, _)| format!(" (stopped at step {s})"));
+            writeln!(
+                f,
+                "  {:<12}{holds:>10}  {exit:<36}{coarse:<36}{}{stopped}",
+                fit.candidate,
+                if fit.explains { "yes" } else { "no" }
+            )?;
+        }
+        writeln!(f, "\n  diagnosis: {}", self.diagnosis.summary)?;
+        if let Some(p) = &self.proof {
+            let enclosed: Vec<&str> = p.enclosed.iter().map(|q| q.name()).collect();
+            match &p.first {
+                None => writeln!(
+                    f,
+                    "  proof ({}-bit ball enclosure of {}): no value proved wrong",
+                    p.prec_bits,
+                    enclosed.join(", ")
+                )?,
+                Some(x) => writeln!(
+                    f,
+                    "  proof ({}-bit ball enclosure of {}): PROVED WRONG at step {} in `{}`: the error is at least {:.3e} (certified), {:.1e} times what {} rounding explains; {} values proved wrong",
+                    p.prec_bits,
+                    enclosed.join(", "),
+                    x.step,
+                    x.quantity,
+                    x.lower_bound,
+                    x.lower_bound / x.limit,
+                    self.dtype.name(),
+                    p.count
+                )?,
+            }
+            if let Some((s, why)) = &p.stopped {
+                writeln!(f, "  (the enclosure stopped at step {s}: {why})")?;
+            }
+        } else {
+            writeln!(
+                f,
+                "  proof: none (the enclosure did not run: --no-enclosure, or no recorded quantity is enclosed; W and a dense q are not)"
+            )?;
+        }
+        let b = &self.dense_bounds;
+        if b.q.is_some() || b.w.is_some() {
+            let show = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.1e}"));
+            writeln!(
+                f,
+                "  dense references (double-double rebuilds of the twin's factors): relative error at most q {}, W {}",
+                show(b.q),
+                show(b.w)
+            )?;
+        }
+        Ok(())
+    }
+}
