@@ -978,8 +978,9 @@ const INLINE: &[Form] = &[
         },
     },
     Form {
-        text: "judge EXT --data DIR [--prec 256] [--tol 1e-8] [--json] [--quiet]",
-        // EXT: the loss at step 0 of tokensel's own f64 run on data-out (no Python needed)
+        text: "judge EXT --data DIR [--prec 256] [--tol 1e-8] [--enclosure-prec 128] [--no-enclosure] [--json] [--quiet]",
+        // EXT: the loss at step 0 of tokensel's own f64 run on data-out (no Python needed);
+        // once with the enclosure at 128 bits, once without it
         how: How::Tokensel(&[
             "judge",
             "loss-ext.json",
@@ -989,13 +990,32 @@ const INLINE: &[Form] = &[
             "256",
             "--tol",
             "1e-8",
+            "--enclosure-prec",
+            "128",
             "--json",
             "--quiet",
         ]),
         shrink: &[],
-        check: |_, o| {
+        check: |dir, o| {
             let v = json_out(o);
             assert_eq!(v["within_tolerance"], true, "{v}");
+            assert!(!v["proof"].is_null(), "the loss is enclosed: {v}");
+            let o = tokensel_in(
+                dir,
+                &[
+                    "judge",
+                    "loss-ext.json",
+                    "--data",
+                    "data-out",
+                    "--no-enclosure",
+                    "--json",
+                    "--quiet",
+                ],
+            );
+            ok(&o, "judge --no-enclosure");
+            let v = json_out(&o);
+            assert_eq!(v["within_tolerance"], true, "{v}");
+            assert!(v["proof"].is_null(), "{v}");
         },
     },
     Form {
@@ -1484,6 +1504,26 @@ const OTHER_PROGRAMS: &[(&str, &str)] = &[
     (
         "--float32",
         "examples/numpy_reference.py's, run by tests/judge.rs",
+    ),
+    (
+        "--step-scale",
+        "examples/numpy_reference.py's, run by tests/judge.rs::numpy_faults_are_named",
+    ),
+    (
+        "--perturb-p",
+        "examples/numpy_reference.py's, run by tests/judge.rs::numpy_faults_are_named",
+    ),
+    (
+        "--p0-offset",
+        "examples/numpy_reference.py's, run by tests/judge.rs::numpy_faults_are_named",
+    ),
+    (
+        "--freeze-p-after",
+        "examples/numpy_reference.py's, run by tests/judge.rs::numpy_faults_are_named",
+    ),
+    (
+        "--no-enclosure",
+        "tokensel's own: passed by the check of the `judge EXT --data DIR ...` inline form",
     ),
     (
         "--naive-softmax",
