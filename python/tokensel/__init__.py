@@ -1,0 +1,117 @@
+"""tokensel from Python: the reference trainer of the token-selection attention model
+(Sakamoto & Sato, arXiv 2409.17625), its MPFR twin, compare and judge, on NumPy arrays.
+
+Every number comes from the Rust library (this package only converts arguments and
+results); the GIL is released while it computes. Bad input raises a subclass of
+:class:`ValueError` (:mod:`tokensel.errors`) with the command line's message.
+
+>>> import tokensel
+>>> cfg = tokensel.Config(steps=1000)              # the balanced preset, 1000 steps
+>>> arrays = tokensel.data(cfg)                    # the arrays of `tokensel data`
+>>> result = tokensel.run(cfg)                     # f64; also f32, mpfr, predictor, ball
+>>> result.summary["test_accuracy"]                # the keys of `tokensel run --json`
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import errors
+from ._tokensel import DEFAULT_BALL_PREC, DEFAULT_PREC, Config, __version__
+from . import _tokensel
+
+__all__ = [
+    "Config",
+    "Run",
+    "data",
+    "run",
+    "judge",
+    "compare",
+    "errors",
+    "DEFAULT_PREC",
+    "DEFAULT_BALL_PREC",
+    "__version__",
+]
+
+
+def data(config: Config) -> dict[str, np.ndarray]:
+    """The exact arrays of ``config``'s run, bit for bit the NPY files of ``tokensel data``.
+
+    Keys: ``X_train`` (n, T, d), ``y_train`` and ``y_true_train`` (n, int8: observed
+    and true labels), ``noisy_train`` (n, bool), ``nu`` (d), ``X_test`` (n_test, T, d),
+    ``y_test`` (n_test, int8), ``p0`` (d) and, when W is dense, ``W0`` (d, d).
+    """
+    return _tokensel.data(config)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A finished run.
+
+    ``summary``: the object ``tokensel run --json`` prints (same keys, same bits).
+    ``trainer``: the arithmetic, its precision, formulation and (resolved) method.
+    ``checkpoints``: arrays whose first axis is the checkpoint (log-spaced steps):
+    ``step``, ``train_loss``, ``train_accuracy``, ``test_accuracy``, ``q_norm``,
+    ``grad_norm``, ``cumulative_{clean,noisy,class_pos,class_neg}`` (k,);
+    ``attention_{clean,noisy}`` (k, 4: R, W_same, W_opposite, I; NaN for an empty set);
+    ``selection_{clean,noisy}`` (k, 6: the groups, tie, undecided); per training sample
+    ``output``, ``gap``, ``rest``, ``selection_score``, ``top`` (int64), ``selection``
+    (int8 code) (k, n) and ``mass`` (k, n, 4).
+    """
+
+    summary: dict[str, Any]
+    trainer: dict[str, Any]
+    checkpoints: dict[str, np.ndarray]
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of every recorded number's bits (equal digests: identical runs)."""
+        return self.summary["trajectory_digest"]
+
+
+def run(config: Config, arithmetic: str = "f64", *, prec: int | None = None) -> Run:
+    """Train ``config`` in ``arithmetic``: ``f64`` (the trainer), ``f32``, ``mpfr``
+    (the truth twin, ``prec`` bits, default 256), ``predictor`` (the bit-exact 53-bit
+    f64 predictor) or ``ball`` (certified enclosures, ``prec`` bits, default 128), in
+    the config's formulation and method."""
+    summary, trainer, checkpoints = _tokensel.run(config, arithmetic, prec)
+    return Run(json.loads(summary), json.loads(trainer), checkpoints)
+
+
+def judge(
+    config: Config,
+    trajectory: Mapping[str, Any],
+    *,
+    prec: int = DEFAULT_PREC,
+    tol: float = 1e-8,
+) -> dict[str, Any]:
+    """Judge another implementation's run on ``config``'s data (``tokensel.data``):
+    replay it in the MPFR twin and report each recorded quantity's error, whether all
+    stay within ``tol``, and the findings (diagnoses). No file is written.
+
+    ``trajectory`` is a dict: ``steps`` (the recorded step numbers, increasing),
+    ``dtype`` (``"float32"`` or ``"float64"``, what the implementation computed in),
+    optionally ``implementation`` (a name) and ``config`` (config keys the
+    implementation used, each checked against ``config``), and any of the quantities
+    ``p``, ``q``, ``W``, ``scores``, ``attention``, ``rest``, ``output``, ``loss``,
+    ``grad_q``, each an array whose first axis is the recorded step (the external
+    format of ``tokensel judge``). Returns the report of ``tokensel judge --json``.
+    """
+    return json.loads(_tokensel.judge(config, dict(trajectory), prec, tol))
+
+
+def compare(
+    config: Config,
+    *,
+    prec: int = DEFAULT_PREC,
+    tol: float = 1e-8,
+    predictor: bool = True,
+    twin_method: str = "span",
+) -> dict[str, Any]:
+    """Run the f64 trainer, the MPFR twin and (with ``predictor``) the bit-exact
+    predictor step by step: the report of ``tokensel compare --json``."""
+    return json.loads(_tokensel.compare(config, prec, tol, predictor, twin_method))
