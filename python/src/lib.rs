@@ -13,13 +13,17 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use ndarray::{Array1, Array2, Array3};
-use numpy::{AllowTypeChange, IntoPyArray, PyArrayLikeDyn, PyUntypedArrayMethods};
+use numpy::{
+    AllowTypeChange, IntoPyArray, PyArrayLike1, PyArrayLike2, PyArrayLike3, PyArrayLikeDyn,
+    PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 
 use tokensel::analysis::{compare as compare_lib, judge as judge_lib};
 use tokensel::arith::{Arith, Ball, DEFAULT_BALL_PREC, DEFAULT_PREC, F32, F64, Mpfr};
-use tokensel::config::{Config, Method, Preset};
+use tokensel::config::{Config, Group, Method, Preset};
+use tokensel::data::supplied::Supplied;
 use tokensel::data::{Dataset, Params};
 use tokensel::error::Error;
 use tokensel::io::external::{Dtype, EXTERNAL_FORMAT, External, Header, Series};
@@ -93,17 +97,18 @@ fn overlay(base: &mut serde_json::Value, over: serde_json::Value) {
     }
 }
 
-/// A config with `overrides` (a JSON object) laid over `base`, validated.
+/// A config with `overrides` (a JSON object) laid over `base`, validated. The merged
+/// table is read as TOML by the library (its messages name the key and the line).
 fn with_overrides(base: &Config, overrides: serde_json::Value) -> tokensel::Result<Config> {
     let mut value = serde_json::to_value(base).expect("config serialises");
     overlay(&mut value, overrides);
-    let cfg: Config = serde_json::from_value(value).map_err(|e| Error::Parse {
+    let origin = Path::new("<keyword arguments>");
+    let text = toml::to_string(&value).map_err(|e| Error::Parse {
         what: "config",
-        path: "<keyword arguments>".into(),
+        path: origin.into(),
         message: e.to_string(),
     })?;
-    cfg.validate()?;
-    Ok(cfg)
+    Config::from_toml_str(&text, origin)
 }
 
 /// The preset of a name (`None`: the balanced setting).
@@ -222,6 +227,171 @@ fn data<'py>(py: Python<'py>, config: &PyConfig) -> PyResult<Bound<'py, PyDict>>
     Ok(out)
 }
 
+/// A float array of `key` in a data dict (borrowed when float64, converted otherwise),
+/// copied into the library's owned array.
+fn floats<'py, A>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<A>>
+where
+    A: FromArrayLike<'py>,
+{
+    match d.get_item(key)? {
+        None => Ok(None),
+        Some(v) => A::from_array_like(&v)
+            .map(Some)
+            .map_err(|e| bad_arg(key, format!("expected a float array of the right rank: {e}"))),
+    }
+}
+
+/// Owned ndarrays read from NumPy array-likes of a fixed rank.
+trait FromArrayLike<'py>: Sized {
+    fn from_array_like(v: &Bound<'py, PyAny>) -> PyResult<Self>;
+}
+
+impl<'py> FromArrayLike<'py> for ndarray::Array1<f64> {
+    fn from_array_like(v: &Bound<'py, PyAny>) -> PyResult<Self> {
+        Ok(v.extract::<PyArrayLike1<'py, f64, AllowTypeChange>>()?
+            .as_array()
+            .to_owned())
+    }
+}
+
+impl<'py> FromArrayLike<'py> for ndarray::Array2<f64> {
+    fn from_array_like(v: &Bound<'py, PyAny>) -> PyResult<Self> {
+        Ok(v.extract::<PyArrayLike2<'py, f64, AllowTypeChange>>()?
+            .as_array()
+            .to_owned())
+    }
+}
+
+impl<'py> FromArrayLike<'py> for ndarray::Array3<f64> {
+    fn from_array_like(v: &Bound<'py, PyAny>) -> PyResult<Self> {
+        Ok(v.extract::<PyArrayLike3<'py, f64, AllowTypeChange>>()?
+            .as_array()
+            .as_standard_layout()
+            .into_owned())
+    }
+}
+
+/// Labels of `key` (integers; anything outside i8 reads as the nearest i8, which the
+/// library then refuses as not +1 or -1).
+fn labels(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<i8>>> {
+    match d.get_item(key)? {
+        None => Ok(None),
+        Some(v) => {
+            let a: PyArrayLike1<'_, i64, AllowTypeChange> = v
+                .extract()
+                .map_err(|e| bad_arg(key, format!("expected integer labels (+1 or -1): {e}")))?;
+            Ok(Some(
+                a.as_array()
+                    .iter()
+                    .map(|&y| y.clamp(i8::MIN.into(), i8::MAX.into()) as i8)
+                    .collect(),
+            ))
+        }
+    }
+}
+
+/// Groups by position: names (R, W_same, W_opposite, I) or codes 0..=3.
+fn groups(d: &Bound<'_, PyDict>) -> PyResult<Option<Vec<Group>>> {
+    let Some(v) = d.get_item("groups")? else {
+        return Ok(None);
+    };
+    let of_name = |s: &str| Group::ALL.into_iter().find(|g| g.name() == s);
+    let items: Vec<Bound<'_, PyAny>> = v.try_iter()?.collect::<PyResult<_>>()?;
+    items
+        .iter()
+        .map(|item| {
+            let g = match item.extract::<String>() {
+                Ok(s) => of_name(&s),
+                Err(_) => item
+                    .extract::<usize>()
+                    .ok()
+                    .and_then(|k| Group::ALL.get(k).copied()),
+            };
+            g.ok_or_else(|| {
+                bad_arg(
+                    "groups",
+                    format!("`{item}` is not a group (R, W_same, W_opposite, I or 0..=3)"),
+                )
+            })
+        })
+        .collect::<PyResult<_>>()
+        .map(Some)
+}
+
+/// The keys a supplied data dict may hold (those of `tokensel.data`, plus `groups`).
+const DATA_KEYS: &str = "X_train, y_train, y_true_train, noisy_train, X_test, y_test, nu, \
+                         groups, p0, W0";
+
+/// A supplied data set from a dict of arrays (the keys of `tokensel.data`, plus
+/// `groups`), checked by the library against `cfg`. `noisy_train`, `p0` and `W0`, when
+/// present, must be what the labels and the config give (the initial parameters come
+/// from the config's seed and init).
+fn supplied_of(cfg: &Config, d: &Bound<'_, PyDict>) -> PyResult<Dataset> {
+    for key in d.keys() {
+        let key: String = key.extract()?;
+        if !DATA_KEYS.split(", ").any(|k| k.trim() == key) {
+            return Err(bad_arg(
+                "data",
+                format!("unknown key `{key}` (keys: {DATA_KEYS})"),
+            ));
+        }
+    }
+    let need = |key: &str| bad_arg(key, "missing from the data dict");
+    let s = Supplied {
+        x_train: floats(d, "X_train")?.ok_or_else(|| need("X_train"))?,
+        y_train: labels(d, "y_train")?.ok_or_else(|| need("y_train"))?,
+        y_true_train: labels(d, "y_true_train")?,
+        x_test: floats(d, "X_test")?.ok_or_else(|| need("X_test"))?,
+        y_test: labels(d, "y_test")?.ok_or_else(|| need("y_test"))?,
+        nu: floats(d, "nu")?.ok_or_else(|| need("nu"))?,
+        groups: groups(d)?,
+    };
+    let ds = lib(Dataset::supplied(cfg, s))?;
+    let init = Params::init(cfg);
+    let mismatch = |what: &str, reason: &str| {
+        py_err(Error::Mismatch {
+            what: format!("supplied `{what}`"),
+            reason: reason.into(),
+        })
+    };
+    if let Some(p0) = floats::<ndarray::Array1<f64>>(d, "p0")?
+        && p0 != init.p
+    {
+        return Err(mismatch(
+            "p0",
+            "differs from the config's p(0) (initial parameters come from its seed and init)",
+        ));
+    }
+    if let Some(w0) = floats::<ndarray::Array2<f64>>(d, "W0")?
+        && Some(&w0) != init.w.as_ref()
+    {
+        return Err(mismatch(
+            "W0",
+            "differs from the config's W(0) (initial parameters come from its seed and init)",
+        ));
+    }
+    if let Some(v) = d.get_item("noisy_train")? {
+        let noisy: Vec<bool> = v.extract::<PyArrayLike1<'_, bool, AllowTypeChange>>()?
+            .as_array()
+            .to_vec();
+        let ours: Vec<bool> = (0..ds.train.len()).map(|i| ds.train.is_noisy(i)).collect();
+        if noisy != ours {
+            return Err(mismatch("noisy_train", "differs from y_train != y_true_train"));
+        }
+    }
+    Ok(ds)
+}
+
+/// The data of a run: supplied (checked while holding the GIL) or to be generated.
+fn data_of(cfg: &Config, data: Option<&Bound<'_, PyDict>>) -> PyResult<Option<Dataset>> {
+    data.map(|d| supplied_of(cfg, d)).transpose()
+}
+
+/// The supplied data, or `cfg`'s generated data (call without the GIL).
+fn or_generate(cfg: &Config, data: Option<Dataset>) -> Dataset {
+    data.unwrap_or_else(|| Dataset::generate(cfg))
+}
+
 /// The arithmetic a run is asked for.
 enum Arithmetic {
     F64,
@@ -258,9 +428,9 @@ impl Arithmetic {
 }
 
 /// Train `cfg` in `ar` (the config's formulation and method), memory checked first.
-fn train<A: Arith>(cfg: &Config, ar: A) -> tokensel::Result<Trajectory> {
+fn train<A: Arith>(cfg: &Config, data: Option<Dataset>, ar: A) -> tokensel::Result<Trajectory> {
     check_memory(cfg, ar.kind(), ar.prec(), cfg.method)?;
-    let data = Dataset::generate(cfg);
+    let data = or_generate(cfg, data);
     Trainer::run(cfg, &data, ar, &mut |_| {})
 }
 
@@ -268,20 +438,22 @@ fn train<A: Arith>(cfg: &Config, ar: A) -> tokensel::Result<Trajectory> {
 /// and ball). Returns the summary as JSON (the keys of `tokensel run --json`), the
 /// trainer as JSON, and the checkpoints as arrays.
 #[pyfunction]
-#[pyo3(signature = (config, arithmetic="f64", prec=None))]
+#[pyo3(signature = (config, arithmetic="f64", prec=None, data=None))]
 fn run<'py>(
     py: Python<'py>,
     config: &PyConfig,
     arithmetic: &str,
     prec: Option<u32>,
+    data: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<(String, String, Bound<'py, PyDict>)> {
     let ar = Arithmetic::of(arithmetic, prec)?;
     let cfg = config.inner.clone();
+    let data = data_of(&cfg, data)?;
     let traj = lib(py.detach(|| match ar {
-        Arithmetic::F64 => train(&cfg, F64),
-        Arithmetic::F32 => train(&cfg, F32),
-        Arithmetic::Mpfr(a) => train(&cfg, a),
-        Arithmetic::Ball(a) => train(&cfg, a),
+        Arithmetic::F64 => train(&cfg, data, F64),
+        Arithmetic::F32 => train(&cfg, data, F32),
+        Arithmetic::Mpfr(a) => train(&cfg, data, a),
+        Arithmetic::Ball(a) => train(&cfg, data, a),
     }))?;
     let summary = serde_json::to_string(&Summary::of(&traj)).expect("summary serialises");
     let trainer = serde_json::to_string(&traj.trainer).expect("trainer serialises");
@@ -293,9 +465,7 @@ fn checkpoint_arrays<'py>(py: Python<'py>, traj: &Trajectory) -> PyResult<Bound<
     let cps = &traj.checkpoints;
     let (k, n) = (cps.len(), traj.y.len());
     let out = PyDict::new(py);
-    let scalar = |f: &dyn Fn(&Checkpoint) -> f64| -> Array1<f64> {
-        cps.iter().map(f).collect()
-    };
+    let scalar = |f: &dyn Fn(&Checkpoint) -> f64| -> Array1<f64> { cps.iter().map(f).collect() };
     out.set_item(
         "step",
         cps.iter()
@@ -304,35 +474,50 @@ fn checkpoint_arrays<'py>(py: Python<'py>, traj: &Trajectory) -> PyResult<Bound<
             .into_pyarray(py),
     )?;
     out.set_item("train_loss", scalar(&|c| c.train_loss).into_pyarray(py))?;
-    out.set_item("train_accuracy", scalar(&|c| c.train_accuracy).into_pyarray(py))?;
-    out.set_item("test_accuracy", scalar(&|c| c.test_accuracy).into_pyarray(py))?;
+    out.set_item(
+        "train_accuracy",
+        scalar(&|c| c.train_accuracy).into_pyarray(py),
+    )?;
+    out.set_item(
+        "test_accuracy",
+        scalar(&|c| c.test_accuracy).into_pyarray(py),
+    )?;
     out.set_item("q_norm", scalar(&|c| c.q_norm).into_pyarray(py))?;
     out.set_item("grad_norm", scalar(&|c| c.grad_norm).into_pyarray(py))?;
     for (name, f) in [
-        ("cumulative_clean", (|c: &Checkpoint| c.cumulative.clean) as fn(&Checkpoint) -> f64),
+        (
+            "cumulative_clean",
+            (|c: &Checkpoint| c.cumulative.clean) as fn(&Checkpoint) -> f64,
+        ),
         ("cumulative_noisy", |c: &Checkpoint| c.cumulative.noisy),
-        ("cumulative_class_pos", |c: &Checkpoint| c.cumulative.class_pos),
-        ("cumulative_class_neg", |c: &Checkpoint| c.cumulative.class_neg),
+        ("cumulative_class_pos", |c: &Checkpoint| {
+            c.cumulative.class_pos
+        }),
+        ("cumulative_class_neg", |c: &Checkpoint| {
+            c.cumulative.class_neg
+        }),
     ] {
         out.set_item(name, scalar(&f).into_pyarray(py))?;
     }
     // per-set means, NaN where the set is empty
-    for (name, pick) in [
-        ("attention_clean", true),
-        ("attention_noisy", false),
-    ] {
+    for (name, pick) in [("attention_clean", true), ("attention_noisy", false)] {
         let a = Array2::from_shape_fn((k, 4), |(i, g)| {
-            let set = if pick { cps[i].attention.clean } else { cps[i].attention.noisy };
+            let set = if pick {
+                cps[i].attention.clean
+            } else {
+                cps[i].attention.noisy
+            };
             set.map_or(f64::NAN, |v| v.to_array()[g])
         });
         out.set_item(name, a.into_pyarray(py))?;
     }
-    for (name, pick) in [
-        ("selection_clean", true),
-        ("selection_noisy", false),
-    ] {
+    for (name, pick) in [("selection_clean", true), ("selection_noisy", false)] {
         let a = Array2::from_shape_fn((k, 6), |(i, g)| {
-            let set = if pick { cps[i].selection.clean } else { cps[i].selection.noisy };
+            let set = if pick {
+                cps[i].selection.clean
+            } else {
+                cps[i].selection.noisy
+            };
             set.map_or(f64::NAN, |v| v.to_array()[g])
         });
         out.set_item(name, a.into_pyarray(py))?;
@@ -353,8 +538,7 @@ fn checkpoint_arrays<'py>(py: Python<'py>, traj: &Trajectory) -> PyResult<Bound<
     )?;
     out.set_item(
         "selection",
-        Array2::from_shape_fn((k, n), |(i, s)| cps[i].samples[s].selection.code())
-            .into_pyarray(py),
+        Array2::from_shape_fn((k, n), |(i, s)| cps[i].samples[s].selection.code()).into_pyarray(py),
     )?;
     out.set_item(
         "mass",
@@ -417,7 +601,10 @@ fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
                     )
                 })?;
                 let a: PyArrayLikeDyn<'_, f64, AllowTypeChange> = value.extract().map_err(|e| {
-                    bad_arg(&key, format!("expected a float array (first axis: step): {e}"))
+                    bad_arg(
+                        &key,
+                        format!("expected a float array (first axis: step): {e}"),
+                    )
                 })?;
                 let Some((&k, shape)) = a.shape().split_first() else {
                     return Err(bad_arg(
@@ -427,7 +614,12 @@ fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
                 };
                 let view = a.as_array();
                 let values = (0..k)
-                    .map(|i| view.index_axis(ndarray::Axis(0), i).iter().copied().collect())
+                    .map(|i| {
+                        view.index_axis(ndarray::Axis(0), i)
+                            .iter()
+                            .copied()
+                            .collect()
+                    })
                     .collect();
                 series.insert(
                     q,
@@ -452,13 +644,14 @@ fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
 /// Judge another implementation's trajectory (a dict of arrays) on `config`'s data:
 /// the report of `tokensel judge --json`, as JSON text.
 #[pyfunction]
-#[pyo3(signature = (config, trajectory, prec=DEFAULT_PREC, tol=1e-8))]
+#[pyo3(signature = (config, trajectory, prec=DEFAULT_PREC, tol=1e-8, data=None))]
 fn judge(
     py: Python<'_>,
     config: &PyConfig,
     trajectory: &Bound<'_, PyDict>,
     prec: u32,
     tol: f64,
+    data: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
     let opts = judge_lib::Options { prec, tol };
     lib(opts.validate())?;
@@ -467,8 +660,9 @@ fn judge(
     lib(ext.check_against(&cfg))?;
     cfg.steps = *ext.steps.last().expect("checked: steps not empty");
     lib(opts.check(&cfg))?;
+    let data = data_of(&cfg, data)?;
     let report = lib(py.detach(|| {
-        let data = Dataset::generate(&cfg);
+        let data = or_generate(&cfg, data);
         judge_lib::judge(&cfg, &data, &ext, opts, &mut |_| {})
     }))?;
     Ok(serde_json::to_string(&report).expect("reports serialise"))
@@ -477,7 +671,7 @@ fn judge(
 /// The f64 trainer against the MPFR twin (and the predictor), step by step: the report
 /// of `tokensel compare --json`, as JSON text.
 #[pyfunction]
-#[pyo3(signature = (config, prec=DEFAULT_PREC, tol=1e-8, predictor=true, twin_method="span"))]
+#[pyo3(signature = (config, prec=DEFAULT_PREC, tol=1e-8, predictor=true, twin_method="span", data=None))]
 fn compare(
     py: Python<'_>,
     config: &PyConfig,
@@ -485,6 +679,7 @@ fn compare(
     tol: f64,
     predictor: bool,
     twin_method: &str,
+    data: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
     let twin_method = match twin_method {
         "auto" => Method::Auto,
@@ -505,8 +700,9 @@ fn compare(
     };
     let cfg = config.inner.clone();
     lib(opts.check(&cfg))?;
+    let data = data_of(&cfg, data)?;
     let report = lib(py.detach(|| {
-        let data = Dataset::generate(&cfg);
+        let data = or_generate(&cfg, data);
         compare_lib::compare(&cfg, &data, opts, &mut |_| {})
     }))?;
     Ok(serde_json::to_string(&report).expect("reports serialise"))

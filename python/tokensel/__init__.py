@@ -27,6 +27,7 @@ from . import _tokensel
 __all__ = [
     "Config",
     "Run",
+    "Data",
     "data",
     "run",
     "judge",
@@ -73,12 +74,32 @@ class Run:
         return self.summary["trajectory_digest"]
 
 
-def run(config: Config, arithmetic: str = "f64", *, prec: int | None = None) -> Run:
+Data = Mapping[str, Any]
+"""Your own tokens: a dict of arrays with the keys of :func:`data` (``X_train`` (n, T, d),
+``y_train`` (n, +1/-1), optionally ``y_true_train``, ``X_test`` (n_test, T, d), ``y_test``,
+``nu`` (d)), plus optionally ``groups`` (T: each position's group, ``"R"``,
+``"W_same"``, ``"W_opposite"``, ``"I"`` or 0..3; default: the config's layout). The config
+must agree with the shapes (``n_train``, ``layout``, ``d``, ``n_test``). Without
+``y_true_train`` the labels are taken as true and the config's flip rule injects label
+noise at rate ``eta`` (seeded); with it the noise is the data's and ``eta`` must be 0.
+``noisy_train``, ``p0``, ``W0`` may be present (as :func:`data` returns them) and must
+agree with the labels and the config. Without known groups the selection metrics
+measure positions (the layout's), not relevance."""
+
+
+def _dict(d: Data | None) -> dict[str, Any] | None:
+    return None if d is None else dict(d)
+
+
+def run(
+    config: Config, arithmetic: str = "f64", *, prec: int | None = None, data: Data | None = None
+) -> Run:
     """Train ``config`` in ``arithmetic``: ``f64`` (the trainer), ``f32``, ``mpfr``
     (the truth twin, ``prec`` bits, default 256), ``predictor`` (the bit-exact 53-bit
     f64 predictor) or ``ball`` (certified enclosures, ``prec`` bits, default 128), in
-    the config's formulation and method."""
-    summary, trainer, checkpoints = _tokensel.run(config, arithmetic, prec)
+    the config's formulation and method; on ``data`` (:data:`Data`) when given, else on
+    the config's generated data."""
+    summary, trainer, checkpoints = _tokensel.run(config, arithmetic, prec, _dict(data))
     return Run(json.loads(summary), json.loads(trainer), checkpoints)
 
 
@@ -88,6 +109,7 @@ def judge(
     *,
     prec: int = DEFAULT_PREC,
     tol: float = 1e-8,
+    data: Data | None = None,
 ) -> dict[str, Any]:
     """Judge another implementation's run on ``config``'s data (``tokensel.data``):
     replay it in the MPFR twin and report each recorded quantity's error, whether all
@@ -100,8 +122,9 @@ def judge(
     ``p``, ``q``, ``W``, ``scores``, ``attention``, ``rest``, ``output``, ``loss``,
     ``grad_q``, each an array whose first axis is the recorded step (the external
     format of ``tokensel judge``). Returns the report of ``tokensel judge --json``.
+    ``data``: supplied arrays (:data:`Data`) instead of the config's generated data.
     """
-    return json.loads(_tokensel.judge(config, dict(trajectory), prec, tol))
+    return json.loads(_tokensel.judge(config, dict(trajectory), prec, tol, _dict(data)))
 
 
 def compare(
@@ -111,7 +134,9 @@ def compare(
     tol: float = 1e-8,
     predictor: bool = True,
     twin_method: str = "span",
+    data: Data | None = None,
 ) -> dict[str, Any]:
     """Run the f64 trainer, the MPFR twin and (with ``predictor``) the bit-exact
-    predictor step by step: the report of ``tokensel compare --json``."""
-    return json.loads(_tokensel.compare(config, prec, tol, predictor, twin_method))
+    predictor step by step: the report of ``tokensel compare --json`` (on ``data``,
+    :data:`Data`, when given)."""
+    return json.loads(_tokensel.compare(config, prec, tol, predictor, twin_method, _dict(data)))

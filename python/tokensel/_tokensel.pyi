@@ -20,9 +20,23 @@ class Config:
 
 def data(config: Config) -> dict[str, np.ndarray]: ...
 def run(
-    config: Config, arithmetic: str = "f64", prec: int | None = None
+    config: Config,
+    arithmetic: str = "f64",
+    prec: int | None = None,
+    data: dict[str, Any] | None = None,
 ) -> tuple[str, str, dict[str, np.ndarray]]: ...
-def judge(config: Config, trajectory: dict[str, Any], prec: int = ..., tol: float = ...) -> str: ...
+def judge(
+    config: Config,
+    trajectory: dict[str, Any],
+    prec: int = ...,
+    tol: float = ...,
+    data: dict[str, Any] | None = None,
+) -> str: ...
 def compare(
-    config: Config, prec: int = ..., tol: float = ..., predictor: bool = ..., twin_method: str = ...
+    config: Config,
+    prec: int = ...,
+    tol: float = ...,
+    predictor: bool = ...,
+    twin_method: str = ...,
+    data: dict[str, Any] | None = None,
 ) -> str: ...
