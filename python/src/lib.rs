@@ -235,9 +235,12 @@ where
 {
     match d.get_item(key)? {
         None => Ok(None),
-        Some(v) => A::from_array_like(&v)
-            .map(Some)
-            .map_err(|e| bad_arg(key, format!("expected a float array of the right rank: {e}"))),
+        Some(v) => A::from_array_like(&v).map(Some).map_err(|e| {
+            bad_arg(
+                key,
+                format!("expected a float array of the right rank: {e}"),
+            )
+        }),
     }
 }
 
@@ -371,12 +374,16 @@ fn supplied_of(cfg: &Config, d: &Bound<'_, PyDict>) -> PyResult<Dataset> {
         ));
     }
     if let Some(v) = d.get_item("noisy_train")? {
-        let noisy: Vec<bool> = v.extract::<PyArrayLike1<'_, bool, AllowTypeChange>>()?
+        let noisy: Vec<bool> = v
+            .extract::<PyArrayLike1<'_, bool, AllowTypeChange>>()?
             .as_array()
             .to_vec();
         let ours: Vec<bool> = (0..ds.train.len()).map(|i| ds.train.is_noisy(i)).collect();
         if noisy != ours {
-            return Err(mismatch("noisy_train", "differs from y_train != y_true_train"));
+            return Err(mismatch(
+                "noisy_train",
+                "differs from y_train != y_true_train",
+            ));
         }
     }
     Ok(ds)
@@ -427,6 +434,9 @@ impl Arithmetic {
     }
 }
 
+/// What `run` returns: summary JSON, trainer JSON, checkpoint arrays, labels.
+type RunOut<'py> = (String, String, Bound<'py, PyDict>, Bound<'py, PyDict>);
+
 /// Train `cfg` in `ar` (the config's formulation and method), memory checked first.
 fn train<A: Arith>(cfg: &Config, data: Option<Dataset>, ar: A) -> tokensel::Result<Trajectory> {
     check_memory(cfg, ar.kind(), ar.prec(), cfg.method)?;
@@ -436,7 +446,7 @@ fn train<A: Arith>(cfg: &Config, data: Option<Dataset>, ar: A) -> tokensel::Resu
 
 /// Train `config` in `arithmetic` (f64, f32, mpfr, predictor, ball; `prec` bits for mpfr
 /// and ball). Returns the summary as JSON (the keys of `tokensel run --json`), the
-/// trainer as JSON, and the checkpoints as arrays.
+/// trainer as JSON, the checkpoints as arrays, and the observed and true training labels.
 #[pyfunction]
 #[pyo3(signature = (config, arithmetic="f64", prec=None, data=None))]
 fn run<'py>(
@@ -445,7 +455,7 @@ fn run<'py>(
     arithmetic: &str,
     prec: Option<u32>,
     data: Option<&Bound<'py, PyDict>>,
-) -> PyResult<(String, String, Bound<'py, PyDict>)> {
+) -> PyResult<RunOut<'py>> {
     let ar = Arithmetic::of(arithmetic, prec)?;
     let cfg = config.inner.clone();
     let data = data_of(&cfg, data)?;
@@ -457,7 +467,13 @@ fn run<'py>(
     }))?;
     let summary = serde_json::to_string(&Summary::of(&traj)).expect("summary serialises");
     let trainer = serde_json::to_string(&traj.trainer).expect("trainer serialises");
-    Ok((summary, trainer, checkpoint_arrays(py, &traj)?))
+    let labels = PyDict::new(py);
+    labels.set_item("y_train", Array1::from_vec(traj.y.clone()).into_pyarray(py))?;
+    labels.set_item(
+        "y_true_train",
+        Array1::from_vec(traj.y_true.clone()).into_pyarray(py),
+    )?;
+    Ok((summary, trainer, checkpoint_arrays(py, &traj)?, labels))
 }
 
 /// The checkpoints of a trajectory as arrays whose first axis is the checkpoint.

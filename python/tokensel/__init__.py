@@ -62,11 +62,13 @@ class Run:
     ``selection_{clean,noisy}`` (k, 6: the groups, tie, undecided); per training sample
     ``output``, ``gap``, ``rest``, ``selection_score``, ``top`` (int64), ``selection``
     (int8 code) (k, n) and ``mass`` (k, n, 4).
+    ``labels``: ``y_train`` (observed, after any injected noise) and ``y_true_train``.
     """
 
     summary: dict[str, Any]
     trainer: dict[str, Any]
     checkpoints: dict[str, np.ndarray]
+    labels: dict[str, np.ndarray]
 
     @property
     def digest(self) -> str:
@@ -99,8 +101,8 @@ def run(
     f64 predictor) or ``ball`` (certified enclosures, ``prec`` bits, default 128), in
     the config's formulation and method; on ``data`` (:data:`Data`) when given, else on
     the config's generated data."""
-    summary, trainer, checkpoints = _tokensel.run(config, arithmetic, prec, _dict(data))
-    return Run(json.loads(summary), json.loads(trainer), checkpoints)
+    summary, trainer, checkpoints, labels = _tokensel.run(config, arithmetic, prec, _dict(data))
+    return Run(json.loads(summary), json.loads(trainer), checkpoints, labels)
 
 
 def judge(
