@@ -12,13 +12,16 @@
 2. judge from a dict of arrays against `tokensel judge EXT.npz --data DIR` on the same
    float32 trajectory (a NumPy implementation, d = 400, 500 steps, 21 recorded steps).
 
-Prints the CPU model, the load average before and after, each median and the ratio.
+Prints the CPU model, the load average before and after, the median wall time and CPU
+time (user + system, all threads; less sensitive to other processes' load) of each, and
+the ratios.
 """
 
 import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,18 +44,37 @@ def cpu_model():
         return platform.processor() or "unknown"
 
 
+def cpu_seconds():
+    """CPU time (user + system) of this process and its finished children, all threads."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def timed(f):
-    t0 = time.perf_counter()
+    c0, t0 = cpu_seconds(), time.perf_counter()
     f()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, cpu_seconds() - c0
 
 
 def interleaved(reps, **fns):
+    """Wall and CPU seconds of each function, `reps` rounds in turn."""
     times = {k: [] for k in fns}
     for _ in range(reps):
         for k, f in fns.items():
             times[k].append(timed(f))
-    return {k: statistics.median(v) for k, v in times.items()}, times
+    return times
+
+
+def show(times):
+    """Print each function's median wall and CPU time (and every wall time)."""
+    med = {}
+    for k, v in times.items():
+        wall = statistics.median(t for t, _ in v)
+        cpu = statistics.median(c for _, c in v)
+        med[k] = (wall, cpu)
+        print(f"   {k:>11}: wall {wall:.3f} s, CPU {cpu:.3f} s   (wall: {', '.join(f'{t:.3f}' for t, _ in v)})")
+    return med
 
 
 def numpy_float32(cfg, steps, record_at):
@@ -104,11 +126,10 @@ def main():
         )
         py_run = lambda: tokensel.run(cfg)
         assert json.loads(cli_run().stdout) == tokensel.run(cfg).summary  # the same run
-        med, all_ = interleaved(args.reps, cli=cli_run, python=py_run)
+        times = interleaved(args.reps, cli=cli_run, python=py_run)
         print(f"\n1. default run ({cfg.steps} steps, d = {cfg.d}), median of {args.reps}:")
-        for k in ("cli", "python"):
-            print(f"   {k:>7}: {med[k]:.3f} s   (all: {', '.join(f'{t:.3f}' for t in all_[k])})")
-        print(f"   python / cli = {med['python'] / med['cli']:.3f}")
+        med = show(times)
+        print(f"   python / cli: wall {med['python'][0] / med['cli'][0]:.3f}, CPU {med['python'][1] / med['cli'][1]:.3f}")
 
         jcfg = tokensel.Config(d=400, n_test=200, steps=500)
         steps = sorted(set(range(0, 501, 25)))
@@ -124,11 +145,10 @@ def main():
         )
         py_judge = lambda: tokensel.judge(jcfg, traj)
         assert json.loads(cli_judge().stdout) == tokensel.judge(jcfg, traj)  # the same report
-        med, all_ = interleaved(args.reps, npz_cli=cli_judge, dict_python=py_judge)
+        times = interleaved(args.reps, npz_cli=cli_judge, dict_python=py_judge)
         print(f"\n2. judge, float32 NumPy run (d = {jcfg.d}, {jcfg.steps} steps, {len(steps)} recorded), median of {args.reps}:")
-        for k in ("npz_cli", "dict_python"):
-            print(f"   {k:>11}: {med[k]:.3f} s   (all: {', '.join(f'{t:.3f}' for t in all_[k])})")
-        print(f"   dict / npz = {med['dict_python'] / med['npz_cli']:.3f}")
+        med = show(times)
+        print(f"   dict / npz: wall {med['dict_python'][0] / med['npz_cli'][0]:.3f}, CPU {med['dict_python'][1] / med['npz_cli'][1]:.3f}")
     print(f"\nload average after: {os.getloadavg()[0]:.2f} (1 min)")
 
 

@@ -15,14 +15,22 @@ use crate::rng::{self, Stream};
 pub mod supplied;
 
 /// Where a data set's arrays come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     /// Drawn from the config's seeded streams ([`Dataset::generate`]).
+    #[default]
     Generated,
     /// Given as arrays ([`Dataset::supplied`]): tokens, labels, the head nu and the
     /// groups are the caller's; the signals `mu` are not defined (zero).
     Supplied,
+}
+
+impl Source {
+    /// True for generated data (the manifest then does not name its source).
+    pub fn is_generated(&self) -> bool {
+        *self == Source::Generated
+    }
 }
 
 /// One split (train or test): tokens, labels and the fixed head values g_t = <nu, x_t>.

@@ -399,6 +399,35 @@ fn or_generate(cfg: &Config, data: Option<Dataset>) -> Dataset {
     data.unwrap_or_else(|| Dataset::generate(cfg))
 }
 
+/// Write the exact arrays of a run into `directory` (the layout of `tokensel data`, NPY
+/// files, config.toml, the manifest last): `config`'s generated data, or supplied `data`
+/// (the manifest then says `"source": "supplied"` and adds `groups.npy`). Any command's
+/// `--data DIR` reads it back. Returns the manifest as JSON.
+#[pyfunction]
+#[pyo3(signature = (directory, config, data=None))]
+fn write_data(
+    py: Python<'_>,
+    directory: std::path::PathBuf,
+    config: &PyConfig,
+    data: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    let cfg = config.inner.clone();
+    lib(tokensel::io::files::check_output_dir(&directory))?;
+    let data = data_of(&cfg, data)?;
+    let manifest = lib(py.detach(|| {
+        let data = or_generate(&cfg, data);
+        let init = Params::init(&cfg);
+        tokensel::io::export::write_data(
+            &cfg,
+            &data,
+            init.p.view(),
+            init.w.as_ref().map(|w| w.view()),
+            &directory,
+        )
+    }))?;
+    Ok(serde_json::to_string(&manifest).expect("manifest serialises"))
+}
+
 /// The arithmetic a run is asked for.
 enum Arithmetic {
     F64,
@@ -732,6 +761,7 @@ fn _tokensel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(judge, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(write_data, m)?)?;
     m.add("DEFAULT_PREC", DEFAULT_PREC)?;
     m.add("DEFAULT_BALL_PREC", DEFAULT_BALL_PREC)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

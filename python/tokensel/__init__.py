@@ -15,6 +15,7 @@ results); the GIL is released while it computes. Bad input raises a subclass of
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -31,6 +32,7 @@ __all__ = [
     "data",
     "run",
     "judge",
+    "write_data",
     "compare",
     "errors",
     "DEFAULT_PREC",
@@ -103,6 +105,15 @@ def run(
     the config's generated data."""
     summary, trainer, checkpoints, labels = _tokensel.run(config, arithmetic, prec, _dict(data))
     return Run(json.loads(summary), json.loads(trainer), checkpoints, labels)
+
+
+def write_data(directory: str | os.PathLike, config: Config, *, data: Data | None = None) -> dict[str, Any]:
+    """Write a run's exact arrays into ``directory`` in the layout of ``tokensel data``
+    (NPY files, ``config.toml``, ``manifest.json`` last): ``config``'s generated data, or
+    your own ``data`` (:data:`Data`; the manifest says ``"source": "supplied"`` and a
+    ``groups.npy`` is added). The command line reads it with ``--data DIR`` (run, twin,
+    compare) and ``judge --data DIR``. Returns the manifest."""
+    return json.loads(_tokensel.write_data(os.fspath(directory), config, _dict(data)))
 
 
 def judge(

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use clap::Args;
 
-use super::{ConfigArgs, EXIT_OK, RunOutput, finish, progress_bar, report_trajectory};
+use super::{ConfigArgs, DataDir, EXIT_OK, RunOutput, finish, progress_bar, report_trajectory};
 use crate::arith::{Arith, F64};
 use crate::data::Dataset;
 use crate::error::Result;
@@ -16,17 +16,19 @@ pub(super) struct RunArgs {
     #[command(flatten)]
     config: ConfigArgs,
     #[command(flatten)]
+    data: DataDir,
+    #[command(flatten)]
     output: RunOutput,
 }
 
 pub(super) fn run(args: &RunArgs) -> Result<i32> {
-    let cfg = args.config.load()?;
+    let (cfg, data) = args.data.load(&args.config)?;
     crate::train::check_memory(&cfg, F64.kind(), 53, cfg.method)?;
     if let Some(dir) = &args.output.out {
         check_output_dir(dir)?;
     }
     let t0 = Instant::now();
-    let data = Dataset::generate(&cfg);
+    let data = data.unwrap_or_else(|| Dataset::generate(&cfg));
     let bar = progress_bar(cfg.steps, args.output.quiet, "steps");
     let traj = Trainer::run(&cfg, &data, F64, &mut |s| bar.set_position(s))?;
     bar.finish_and_clear();

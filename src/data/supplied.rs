@@ -6,10 +6,12 @@
 //! run (step size, steps, mode, formulation, method, seed of the initial parameters) and
 //! must agree with the arrays' sizes (`n_train`, `layout.tokens`, `d`, `n_test`).
 //!
-//! Label noise: with `y_true_train` the labels' noise is the caller's (`y_train` is
-//! observed, `y_true_train` true) and the config's `eta` must be 0; without it,
-//! `y_train` is taken as the true labels and the config's flip rule and rate flip some of
-//! them, drawn from the seed's `TrainLabels` stream (so eta can be swept on real data).
+//! Label noise: without `y_true_train`, `y_train` is taken as the true labels and the
+//! config's flip rule and rate flip some of them, drawn from the seed's `TrainLabels`
+//! stream (so eta can be swept on real data). With `y_true_train` the labels are final:
+//! at `eta = 0` the noise is the caller's (any flips); at `eta > 0` they must be what the
+//! config's flips give from `y_true_train` (a data set written after tokensel injected its
+//! noise reads back as the same run; anything else is refused, not silently relabelled).
 //!
 //! Groups: the selection metrics (attention mass and top token per group, the paper's
 //! Definition 4.1 score) need each position's group. Without `groups`, the config's
@@ -96,6 +98,16 @@ fn check_tokens(what: &str, x: &Array3<f64>, n: usize, cfg: &Config) -> Result<(
     check_finite(what, x.iter())
 }
 
+/// `y_true` with the config's label flips (from the seed's `TrainLabels` stream).
+fn inject(cfg: &Config, y_true: &[i8]) -> Vec<i8> {
+    let mut labels = rng::stream(cfg.seed, Stream::TrainLabels);
+    let mut y = y_true.to_vec();
+    for i in flip_positions(cfg, &mut labels, y_true) {
+        y[i] = -y[i];
+    }
+    y
+}
+
 /// A split with its head values.
 fn split(x: Array3<f64>, y_true: Vec<i8>, y: Vec<i8>, nu: &[f64]) -> Split {
     let (n, t, _) = x.dim();
@@ -106,8 +118,9 @@ fn split(x: Array3<f64>, y_true: Vec<i8>, y: Vec<i8>, nu: &[f64]) -> Split {
 
 impl Dataset {
     /// A data set from supplied arrays, checked against `cfg` (validated): shapes, finite
-    /// values, labels in {+1, -1}, a head of length d, groups of length T, and `eta = 0`
-    /// when the noise is supplied. Label noise is injected by the config's rule otherwise.
+    /// values, labels in {+1, -1}, a head of length d, groups of length T, and supplied
+    /// noise either the caller's (`eta = 0`) or the config's flips. Label noise is
+    /// injected by the config's rule when no true labels are given.
     pub fn supplied(cfg: &Config, s: Supplied) -> Result<Dataset> {
         check_tokens("X_train", &s.x_train, cfg.n_train, cfg)?;
         check_tokens("X_test", &s.x_test, cfg.n_test, cfg)?;
@@ -140,12 +153,12 @@ impl Dataset {
         let (y_true, y) = match s.y_true_train {
             Some(y_true) => {
                 check_labels("y_true_train", &y_true, cfg.n_train)?;
-                if cfg.eta != 0.0 {
+                if cfg.eta != 0.0 && inject(cfg, &y_true) != s.y_train {
                     return Err(Error::config(
                         "eta",
                         format!(
-                            "must be 0 when the true labels are supplied (the noise is the \
-                             data's), got {}",
+                            "{}: y_train is not y_true_train with the config's flips; for \
+                             noise of the data's own set eta = 0",
                             cfg.eta
                         ),
                     ));
@@ -153,11 +166,7 @@ impl Dataset {
                 (y_true, s.y_train)
             }
             None => {
-                let mut labels = rng::stream(cfg.seed, Stream::TrainLabels);
-                let mut y = s.y_train.clone();
-                for i in flip_positions(cfg, &mut labels, &s.y_train) {
-                    y[i] = -y[i];
-                }
+                let y = inject(cfg, &s.y_train);
                 (s.y_train, y)
             }
         };
@@ -243,6 +252,21 @@ mod tests {
         let noisy = (0..40).filter(|&i| sup.train.is_noisy(i)).count();
         assert_eq!(noisy, cfg.exact_flip_count());
         assert_eq!(sup.train.y_true, ds.train.y_true);
+        // written out with both labels, it reads back at the same eta as the same labels
+        let back = Dataset::supplied(
+            &cfg,
+            Supplied {
+                x_train: ds.train.x.clone(),
+                y_train: sup.train.y.clone(),
+                y_true_train: Some(sup.train.y_true.clone()),
+                x_test: ds.test.x.clone(),
+                y_test: ds.test.y_true.clone(),
+                nu: ds.nu.clone(),
+                groups: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(back.train.y, sup.train.y);
     }
 
     #[test]
