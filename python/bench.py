@@ -78,26 +78,17 @@ def show(times):
 
 
 def numpy_float32(cfg, steps, record_at):
-    """Gradient descent on p (W = I) in float32 on tokensel's data; the stable softmax
-    gradient. Returns the external-trajectory dict."""
+    """examples/numpy_reference.py's gradient descent on p (W = I, the stable softmax
+    gradient) in float32 on tokensel's data. Returns the external-trajectory dict."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    from numpy_reference import forward_backward
+
     d = tokensel.data(cfg)
     x, y, nu, p = (d[k].astype(np.float32) for k in ("X_train", "y_train", "nu", "p0"))
-    n = x.shape[0]
-    g = x @ nu
     rec = {k: [] for k in ("p", "scores", "attention", "output", "loss", "grad_q")}
     at = []
     for t in range(steps + 1):
-        z = x @ p
-        top = np.argmax(z, axis=1)
-        e = np.exp(z - z[np.arange(n), top][:, None])
-        s = e / e.sum(axis=1, keepdims=True)
-        f = (s * g).sum(axis=1)
-        g_top = g[np.arange(n), top]
-        c = s * ((g - g_top[:, None]) + (s * (g_top[:, None] - g)).sum(axis=1)[:, None])
-        m = y * f
-        loss = np.logaddexp(np.float32(0), -m).mean()
-        coef = (-1 / (1 + np.exp(m))) * y / np.float32(n)
-        grad = np.einsum("i,it,itd->d", coef, c, x)
+        z, s, f, loss, grad = forward_backward(x, y, nu, p, naive=False)
         if t in record_at:
             at.append(t)
             for k, v in zip(rec, (p, z, s, f, loss, grad)):

@@ -753,6 +753,13 @@ fn compare(
     Ok(serde_json::to_string(&report).expect("reports serialise"))
 }
 
+// `certify` is not bound yet: src/analysis/certify.rs is on the `certify` branch, not on
+// this one's base. Once merged, its binding is one more function like `compare`: build
+// `certify::Options { prec: Prec::Bits(prec) or Prec::Auto, method }`, `opts.check(&cfg)`
+// with the GIL held, then `certify::certify(&cfg, &data, &opts, &mut |_, _| {})` inside
+// `py.detach` on `or_generate(&cfg, data)`, and return the certificate's JSON (the
+// package's `tokensel.certify` then `json.loads` it, as `compare` does).
+
 /// The extension module.
 #[pymodule]
 fn _tokensel(m: &Bound<'_, PyModule>) -> PyResult<()> {

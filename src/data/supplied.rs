@@ -202,6 +202,20 @@ mod tests {
         }
     }
 
+    /// The arrays of a generated data set, with training labels `y_train` and optionally
+    /// true labels; groups as generated or from the layout.
+    fn fed_back(ds: &Dataset, y_train: &[i8], y_true: Option<&[i8]>, groups: bool) -> Supplied {
+        Supplied {
+            x_train: ds.train.x.clone(),
+            y_train: y_train.to_vec(),
+            y_true_train: y_true.map(<[i8]>::to_vec),
+            x_test: ds.test.x.clone(),
+            y_test: ds.test.y_true.clone(),
+            nu: ds.nu.clone(),
+            groups: groups.then(|| ds.groups.clone()),
+        }
+    }
+
     /// The generated data fed back as arrays (with its noise supplied) trains to the same
     /// trajectory bits in f64: the supplied head is the generated nu's f64 value, and
     /// the f64 trainer computes nu in f64 too.
@@ -209,15 +223,12 @@ mod tests {
     fn generated_data_fed_back_gives_the_same_trajectory() {
         let cfg = small();
         let gen_data = Dataset::generate(&cfg);
-        let back = Supplied {
-            x_train: gen_data.train.x.clone(),
-            y_train: gen_data.train.y.clone(),
-            y_true_train: Some(gen_data.train.y_true.clone()),
-            x_test: gen_data.test.x.clone(),
-            y_test: gen_data.test.y_true.clone(),
-            nu: gen_data.nu.clone(),
-            groups: Some(gen_data.groups.clone()),
-        };
+        let back = fed_back(
+            &gen_data,
+            &gen_data.train.y,
+            Some(&gen_data.train.y_true),
+            true,
+        );
         let cfg0 = Config {
             eta: 0.0,
             ..cfg.clone()
@@ -236,34 +247,14 @@ mod tests {
             ..small()
         };
         let ds = Dataset::generate(&cfg);
-        let sup = Dataset::supplied(
-            &cfg,
-            Supplied {
-                x_train: ds.train.x.clone(),
-                y_train: ds.train.y_true.clone(),
-                y_true_train: None,
-                x_test: ds.test.x.clone(),
-                y_test: ds.test.y_true.clone(),
-                nu: ds.nu.clone(),
-                groups: None,
-            },
-        )
-        .unwrap();
+        let sup = Dataset::supplied(&cfg, fed_back(&ds, &ds.train.y_true, None, false)).unwrap();
         let noisy = (0..40).filter(|&i| sup.train.is_noisy(i)).count();
         assert_eq!(noisy, cfg.exact_flip_count());
         assert_eq!(sup.train.y_true, ds.train.y_true);
         // written out with both labels, it reads back at the same eta as the same labels
         let back = Dataset::supplied(
             &cfg,
-            Supplied {
-                x_train: ds.train.x.clone(),
-                y_train: sup.train.y.clone(),
-                y_true_train: Some(sup.train.y_true.clone()),
-                x_test: ds.test.x.clone(),
-                y_test: ds.test.y_true.clone(),
-                nu: ds.nu.clone(),
-                groups: None,
-            },
+            fed_back(&ds, &sup.train.y, Some(&sup.train.y_true), false),
         )
         .unwrap();
         assert_eq!(back.train.y, sup.train.y);
@@ -273,15 +264,7 @@ mod tests {
     fn refuses_what_cannot_work() {
         let cfg = small();
         let ds = Dataset::generate(&cfg);
-        let good = Supplied {
-            x_train: ds.train.x.clone(),
-            y_train: ds.train.y_true.clone(),
-            y_true_train: None,
-            x_test: ds.test.x.clone(),
-            y_test: ds.test.y_true.clone(),
-            nu: ds.nu.clone(),
-            groups: None,
-        };
+        let good = fed_back(&ds, &ds.train.y_true, None, false);
         let mut cases: Vec<(Supplied, &str)> = Vec::new();
         let mut s = good.clone();
         s.x_train[[1, 2, 3]] = f64::NAN;
