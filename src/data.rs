@@ -12,6 +12,27 @@ use crate::config::{Config, FlipRule, Group, LabelRule, Mode, PInit, Signals, WI
 use crate::model;
 use crate::rng::{self, Stream};
 
+pub mod supplied;
+
+/// Where a data set's arrays come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// Drawn from the config's seeded streams ([`Dataset::generate`]).
+    #[default]
+    Generated,
+    /// Given as arrays ([`Dataset::supplied`]): tokens, labels, the head nu and the
+    /// groups are the caller's; the signals `mu` are not defined (zero).
+    Supplied,
+}
+
+impl Source {
+    /// True for generated data (the manifest then does not name its source).
+    pub fn is_generated(&self) -> bool {
+        *self == Source::Generated
+    }
+}
+
 /// One split (train or test): tokens, labels and the fixed head values g_t = <nu, x_t>.
 #[derive(Debug, Clone)]
 pub struct Split {
@@ -101,6 +122,9 @@ pub struct Dataset {
     pub train: Split,
     /// Test split (clean labels).
     pub test: Split,
+    /// Generated or supplied: a supplied head `nu` is taken as given
+    /// ([`Dataset::head`]).
+    pub source: Source,
 }
 
 impl Dataset {
@@ -128,26 +152,7 @@ impl Dataset {
                 .map(|i| if i < cfg.n_train.div_ceil(2) { 1 } else { -1 })
                 .collect(),
         };
-        let flipped: Vec<usize> = match cfg.flips {
-            FlipRule::Exact => rng::choose(&mut labels, cfg.n_train, cfg.exact_flip_count()),
-            FlipRule::Bernoulli => (0..cfg.n_train)
-                .filter(|_| rng::uniform(&mut labels) < cfg.eta)
-                .collect(),
-            FlipRule::PerClassFirst => {
-                let per_class = cfg.exact_flip_count() / 2;
-                let mut out: Vec<usize> = [1i8, -1]
-                    .iter()
-                    .flat_map(|c| {
-                        (0..cfg.n_train)
-                            .filter(|&i| y_true[i] == *c)
-                            .take(per_class)
-                            .collect::<Vec<_>>()
-                    })
-                    .collect();
-                out.sort_unstable();
-                out
-            }
-        };
+        let flipped = flip_positions(cfg, &mut labels, &y_true);
         let mut y = y_true.clone();
         for &i in &flipped {
             y[i] = -y[i];
@@ -183,12 +188,65 @@ impl Dataset {
             groups,
             train,
             test,
+            source: Source::Generated,
+        }
+    }
+
+    /// The head nu in `ar`: computed from the signals in `ar` for generated data (so the
+    /// twin's nu is exact to its precision), converted from the f64 array for supplied
+    /// data (exact but in f32).
+    pub fn head<A: Arith>(&self, ar: &A) -> Vec<A::Real> {
+        match self.source {
+            Source::Generated => model::head(
+                ar,
+                self.mu_pos.as_slice().expect("contiguous"),
+                self.mu_neg.as_slice().expect("contiguous"),
+                self.mu_norm,
+            ),
+            Source::Supplied => self
+                .nu
+                .iter()
+                .map(|v| {
+                    let mut r = ar.zero();
+                    ar.set_f64(&mut r, *v);
+                    r
+                })
+                .collect(),
         }
     }
 
     /// Signal of class `y`.
     pub fn mu(&self, y: i8) -> &Array1<f64> {
         if y > 0 { &self.mu_pos } else { &self.mu_neg }
+    }
+}
+
+/// The training samples whose labels are flipped, by the config's flip rule and
+/// rate, drawn from the `TrainLabels` stream `labels` after the true labels.
+pub(crate) fn flip_positions<R: rand_core::Rng>(
+    cfg: &Config,
+    labels: &mut R,
+    y_true: &[i8],
+) -> Vec<usize> {
+    match cfg.flips {
+        FlipRule::Exact => rng::choose(labels, cfg.n_train, cfg.exact_flip_count()),
+        FlipRule::Bernoulli => (0..cfg.n_train)
+            .filter(|_| rng::uniform(labels) < cfg.eta)
+            .collect(),
+        FlipRule::PerClassFirst => {
+            let per_class = cfg.exact_flip_count() / 2;
+            let mut out: Vec<usize> = [1i8, -1]
+                .iter()
+                .flat_map(|c| {
+                    (0..cfg.n_train)
+                        .filter(|&i| y_true[i] == *c)
+                        .take(per_class)
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            out.sort_unstable();
+            out
+        }
     }
 }
 

@@ -4,7 +4,9 @@ use std::time::Instant;
 
 use clap::Args;
 
-use super::{ConfigArgs, EXIT_OK, JudgeArgs, finish, parse_method, print_report, progress_bar};
+use super::{
+    ConfigArgs, DataDir, EXIT_OK, JudgeArgs, finish, parse_method, print_report, progress_bar,
+};
 use crate::analysis::compare::{self, DEFAULT_PREDICTOR_STEPS, Options};
 use crate::config::Method;
 use crate::data::Dataset;
@@ -14,6 +16,8 @@ use crate::error::Result;
 pub(super) struct CompareArgs {
     #[command(flatten)]
     config: ConfigArgs,
+    #[command(flatten)]
+    data: DataDir,
     #[command(flatten)]
     judge: JudgeArgs,
     /// Skip the 53-bit f64 predictor (bit-equality check; it runs in the f64 trainer's
@@ -66,7 +70,7 @@ fn parse_steps(s: &str) -> std::result::Result<Steps, String> {
 }
 
 pub(super) fn compare(args: &CompareArgs) -> Result<i32> {
-    let cfg = args.config.load()?;
+    let (cfg, data) = args.data.load(&args.config)?;
     let opts = Options {
         prec: args.judge.prec,
         tol: args.judge.tol,
@@ -77,7 +81,7 @@ pub(super) fn compare(args: &CompareArgs) -> Result<i32> {
     };
     opts.check(&cfg)?;
     let t0 = Instant::now();
-    let data = Dataset::generate(&cfg);
+    let data = data.unwrap_or_else(|| Dataset::generate(&cfg));
     let bar = progress_bar(cfg.steps, args.quiet, "steps");
     let report = compare::compare(&cfg, &data, opts, &mut |s| bar.set_position(s))?;
     bar.finish_and_clear();

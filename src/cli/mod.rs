@@ -310,6 +310,36 @@ impl ConfigArgs {
     }
 }
 
+/// `--data DIR`: run on a `tokensel data` directory, generated or supplied (README
+/// "Your own tokens"), instead of the config's generated data. The config is the
+/// directory's `config.toml`; `--steps` and `--method` may still override it.
+#[derive(Args, Debug)]
+struct DataDir {
+    /// A `tokensel data` directory (generated, or supplied arrays: manifest source
+    /// "supplied"): its config.toml and arrays, checked against its manifest.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "preset", "seed"])]
+    data: Option<PathBuf>,
+}
+
+impl DataDir {
+    /// The run's config and, with `--data`, its data set (read and checked; `None`: the
+    /// config's data, to generate).
+    fn load(&self, config: &ConfigArgs) -> Result<(Config, Option<crate::data::Dataset>)> {
+        let Some(dir) = &self.data else {
+            return Ok((config.load()?, None));
+        };
+        let (mut cfg, _, data) = crate::io::export::verify_data(dir)?;
+        if let Some(steps) = config.steps {
+            cfg.steps = steps;
+        }
+        if let Some(method) = config.method {
+            cfg.method = method;
+        }
+        cfg.validate()?;
+        Ok((cfg, Some(data)))
+    }
+}
+
 /// The step method named on the command line.
 fn parse_method(s: &str) -> std::result::Result<Method, String> {
     match s {

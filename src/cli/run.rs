@@ -5,7 +5,8 @@ use std::time::Instant;
 use clap::Args;
 
 use super::{
-    ConfigArgs, EXIT_OK, RunOutput, finish, progress_bar, report_trajectory, trajectory_dir,
+    ConfigArgs, DataDir, EXIT_OK, RunOutput, finish, progress_bar, report_trajectory,
+    trajectory_dir,
 };
 use crate::arith::{Arith, F32, F64, Kind};
 use crate::config::Config;
@@ -22,6 +23,8 @@ pub(super) struct RunArgs {
     /// data rounded to binary32 on entry: what a float32 implementation computes).
     #[arg(long, value_name = "f64|f32", default_value = "f64", value_parser = parse_arith)]
     arith: Kind,
+    #[command(flatten)]
+    data: DataDir,
     #[command(flatten)]
     output: RunOutput,
 }
@@ -44,7 +47,7 @@ fn train<A: Arith>(cfg: &Config, data: &Dataset, ar: A, quiet: bool) -> Result<T
 }
 
 pub(super) fn run(args: &RunArgs) -> Result<i32> {
-    let cfg = args.config.load()?;
+    let (cfg, data) = args.data.load(&args.config)?;
     let prec = match args.arith {
         Kind::F32 => F32.prec(),
         _ => F64.prec(),
@@ -53,7 +56,7 @@ pub(super) fn run(args: &RunArgs) -> Result<i32> {
     crate::train::record::check_size(&cfg)?;
     let out = trajectory_dir(args.output.out.as_deref())?;
     let t0 = Instant::now();
-    let data = Dataset::generate(&cfg);
+    let data = data.unwrap_or_else(|| Dataset::generate(&cfg));
     let quiet = args.output.quiet;
     let traj = match args.arith {
         Kind::F32 => train(&cfg, &data, F32, quiet)?,

@@ -6,7 +6,8 @@ use std::time::Instant;
 use clap::Args;
 
 use super::{
-    ConfigArgs, EXIT_OK, RunOutput, finish, progress_bar, report_trajectory, trajectory_dir,
+    ConfigArgs, DataDir, EXIT_OK, RunOutput, finish, progress_bar, report_trajectory,
+    trajectory_dir,
 };
 use crate::arith::{Arith, Mpfr};
 use crate::data::Dataset;
@@ -18,6 +19,8 @@ use crate::train::Trainer;
 pub(super) struct TwinArgs {
     #[command(flatten)]
     config: ConfigArgs,
+    #[command(flatten)]
+    data: DataDir,
     /// Precision in bits.
     #[arg(long, value_name = "BITS", default_value_t = crate::arith::DEFAULT_PREC)]
     prec: u32,
@@ -41,7 +44,7 @@ pub(super) struct TwinArgs {
 }
 
 pub(super) fn twin(args: &TwinArgs) -> Result<i32> {
-    let cfg = args.config.load()?;
+    let (cfg, data) = args.data.load(&args.config)?;
     let ar = if args.predictor {
         Mpfr::predictor()
     } else {
@@ -84,7 +87,7 @@ pub(super) fn twin(args: &TwinArgs) -> Result<i32> {
         }
     };
     let t0 = Instant::now();
-    let data = Dataset::generate(&cfg);
+    let data = data.unwrap_or_else(|| Dataset::generate(&cfg));
     let bar = progress_bar(cfg.steps, args.output.quiet, "steps");
     let saver = args.state.as_deref().map(|path| Saver {
         path,

@@ -11,6 +11,11 @@
 //! (`io::publish`: its marker `tokensel-set.json` lists every file): a re-export replaces
 //! the whole set, so no array of an earlier export (say a `W0.npy` the new run does not
 //! have) survives beside the new manifest.
+//!
+//! Supplied data (`data::supplied`) are written the same way with `"source": "supplied"`
+//! in the manifest and `groups.npy` (T, int8: 0 R, 1 W_same, 2 W_opposite, 3 I); read
+//! back, their arrays are the data (checked against the manifest's SHA-256 and by
+//! `Dataset::supplied`) instead of being regenerated from the config.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -21,7 +26,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::config::Config;
-use crate::data::Dataset;
+use crate::config::Group;
+use crate::data::supplied::Supplied;
+use crate::data::{Dataset, Params, Source};
 use crate::error::{Error, Result};
 use crate::io::files::{LARGE_INPUT, SMALL_INPUT, SetDir};
 
@@ -50,6 +57,9 @@ pub struct Manifest {
     pub seed: u64,
     /// `identity` when W(0) = I is not written, `W0.npy` otherwise.
     pub w0: String,
+    /// Generated (not written) or supplied.
+    #[serde(default, skip_serializing_if = "Source::is_generated")]
+    pub source: Source,
     /// The arrays by name.
     pub arrays: BTreeMap<String, ArrayEntry>,
 }
@@ -109,6 +119,10 @@ fn arrays(data: &Dataset, p0: ArrayView1<'_, f64>, w0: Option<ArrayView2<'_, f64
     if let Some(w) = w0 {
         out.push(entry("W0", "float64", w.shape(), npy(w)));
     }
+    if data.source == Source::Supplied {
+        let codes: Array1<i8> = data.groups.iter().map(|g| g.index() as i8).collect();
+        out.push(entry("groups", "int8", &[codes.len()], npy(codes.view())));
+    }
     out
 }
 
@@ -150,6 +164,7 @@ pub fn files(
         format: DATA_FORMAT.into(),
         seed: cfg.seed,
         w0: w0_name.into(),
+        source: data.source,
         arrays: entries,
     };
     let text = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
@@ -180,15 +195,19 @@ fn sha256_file(path: &Path, mut file: std::fs::File) -> Result<String> {
 const READS: usize = 5;
 
 /// Read a data export back and prove it is the run its `config.toml` describes: the
-/// data regenerated from the config must give, array for array, the manifest's SHA-256,
-/// shape and dtype (and its `w0`), and so must the NPY files on disk. Returns the validated config, the manifest and
-/// the data set (regenerated, so it is not drawn a second time).
+/// data regenerated from the config (for supplied data: read from the files and checked
+/// by `Dataset::supplied`) must give, array for array, the manifest's SHA-256, shape and
+/// dtype (and its `w0`), and so must the NPY files on disk. Returns the validated config,
+/// the manifest and the data set (regenerated or read, so it is not drawn a second
+/// time).
 ///
 /// The directory is opened once and every member is opened through it before the data
 /// is regenerated, so all of them come from one published set even while `tokensel
 /// data` swaps a new one in and removes the old. Should the set be removed before its
 /// members are open (a member gone) or a file not match the manifest, the whole set is
-/// read again, up to 5 (`READS`) times, before the error is reported.
+/// read again, up to 5 (`READS`) times, before the error is reported. (Supplied arrays
+/// are read by path after that, each checked against the manifest's SHA-256: a set
+/// swapped in between is refused, not mixed.)
 pub fn verify_data(dir: &Path) -> Result<(Config, Manifest, Dataset)> {
     let mut attempt = 1;
     loop {
@@ -254,8 +273,11 @@ fn verify_once(dir: &Path) -> Result<Result<(Config, Manifest, Dataset)>> {
             format!("{} but the manifest says {}", cfg.seed, manifest.seed),
         ));
     }
-    let data = Dataset::generate(&cfg);
-    let init = crate::data::Params::init(&cfg);
+    let data = match manifest.source {
+        Source::Generated => Dataset::generate(&cfg),
+        Source::Supplied => read_supplied(dir, &cfg, &manifest)?,
+    };
+    let init = Params::init(&cfg);
     let ours = arrays(&data, init.p.view(), init.w.as_ref().map(|w| w.view()));
     let names: Vec<&str> = ours.iter().map(|a| a.name).collect();
     let listed: Vec<&str> = manifest.arrays.keys().map(String::as_str).collect();
@@ -300,7 +322,11 @@ fn verify_once(dir: &Path) -> Result<Result<(Config, Manifest, Dataset)>> {
         if sha256_hex(&a.bytes) != entry.sha256 {
             return Err(mismatch(
                 format!("array `{}`", a.name),
-                "the data regenerated from config.toml differs from the manifest's SHA-256 (config.toml edited, or another tokensel version)".into(),
+                match manifest.source {
+                    Source::Generated => "the data regenerated from config.toml differs from the manifest's SHA-256 (config.toml edited, or another tokensel version)",
+                    Source::Supplied => "the supplied data's array as config.toml gives it differs from the manifest's SHA-256 (p0/W0 come from the config's seed and init; noisy_train from the labels)",
+                }
+                .into(),
             ));
         }
         let file = opened.remove(a.name).expect("every listed array is opened");
@@ -313,4 +339,77 @@ fn verify_once(dir: &Path) -> Result<Result<(Config, Manifest, Dataset)>> {
         }
     }
     Ok(Ok((cfg, manifest, data)))
+}
+
+/// The arrays of a supplied data export as a data set (the labels final: both files).
+fn read_supplied(dir: &Path, cfg: &Config, manifest: &Manifest) -> Result<Dataset> {
+    use ndarray::{ArrayBase, OwnedRepr};
+    use ndarray_npy::{ReadNpyExt, ReadableElement};
+    let max_bytes =
+        8 * (cfg.n_train.max(cfg.n_test) * cfg.tokens()).max(cfg.d) as u64 * cfg.d as u64 + 65_536;
+    let read_one = |name: &str| read(dir, manifest, name, max_bytes);
+    fn read<A: ReadableElement, D: Dimension>(
+        dir: &Path,
+        manifest: &Manifest,
+        name: &str,
+        max_bytes: u64,
+    ) -> Result<ArrayBase<OwnedRepr<A>, D>> {
+        let entry = manifest.arrays.get(name).ok_or_else(|| Error::Mismatch {
+            what: "data manifest".into(),
+            reason: format!("supplied data without array `{name}`"),
+        })?;
+        let path = dir.join(&entry.file);
+        let io = |source| Error::Io {
+            path: path.clone(),
+            source,
+        };
+        // bounded before it is read: the config's sizes (validated against the memory
+        // limit) give every array's largest NPY size
+        let len = std::fs::metadata(&path).map_err(io)?.len();
+        if len > max_bytes {
+            return Err(Error::Mismatch {
+                what: path.display().to_string(),
+                reason: format!("{len} bytes, more than the config's sizes allow ({max_bytes})"),
+            });
+        }
+        let bytes = std::fs::read(&path).map_err(io)?;
+        if sha256_hex(&bytes) != entry.sha256 {
+            return Err(Error::Mismatch {
+                what: path.display().to_string(),
+                reason: "the file's SHA-256 differs from the manifest's (the file was changed)"
+                    .into(),
+            });
+        }
+        ArrayBase::read_npy(&bytes[..]).map_err(|e| Error::Parse {
+            what: "NPY array",
+            path,
+            message: e.to_string(),
+        })
+    }
+    let labels =
+        |name| read::<i8, ndarray::Ix1>(dir, manifest, name, max_bytes).map(|a| a.to_vec());
+    let groups = read::<i8, ndarray::Ix1>(dir, manifest, "groups", max_bytes)?
+        .iter()
+        .map(|&k| {
+            usize::try_from(k)
+                .ok()
+                .and_then(|k| Group::ALL.get(k).copied())
+                .ok_or_else(|| Error::Mismatch {
+                    what: "supplied `groups`".into(),
+                    reason: format!("code {k}; groups are 0 (R) to 3 (I)"),
+                })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Dataset::supplied(
+        cfg,
+        Supplied {
+            x_train: read_one("X_train")?,
+            y_train: labels("y_train")?,
+            y_true_train: Some(labels("y_true_train")?),
+            x_test: read_one("X_test")?,
+            y_test: labels("y_test")?,
+            nu: read(dir, manifest, "nu", max_bytes)?,
+            groups: Some(groups),
+        },
+    )
 }

@@ -341,6 +341,23 @@ impl External {
         })
     }
 
+    /// An external trajectory assembled in memory (the Python binding's dict of arrays),
+    /// checked as a file's is; `origin` names it in messages.
+    pub fn from_parts(
+        header: Header,
+        steps: Vec<u64>,
+        series: BTreeMap<Quantity, Series>,
+        origin: &Path,
+    ) -> Result<External> {
+        let ext = External {
+            header,
+            steps,
+            series,
+        };
+        ext.check_consistency(origin)?;
+        Ok(ext)
+    }
+
     /// The file's own consistency: format tag, increasing steps, at least one quantity,
     /// one entry per step in each.
     fn check_consistency(&self, path: &Path) -> Result<()> {

@@ -154,12 +154,7 @@ impl<'a, A: Arith> Trainer<'a, A> {
             Method::Span => Engine::Span(Span::new(&ar, init, cfg.mode, x)),
             _ => Engine::Direct(Direct::new(&ar, init, form, n)),
         };
-        let nu = model::head(
-            &ar,
-            data.mu_pos.as_slice().expect("contiguous"),
-            data.mu_neg.as_slice().expect("contiguous"),
-            data.mu_norm,
-        );
+        let nu = data.head(&ar);
         Ok(Trainer {
             cfg,
             data,

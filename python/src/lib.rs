@@ -1,0 +1,776 @@
+//! `tokensel._tokensel`: the Python extension of tokensel (PyO3 + rust-numpy). Bindings
+//! only: every number comes from the `tokensel` library; this crate converts arguments,
+//! releases the GIL around the library's work and maps its typed errors to Python
+//! exceptions (`tokensel.errors`). The Python package `tokensel` (python/tokensel/)
+//! wraps these functions with docstrings and type stubs.
+//!
+//! Arrays come in as NumPy arrays (borrowed read-only when they are float64 already,
+//! converted otherwise) and go out as NumPy arrays that own the library's buffers (moved,
+//! not copied). Reports (summary, compare, judge) cross as their JSON text, the very
+//! serialisation the CLI prints, so a Python dict holds the same keys and bits.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use ndarray::{Array1, Array2, Array3};
+use numpy::{
+    AllowTypeChange, IntoPyArray, PyArrayLike1, PyArrayLike2, PyArrayLike3, PyArrayLikeDyn,
+    PyUntypedArrayMethods,
+};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyType};
+
+use tokensel::analysis::{compare as compare_lib, judge as judge_lib};
+use tokensel::arith::{Arith, Ball, DEFAULT_BALL_PREC, DEFAULT_PREC, F32, F64, Mpfr};
+use tokensel::config::{Config, Group, Method, Preset};
+use tokensel::data::supplied::Supplied;
+use tokensel::data::{Dataset, Params};
+use tokensel::error::Error;
+use tokensel::io::external::{Dtype, EXTERNAL_FORMAT, External, Header, Series};
+use tokensel::io::trajectory::{Checkpoint, SampleState, Summary, Trajectory};
+use tokensel::quantity::Quantity;
+use tokensel::train::{Trainer, check_memory};
+
+/// The `tokensel.errors` class that stands for a library error.
+fn error_class(e: &Error) -> &'static str {
+    match e {
+        Error::InvalidConfig { .. } => "ConfigError",
+        Error::Parse { .. } => "ParseError",
+        Error::Mismatch { .. } => "MismatchError",
+        Error::Io { .. } => "TokenselIOError",
+        Error::TooLarge { .. } => "RefusedError",
+        Error::NonFinite { .. } => "NonFiniteError",
+    }
+}
+
+/// A library error as the Python exception of its kind, carrying the CLI's message.
+fn py_err(e: Error) -> PyErr {
+    Python::attach(|py| {
+        let class = py
+            .import("tokensel.errors")
+            .and_then(|m| m.getattr(error_class(&e)))
+            .and_then(|c| c.cast_into::<PyType>().map_err(PyErr::from));
+        match class {
+            Ok(class) => PyErr::from_type(class, e.to_string()),
+            Err(import) => import,
+        }
+    })
+}
+
+/// Map a library result into a Python one.
+fn lib<T>(r: tokensel::Result<T>) -> PyResult<T> {
+    r.map_err(py_err)
+}
+
+/// A keyword-argument error (raised as `tokensel.errors.ConfigError`, a ValueError).
+fn bad_arg(field: &str, reason: impl Into<String>) -> PyErr {
+    py_err(Error::config(field, reason))
+}
+
+/// A Python object as JSON, through the standard library's `json` (NaN refused).
+fn to_json(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<serde_json::Value> {
+    let py = obj.py();
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("allow_nan", false)?;
+    let text: String = py
+        .import("json")?
+        .call_method("dumps", (obj,), Some(&kwargs))
+        .map_err(|e| bad_arg(what, format!("not JSON-representable: {e}")))?
+        .extract()?;
+    serde_json::from_str(&text).map_err(|e| bad_arg(what, e.to_string()))
+}
+
+/// Lay `over` onto `base`, tables key by key (a TOML overlay in JSON).
+fn overlay(base: &mut serde_json::Value, over: serde_json::Value) {
+    match (base, over) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) if v.is_object() && slot.is_object() => overlay(slot, v),
+                    _ => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+/// A config with `overrides` (a JSON object) laid over `base`, validated. The merged
+/// table is read as TOML by the library (its messages name the key and the line).
+fn with_overrides(base: &Config, overrides: serde_json::Value) -> tokensel::Result<Config> {
+    let mut value = serde_json::to_value(base).expect("config serialises");
+    overlay(&mut value, overrides);
+    let origin = Path::new("<keyword arguments>");
+    let text = toml::to_string(&value).map_err(|e| Error::Parse {
+        what: "config",
+        path: origin.into(),
+        message: e.to_string(),
+    })?;
+    Config::from_toml_str(&text, origin)
+}
+
+/// The preset of a name (`None`: the balanced setting).
+fn preset(name: Option<&str>) -> PyResult<Preset> {
+    name.map_or(Ok(Preset::Balanced), |n| lib(Preset::from_name(n)))
+}
+
+/// One run's description: an embedded preset with keyword overrides, validated on
+/// construction (immutable; `replace` makes a changed copy).
+#[pyclass(name = "Config", module = "tokensel", frozen, eq)]
+#[derive(Clone, PartialEq)]
+pub struct PyConfig {
+    inner: Config,
+}
+
+#[pymethods]
+impl PyConfig {
+    /// `Config(preset=None, **overrides)`: the preset (default `balanced`) with the keys
+    /// given laid over it (nested tables as dicts, e.g. `layout={"tokens": 8, ...}`).
+    #[new]
+    #[pyo3(signature = (preset=None, **overrides))]
+    fn new(preset: Option<&str>, overrides: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let base = self::preset(preset)?.config();
+        PyConfig::from_base(&base, overrides)
+    }
+
+    /// A config from TOML text laid over a preset (as `tokensel --config FILE`).
+    #[staticmethod]
+    #[pyo3(signature = (text, preset=None))]
+    fn from_toml(text: &str, preset: Option<&str>) -> PyResult<Self> {
+        let preset = self::preset(preset)?;
+        let inner = lib(Config::from_toml_str_over_preset(
+            text,
+            Path::new("<toml text>"),
+            preset,
+        ))?;
+        Ok(PyConfig { inner })
+    }
+
+    /// A copy with the given keys changed (validated again).
+    #[pyo3(signature = (**overrides))]
+    fn replace(&self, overrides: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        PyConfig::from_base(&self.inner, overrides)
+    }
+
+    /// The whole config as TOML (what `tokensel config` prints).
+    fn to_toml(&self) -> String {
+        self.inner.to_toml()
+    }
+
+    /// The whole config as JSON text (the keys of `to_dict`).
+    fn to_json(&self) -> String {
+        serde_json::to_string(&self.inner).expect("config serialises")
+    }
+
+    /// The whole config as a dict (nested tables as dicts).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        py.import("json")?.call_method1("loads", (self.to_json(),))
+    }
+
+    /// A config key as an attribute (`cfg.steps`, `cfg.layout["tokens"]`).
+    fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let dict = self.to_dict(py)?;
+        match dict.get_item(name) {
+            Ok(v) => Ok(v),
+            Err(_) => Err(pyo3::exceptions::PyAttributeError::new_err(format!(
+                "Config has no key `{name}`"
+            ))),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "tokensel.Config(seed={}, d={}, n_train={}, eta={}, steps={}, mode={:?}, ...)",
+            self.inner.seed,
+            self.inner.d,
+            self.inner.n_train,
+            self.inner.eta,
+            self.inner.steps,
+            self.inner.mode
+        )
+    }
+}
+
+impl PyConfig {
+    fn from_base(base: &Config, overrides: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let over = match overrides {
+            Some(d) => to_json(d.as_any(), "overrides")?,
+            None => serde_json::Value::Object(Default::default()),
+        };
+        Ok(PyConfig {
+            inner: lib(with_overrides(base, over))?,
+        })
+    }
+}
+
+/// The exact arrays of `config`'s run, the arrays of `tokensel data` by name.
+#[pyfunction]
+fn data<'py>(py: Python<'py>, config: &PyConfig) -> PyResult<Bound<'py, PyDict>> {
+    let cfg = config.inner.clone();
+    let (ds, init) = py.detach(|| (Dataset::generate(&cfg), Params::init(&cfg)));
+    let out = PyDict::new(py);
+    let labels = |y: &[i8]| Array1::from_vec(y.to_vec());
+    let noisy: Array1<bool> = (0..ds.train.len()).map(|i| ds.train.is_noisy(i)).collect();
+    out.set_item("X_train", ds.train.x.into_pyarray(py))?;
+    out.set_item("y_train", labels(&ds.train.y).into_pyarray(py))?;
+    out.set_item("y_true_train", labels(&ds.train.y_true).into_pyarray(py))?;
+    out.set_item("noisy_train", noisy.into_pyarray(py))?;
+    out.set_item("nu", ds.nu.into_pyarray(py))?;
+    out.set_item("X_test", ds.test.x.into_pyarray(py))?;
+    out.set_item("y_test", labels(&ds.test.y_true).into_pyarray(py))?;
+    out.set_item("p0", init.p.into_pyarray(py))?;
+    if let Some(w) = init.w {
+        out.set_item("W0", w.into_pyarray(py))?;
+    }
+    Ok(out)
+}
+
+/// A float array of `key` in a data dict (borrowed when float64, converted otherwise),
+/// copied into the library's owned array.
+fn floats<'py, A>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<A>>
+where
+    A: FromArrayLike<'py>,
+{
+    match d.get_item(key)? {
+        None => Ok(None),
+        Some(v) => A::from_array_like(&v).map(Some).map_err(|e| {
+            bad_arg(
+                key,
+                format!("expected a float array of the right rank: {e}"),
+            )
+        }),
+    }
+}
+
+/// Owned ndarrays read from NumPy array-likes of a fixed rank.
+trait FromArrayLike<'py>: Sized {
+    fn from_array_like(v: &Bound<'py, PyAny>) -> PyResult<Self>;
+}
+
+impl<'py> FromArrayLike<'py> for ndarray::Array1<f64> {
+    fn from_array_like(v: &Bound<'py, PyAny>) -> PyResult<Self> {
+        Ok(v.extract::<PyArrayLike1<'py, f64, AllowTypeChange>>()?
+            .as_array()
+            .to_owned())
+    }
+}
+
+impl<'py> FromArrayLike<'py> for ndarray::Array2<f64> {
+    fn from_array_like(v: &Bound<'py, PyAny>) -> PyResult<Self> {
+        Ok(v.extract::<PyArrayLike2<'py, f64, AllowTypeChange>>()?
+            .as_array()
+            .to_owned())
+    }
+}
+
+impl<'py> FromArrayLike<'py> for ndarray::Array3<f64> {
+    fn from_array_like(v: &Bound<'py, PyAny>) -> PyResult<Self> {
+        Ok(v.extract::<PyArrayLike3<'py, f64, AllowTypeChange>>()?
+            .as_array()
+            .as_standard_layout()
+            .into_owned())
+    }
+}
+
+/// Labels of `key` (integers; anything outside i8 reads as the nearest i8, which the
+/// library then refuses as not +1 or -1).
+fn labels(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<i8>>> {
+    match d.get_item(key)? {
+        None => Ok(None),
+        Some(v) => {
+            let a: PyArrayLike1<'_, i64, AllowTypeChange> = v
+                .extract()
+                .map_err(|e| bad_arg(key, format!("expected integer labels (+1 or -1): {e}")))?;
+            Ok(Some(
+                a.as_array()
+                    .iter()
+                    .map(|&y| y.clamp(i8::MIN.into(), i8::MAX.into()) as i8)
+                    .collect(),
+            ))
+        }
+    }
+}
+
+/// Groups by position: names (R, W_same, W_opposite, I) or codes 0..=3.
+fn groups(d: &Bound<'_, PyDict>) -> PyResult<Option<Vec<Group>>> {
+    let Some(v) = d.get_item("groups")? else {
+        return Ok(None);
+    };
+    let of_name = |s: &str| Group::ALL.into_iter().find(|g| g.name() == s);
+    let items: Vec<Bound<'_, PyAny>> = v.try_iter()?.collect::<PyResult<_>>()?;
+    items
+        .iter()
+        .map(|item| {
+            let g = match item.extract::<String>() {
+                Ok(s) => of_name(&s),
+                Err(_) => item
+                    .extract::<usize>()
+                    .ok()
+                    .and_then(|k| Group::ALL.get(k).copied()),
+            };
+            g.ok_or_else(|| {
+                bad_arg(
+                    "groups",
+                    format!("`{item}` is not a group (R, W_same, W_opposite, I or 0..=3)"),
+                )
+            })
+        })
+        .collect::<PyResult<_>>()
+        .map(Some)
+}
+
+/// The keys a supplied data dict may hold (those of `tokensel.data`, plus `groups`).
+const DATA_KEYS: &str = "X_train, y_train, y_true_train, noisy_train, X_test, y_test, nu, \
+                         groups, p0, W0";
+
+/// A supplied data set from a dict of arrays (the keys of `tokensel.data`, plus
+/// `groups`), checked by the library against `cfg`. `noisy_train`, `p0` and `W0`, when
+/// present, must be what the labels and the config give (the initial parameters come
+/// from the config's seed and init).
+fn supplied_of(cfg: &Config, d: &Bound<'_, PyDict>) -> PyResult<Dataset> {
+    for key in d.keys() {
+        let key: String = key.extract()?;
+        if !DATA_KEYS.split(", ").any(|k| k.trim() == key) {
+            return Err(bad_arg(
+                "data",
+                format!("unknown key `{key}` (keys: {DATA_KEYS})"),
+            ));
+        }
+    }
+    let need = |key: &str| bad_arg(key, "missing from the data dict");
+    let s = Supplied {
+        x_train: floats(d, "X_train")?.ok_or_else(|| need("X_train"))?,
+        y_train: labels(d, "y_train")?.ok_or_else(|| need("y_train"))?,
+        y_true_train: labels(d, "y_true_train")?,
+        x_test: floats(d, "X_test")?.ok_or_else(|| need("X_test"))?,
+        y_test: labels(d, "y_test")?.ok_or_else(|| need("y_test"))?,
+        nu: floats(d, "nu")?.ok_or_else(|| need("nu"))?,
+        groups: groups(d)?,
+    };
+    let ds = lib(Dataset::supplied(cfg, s))?;
+    let init = Params::init(cfg);
+    let mismatch = |what: &str, reason: &str| {
+        py_err(Error::Mismatch {
+            what: format!("supplied `{what}`"),
+            reason: reason.into(),
+        })
+    };
+    if let Some(p0) = floats::<ndarray::Array1<f64>>(d, "p0")?
+        && p0 != init.p
+    {
+        return Err(mismatch(
+            "p0",
+            "differs from the config's p(0) (initial parameters come from its seed and init)",
+        ));
+    }
+    if let Some(w0) = floats::<ndarray::Array2<f64>>(d, "W0")?
+        && Some(&w0) != init.w.as_ref()
+    {
+        return Err(mismatch(
+            "W0",
+            "differs from the config's W(0) (initial parameters come from its seed and init)",
+        ));
+    }
+    if let Some(v) = d.get_item("noisy_train")? {
+        let noisy: Vec<bool> = v
+            .extract::<PyArrayLike1<'_, bool, AllowTypeChange>>()?
+            .as_array()
+            .to_vec();
+        let ours: Vec<bool> = (0..ds.train.len()).map(|i| ds.train.is_noisy(i)).collect();
+        if noisy != ours {
+            return Err(mismatch(
+                "noisy_train",
+                "differs from y_train != y_true_train",
+            ));
+        }
+    }
+    Ok(ds)
+}
+
+/// The data of a run: supplied (checked while holding the GIL) or to be generated.
+fn data_of(cfg: &Config, data: Option<&Bound<'_, PyDict>>) -> PyResult<Option<Dataset>> {
+    data.map(|d| supplied_of(cfg, d)).transpose()
+}
+
+/// The supplied data, or `cfg`'s generated data (call without the GIL).
+fn or_generate(cfg: &Config, data: Option<Dataset>) -> Dataset {
+    data.unwrap_or_else(|| Dataset::generate(cfg))
+}
+
+/// Write the exact arrays of a run into `directory` (the layout of `tokensel data`, NPY
+/// files, config.toml, the manifest last): `config`'s generated data, or supplied `data`
+/// (the manifest then says `"source": "supplied"` and adds `groups.npy`). Any command's
+/// `--data DIR` reads it back. Returns the manifest as JSON.
+#[pyfunction]
+#[pyo3(signature = (directory, config, data=None))]
+fn write_data(
+    py: Python<'_>,
+    directory: std::path::PathBuf,
+    config: &PyConfig,
+    data: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    let cfg = config.inner.clone();
+    lib(tokensel::io::files::check_output_dir(&directory))?;
+    let data = data_of(&cfg, data)?;
+    let manifest = lib(py.detach(|| {
+        let data = or_generate(&cfg, data);
+        let init = Params::init(&cfg);
+        tokensel::io::export::write_data(
+            &cfg,
+            &data,
+            init.p.view(),
+            init.w.as_ref().map(|w| w.view()),
+            &directory,
+        )
+    }))?;
+    Ok(serde_json::to_string(&manifest).expect("manifest serialises"))
+}
+
+/// The arithmetic a run is asked for.
+enum Arithmetic {
+    F64,
+    F32,
+    Mpfr(Mpfr),
+    Ball(Ball),
+}
+
+impl Arithmetic {
+    fn of(name: &str, prec: Option<u32>) -> PyResult<Arithmetic> {
+        let no_prec = |a| match prec {
+            Some(_) => Err(bad_arg(
+                "prec",
+                format!("`{name}` has a fixed precision (prec is for mpfr and ball)"),
+            )),
+            None => Ok(a),
+        };
+        match name {
+            "f64" => no_prec(Arithmetic::F64),
+            "f32" => no_prec(Arithmetic::F32),
+            "predictor" => no_prec(Arithmetic::Mpfr(Mpfr::predictor())),
+            "mpfr" => Ok(Arithmetic::Mpfr(lib(Mpfr::truth(
+                prec.unwrap_or(DEFAULT_PREC),
+            ))?)),
+            "ball" => Ok(Arithmetic::Ball(lib(Ball::new(
+                prec.unwrap_or(DEFAULT_BALL_PREC),
+            ))?)),
+            _ => Err(bad_arg(
+                "arithmetic",
+                format!("`{name}` is not one of f64, f32, mpfr, predictor, ball"),
+            )),
+        }
+    }
+}
+
+/// What `run` returns: summary JSON, trainer JSON, checkpoint arrays, labels.
+type RunOut<'py> = (String, String, Bound<'py, PyDict>, Bound<'py, PyDict>);
+
+/// Train `cfg` in `ar` (the config's formulation and method), memory checked first.
+fn train<A: Arith>(cfg: &Config, data: Option<Dataset>, ar: A) -> tokensel::Result<Trajectory> {
+    check_memory(cfg, ar.kind(), ar.prec(), cfg.method)?;
+    let data = or_generate(cfg, data);
+    Trainer::run(cfg, &data, ar, &mut |_| {})
+}
+
+/// Train `config` in `arithmetic` (f64, f32, mpfr, predictor, ball; `prec` bits for mpfr
+/// and ball). Returns the summary as JSON (the keys of `tokensel run --json`), the
+/// trainer as JSON, the checkpoints as arrays, and the observed and true training labels.
+#[pyfunction]
+#[pyo3(signature = (config, arithmetic="f64", prec=None, data=None))]
+fn run<'py>(
+    py: Python<'py>,
+    config: &PyConfig,
+    arithmetic: &str,
+    prec: Option<u32>,
+    data: Option<&Bound<'py, PyDict>>,
+) -> PyResult<RunOut<'py>> {
+    let ar = Arithmetic::of(arithmetic, prec)?;
+    let cfg = config.inner.clone();
+    let data = data_of(&cfg, data)?;
+    let traj = lib(py.detach(|| match ar {
+        Arithmetic::F64 => train(&cfg, data, F64),
+        Arithmetic::F32 => train(&cfg, data, F32),
+        Arithmetic::Mpfr(a) => train(&cfg, data, a),
+        Arithmetic::Ball(a) => train(&cfg, data, a),
+    }))?;
+    let summary = serde_json::to_string(&Summary::of(&traj)).expect("summary serialises");
+    let trainer = serde_json::to_string(&traj.trainer).expect("trainer serialises");
+    let labels = PyDict::new(py);
+    labels.set_item("y_train", Array1::from_vec(traj.y.clone()).into_pyarray(py))?;
+    labels.set_item(
+        "y_true_train",
+        Array1::from_vec(traj.y_true.clone()).into_pyarray(py),
+    )?;
+    Ok((summary, trainer, checkpoint_arrays(py, &traj)?, labels))
+}
+
+/// The checkpoints of a trajectory as arrays whose first axis is the checkpoint.
+fn checkpoint_arrays<'py>(py: Python<'py>, traj: &Trajectory) -> PyResult<Bound<'py, PyDict>> {
+    let cps = &traj.checkpoints;
+    let (k, n) = (cps.len(), traj.y.len());
+    let out = PyDict::new(py);
+    let scalar = |f: &dyn Fn(&Checkpoint) -> f64| -> Array1<f64> { cps.iter().map(f).collect() };
+    out.set_item(
+        "step",
+        cps.iter()
+            .map(|c| c.step)
+            .collect::<Array1<u64>>()
+            .into_pyarray(py),
+    )?;
+    out.set_item("train_loss", scalar(&|c| c.train_loss).into_pyarray(py))?;
+    out.set_item(
+        "train_accuracy",
+        scalar(&|c| c.train_accuracy).into_pyarray(py),
+    )?;
+    out.set_item(
+        "test_accuracy",
+        scalar(&|c| c.test_accuracy).into_pyarray(py),
+    )?;
+    out.set_item("q_norm", scalar(&|c| c.q_norm).into_pyarray(py))?;
+    out.set_item("grad_norm", scalar(&|c| c.grad_norm).into_pyarray(py))?;
+    for (name, f) in [
+        (
+            "cumulative_clean",
+            (|c: &Checkpoint| c.cumulative.clean) as fn(&Checkpoint) -> f64,
+        ),
+        ("cumulative_noisy", |c: &Checkpoint| c.cumulative.noisy),
+        ("cumulative_class_pos", |c: &Checkpoint| {
+            c.cumulative.class_pos
+        }),
+        ("cumulative_class_neg", |c: &Checkpoint| {
+            c.cumulative.class_neg
+        }),
+    ] {
+        out.set_item(name, scalar(&f).into_pyarray(py))?;
+    }
+    // per-set means, NaN where the set is empty
+    for (name, pick) in [("attention_clean", true), ("attention_noisy", false)] {
+        let a = Array2::from_shape_fn((k, 4), |(i, g)| {
+            let set = if pick {
+                cps[i].attention.clean
+            } else {
+                cps[i].attention.noisy
+            };
+            set.map_or(f64::NAN, |v| v.to_array()[g])
+        });
+        out.set_item(name, a.into_pyarray(py))?;
+    }
+    for (name, pick) in [("selection_clean", true), ("selection_noisy", false)] {
+        let a = Array2::from_shape_fn((k, 6), |(i, g)| {
+            let set = if pick {
+                cps[i].selection.clean
+            } else {
+                cps[i].selection.noisy
+            };
+            set.map_or(f64::NAN, |v| v.to_array()[g])
+        });
+        out.set_item(name, a.into_pyarray(py))?;
+    }
+    let per_sample = |f: &dyn Fn(&SampleState) -> f64| {
+        Array2::from_shape_fn((k, n), |(i, s)| f(&cps[i].samples[s]))
+    };
+    out.set_item("output", per_sample(&|s| s.f).into_pyarray(py))?;
+    out.set_item("gap", per_sample(&|s| s.gap).into_pyarray(py))?;
+    out.set_item("rest", per_sample(&|s| s.rest).into_pyarray(py))?;
+    out.set_item(
+        "selection_score",
+        per_sample(&|s| s.selection_score).into_pyarray(py),
+    )?;
+    out.set_item(
+        "top",
+        Array2::from_shape_fn((k, n), |(i, s)| cps[i].samples[s].top as i64).into_pyarray(py),
+    )?;
+    out.set_item(
+        "selection",
+        Array2::from_shape_fn((k, n), |(i, s)| cps[i].samples[s].selection.code()).into_pyarray(py),
+    )?;
+    out.set_item(
+        "mass",
+        Array3::from_shape_fn((k, n, 4), |(i, s, g)| cps[i].samples[s].mass.to_array()[g])
+            .into_pyarray(py),
+    )?;
+    Ok(out)
+}
+
+/// `steps` of a trajectory dict: non-negative integers.
+fn steps_of(v: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+    v.extract::<Vec<u64>>()
+        .map_err(|e| bad_arg("steps", format!("expected non-negative integers: {e}")))
+}
+
+/// An external trajectory from a dict: `steps`, `dtype` (`float32`/`float64`),
+/// optional `implementation`, `config` and `format`, and the quantities by their one
+/// names, each an array whose first axis is the recorded step.
+fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
+    let mut steps = None;
+    let mut header = Header {
+        format: EXTERNAL_FORMAT.into(),
+        dtype: Dtype::Float64,
+        implementation: None,
+        config: BTreeMap::new(),
+    };
+    let mut dtype = None;
+    let mut series = BTreeMap::new();
+    for (key, value) in traj.iter() {
+        let key: String = key
+            .extract()
+            .map_err(|_| bad_arg("trajectory", "keys must be strings"))?;
+        match key.as_str() {
+            "steps" => steps = Some(steps_of(&value)?),
+            "dtype" => {
+                let name: String = value.str()?.extract()?;
+                dtype = Some(match name.as_str() {
+                    "float32" => Dtype::Float32,
+                    "float64" => Dtype::Float64,
+                    _ => return Err(bad_arg("dtype", format!("`{name}`: float32 or float64"))),
+                });
+            }
+            "implementation" => header.implementation = Some(value.str()?.extract()?),
+            "format" => header.format = value.extract()?,
+            "config" => {
+                let serde_json::Value::Object(map) = to_json(&value, "config")? else {
+                    return Err(bad_arg("config", "expected a dict of config keys"));
+                };
+                header.config = map.into_iter().collect();
+            }
+            _ => {
+                let q = Quantity::from_name(&key).ok_or_else(|| {
+                    bad_arg(
+                        "trajectory",
+                        format!(
+                            "unknown key `{key}` (header: steps, dtype, implementation, \
+                             config, format; quantities: {})",
+                            Quantity::names()
+                        ),
+                    )
+                })?;
+                let a: PyArrayLikeDyn<'_, f64, AllowTypeChange> = value.extract().map_err(|e| {
+                    bad_arg(
+                        &key,
+                        format!("expected a float array (first axis: step): {e}"),
+                    )
+                })?;
+                let Some((&k, shape)) = a.shape().split_first() else {
+                    return Err(bad_arg(
+                        &key,
+                        "0-dimensional; its first axis must be the recorded step",
+                    ));
+                };
+                let view = a.as_array();
+                let values = (0..k)
+                    .map(|i| {
+                        view.index_axis(ndarray::Axis(0), i)
+                            .iter()
+                            .copied()
+                            .collect()
+                    })
+                    .collect();
+                series.insert(
+                    q,
+                    Series {
+                        shape: shape.to_vec(),
+                        values,
+                    },
+                );
+            }
+        }
+    }
+    header.dtype = dtype.ok_or_else(|| bad_arg("dtype", "missing (float32 or float64)"))?;
+    let steps = steps.ok_or_else(|| bad_arg("steps", "missing"))?;
+    lib(External::from_parts(
+        header,
+        steps,
+        series,
+        Path::new("<trajectory dict>"),
+    ))
+}
+
+/// Judge another implementation's trajectory (a dict of arrays) on `config`'s data:
+/// the report of `tokensel judge --json`, as JSON text.
+#[pyfunction]
+#[pyo3(signature = (config, trajectory, prec=DEFAULT_PREC, tol=1e-8, data=None))]
+fn judge(
+    py: Python<'_>,
+    config: &PyConfig,
+    trajectory: &Bound<'_, PyDict>,
+    prec: u32,
+    tol: f64,
+    data: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    let opts = judge_lib::Options { prec, tol };
+    lib(opts.validate())?;
+    let ext = external_of(trajectory)?;
+    let mut cfg = config.inner.clone();
+    lib(ext.check_against(&cfg))?;
+    cfg.steps = *ext.steps.last().expect("checked: steps not empty");
+    lib(opts.check(&cfg))?;
+    let data = data_of(&cfg, data)?;
+    let report = lib(py.detach(|| {
+        let data = or_generate(&cfg, data);
+        judge_lib::judge(&cfg, &data, &ext, opts, &mut |_| {})
+    }))?;
+    Ok(serde_json::to_string(&report).expect("reports serialise"))
+}
+
+/// The f64 trainer against the MPFR twin (and the predictor), step by step: the report
+/// of `tokensel compare --json`, as JSON text.
+#[pyfunction]
+#[pyo3(signature = (config, prec=DEFAULT_PREC, tol=1e-8, predictor=true, twin_method="span", data=None))]
+fn compare(
+    py: Python<'_>,
+    config: &PyConfig,
+    prec: u32,
+    tol: f64,
+    predictor: bool,
+    twin_method: &str,
+    data: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    let twin_method = match twin_method {
+        "auto" => Method::Auto,
+        "direct" => Method::Direct,
+        "span" => Method::Span,
+        _ => {
+            return Err(bad_arg(
+                "twin_method",
+                format!("`{twin_method}` is not a method (auto, direct, span)"),
+            ));
+        }
+    };
+    let opts = compare_lib::Options {
+        prec,
+        tol,
+        predictor,
+        twin_method,
+    };
+    let cfg = config.inner.clone();
+    lib(opts.check(&cfg))?;
+    let data = data_of(&cfg, data)?;
+    let report = lib(py.detach(|| {
+        let data = or_generate(&cfg, data);
+        compare_lib::compare(&cfg, &data, opts, &mut |_| {})
+    }))?;
+    Ok(serde_json::to_string(&report).expect("reports serialise"))
+}
+
+// `certify` is not bound yet: src/analysis/certify.rs is on the `certify` branch, not on
+// this one's base. Once merged, its binding is one more function like `compare`: build
+// `certify::Options { prec: Prec::Bits(prec) or Prec::Auto, method }`, `opts.check(&cfg)`
+// with the GIL held, then `certify::certify(&cfg, &data, &opts, &mut |_, _| {})` inside
+// `py.detach` on `or_generate(&cfg, data)`, and return the certificate's JSON (the
+// package's `tokensel.certify` then `json.loads` it, as `compare` does).
+
+/// The extension module.
+#[pymodule]
+fn _tokensel(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyConfig>()?;
+    m.add_function(wrap_pyfunction!(data, m)?)?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(judge, m)?)?;
+    m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(write_data, m)?)?;
+    m.add("DEFAULT_PREC", DEFAULT_PREC)?;
+    m.add("DEFAULT_BALL_PREC", DEFAULT_BALL_PREC)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,85 @@
+"""Bad input raises a tokensel.errors class (a ValueError for input) with the library's
+message, before any work; it never crashes the interpreter."""
+
+import numpy as np
+import pytest
+
+import tokensel
+from tokensel import errors
+
+SMALL = dict(d=10, n_test=5, steps=3)
+
+
+@pytest.mark.parametrize(
+    "make, kind, words",
+    [
+        (lambda: tokensel.Config(eta=1.5), errors.ConfigError, "`eta`"),
+        (lambda: tokensel.Config(d=0), errors.ConfigError, "`d`"),
+        (lambda: tokensel.Config(eta=float("nan")), errors.ConfigError, "JSON"),
+        (lambda: tokensel.Config(steps=-1), errors.ParseError, "steps"),
+        (lambda: tokensel.Config(nope=1), errors.ParseError, "unknown field `nope`"),
+        (lambda: tokensel.Config(layout={"tokens": 3}), errors.ConfigError, "layout"),
+        (lambda: tokensel.Config(mode="q"), errors.ParseError, "unknown variant"),
+        (lambda: tokensel.Config(preset="nope"), errors.ConfigError, "preset"),
+        (lambda: tokensel.Config.from_toml("d = ["), errors.ParseError, "toml"),
+        (lambda: tokensel.run(tokensel.Config(**SMALL), "f16"), errors.ConfigError, "arithmetic"),
+        (lambda: tokensel.run(tokensel.Config(**SMALL), "mpfr", prec=10), errors.ConfigError, "prec"),
+        (lambda: tokensel.run(tokensel.Config(**SMALL), "f64", prec=80), errors.ConfigError, "prec"),
+        (lambda: tokensel.run(tokensel.Config(d=10**8, n_train=10**4)), errors.RefusedError, "refused"),
+        (lambda: tokensel.compare(tokensel.Config(**SMALL), tol=-1.0), errors.ConfigError, "tol"),
+        (lambda: tokensel.compare(tokensel.Config(**SMALL), twin_method="x"), errors.ConfigError, "twin_method"),
+    ],
+)
+def test_bad_input_raises(make, kind, words):
+    with pytest.raises(kind) as e:
+        make()
+    assert isinstance(e.value, ValueError)
+    assert words.lower() in str(e.value).lower()
+
+
+def trajectory(**changes):
+    cfg = tokensel.Config(**SMALL)
+    t = {"steps": [0, 1], "dtype": "float64", "p": np.zeros((2, 10)), "loss": [0.7, 0.7]}
+    t.update(changes)
+    return cfg, {k: v for k, v in t.items() if v is not None}
+
+
+@pytest.mark.parametrize(
+    "changes, kind, words",
+    [
+        (dict(dtype=None), errors.ConfigError, "dtype"),
+        (dict(dtype="float16"), errors.ConfigError, "dtype"),
+        (dict(steps=None), errors.ConfigError, "steps"),
+        (dict(steps=[1, 0]), errors.ParseError, "increase"),
+        (dict(steps=[-1, 0]), errors.ConfigError, "steps"),
+        (dict(steps=[0.5, 1]), errors.ConfigError, "steps"),
+        (dict(steps=[0, 99]), errors.MismatchError, "step 99"),
+        (dict(z=np.zeros((2, 10))), errors.ConfigError, "unknown key `z`"),
+        (dict(p=np.zeros((2, 11))), errors.MismatchError, "`p`"),
+        (dict(p=np.zeros((3, 10))), errors.ParseError, "3 entries for 2 steps"),
+        (dict(p=np.float64(1.0)), errors.ConfigError, "0-dimensional"),
+        (dict(p=np.array(["a", "b"])), errors.ConfigError, "float array"),
+        (dict(config={"step_size": 0.5}), errors.MismatchError, "step_size"),
+        (dict(config={"nope": 1}), errors.MismatchError, "nope"),
+        (dict(format="tokensel-external/9"), errors.ParseError, "format"),
+    ],
+)
+def test_bad_trajectory_dict_raises(changes, kind, words):
+    cfg, t = trajectory(**changes)
+    with pytest.raises(kind) as e:
+        tokensel.judge(cfg, t)
+    assert words.lower() in str(e.value).lower()
+
+
+def test_non_finite_external_values_are_judged_not_raised():
+    cfg, t = trajectory(p=np.full((2, 10), np.nan))
+    report = tokensel.judge(cfg, t)
+    assert not report["within_tolerance"]
+
+
+def test_a_diverging_run_stops_with_non_finite_error():
+    with pytest.raises(errors.NonFiniteError) as e:
+        tokensel.run(
+            tokensel.Config(d=10, n_test=5, steps=50, step_size=1e308, mode="joint", method="direct")
+        )
+    assert "non-finite q at step 2" in str(e.value)

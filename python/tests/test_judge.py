@@ -1,0 +1,160 @@
+"""judge on a dict of arrays: a NumPy implementation written here (correct float64, float32,
+a wrong step size), the dict path against the NPZ file path of `tokensel judge`, and the
+recorder of tokensel.torch on a PyTorch-free stand-in (and on PyTorch when installed)."""
+
+import json
+
+import numpy as np
+import pytest
+
+import tokensel
+import tokensel.torch as tt
+
+STEPS = [0, 1, 2, 5, 10, 20, 50, 100, 200, 300]
+
+
+def numpy_run(cfg, dtype=np.float64, step_factor=1.0, record=None):
+    """Full-batch gradient descent on p (W = I) in `dtype` on tokensel's data; the softmax
+    gradient centred on the top token (the stable form). Records into `record(step, ...)`."""
+    d = tokensel.data(cfg)
+    x, y, nu = (d[k].astype(dtype) for k in ("X_train", "y_train", "nu"))
+    p = d["p0"].astype(dtype)
+    alpha = dtype(cfg.step_size * step_factor)
+    n = x.shape[0]
+    g = x @ nu
+    for t in range(max(STEPS) + 1):
+        z = x @ p
+        top = np.argmax(z, axis=1)
+        e = np.exp(z - z[np.arange(n), top][:, None])
+        s = e / e.sum(axis=1, keepdims=True)
+        f = (s * g).sum(axis=1)
+        g_top = g[np.arange(n), top]
+        c = s * ((g - g_top[:, None]) + (s * (g_top[:, None] - g)).sum(axis=1)[:, None])
+        margin = y * f
+        loss = np.logaddexp(dtype(0), -margin).mean()
+        coef = (-1 / (1 + np.exp(margin))) * y / dtype(n)
+        grad = np.einsum("i,it,itd->d", coef, c, x)
+        if t in STEPS:
+            record(t, p=p, scores=z, attention=s, output=f, loss=loss, grad_q=grad)
+        p = p - alpha * grad
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return tokensel.Config(d=50, n_test=40, steps=max(STEPS))
+
+
+def recorded(cfg, dtype=np.float64, step_factor=1.0):
+    rec = tt.Recorder(steps=STEPS, implementation="test_judge.py", config={"step_size": cfg.step_size})
+    numpy_run(cfg, dtype, step_factor, rec.record)
+    return rec.to_dict()
+
+
+def test_correct_float64_is_within_tolerance(cfg):
+    report = tokensel.judge(cfg, recorded(cfg))
+    assert report["within_tolerance"], report["findings"]
+    assert report["dtype"] == "float64" and report["steps_compared"] == len(STEPS)
+    assert set(report["quantities"]) == {"p", "scores", "attention", "output", "loss", "grad_q"}
+    assert report["findings"] == []
+
+
+def test_float32_is_float32_rounding(cfg):
+    report = tokensel.judge(cfg, recorded(cfg, np.float32))
+    assert report["dtype"] == "float32"
+    assert not report["within_tolerance"]
+    assert report["findings"][0]["diagnosis"] == "float32-rounding", report["findings"]
+
+
+def test_wrong_step_size_is_a_wrong_model(cfg):
+    report = tokensel.judge(cfg, recorded(cfg, step_factor=2.0), tol=1e-6)
+    assert not report["within_tolerance"]
+    first = report["findings"][0]
+    assert first["diagnosis"] == "wrong-model", report["findings"]
+    assert first["step"] == 1  # the first update already differs
+
+
+def test_dict_is_the_npz_file(cli, cfg, tmp_path):
+    """The same trajectory judged from the dict and from an NPZ file by the CLI."""
+    traj = recorded(cfg, np.float32)
+    (tmp_path / "cfg.toml").write_text(cfg.to_toml())
+    cli("data", "--config", tmp_path / "cfg.toml", "--out", tmp_path / "d")
+    header = {k: traj[k] for k in ("dtype", "implementation", "config")}
+    header["format"] = "tokensel-external/2"
+    arrays = {k: v for k, v in traj.items() if k not in header}
+    np.savez(tmp_path / "ext.npz", header=np.frombuffer(json.dumps(header).encode(), np.uint8), **arrays)
+    out = cli("judge", tmp_path / "ext.npz", "--data", tmp_path / "d", "--json", "--quiet", check=False)
+    assert out.returncode == 1  # float32 is outside 1e-8
+    assert tokensel.judge(cfg, traj) == json.loads(out.stdout)
+
+
+class StandInTensor:
+    """What the recorder needs of a torch.Tensor: detach().cpu().numpy()."""
+
+    def __init__(self, a):
+        self.a = np.asarray(a)
+
+    def detach(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def numpy(self):
+        return self.a  # shared memory, as torch's .numpy() is
+
+
+def test_recorder_on_a_stand_in_copies_and_stacks(cfg):
+    rec = tt.Recorder(every=2)
+    p = np.zeros(3, np.float32)
+    for t in range(5):
+        if rec.due(t):
+            rec.record(t, p=StandInTensor(p), loss=StandInTensor(np.float32(t)))
+        p += 1  # in place: what was recorded must not change
+    out = rec.to_dict()
+    assert list(out["steps"]) == [0, 2, 4] and out["dtype"] == "float32"
+    assert out["p"].tolist() == [[0] * 3, [2] * 3, [4] * 3] and out["loss"].shape == (3,)
+
+
+def test_recorder_feeds_judge_through_stand_ins(cfg):
+    rec = tt.Recorder(steps=STEPS)
+    numpy_run(cfg, record=lambda t, **q: rec.record(t, **{k: StandInTensor(v) for k, v in q.items()}))
+    assert tokensel.judge(cfg, rec.to_dict())["within_tolerance"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda r: r.record(0),
+        lambda r: r.record(0, z=1.0),
+        lambda r: (r.record(1, loss=1.0), r.record(1, loss=1.0)),
+        lambda r: (r.record(0, loss=1.0), r.record(1, p=[1.0])),
+        lambda r: r.to_dict(),
+    ],
+)
+def test_recorder_refuses_misuse(bad):
+    with pytest.raises(ValueError):
+        bad(tt.Recorder())
+
+
+def test_recorder_on_pytorch(cfg):
+    torch = pytest.importorskip("torch")
+    d = tokensel.data(cfg)
+    x, y, nu = (torch.from_numpy(d[k]).double() for k in ("X_train", "y_train", "nu"))
+    p = torch.from_numpy(d["p0"]).clone().requires_grad_(True)
+    g = x @ nu
+    rec = tt.Recorder(steps=STEPS, implementation="torch autograd")
+    for t in range(max(STEPS) + 1):
+        q = p * 1.0  # q = W^T p with W = I, a separate node so that q.grad is dL/dq
+        q.retain_grad()
+        z = x @ q
+        s = torch.softmax(z, dim=1)
+        f = (s * g).sum(dim=1)
+        loss = torch.logaddexp(torch.zeros_like(f), -y * f).mean()
+        p.grad = None
+        loss.backward()
+        if rec.due(t):
+            rec.record(t, p=p, scores=z, attention=s, output=f, loss=loss, grad_q=q.grad)
+        with torch.no_grad():
+            p -= cfg.step_size * p.grad
+    report = tokensel.judge(cfg, rec.to_dict())
+    assert report["within_tolerance"], report["findings"]

@@ -1,0 +1,155 @@
+"""tokensel from Python: the reference trainer of the token-selection attention model
+(Sakamoto & Sato, arXiv 2409.17625), its MPFR twin, compare and judge, on NumPy arrays.
+
+Every number comes from the Rust library (this package only converts arguments and
+results); the GIL is released while it computes. Bad input raises a subclass of
+:class:`ValueError` (:mod:`tokensel.errors`) with the command line's message.
+
+>>> import tokensel
+>>> cfg = tokensel.Config(steps=1000)              # the balanced preset, 1000 steps
+>>> arrays = tokensel.data(cfg)                    # the arrays of `tokensel data`
+>>> result = tokensel.run(cfg)                     # f64; also f32, mpfr, predictor, ball
+>>> result.summary["test_accuracy"]                # the keys of `tokensel run --json`
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import errors
+from ._tokensel import DEFAULT_BALL_PREC, DEFAULT_PREC, Config, __version__
+from . import _tokensel
+
+__all__ = [
+    "Config",
+    "Run",
+    "Data",
+    "data",
+    "run",
+    "judge",
+    "write_data",
+    "compare",
+    "errors",
+    "DEFAULT_PREC",
+    "DEFAULT_BALL_PREC",
+    "__version__",
+]
+
+
+def data(config: Config) -> dict[str, np.ndarray]:
+    """The exact arrays of ``config``'s run, bit for bit the NPY files of ``tokensel data``.
+
+    Keys: ``X_train`` (n, T, d), ``y_train`` and ``y_true_train`` (n, int8: observed
+    and true labels), ``noisy_train`` (n, bool), ``nu`` (d), ``X_test`` (n_test, T, d),
+    ``y_test`` (n_test, int8), ``p0`` (d) and, when W is dense, ``W0`` (d, d).
+    """
+    return _tokensel.data(config)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A finished run.
+
+    ``summary``: the object ``tokensel run --json`` prints (same keys, same bits).
+    ``trainer``: the arithmetic, its precision, formulation and (resolved) method.
+    ``checkpoints``: arrays whose first axis is the checkpoint (log-spaced steps):
+    ``step``, ``train_loss``, ``train_accuracy``, ``test_accuracy``, ``q_norm``,
+    ``grad_norm``, ``cumulative_{clean,noisy,class_pos,class_neg}`` (k,);
+    ``attention_{clean,noisy}`` (k, 4: R, W_same, W_opposite, I; NaN for an empty set);
+    ``selection_{clean,noisy}`` (k, 6: the groups, tie, undecided); per training sample
+    ``output``, ``gap``, ``rest``, ``selection_score``, ``top`` (int64), ``selection``
+    (int8 code) (k, n) and ``mass`` (k, n, 4).
+    ``labels``: ``y_train`` (observed, after any injected noise) and ``y_true_train``.
+    """
+
+    summary: dict[str, Any]
+    trainer: dict[str, Any]
+    checkpoints: dict[str, np.ndarray]
+    labels: dict[str, np.ndarray]
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of every recorded number's bits (equal digests: identical runs)."""
+        return self.summary["trajectory_digest"]
+
+
+Data = Mapping[str, Any]
+"""Your own tokens: a dict of arrays with the keys of :func:`data` (``X_train`` (n, T, d),
+``y_train`` (n, +1/-1), optionally ``y_true_train``, ``X_test`` (n_test, T, d), ``y_test``,
+``nu`` (d)), plus optionally ``groups`` (T: each position's group, ``"R"``,
+``"W_same"``, ``"W_opposite"``, ``"I"`` or 0..3; default: the config's layout). The config
+must agree with the shapes (``n_train``, ``layout``, ``d``, ``n_test``). Without
+``y_true_train`` the labels are taken as true and the config's flip rule injects label
+noise at rate ``eta`` (seeded); with it the noise is the data's and ``eta`` must be 0.
+``noisy_train``, ``p0``, ``W0`` may be present (as :func:`data` returns them) and must
+agree with the labels and the config. Without known groups the selection metrics
+measure positions (the layout's), not relevance."""
+
+
+def _dict(d: Data | None) -> dict[str, Any] | None:
+    return None if d is None else dict(d)
+
+
+def run(
+    config: Config, arithmetic: str = "f64", *, prec: int | None = None, data: Data | None = None
+) -> Run:
+    """Train ``config`` in ``arithmetic``: ``f64`` (the trainer), ``f32``, ``mpfr``
+    (the truth twin, ``prec`` bits, default 256), ``predictor`` (the bit-exact 53-bit
+    f64 predictor) or ``ball`` (certified enclosures, ``prec`` bits, default 128), in
+    the config's formulation and method; on ``data`` (:data:`Data`) when given, else on
+    the config's generated data."""
+    summary, trainer, checkpoints, labels = _tokensel.run(config, arithmetic, prec, _dict(data))
+    return Run(json.loads(summary), json.loads(trainer), checkpoints, labels)
+
+
+def write_data(directory: str | os.PathLike, config: Config, *, data: Data | None = None) -> dict[str, Any]:
+    """Write a run's exact arrays into ``directory`` in the layout of ``tokensel data``
+    (NPY files, ``config.toml``, ``manifest.json`` last): ``config``'s generated data, or
+    your own ``data`` (:data:`Data`; the manifest says ``"source": "supplied"`` and a
+    ``groups.npy`` is added). The command line reads it with ``--data DIR`` (run, twin,
+    compare) and ``judge --data DIR``. Returns the manifest."""
+    return json.loads(_tokensel.write_data(os.fspath(directory), config, _dict(data)))
+
+
+def judge(
+    config: Config,
+    trajectory: Mapping[str, Any],
+    *,
+    prec: int = DEFAULT_PREC,
+    tol: float = 1e-8,
+    data: Data | None = None,
+) -> dict[str, Any]:
+    """Judge another implementation's run on ``config``'s data (``tokensel.data``):
+    replay it in the MPFR twin and report each recorded quantity's error, whether all
+    stay within ``tol``, and the findings (diagnoses). No file is written.
+
+    ``trajectory`` is a dict: ``steps`` (the recorded step numbers, increasing),
+    ``dtype`` (``"float32"`` or ``"float64"``, what the implementation computed in),
+    optionally ``implementation`` (a name) and ``config`` (config keys the
+    implementation used, each checked against ``config``), and any of the quantities
+    ``p``, ``q``, ``W``, ``scores``, ``attention``, ``rest``, ``output``, ``loss``,
+    ``grad_q``, each an array whose first axis is the recorded step (the external
+    format of ``tokensel judge``). Returns the report of ``tokensel judge --json``.
+    ``data``: supplied arrays (:data:`Data`) instead of the config's generated data.
+    """
+    return json.loads(_tokensel.judge(config, dict(trajectory), prec, tol, _dict(data)))
+
+
+def compare(
+    config: Config,
+    *,
+    prec: int = DEFAULT_PREC,
+    tol: float = 1e-8,
+    predictor: bool = True,
+    twin_method: str = "span",
+    data: Data | None = None,
+) -> dict[str, Any]:
+    """Run the f64 trainer, the MPFR twin and (with ``predictor``) the bit-exact
+    predictor step by step: the report of ``tokensel compare --json`` (on ``data``,
+    :data:`Data`, when given)."""
+    return json.loads(_tokensel.compare(config, prec, tol, predictor, twin_method, _dict(data)))

@@ -1,0 +1,45 @@
+"""Type stubs of the compiled extension (the package's functions wrap these)."""
+
+from typing import Any
+
+import numpy as np
+
+DEFAULT_PREC: int
+DEFAULT_BALL_PREC: int
+__version__: str
+
+class Config:
+    """One run's description: a preset with keyword overrides, validated on construction."""
+
+    def __init__(self, preset: str | None = None, **overrides: Any) -> None: ...
+    @staticmethod
+    def from_toml(text: str, preset: str | None = None) -> Config: ...
+    def replace(self, **overrides: Any) -> Config: ...
+    def to_toml(self) -> str: ...
+    def to_json(self) -> str: ...
+    def to_dict(self) -> dict[str, Any]: ...
+    def __getattr__(self, name: str) -> Any: ...
+
+def data(config: Config) -> dict[str, np.ndarray]: ...
+def run(
+    config: Config,
+    arithmetic: str = "f64",
+    prec: int | None = None,
+    data: dict[str, Any] | None = None,
+) -> tuple[str, str, dict[str, np.ndarray], dict[str, np.ndarray]]: ...
+def judge(
+    config: Config,
+    trajectory: dict[str, Any],
+    prec: int = ...,
+    tol: float = ...,
+    data: dict[str, Any] | None = None,
+) -> str: ...
+def compare(
+    config: Config,
+    prec: int = ...,
+    tol: float = ...,
+    predictor: bool = ...,
+    twin_method: str = ...,
+    data: dict[str, Any] | None = None,
+) -> str: ...
+def write_data(directory: str, config: Config, data: dict[str, Any] | None = None) -> str: ...
