@@ -558,6 +558,36 @@ const BLOCKS: &[Form] = &[
         },
     },
     Form {
+        text: "python3 -m venv venv && venv/bin/pip install ./python      # or: cd python && maturin develop --release",
+        how: How::Elsewhere(
+            "`.ci/run` builds the extension into its venv (maturin develop) and runs pytest",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "venv/bin/pip install pytest && venv/bin/python -m pytest python/tests   # the binding's tests",
+        how: How::Elsewhere("`.ci/run` runs pytest on python/tests in its venv"),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "venv/bin/pip install scikit-learn matplotlib",
+        how: How::Elsewhere(
+            "the digits example's dependencies: not in CI (the example is run by hand; its figure and numbers are in the README)",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "venv/bin/python examples/digits.py --seeds 5 --steps 10000 --step-size 0.02 --out digits.png",
+        how: How::Elsewhere(
+            "not in CI (needs scikit-learn and matplotlib, minutes of runs): run once for the README's figure and table",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
         text: "cargo run --release -- data --preset balanced --out data-out",
         how: How::AsWritten,
         shrink: &[],
@@ -1466,6 +1496,54 @@ const INLINE: &[Form] = &[
         },
     },
     Form {
+        text: "judge --data DIR",
+        how: How::Elsewhere(
+            "tests/judge.rs (every judge test reads a data directory) and the inline form `judge EXT --data DIR ...`",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "tokensel compare --json",
+        how: How::Elsewhere(
+            "python/tests/test_supplied.py (compare through Python against the CLI), run by .ci/run",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "tokensel judge --json",
+        how: How::Elsewhere(
+            "python/tests/test_judge.py (judge from a dict against the CLI's JSON), run by .ci/run",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "tokensel judge EXT.npz",
+        how: How::Elsewhere(
+            "python/tests/test_judge.py (a dict and an NPZ file give the same report) and python/bench.py",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "tokensel run --json",
+        how: How::Elsewhere(
+            "python/tests/test_cli_identity.py (the same keys and bits), run by .ci/run",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "tokensel run --json --quiet",
+        how: How::Elsewhere(
+            "python/bench.py (the Python call against the CLI) and python/tests/test_cli_identity.py",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
         text: "tokensel grid merge DIR",
         how: How::Elsewhere("the script forms below (the Slurm recipe's merge)"),
         shrink: &[],
@@ -1520,6 +1598,10 @@ const OTHER_PROGRAMS: &[(&str, &str)] = &[
     (
         "--freeze-p-after",
         "examples/numpy_reference.py's, run by tests/judge.rs::numpy_faults_are_named",
+    ),
+    (
+        "--step-size",
+        "examples/digits.py's (not in CI: needs scikit-learn and matplotlib)",
     ),
     (
         "--no-enclosure",
