@@ -38,6 +38,7 @@ fn error_class(e: &Error) -> &'static str {
         Error::Parse { .. } => "ParseError",
         Error::Mismatch { .. } => "MismatchError",
         Error::Io { .. } => "TokenselIOError",
+        Error::Path { .. } => "PathError",
         Error::TooLarge { .. } => "RefusedError",
         Error::NonFinite { .. } => "NonFiniteError",
     }
@@ -411,19 +412,20 @@ fn write_data(
     config: &PyConfig,
     data: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
+    use tokensel::io::publish::{OutputDir, SetKind};
     let cfg = config.inner.clone();
-    lib(tokensel::io::files::check_output_dir(&directory))?;
+    let out = lib(OutputDir::prepare(&directory, SetKind::Data))?;
     let data = data_of(&cfg, data)?;
     let manifest = lib(py.detach(|| {
         let data = or_generate(&cfg, data);
         let init = Params::init(&cfg);
-        tokensel::io::export::write_data(
+        let (manifest, files) = tokensel::io::export::files(
             &cfg,
             &data,
             init.p.view(),
             init.w.as_ref().map(|w| w.view()),
-            &directory,
-        )
+        );
+        out.publish(&files).map(|()| manifest)
     }))?;
     Ok(serde_json::to_string(&manifest).expect("manifest serialises"))
 }
@@ -689,7 +691,7 @@ fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
 /// Judge another implementation's trajectory (a dict of arrays) on `config`'s data:
 /// the report of `tokensel judge --json`, as JSON text.
 #[pyfunction]
-#[pyo3(signature = (config, trajectory, prec=DEFAULT_PREC, tol=1e-8, data=None))]
+#[pyo3(signature = (config, trajectory, prec=DEFAULT_PREC, tol=1e-8, data=None, enclosure=Some(DEFAULT_BALL_PREC)))]
 fn judge(
     py: Python<'_>,
     config: &PyConfig,
@@ -697,8 +699,13 @@ fn judge(
     prec: u32,
     tol: f64,
     data: Option<&Bound<'_, PyDict>>,
+    enclosure: Option<u32>,
 ) -> PyResult<String> {
-    let opts = judge_lib::Options { prec, tol };
+    let opts = judge_lib::Options {
+        prec,
+        tol,
+        enclosure,
+    };
     lib(opts.validate())?;
     let ext = external_of(trajectory)?;
     let mut cfg = config.inner.clone();
@@ -715,8 +722,25 @@ fn judge(
 
 /// The f64 trainer against the MPFR twin (and the predictor), step by step: the report
 /// of `tokensel compare --json`, as JSON text.
+/// The method named by `name` (`auto`, `direct`, `span`), for argument `arg`.
+fn method_arg(arg: &str, name: &str) -> PyResult<Method> {
+    match name {
+        "auto" => Ok(Method::Auto),
+        "direct" => Ok(Method::Direct),
+        "span" => Ok(Method::Span),
+        _ => Err(bad_arg(
+            arg,
+            format!("`{name}` is not a method (auto, direct, span)"),
+        )),
+    }
+}
+
+/// `tokensel compare --json`: the f64 trainer, the MPFR twin, the predictor over its
+/// first `predictor_steps` steps (`None`: the whole run) and, with `certify`, the ball
+/// trainer at that many bits; the report as JSON text.
 #[pyfunction]
-#[pyo3(signature = (config, prec=DEFAULT_PREC, tol=1e-8, predictor=true, twin_method="span", data=None))]
+#[pyo3(signature = (config, prec=DEFAULT_PREC, tol=1e-8, predictor=true, twin_method="span", data=None, predictor_steps=Some(compare_lib::DEFAULT_PREDICTOR_STEPS), certify=None))]
+#[allow(clippy::too_many_arguments)]
 fn compare(
     py: Python<'_>,
     config: &PyConfig,
@@ -725,23 +749,16 @@ fn compare(
     predictor: bool,
     twin_method: &str,
     data: Option<&Bound<'_, PyDict>>,
+    predictor_steps: Option<u64>,
+    certify: Option<u32>,
 ) -> PyResult<String> {
-    let twin_method = match twin_method {
-        "auto" => Method::Auto,
-        "direct" => Method::Direct,
-        "span" => Method::Span,
-        _ => {
-            return Err(bad_arg(
-                "twin_method",
-                format!("`{twin_method}` is not a method (auto, direct, span)"),
-            ));
-        }
-    };
     let opts = compare_lib::Options {
         prec,
         tol,
         predictor,
-        twin_method,
+        predictor_steps,
+        twin_method: method_arg("twin_method", twin_method)?,
+        certify,
     };
     let cfg = config.inner.clone();
     lib(opts.check(&cfg))?;
@@ -753,12 +770,31 @@ fn compare(
     Ok(serde_json::to_string(&report).expect("reports serialise"))
 }
 
-// `certify` is not bound yet: src/analysis/certify.rs is on the `certify` branch, not on
-// this one's base. Once merged, its binding is one more function like `compare`: build
-// `certify::Options { prec: Prec::Bits(prec) or Prec::Auto, method }`, `opts.check(&cfg)`
-// with the GIL held, then `certify::certify(&cfg, &data, &opts, &mut |_, _| {})` inside
-// `py.detach` on `or_generate(&cfg, data)`, and return the certificate's JSON (the
-// package's `tokensel.certify` then `json.loads` it, as `compare` does).
+/// `tokensel certify --json`: the certified run at `prec` bits (`None`: `auto`, 128,
+/// 256, 512, 1024 bits in turn) with `method`; the certificate as JSON text.
+#[pyfunction]
+#[pyo3(signature = (config, prec=Some(DEFAULT_BALL_PREC), method="span", data=None))]
+fn certify(
+    py: Python<'_>,
+    config: &PyConfig,
+    prec: Option<u32>,
+    method: &str,
+    data: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    use tokensel::analysis::certify as certify_lib;
+    let opts = certify_lib::Options {
+        prec: prec.map_or(certify_lib::Prec::Auto, certify_lib::Prec::Bits),
+        method: method_arg("method", method)?,
+    };
+    let cfg = config.inner.clone();
+    lib(opts.check(&cfg))?;
+    let data = data_of(&cfg, data)?;
+    let cert = lib(py.detach(|| {
+        let data = or_generate(&cfg, data);
+        certify_lib::certify(&cfg, &data, &opts, &mut |_, _| {})
+    }))?;
+    Ok(serde_json::to_string(&cert).expect("certificates serialise"))
+}
 
 /// The extension module.
 #[pymodule]
@@ -768,6 +804,7 @@ fn _tokensel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(judge, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(certify, m)?)?;
     m.add_function(wrap_pyfunction!(write_data, m)?)?;
     m.add("DEFAULT_PREC", DEFAULT_PREC)?;
     m.add("DEFAULT_BALL_PREC", DEFAULT_BALL_PREC)?;

@@ -34,6 +34,7 @@ __all__ = [
     "judge",
     "write_data",
     "compare",
+    "certify",
     "errors",
     "DEFAULT_PREC",
     "DEFAULT_BALL_PREC",
@@ -123,6 +124,7 @@ def judge(
     prec: int = DEFAULT_PREC,
     tol: float = 1e-8,
     data: Data | None = None,
+    enclosure: int | None = DEFAULT_BALL_PREC,
 ) -> dict[str, Any]:
     """Judge another implementation's run on ``config``'s data (``tokensel.data``):
     replay it in the MPFR twin and report each recorded quantity's error, whether all
@@ -136,8 +138,12 @@ def judge(
     ``grad_q``, each an array whose first axis is the recorded step (the external
     format of ``tokensel judge``). Returns the report of ``tokensel judge --json``.
     ``data``: supplied arrays (:data:`Data`) instead of the config's generated data.
+    ``enclosure``: the precision of the ball enclosure that proves values wrong
+    (``None``: no enclosure, as ``--no-enclosure``).
     """
-    return json.loads(_tokensel.judge(config, dict(trajectory), prec, tol, _dict(data)))
+    return json.loads(
+        _tokensel.judge(config, dict(trajectory), prec, tol, _dict(data), enclosure)
+    )
 
 
 def compare(
@@ -148,8 +154,30 @@ def compare(
     predictor: bool = True,
     twin_method: str = "span",
     data: Data | None = None,
+    predictor_steps: int | None = 1000,
+    certify: int | None = None,
 ) -> dict[str, Any]:
     """Run the f64 trainer, the MPFR twin and (with ``predictor``) the bit-exact
-    predictor step by step: the report of ``tokensel compare --json`` (on ``data``,
-    :data:`Data`, when given)."""
-    return json.loads(_tokensel.compare(config, prec, tol, predictor, twin_method, _dict(data)))
+    predictor over its first ``predictor_steps`` steps (``None``: the whole run) step by
+    step, and with ``certify`` the ball trainer at that many bits: the report of
+    ``tokensel compare --json`` (on ``data``, :data:`Data`, when given)."""
+    return json.loads(
+        _tokensel.compare(
+            config, prec, tol, predictor, twin_method, _dict(data), predictor_steps, certify
+        )
+    )
+
+
+def certify(
+    config: Config,
+    *,
+    prec: int | None = DEFAULT_BALL_PREC,
+    method: str = "span",
+    data: Data | None = None,
+) -> dict[str, Any]:
+    """Certify the run of ``config`` with ball arithmetic at ``prec`` bits (``None``:
+    ``--prec auto``): the certificate of ``tokensel certify --json``, every reported
+    quantity an interval ``[lo, hi]`` containing the exact-arithmetic value and every
+    decision proved, a proved tie, or undecided (``decided`` is True when the final
+    checkpoint decides everything)."""
+    return json.loads(_tokensel.certify(config, prec, method, _dict(data)))

@@ -33,6 +33,7 @@ def judge(
     prec: int = ...,
     tol: float = ...,
     data: dict[str, Any] | None = None,
+    enclosure: int | None = ...,
 ) -> str: ...
 def compare(
     config: Config,
@@ -40,6 +41,14 @@ def compare(
     tol: float = ...,
     predictor: bool = ...,
     twin_method: str = ...,
+    data: dict[str, Any] | None = None,
+    predictor_steps: int | None = ...,
+    certify: int | None = ...,
+) -> str: ...
+def certify(
+    config: Config,
+    prec: int | None = ...,
+    method: str = ...,
     data: dict[str, Any] | None = None,
 ) -> str: ...
 def write_data(directory: str, config: Config, data: dict[str, Any] | None = None) -> str: ...

@@ -38,6 +38,11 @@ class TokenselIOError(TokenselError, OSError):
     """A file or directory could not be read or written."""
 
 
+class PathError(InvalidInputError):
+    """An output path that cannot be used (one that holds files tokensel did not write,
+    a symbolic link, a name too long for its temporary, ...), found before any work."""
+
+
 __all__ = [
     "TokenselError",
     "InvalidInputError",
@@ -47,4 +52,5 @@ __all__ = [
     "RefusedError",
     "NonFiniteError",
     "TokenselIOError",
+    "PathError",
 ]
