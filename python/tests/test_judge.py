@@ -52,25 +52,31 @@ def recorded(cfg, dtype=np.float64, step_factor=1.0):
 
 def test_correct_float64_is_within_tolerance(cfg):
     report = tokensel.judge(cfg, recorded(cfg))
-    assert report["within_tolerance"], report["findings"]
+    assert report["within_tolerance"], report["diagnosis"]
     assert report["dtype"] == "float64" and report["steps_compared"] == len(STEPS)
     assert set(report["quantities"]) == {"p", "scores", "attention", "output", "loss", "grad_q"}
-    assert report["findings"] == []
+    # explained by float64 rounding (the records do not tell the two softmax gradients
+    # apart), with no departure
+    assert set(report["diagnosis"]["explained_by"]) == {"f64-stable", "f64-naive"}
+    assert report["diagnosis"]["departure"] is None
 
 
 def test_float32_is_float32_rounding(cfg):
     report = tokensel.judge(cfg, recorded(cfg, np.float32))
     assert report["dtype"] == "float32"
     assert not report["within_tolerance"]
-    assert report["findings"][0]["diagnosis"] == "float32-rounding", report["findings"]
+    diagnosis = report["diagnosis"]
+    assert set(diagnosis["explained_by"]) == {"f32-stable", "f32-naive"}, diagnosis
+    assert diagnosis["departure"] is None, diagnosis
 
 
 def test_wrong_step_size_is_a_wrong_model(cfg):
     report = tokensel.judge(cfg, recorded(cfg, step_factor=2.0), tol=1e-6)
     assert not report["within_tolerance"]
-    first = report["findings"][0]
-    assert first["diagnosis"] == "wrong-model", report["findings"]
-    assert first["step"] == 1  # the first update already differs
+    departure = report["diagnosis"]["departure"]
+    assert departure["cause"] == "wrong-model", report["diagnosis"]
+    assert departure["updates"] == [1, 1]  # the first update already differs
+    assert departure["quantity"] == "p"
 
 
 def test_dict_is_the_npz_file(cli, cfg, tmp_path):
