@@ -128,7 +128,8 @@ def judge(
 ) -> dict[str, Any]:
     """Judge another implementation's run on ``config``'s data (``tokensel.data``):
     replay it in the MPFR twin and report each recorded quantity's error, whether all
-    stay within ``tol``, and the diagnosis (the candidate replays that explain it, or where it departs from them). No file is written.
+    stay within ``tol``, and the diagnosis (the candidate replays that explain it, or
+    where it departs from them). No file is written.
 
     ``trajectory`` is a dict: ``steps`` (the recorded step numbers, increasing),
     ``dtype`` (``"float32"`` or ``"float64"``, what the implementation computed in),
