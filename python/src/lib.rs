@@ -211,6 +211,9 @@ impl PyConfig {
 fn data<'py>(py: Python<'py>, config: &PyConfig) -> PyResult<Bound<'py, PyDict>> {
     let cfg = config.inner.clone();
     let (ds, init) = py.detach(|| (Dataset::generate(&cfg), Params::init(&cfg)));
+    // a Ctrl-C that arrived while the GIL was released is raised here, before any
+    // NumPy call (which would otherwise find the exception pending)
+    py.check_signals()?;
     let out = PyDict::new(py);
     let labels = |y: &[i8]| Array1::from_vec(y.to_vec());
     let noisy: Array1<bool> = (0..ds.train.len()).map(|i| ds.train.is_noisy(i)).collect();
@@ -281,15 +284,23 @@ fn labels(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<i8>>> {
     match d.get_item(key)? {
         None => Ok(None),
         Some(v) => {
-            let a: PyArrayLike1<'_, i64, AllowTypeChange> = v
+            // read as numbers, then each must be exactly +1 or -1: nothing is truncated
+            let a: PyArrayLike1<'_, f64, AllowTypeChange> = v
                 .extract()
-                .map_err(|e| bad_arg(key, format!("expected integer labels (+1 or -1): {e}")))?;
-            Ok(Some(
-                a.as_array()
-                    .iter()
-                    .map(|&y| y.clamp(i8::MIN.into(), i8::MAX.into()) as i8)
-                    .collect(),
-            ))
+                .map_err(|e| bad_arg(key, format!("expected labels +1 or -1: {e}")))?;
+            a.as_array()
+                .iter()
+                .enumerate()
+                .map(|(i, &y)| match y {
+                    1.0 => Ok(1i8),
+                    -1.0 => Ok(-1i8),
+                    _ => Err(bad_arg(
+                        key,
+                        format!("label {y} at index {i}: labels are +1 or -1"),
+                    )),
+                })
+                .collect::<PyResult<Vec<i8>>>()
+                .map(Some)
         }
     }
 }
@@ -427,6 +438,9 @@ fn write_data(
         );
         out.publish(&files).map(|()| manifest)
     }))?;
+    // a Ctrl-C that arrived while the GIL was released is raised here, before any
+    // NumPy call (which would otherwise find the exception pending)
+    py.check_signals()?;
     Ok(serde_json::to_string(&manifest).expect("manifest serialises"))
 }
 
@@ -496,6 +510,9 @@ fn run<'py>(
         Arithmetic::Mpfr(a) => train(&cfg, data, a),
         Arithmetic::Ball(a) => train(&cfg, data, a),
     }))?;
+    // a Ctrl-C that arrived while the GIL was released is raised here, before any
+    // NumPy call (which would otherwise find the exception pending)
+    py.check_signals()?;
     let summary = serde_json::to_string(&Summary::of(&traj)).expect("summary serialises");
     let trainer = serde_json::to_string(&traj.trainer).expect("trainer serialises");
     let labels = PyDict::new(py);
@@ -717,6 +734,9 @@ fn judge(
         let data = or_generate(&cfg, data);
         judge_lib::judge(&cfg, &data, &ext, opts, &mut |_| {})
     }))?;
+    // a Ctrl-C that arrived while the GIL was released is raised here, before any
+    // NumPy call (which would otherwise find the exception pending)
+    py.check_signals()?;
     Ok(serde_json::to_string(&report).expect("reports serialise"))
 }
 
@@ -767,6 +787,9 @@ fn compare(
         let data = or_generate(&cfg, data);
         compare_lib::compare(&cfg, &data, opts, &mut |_| {})
     }))?;
+    // a Ctrl-C that arrived while the GIL was released is raised here, before any
+    // NumPy call (which would otherwise find the exception pending)
+    py.check_signals()?;
     Ok(serde_json::to_string(&report).expect("reports serialise"))
 }
 
@@ -793,6 +816,9 @@ fn certify(
         let data = or_generate(&cfg, data);
         certify_lib::certify(&cfg, &data, &opts, &mut |_, _| {})
     }))?;
+    // a Ctrl-C that arrived while the GIL was released is raised here, before any
+    // NumPy call (which would otherwise find the exception pending)
+    py.check_signals()?;
     Ok(serde_json::to_string(&cert).expect("certificates serialise"))
 }
 

@@ -1,6 +1,9 @@
 """Bad input raises a tokensel.errors class (a ValueError for input) with the library's
 message, before any work; it never crashes the interpreter."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -83,3 +86,32 @@ def test_a_diverging_run_stops_with_non_finite_error():
             tokensel.Config(d=10, n_test=5, steps=50, step_size=1e308, mode="joint", method="direct")
         )
     assert "non-finite q at step 2" in str(e.value)
+
+
+def test_labels_are_exactly_plus_or_minus_one():
+    """Supplied labels are read as numbers and must be exactly +1 or -1: 1.9 or 0.5 is
+    refused (never truncated to an int8), and the message names the value given."""
+    cfg = tokensel.Config(d=20, n_train=4, n_test=10, steps=10)
+    a = tokensel.data(cfg)
+    d = {k: a[k] for k in ("X_train", "y_train", "X_test", "y_test", "nu")}
+    for key, bad, shown in [("y_train", a["y_train"] * 1.9, "1.9"), ("y_test", a["y_test"] * 0.5, "0.5")]:
+        with pytest.raises(errors.ConfigError) as e:
+            tokensel.run(cfg, data=dict(d, **{key: bad}))
+        assert key in str(e.value) and shown in str(e.value)
+    tokensel.run(cfg, data=dict(d, y_train=a["y_train"].astype(np.float64)))
+
+
+def test_ctrl_c_during_a_run_raises_keyboard_interrupt_not_a_panic(tmp_path):
+    """A SIGINT while the library computes (GIL released) is raised as KeyboardInterrupt
+    when the call returns, never as a Rust panic from the NumPy conversion."""
+    script = tmp_path / "interrupt.py"
+    script.write_text(
+        "import os, signal, threading, tokensel\n"
+        "cfg = tokensel.Config(d=20, n_train=4, n_test=10, steps=1500000)\n"
+        "threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+        "tokensel.run(cfg)\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert out.returncode != 0
+    assert "KeyboardInterrupt" in out.stderr, out.stderr
+    assert "panicked" not in out.stderr and "PanicException" not in out.stderr, out.stderr

@@ -58,7 +58,7 @@ def test_judge_and_compare_take_supplied_data(cfg):
         (lambda a: a["X_train"].__setitem__((0, 0, 0), np.inf), errors.MismatchError, "not finite"),
         (lambda a: a.update(nu=a["nu"][:-1]), errors.MismatchError, "nu"),
         (lambda a: a.update(nu=np.zeros_like(a["nu"])), errors.MismatchError, "zero"),
-        (lambda a: a["y_train"].__setitem__(0, 3), errors.MismatchError, "label 3"),
+        (lambda a: a["y_train"].__setitem__(0, 3), errors.ConfigError, "label 3"),
         (lambda a: a.update(groups=["R"] * 7), errors.MismatchError, "groups"),
         (lambda a: a.update(groups=["X"] * 8), errors.ConfigError, "groups"),
         (lambda a: a.pop("X_test"), errors.ConfigError, "X_test"),
