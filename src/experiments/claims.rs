@@ -29,6 +29,8 @@
 //! holds only when the WHOLE interval satisfies it (`>= b`: its lower end `>= b`; `== b`:
 //! both ends `b`), so an undecided sample can only make it fail. Only `run` claims, and
 //! no `baseline_step` (a difference of intervals would need its own outward rounding).
+//! Its quantity is not checked against a schema before the work (the certificate's is
+//! not traced): a quantity the certificate lacks is a missing measurement, a failure.
 //!
 //! A `grid` claim runs the grid of its config (the base), `axes` and `seeds` (all seeds
 //! in one grid, `tokensel grid`'s cells) and reads one number from the merged summary
@@ -446,9 +448,13 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
         }
     }
     let reads_checkpoint = c.step.is_some() || c.baseline_step.is_some();
-    schema::of_source(c.source, reads_checkpoint)
-        .check(&c.quantity)
-        .map_err(|m| ("quantity", Error::config("quantity", m)))?;
+    // a certified claim reads the certificate (intervals), whose schema is not traced
+    // here: a quantity it lacks is a missing measurement, and the claim fails (exit 1)
+    if !c.certified {
+        schema::of_source(c.source, reads_checkpoint)
+            .check(&c.quantity)
+            .map_err(|m| ("quantity", Error::config("quantity", m)))?;
+    }
     let memory = |e| ("config", e);
     let f64_run = |cfg: &Config| crate::train::check_memory(cfg, F64.kind(), 53, cfg.method);
     match c.source {
