@@ -1544,6 +1544,14 @@ const INLINE: &[Form] = &[
         check: none,
     },
     Form {
+        text: "tokensel certify --json",
+        how: How::Elsewhere(
+            "python/tests/test_certify.py (tokensel.certify against the CLI's certify --json), run by .ci/run",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
         text: "tokensel grid merge DIR",
         how: How::Elsewhere("the script forms below (the Slurm recipe's merge)"),
         shrink: &[],
