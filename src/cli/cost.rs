@@ -35,14 +35,7 @@ pub(super) fn cost(args: &CostArgs) -> Result<i32> {
         Some(m) => vec![m],
         None => vec![Method::Direct, Method::Span],
     };
-    cost::check(
-        &cfg,
-        &args.precs,
-        &args.ball,
-        &methods,
-        args.reps,
-        args.twin_reps,
-    )?;
+    // `measure` checks its arguments (`cost::check`) before any work
     let r = cost::measure(
         &cfg,
         &args.precs,
