@@ -80,25 +80,33 @@ fn check(
         let args: Vec<Float> = (0..inputs.len())
             .map(|k| pts[k][(c / 3usize.pow(k as u32)) % 3].clone())
             .collect();
-        for v in bracket(|rnd| f(&args, rnd)) {
+        if args.iter().any(|v| !v.is_finite()) {
+            // a corner beyond MPFR's range: no reference
+            continue;
+        }
+        // an exact value below or above MPFR's exponent range has no reference: its two
+        // roundings differ, one a zero or an infinity; such values are skipped
+        let values = bracket(|rnd| f(&args, rnd));
+        let held = |v: &Float| !(v.is_zero() || v.is_infinite()) || values[0] == values[1];
+        for v in values.iter().filter(|v| held(v)) {
             if !v.is_finite() {
                 assert!(
                     out.rad().is_inf(),
-                    "{what}: a non-finite value needs an infinite radius"
+                    "{what}: a non-finite value {v} needs an infinite radius: {out:?}"
                 );
                 continue;
             }
             assert!(
-                out.contains(&v),
-                "{what}: {v} not in {out:?} (inputs {inputs:?})"
+                out.contains(v),
+                "{what}: {v} not in {out:?} (inputs {inputs:?}, at {args:?})"
             );
-            let d = Float::with_val(REF, &v - out.mid()).abs();
+            let d = Float::with_val(REF, v - out.mid()).abs();
             if d > dev {
                 dev = d;
             }
         }
     }
-    if out.rad().is_inf() {
+    if out.rad().is_inf() || factor.is_infinite() {
         return;
     }
     // half an ulp of the midpoint at its precision
@@ -241,6 +249,250 @@ fn every_operation_encloses_and_is_tight() {
         ar.add_f64(&mut x, v);
         check("add_f64", &x, &[&b, &vb], &sum, 1.0);
     }
+}
+
+/// An adversarial midpoint at `prec` bits (kind `k`): an exact square `j^2 2^(2e)`, a power
+/// of two, one ulp above or below an exact square, or a generic value, signed at random;
+/// `e` is the binary exponent's scale.
+fn adversarial_mid(r: &mut rand_chacha::ChaCha20Rng, prec: u32, k: usize, e: i32) -> Float {
+    let j = 1 + (rng::uniform(r) * 1e6) as u64;
+    let half = e / 2;
+    let mut m = match k % 5 {
+        0 => Float::with_val(prec, j * j) << (2 * half),
+        1 => Float::with_val(prec, 1) << e,
+        2 | 3 => {
+            let mut m = Float::with_val(prec, j * j) << (2 * half);
+            if k % 5 == 2 {
+                m.next_up();
+            } else {
+                m.next_down();
+            }
+            m
+        }
+        _ => {
+            let mut m = Float::with_val(prec, 1.0 + rng::uniform(r));
+            m += Float::with_val(prec, rng::uniform(r)) >> 60u32;
+            m << e
+        }
+    };
+    if rng::uniform(r) < 0.3 {
+        m = -m;
+    }
+    m
+}
+
+/// An adversarial radius for a midpoint `m`: zero, far below the midpoint's half ulp
+/// (2^-(prec + 1..prec + 90) relative: the rounding term is absent for an exact result,
+/// so the radius alone must cover the input), around it, a generic relative size, or a
+/// power of two exactly.
+fn adversarial_rad(r: &mut rand_chacha::ChaCha20Rng, prec: u32, m: &Float) -> Mag {
+    let rel = match (rng::uniform(r) * 6.0) as u32 {
+        0 => return Mag::ZERO,
+        1 => -(prec as i64) - 1 - (rng::uniform(r) * 90.0) as i64,
+        2 => -(prec as i64) + 2 - (rng::uniform(r) * 4.0) as i64,
+        3 => -1 - (rng::uniform(r) * 60.0) as i64,
+        _ => -40,
+    };
+    let base = Mag::of_float(m).mul_up(Mag::pow2(rel));
+    if rng::uniform(r) < 0.5 {
+        // a power of two
+        Mag::pow2(base.to_float(64).get_exp().map_or(0, |x| x as i64 - 1))
+    } else {
+        base
+    }
+}
+
+/// Adversarial balls (exact squares, powers of two, values one ulp from an exact result;
+/// radii far below, near and above the midpoint's half ulp; exponents near 0, near f64's
+/// ends and near MPFR's own exponent limits, where products overflow and underflow), at
+/// 53, 64, 128 and 256 bits: every operation contains the exact result at the corners and
+/// an interior point of its inputs (4096-bit references; points whose exact value MPFR
+/// cannot hold are skipped by `check`). The exact squares are what `sqrt` with its
+/// divisor rounded up missed: sqrt([4 +- 2^-40]) returned [2 +- 2^-42], which excludes
+/// sqrt(4 - 2^-40).
+#[test]
+fn adversarial_balls_are_enclosed() {
+    // the reported counterexample
+    let ar = Ball::new(128).unwrap();
+    let a = BallReal::new(Float::with_val(128, 4), Mag::pow2(-40));
+    let mut x = a.clone();
+    ar.sqrt(&mut x);
+    let corner = Float::with_val(REF, 4) - Float::with_val(REF, Float::i_exp(1, -40));
+    let corner = Float::with_val(REF, corner);
+    assert!(
+        x.contains(&Float::with_val(REF, corner.sqrt_ref())),
+        "sqrt([4 +- 2^-40]) = {x:?}"
+    );
+    // SAFETY: reading MPFR's exponent range
+    let (emin, emax) = unsafe {
+        (
+            gmp_mpfr_sys::mpfr::get_emin() as i32,
+            gmp_mpfr_sys::mpfr::get_emax() as i32,
+        )
+    };
+    let mut r = rng::stream(64, Stream::Init);
+    let mut checked = 0usize;
+    for prec in [53u32, 64, 128, 256] {
+        let ar = Ball::new(prec).unwrap();
+        for i in 0..2000 {
+            // exponent scales: ordinary, near f64's limits, near MPFR's limits (a product
+            // or quotient of two of these leaves MPFR's range: overflow and underflow)
+            let e = match i % 6 {
+                0 | 1 => (rng::uniform(&mut r) * 20.0) as i32 - 10,
+                2 => 1020 + (rng::uniform(&mut r) * 60.0) as i32,
+                3 => -1070 - (rng::uniform(&mut r) * 60.0) as i32,
+                4 => emax / 2 - (rng::uniform(&mut r) * 40.0) as i32,
+                _ => emin / 2 + 20 - (rng::uniform(&mut r) * 40.0) as i32,
+            };
+            let ma = adversarial_mid(&mut r, prec, i, e);
+            let mb = adversarial_mid(&mut r, prec, i / 5 + 1, e);
+            let a = BallReal::new(ma.clone(), adversarial_rad(&mut r, prec, &ma));
+            let b = BallReal::new(mb.clone(), adversarial_rad(&mut r, prec, &mb));
+            // b one ulp from -a (cancellation to a tiny exact difference)
+            let mut nm = Float::with_val(prec, a.mid());
+            nm.next_up();
+            let near = BallReal::new(-nm, b.rad());
+            let sum = |v: &[Float], rnd| Float::with_val_round(REF, &v[0] + &v[1], rnd).0;
+            let dif = |v: &[Float], rnd| Float::with_val_round(REF, &v[0] - &v[1], rnd).0;
+            let mul = |v: &[Float], rnd| Float::with_val_round(REF, &v[0] * &v[1], rnd).0;
+            let div = |v: &[Float], rnd| Float::with_val_round(REF, &v[0] / &v[1], rnd).0;
+            let fma = |v: &[Float], rnd| {
+                // the product exactly, or rounded the same way where it leaves the range
+                let p = Float::with_val_round(2 * REF, &v[0] * &v[1], rnd).0;
+                Float::with_val_round(REF, &p + &v[2], rnd).0
+            };
+            let any = f64::INFINITY;
+            for bb in [&b, &near] {
+                ar.set(&mut x, &a);
+                ar.add(&mut x, bb);
+                check("add", &x, &[&a, bb], &sum, any);
+                ar.diff(&mut x, &a, bb);
+                check("diff", &x, &[&a, bb], &dif, any);
+                ar.prod(&mut x, &a, bb);
+                check("prod", &x, &[&a, bb], &mul, any);
+                ar.set(&mut x, &a);
+                ar.div(&mut x, bb);
+                check("div", &x, &[&a, bb], &div, any);
+                ar.set(&mut x, &a);
+                ar.fma(&mut x, bb, &b);
+                check("fma", &x, &[bb, &b, &a], &fma, any);
+                checked += 5;
+            }
+            let pos = BallReal::new(a.mid().clone().abs(), a.rad());
+            ar.set(&mut x, &pos);
+            ar.sqrt(&mut x);
+            check(
+                "sqrt",
+                &x,
+                &[&pos],
+                &|v, rnd| Float::with_val_round(REF, v[0].sqrt_ref(), rnd).0,
+                any,
+            );
+            // exp and log1p at ordinary scales (the exact result leaves MPFR's range
+            // otherwise, where the reference cannot hold it)
+            if i % 6 < 2 {
+                let small = BallReal::new(Float::with_val(prec, a.mid()) >> 4u32, a.rad());
+                ar.set(&mut x, &small);
+                ar.exp(&mut x);
+                check(
+                    "exp",
+                    &x,
+                    &[&small],
+                    &|v, rnd| Float::with_val_round(REF, v[0].exp_ref(), rnd).0,
+                    any,
+                );
+                let one = BallReal::new(Float::with_val(prec, a.mid().clone().abs()), a.rad());
+                ar.set(&mut x, &one);
+                ar.ln_1p(&mut x);
+                check(
+                    "ln_1p",
+                    &x,
+                    &[&one],
+                    &|v, rnd| Float::with_val_round(REF, v[0].ln_1p_ref(), rnd).0,
+                    any,
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 80_000);
+}
+
+/// A result that underflows to MPFR's smallest positive number 2^(emin - 1) errs by more
+/// than half its ulp: 3 2^(emin - 3) (exact, below the range) rounds to 2^(emin - 1), an
+/// error of 2^(emin - 3), which the ball must cover. The exact value is below MPFR's range,
+/// so the check is made on the scaled values (x 2^(1 - emin)): 0.75 in [1 +- r'].
+#[test]
+fn an_underflow_to_the_smallest_number_is_enclosed() {
+    // SAFETY: reading MPFR's exponent range
+    let emin = unsafe { gmp_mpfr_sys::mpfr::get_emin() };
+    for prec in [53u32, 128, 256] {
+        let ar = Ball::new(prec).unwrap();
+        let k1 = emin / 2;
+        let a = BallReal::new(Float::with_val(prec, 3) << (k1 as i32), Mag::ZERO);
+        let b = BallReal::new(
+            Float::with_val(prec, 1) << ((emin - 3 - k1) as i32),
+            Mag::ZERO,
+        );
+        let mut x = ar.zero();
+        ar.prod(&mut x, &a, &b);
+        let scale = Mag::pow2(1 - emin);
+        let mid = Float::with_val(64, x.mid() << ((1 - emin) as i32));
+        let rad = x.rad().mul_up(scale).to_float(64);
+        let dev = Float::with_val(64, &mid - 0.75f64).abs();
+        assert!(
+            !x.mid().is_zero() && dev <= rad,
+            "prec {prec}: 3 2^(emin - 3) not in {x:?} (scaled: {mid} +- {rad})"
+        );
+    }
+}
+
+/// `max` with radii below MPFR's exponent range (values near `emin`, radii a few binades
+/// below it, which MPFR rounds up when it holds them): the larger upper end is decided
+/// from lower bounds of the radii, so x = [m +- 2^(emin - 3)] and a = [m +- 2^(emin - 5)]
+/// give a ball that holds m + 2^(emin - 3) (x's upper end), checked on the values scaled
+/// by 2^(20 - emin).
+#[test]
+fn max_decides_with_lower_bounds_of_the_radii() {
+    // SAFETY: reading MPFR's exponent range
+    let emin = unsafe { gmp_mpfr_sys::mpfr::get_emin() };
+    let ar = Ball::new(128).unwrap();
+    let m = Float::with_val(128, 1) << ((emin + 10) as i32);
+    let x0 = BallReal::new(m.clone(), Mag::pow2(emin - 3));
+    let a = BallReal::new(m.clone(), Mag::pow2(emin - 5));
+    let mut x = x0.clone();
+    ar.max(&mut x, &a);
+    let s = (20 - emin) as i32;
+    let top = Float::with_val(256, &m << s) + (Float::with_val(256, 1) << 17u32);
+    let mid = Float::with_val(256, x.mid() << s);
+    let rad = x.rad().mul_up(Mag::pow2(20 - emin)).to_float(64);
+    let dev = Float::with_val(256, &mid - &top).abs();
+    assert!(dev <= rad, "x's upper end not in max(x, a) = {x:?}");
+}
+
+/// `sqrt` of a ball whose lower end m - r lies below MPFR's exponent range: the divisor
+/// sqrt(m) + sqrt(m - r) must be a lower bound, so sqrt(m - r) of a lower bound of m - r
+/// (zero where MPFR cannot hold it, not its smallest positive number). With m = 2^(emin +
+/// 7) and r = m - 2^(emin - 9), the corner sqrt(2^(emin - 9)) = 2^((emin - 9) / 2) must
+/// lie in the result (checked on the values scaled by 2^-((emin - 9) / 2)).
+#[test]
+fn sqrt_below_the_range_divides_by_a_lower_bound() {
+    // SAFETY: reading MPFR's exponent range
+    let emin = unsafe { gmp_mpfr_sys::mpfr::get_emin() };
+    assert!((emin - 9) % 2 == 0, "emin is odd (MPFR's default)");
+    let ar = Ball::new(128).unwrap();
+    let m = Float::with_val(128, 1) << ((emin + 7) as i32);
+    let r = Mag::parse_exact(&format!("ffff0000p{}", emin - 9 - 16)).unwrap();
+    let mut x = BallReal::new(m, r);
+    ar.sqrt(&mut x);
+    let s = -(emin - 9) / 2;
+    let mid = Float::with_val(256, x.mid() << (s as i32));
+    let rad = x.rad().mul_up(Mag::pow2(s)).to_float(64);
+    let dev = Float::with_val(256, &mid - 1u32).abs();
+    assert!(
+        dev <= rad,
+        "sqrt(m - r) not in {x:?} (scaled {mid} +- {rad})"
+    );
 }
 
 /// The exact dot product of the midpoints, and the radius terms' sum, at `REF` bits

@@ -18,10 +18,13 @@
 //! exp(a)           r = exp(ma) (e^ra - 1) + e   (exp(ma) <= |m'| + e; e^r - 1 <= r + r^2 for r <= 1)
 //! ln(1 + a)        1 + ma - ra > 0 proved, else r = inf;  r = ra / (1 + ma - ra) + e
 //! sqrt(a)          ma - ra >= 0 proved, else r = inf;  r = ra / (sqrt(ma) + sqrt(ma - ra)) + e
+//!                  (the divisor, both roots and their sum, rounded DOWN)
 //! ```
 //!
 //! Every bound is evaluated with upward rounding (and its divisors with downward
-//! rounding) in [`Mag`]. An infinite radius is "the whole line": [`Arith::is_finite`]
+//! rounding) in [`Mag`]; proofs-notes/certify.md states each rule's proof and lists
+//! every place a lower bound is needed ("Every lower bound, reviewed"). `e` is half an
+//! ulp, or `2^(emin - 1)` for a result in MPFR's lowest binade (an underflow). An infinite radius is "the whole line": [`Arith::is_finite`]
 //! reports it, so a trainer stops with a non-finite error.
 //!
 //! # Branches
@@ -137,8 +140,24 @@ fn err(x: &Float, ternary: i32) -> Mag {
     // x = 0.1b... 2^exp, ulp = 2^(exp - prec)
     // SAFETY: x is a regular initialised MPFR number.
     let (exp, prec) = unsafe { ((*x.as_raw()).exp, (*x.as_raw()).prec) };
+    if exp <= LOW_EXP {
+        // SAFETY: reading MPFR's exponent range.
+        let emin = unsafe { mpfr::get_emin() };
+        if exp <= emin {
+            // the lowest binade: x may be the smallest positive number 2^(emin - 1)
+            // reached by an underflow (from an exact value anywhere below it), whose
+            // error is not a half ulp of x; 2^(emin - 1) bounds it and every rounding
+            // error in this binade
+            return Mag::pow2(emin - 1);
+        }
+    }
     Mag::pow2(exp - prec - 1)
 }
+
+/// Exponents at or below this one are checked against MPFR's `emin` by [`err`] (an
+/// underflow's result lies in the lowest binade). MPFR's default `emin` is `1 - 2^30`;
+/// tokensel never raises it, and [`Ball::new`] checks that it lies below this bound.
+const LOW_EXP: i64 = -(1 << 24);
 
 #[inline(always)]
 fn tern(o: Ordering) -> i32 {
@@ -508,6 +527,13 @@ impl Ball {
                 format!("a ball needs {MIN_BALL_PREC}..={MAX_PREC} bits, got {prec}"),
             ));
         }
+        // SAFETY: reading MPFR's exponent range.
+        let emin = unsafe { mpfr::get_emin() };
+        assert!(
+            emin < LOW_EXP,
+            "MPFR's exponent range was narrowed (emin {emin}): the ball's rounding term needs \
+             emin below {LOW_EXP}"
+        );
         Ok(Ball { prec })
     }
 
@@ -697,18 +723,19 @@ impl Arith for Ball {
             Mag::INF
         } else {
             // m - r >= 0 proved by a lower bound; r / (sqrt(m) + sqrt(m - r)) with the
-            // square roots rounded down
+            // DIVISOR a lower bound: each square root of a lower bound rounded down, and
+            // their sum rounded down (proofs-notes/certify.md, the sqrt rule)
             let m_lo = Mag::of_float_lower(&x.mid);
             if m_lo.cmp_value(x.rad) == Ordering::Less {
                 Mag::INF
             } else {
                 let sqrt_lo = |v: Mag| {
-                    let mut f = v.to_float(64);
-                    // v.to_float is exact for finite, in-range values; round down
+                    // a lower bound of v as an MPFR number (exact inside MPFR's range)
+                    let mut f = v.to_float_down(64);
                     f.sqrt_round(Round::Down);
                     Mag::of_float_lower(&f)
                 };
-                let den = sqrt_lo(m_lo).add_up(sqrt_lo(m_lo.sub_lower(x.rad)));
+                let den = sqrt_lo(m_lo).add_lower(sqrt_lo(m_lo.sub_lower(x.rad)));
                 x.rad.div_up(den)
             }
         };
@@ -770,12 +797,20 @@ impl Arith for Ball {
             return;
         }
         let p = self.prec + 64;
-        let r_x = x.rad.to_float(64);
-        let r_a = a.rad.to_float(64);
+        // each radius as an upper and a lower bound (equal inside MPFR's exponent range)
+        let (r_x, r_x_lo) = (x.rad.to_float(64), x.rad.to_float_down(64));
+        let (r_a, r_a_lo) = (a.rad.to_float(64), a.rad.to_float_down(64));
         let hi = |m: &Float, r: &Float, dir| Float::with_val_round(p, m + r, dir).0;
         let lo = |m: &Float, r: &Float, dir| Float::with_val_round(p, m - r, dir).0;
-        let (hx_d, hx_u) = (hi(&x.mid, &r_x, Round::Down), hi(&x.mid, &r_x, Round::Up));
-        let (ha_d, ha_u) = (hi(&a.mid, &r_a, Round::Down), hi(&a.mid, &r_a, Round::Up));
+        // lower and upper bounds of each upper end m + r
+        let (hx_d, hx_u) = (
+            hi(&x.mid, &r_x_lo, Round::Down),
+            hi(&x.mid, &r_x, Round::Up),
+        );
+        let (ha_d, ha_u) = (
+            hi(&a.mid, &r_a_lo, Round::Down),
+            hi(&a.mid, &r_a, Round::Up),
+        );
         if ha_d >= hx_u {
             x.mid.clone_from(&a.mid);
             x.rad = a.rad;

@@ -206,6 +206,24 @@ impl Mag {
         f
     }
 
+    /// This bound as an MPFR number of `prec >= 32` bits, rounded DOWN when it leaves
+    /// MPFR's exponent range (an overflow gives the largest finite number, an underflow
+    /// zero: both lower bounds), for the places that need a lower bound of a radius
+    /// (proofs-notes/certify.md, "The radius type").
+    pub fn to_float_down(self, prec: u32) -> Float {
+        if self.is_inf() {
+            return Float::with_val(prec, f64::INFINITY);
+        }
+        let mut f = Float::with_val(prec.max(32), self.man);
+        if self.man != 0 {
+            // SAFETY: f is an initialised MPFR number; in-place scaling is allowed.
+            unsafe {
+                mpfr::mul_2si(f.as_raw_mut(), f.as_raw(), self.exp, mpfr::rnd_t::RNDD);
+            }
+        }
+        f
+    }
+
     /// An upper bound of this magnitude as an f64 (+inf beyond f64's range).
     pub fn to_f64_up(self) -> f64 {
         self.to_float(32).to_f64_round(Round::Up)
@@ -234,6 +252,32 @@ impl Mag {
             Mag::normalize(hi.man as u64 + 1, hi.exp)
         } else {
             Mag::normalize(((hi.man as u64) << d) + lo.man as u64, lo.exp)
+        }
+    }
+
+    /// `self + b`, rounded DOWN (a lower bound of the sum, for divisors).
+    #[inline(always)]
+    pub fn add_lower(self, b: Mag) -> Mag {
+        if self.is_zero() {
+            return b;
+        }
+        if b.is_zero() {
+            return self;
+        }
+        if self.is_inf() || b.is_inf() {
+            return Mag::INF;
+        }
+        let (hi, lo) = if self.exp >= b.exp {
+            (self, b)
+        } else {
+            (b, self)
+        };
+        let d = hi.exp - lo.exp;
+        if d >= 64 {
+            // lo is below one unit of hi's mantissa: hi itself is a lower bound
+            hi
+        } else {
+            Mag::round(((hi.man as u128) << d) + lo.man as u128, lo.exp, false)
         }
     }
 
@@ -392,6 +436,12 @@ mod tests {
             let low = Float::with_val(256, exact(a.mul_lower(b)));
             let want = Float::with_val(256, &fa * &fb);
             assert!(low <= want && rel(&want, &low) <= 2f64.powi(-30));
+            let low = Float::with_val(256, exact(a.add_lower(b)));
+            let want = Float::with_val(256, &fa + &fb);
+            assert!(
+                low <= want && rel(&want, &low) <= 2f64.powi(-30),
+                "add_lower"
+            );
             let (big, small) = if fa > fb { (a, b) } else { (b, a) };
             let d = Float::with_val(256, exact(big) - exact(small));
             let low = Float::with_val(256, exact(big.sub_lower(small)));
@@ -428,6 +478,15 @@ mod tests {
             "no underflow to 0"
         );
         assert!(Mag::pow2(1 << 41).is_inf());
+        // beyond MPFR's exponent range: `to_float` rounds up, `to_float_down` down
+        let below = Mag::pow2(-(1i64 << 35));
+        assert!(below.to_float(64) > 0 && below.to_float_down(64) == 0);
+        let above = Mag::pow2(1i64 << 35);
+        assert!(above.to_float(64).is_infinite());
+        let top = above.to_float_down(64);
+        assert!(top.is_finite() && top > 0);
+        let mid = Mag::of_f64(0.3);
+        assert_eq!(mid.to_float(64), mid.to_float_down(64));
         let s = Mag::of_f64(0.3).to_exact_string();
         assert_eq!(Mag::parse_exact(&s), Some(Mag::of_f64(0.3)));
     }
