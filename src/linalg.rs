@@ -7,7 +7,7 @@
 
 use rayon::prelude::*;
 
-use crate::arith::{Arith, Kind};
+use crate::arith::{Arith, Kind, Prepared};
 
 /// Below this many (f64-equivalent) operations, kernels stay on the calling thread.
 const PAR_MIN_OPS: usize = 1 << 16;
@@ -59,6 +59,29 @@ pub fn matvec<A: Arith>(ar: &A, m: &[A::Real], v: &[A::Real], out: &mut [A::Real
         });
     } else {
         ar.matvec(m, v, out);
+    }
+}
+
+/// `out_i = m_(start + i) . v` for the rows `start..start + out.len()` of a prepared
+/// matrix ([`Arith::matvec_prepared`]): a fixed-point layout is the arithmetic's own
+/// kernel (which spreads its rows over threads); otherwise [`matvec`] on those rows.
+pub fn matvec_prepared<A: Arith>(
+    ar: &A,
+    m: &Prepared<A::Real>,
+    start: usize,
+    v: &[A::Real],
+    out: &mut [A::Real],
+) {
+    if m.fixed().is_some() {
+        ar.matvec_prepared(m, start, v, out);
+    } else {
+        let cols = m.cols();
+        matvec(
+            ar,
+            &m.values()[start * cols..(start + out.len()) * cols],
+            v,
+            out,
+        );
     }
 }
 

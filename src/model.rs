@@ -128,8 +128,9 @@ pub fn argmax<A: Arith>(ar: &A, scores: &[A::Real]) -> usize {
 
 /// Softmax of `scores` into `s`, with the max subtracted first.
 ///
-/// e_t = exp(z_t - z_top) (so e_top = 1), E = 1 + sum_{j != top} e_j summed in token
-/// order, s_t = e_t / E. The formulations differ only in how `rest` = 1 - s_top is
+/// e_t = exp(z_t - c) with c = z_top as an exact number ([`Arith::point`]: z_top itself,
+/// so e_top = exp(0) = 1 exactly, in every point arithmetic; a ball's midpoint), E =
+/// e_top + sum_{j != top} e_j summed in token order, s_t = e_t / E. The formulations differ only in how `rest` = 1 - s_top is
 /// formed. The top token's [`Selection`] compares its score with every other through
 /// [`Arith::decide_cmp`].
 pub fn softmax<A: Arith>(
@@ -141,22 +142,24 @@ pub fn softmax<A: Arith>(
 ) {
     let top = argmax(ar, scores);
     let zmax = &scores[top];
+    // the shift: the top score as an exact number (itself in the point arithmetics, so
+    // e_top = exp(0) = 1 exactly there; a ball's midpoint, so no term holds the top
+    // score's radius twice: softmax is the same for every real shift)
+    let shift = ar.point(zmax);
     let mut others = ar.zero();
     // max_{j != top} z_j by `Arith::max`: a ball arithmetic encloses it even where the
     // order of the other scores is not decided
     let mut second: Option<A::Real> = None;
     let (mut tie, mut undecided) = (false, false);
     for (t, (zt, st)) in scores.iter().zip(s.iter_mut()).enumerate() {
-        if t == top {
-            ar.set_f64(st, 1.0);
-        } else {
+        ar.diff(st, zt, &shift);
+        ar.exp(st);
+        if t != top {
             match ar.decide_cmp(zmax, zt) {
                 Some(Ordering::Greater) => {}
                 Some(Ordering::Equal) => tie = true,
                 _ => undecided = true,
             }
-            ar.diff(st, zt, zmax);
-            ar.exp(st);
             ar.add(&mut others, st);
             match &mut second {
                 None => second = Some(zt.clone()),
@@ -164,7 +167,7 @@ pub fn softmax<A: Arith>(
             }
         }
     }
-    let mut total = ar.of(1.0);
+    let mut total = s[top].clone();
     ar.add(&mut total, &others);
     for st in s.iter_mut() {
         ar.div(st, &total);
@@ -343,21 +346,18 @@ pub fn loss<A: Arith>(ar: &A, u: &A::Real, out: &mut A::Real) {
     }
 }
 
-/// Derivative l'(u) = -1 / (1 + exp(u)), without overflow: `out = l'(u)`.
+/// Derivative l'(u) = -1 / (1 + exp(u)) = -logistic(-u), without overflow: `out = l'(u)`.
+///
+/// Through [`Arith::logistic`]: for u <= 0 as -1 / (1 + exp(u)), for u > 0 as -e / (1 + e)
+/// with e = exp(-u), the same operations in the same order as before, so the bits of
+/// f64, f32, MPFR and the predictor are unchanged; a ball encloses the increasing
+/// logistic function over its whole input ball instead of evaluating a formula that
+/// holds its input twice (proofs-notes/certify.md, "One occurrence").
 pub fn loss_derivative<A: Arith>(ar: &A, u: &A::Real, out: &mut A::Real) {
-    let mut den = u.clone();
-    if ar.sign(u) >= 0 {
-        ar.neg(&mut den);
-        ar.exp(&mut den);
-        ar.set(out, &den);
-        ar.neg(out);
-        ar.add_f64(&mut den, 1.0);
-    } else {
-        ar.exp(&mut den);
-        ar.add_f64(&mut den, 1.0);
-        ar.set_f64(out, -1.0);
-    }
-    ar.div(out, &den);
+    ar.set(out, u);
+    ar.neg(out);
+    ar.logistic(out);
+    ar.neg(out);
 }
 
 /// Predicted label sign(f), where the sign is proved ([`Arith::decide_sign`]): the sign

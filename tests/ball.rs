@@ -609,6 +609,143 @@ fn kernels_at(prec: u32) {
     }
 }
 
+/// Prepared matrices (`Arith::prepare`, the span step's Gram matrices) multiplied in fixed
+/// point (`arith/fixed.rs`): for balls at 53, 64, 128, 200, 256 and 512 bits (2 to 9
+/// limbs: the specialised and the general kernel) and random rows and vectors (zeros,
+/// exact cancellation, magnitudes over 2^-300..2^300, radii from 0 up), each output
+/// contains the exact sum of the midpoint products, its radius covers the input radii's
+/// terms, and it is at most those terms bounded as the kernel bounds them (each row's
+/// largest entry radius times sum |v| + sum r, the f64 radius pass' rounding) plus the
+/// rounding and the stated truncation `cols (L (L - 1) / 2 + 2) 2^(s_m + s_v - 64 L)`;
+/// the MPFR twin's product lies within that truncation plus half an ulp of the exact sum.
+#[test]
+fn prepared_products_enclose_their_exact_sums() {
+    let mut r = rng::stream(65, Stream::Init);
+    for prec in [53u32, 64, 128, 200, 256, 512] {
+        let ar = Ball::new(prec).unwrap();
+        let twin = Mpfr::truth(prec.max(64)).unwrap();
+        let limbs = (prec as i64 + 64 + 63) / 64;
+        for (rows, cols, spread) in [(1, 1, 3), (3, 7, 60), (5, 16, 3), (4, 161, 300), (2, 33, 0)] {
+            let mut m: Vec<BallReal> = (0..rows * cols)
+                .map(|_| draw_ball(&mut r, prec, spread.max(1)))
+                .collect();
+            let mut v: Vec<BallReal> = (0..cols)
+                .map(|_| draw_ball(&mut r, prec, spread.max(1)))
+                .collect();
+            if cols > 3 {
+                // a zero entry, an exact cancellation within row 0, a zero radius
+                m[0] = ar.zero();
+                m[2] = m[1].clone();
+                v[2] = BallReal::new(-v[1].mid().clone(), v[1].rad());
+                v[3] = BallReal::new(v[3].mid().clone(), Mag::ZERO);
+            }
+            if spread == 0 {
+                // an all-zero row
+                for x in &mut m[..cols] {
+                    *x = ar.zero();
+                }
+            }
+            let prepared = ar.prepare(m.clone(), cols);
+            assert!(
+                prepared.fixed().is_some(),
+                "prec {prec}: a fixed-point layout"
+            );
+            let mut out = ar.zeros(rows);
+            tokensel::linalg::matvec_prepared(&ar, &prepared, 0, &v, &mut out);
+            let scale = |xs: &[BallReal]| xs.iter().filter_map(|b| b.mid().get_exp()).max();
+            let sv = scale(&v);
+            for i in 0..rows {
+                let row = &m[i * cols..(i + 1) * cols];
+                let (s, terms) = exact_dot(row, &v);
+                let what = format!("prec {prec}, {rows}x{cols}, spread {spread}, row {i}");
+                assert!(out[i].contains(&s), "{what}: {s} not in {:?}", out[i]);
+                assert!(
+                    rad(&out[i]) >= terms,
+                    "{what}: the radius covers the input radii"
+                );
+                // the kernel's own bound of the radius terms
+                let big_r = row.iter().map(rad).fold(Float::new(REF), |a, b| a.max(&b));
+                let abs_v = v.iter().fold(Float::new(REF), |a, b| {
+                    a + Float::with_val(REF, b.mid().abs_ref())
+                });
+                let sum_r = v.iter().fold(Float::new(REF), |a, b| a + rad(b));
+                let direct = row.iter().zip(&v).fold(Float::new(REF), |a, (x, y)| {
+                    a + Float::with_val(REF, x.mid().abs_ref()) * rad(y)
+                });
+                let bound_terms = Float::with_val(
+                    REF,
+                    &direct + Float::with_val(REF, &big_r * (abs_v + sum_r)),
+                );
+                let trunc = match (scale(row), sv) {
+                    (Some(a), Some(b)) => {
+                        let per = (limbs * (limbs - 1) / 2 + 2) as i32 * cols as i32;
+                        Float::with_val(REF, Float::i_exp(per, a + b - 64 * limbs as i32))
+                    }
+                    _ => Float::new(REF),
+                };
+                let e = out[i].mid().get_exp().map_or(Float::new(REF), |x| {
+                    Float::with_val(REF, Float::i_exp(1, x - prec as i32))
+                });
+                let bound = Float::with_val(REF, &bound_terms * (1.0 + 2f64.powi(-20)))
+                    + &trunc
+                    + &e
+                    + Float::with_val(REF, Float::i_exp(1, -1000));
+                assert!(
+                    rad(&out[i]) <= bound,
+                    "{what}: radius {} above {}",
+                    out[i].rad_f64(),
+                    bound.to_f64()
+                );
+            }
+            // the twin: the midpoints, the same sums
+            let mids: Vec<Float> = m
+                .iter()
+                .map(|b| Float::with_val(twin.prec(), b.mid()))
+                .collect();
+            let vm: Vec<Float> = v
+                .iter()
+                .map(|b| Float::with_val(twin.prec(), b.mid()))
+                .collect();
+            let tp = twin.prepare(mids.clone(), cols);
+            assert!(tp.fixed().is_some());
+            let mut tout = twin.zeros(rows);
+            tokensel::linalg::matvec_prepared(&twin, &tp, 0, &vm, &mut tout);
+            let tl = (twin.prec() as i64 + 64 + 63) / 64;
+            for i in 0..rows {
+                let exact = mids[i * cols..(i + 1) * cols]
+                    .iter()
+                    .zip(&vm)
+                    .fold(Float::new(REF), |a, (x, y)| a + Float::with_val(REF, x * y));
+                let d = Float::with_val(REF, &tout[i] - &exact).abs();
+                let sm = mids[i * cols..(i + 1) * cols]
+                    .iter()
+                    .filter_map(|x| x.get_exp())
+                    .max();
+                let svv = vm.iter().filter_map(|x| x.get_exp()).max();
+                let trunc = match (sm, svv) {
+                    (Some(a), Some(b)) => Float::with_val(
+                        REF,
+                        Float::i_exp(
+                            (tl * (tl - 1) / 2 + 2) as i32 * cols as i32,
+                            a + b - 64 * tl as i32,
+                        ),
+                    ),
+                    _ => Float::new(REF),
+                };
+                let e = tout[i].get_exp().map_or(Float::new(REF), |x| {
+                    Float::with_val(REF, Float::i_exp(1, x - twin.prec() as i32 - 1))
+                });
+                assert!(
+                    d <= Float::with_val(REF, &trunc + &e),
+                    "twin prec {}: off by {}",
+                    twin.prec(),
+                    d.to_f64()
+                );
+            }
+        }
+    }
+}
+
 /// The data Gram and cross Gram matrices: exact sums rounded once for a ball (radius at
 /// most the half ulp, the exact value inside), each entry one `dot` of the rows in f64.
 #[test]

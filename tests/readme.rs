@@ -505,7 +505,7 @@ const BLOCKS: &[Form] = &[
             let v = json_out(o);
             assert_eq!(v["decided"], true, "{v}");
             assert_eq!(v["ties"]["first"], 0, "{v}");
-            assert_eq!(v["format"], "tokensel-certificate/1", "{v}");
+            assert_eq!(v["format"], "tokensel-certificate/2", "{v}");
         },
     },
     Form {

@@ -13,7 +13,7 @@ from tokensel import errors
 def test_certificate_is_the_clis(small, cli, tmp_path):
     cfg = small.replace(steps=100)
     cert = tokensel.certify(cfg)
-    assert cert["format"] == "tokensel-certificate/1"
+    assert cert["format"] == "tokensel-certificate/2"
     assert cert["decided"] is True
     # step 0 is a proved tie (p = 0), not an undecided decision
     assert cert["ties"]["first"] == 0

@@ -35,18 +35,39 @@ use crate::train::drive::{Control, Event, drive};
 use crate::train::{Trainer, check_memory, record, resolve_method};
 
 /// Format tag of a certificate.
-pub const FORMAT: &str = "tokensel-certificate/1";
+pub const FORMAT: &str = "tokensel-certificate/2";
 
 /// The precisions `--prec auto` tries, in order (the last one is the cap).
 pub const AUTO_PRECS: [u32; 4] = [128, 256, 512, 1024];
 
 /// An f64 interval `[lo, hi]` that contains an exact value (the ends rounded outward);
-/// serialised as a two-element array.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+/// serialised as a two-element array. Read back only as an interval: `lo <= hi`, neither
+/// end NaN (a reversed or NaN interval is refused by every reader).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct Interval(
     #[serde(with = "crate::io::nonfinite")] pub f64,
     #[serde(with = "crate::io::nonfinite")] pub f64,
 );
+
+impl<'de> Deserialize<'de> for Interval {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Interval, D::Error> {
+        #[derive(Deserialize)]
+        struct Ends(
+            #[serde(with = "crate::io::nonfinite")] f64,
+            #[serde(with = "crate::io::nonfinite")] f64,
+        );
+        let Ends(lo, hi) = Ends::deserialize(d)?;
+        if !matches!(
+            lo.partial_cmp(&hi),
+            Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)
+        ) {
+            return Err(serde::de::Error::custom(format!(
+                "[{lo}, {hi}] is not an interval (its ends must be numbers with lo <= hi)"
+            )));
+        }
+        Ok(Interval(lo, hi))
+    }
+}
 
 impl crate::io::nonfinite::Value for Interval {
     fn put<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -86,10 +107,119 @@ impl Interval {
         self.0 == self.1
     }
 
-    /// `count / n` as a known value, or between `[count / n, (count + more) / n]`.
+    /// The exact share `[count / n, (count + more) / n]` with its ends rounded OUTWARD
+    /// to f64 (a count of 18 of 20 is `[0.8999999999999999, 0.9000000000000000222]`, which
+    /// contains the exact 0.9; the ends are points only where the quotient is an f64:
+    /// `0/n`, `n/n`, `1/2`, ...). The exact counts are in [`Count`].
     fn share(count: usize, more: usize, n: usize) -> Interval {
-        let n = n as f64;
-        Interval(count as f64 / n, (count + more) as f64 / n)
+        Interval(
+            quotient(count, n, Direction::Down),
+            quotient(count + more, n, Direction::Up),
+        )
+    }
+
+    /// The intersection with `[lo, hi]`, the range a quantity has in the reals (a share,
+    /// a norm, 1 - s_top): an enclosure of a value known to lie in `[lo, hi]`, intersected
+    /// with it, still encloses it (an enclosure of 1 - s_top that underflowed, `[-5e-324,
+    /// 5e-324]`, becomes `[0, 5e-324]`).
+    pub fn within(self, lo: f64, hi: f64) -> Interval {
+        Interval(self.0.max(lo), self.1.min(hi))
+    }
+}
+
+/// Which way [`quotient`] rounds.
+#[derive(Clone, Copy)]
+enum Direction {
+    Down,
+    Up,
+}
+
+/// `a / b` for counts (`b > 0`, both below 2^53, so exact in f64), rounded down or up: the
+/// correctly rounded quotient, moved by one f64 where it lies on the wrong side of the
+/// exact value (the residual `q b - a`, exact by one fma, says which side).
+fn quotient(a: usize, b: usize, dir: Direction) -> f64 {
+    let (a, b) = (a as f64, b as f64);
+    let q = a / b;
+    let residual = q.mul_add(b, -a);
+    match dir {
+        Direction::Down if residual > 0.0 => q.next_down(),
+        Direction::Up if residual < 0.0 => q.next_up(),
+        _ => q,
+    }
+}
+
+/// An exact count of samples: the proved number `lo`, the most it can be `hi` (the
+/// undecided samples included), of `of` samples. A count is certified where `lo == hi`.
+/// Read back only with `lo <= hi <= of` and `of >= 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(try_from = "CountFields")]
+pub struct Count {
+    /// The proved count.
+    pub lo: usize,
+    /// The largest count the undecided samples allow.
+    pub hi: usize,
+    /// Of how many samples.
+    pub of: usize,
+}
+
+/// A [`Count`] as read, before its check.
+#[derive(Deserialize)]
+struct CountFields {
+    lo: usize,
+    hi: usize,
+    of: usize,
+}
+
+impl TryFrom<CountFields> for Count {
+    type Error = String;
+
+    fn try_from(c: CountFields) -> std::result::Result<Count, String> {
+        if c.lo <= c.hi && c.hi <= c.of && c.of >= 1 {
+            Ok(Count {
+                lo: c.lo,
+                hi: c.hi,
+                of: c.of,
+            })
+        } else {
+            Err(format!(
+                "a count needs lo <= hi <= of and of >= 1 (lo {}, hi {}, of {})",
+                c.lo, c.hi, c.of
+            ))
+        }
+    }
+}
+
+impl Count {
+    /// True when the count is known exactly.
+    pub fn is_exact(&self) -> bool {
+        self.lo == self.hi
+    }
+
+    /// The share as an interval with ends rounded outward ([`Interval::share`]).
+    pub fn share(&self) -> Interval {
+        Interval::share(self.lo, self.hi - self.lo, self.of)
+    }
+}
+
+impl crate::io::nonfinite::Value for Count {
+    fn put<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.serialize(s)
+    }
+
+    fn take<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Count, D::Error> {
+        Count::deserialize(d)
+    }
+}
+
+impl std::fmt::Display for Count {
+    /// `18/20`, or `[17, 18]/20` where the undecided samples leave it open.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = if self.is_exact() {
+            format!("{}/{}", self.lo, self.of)
+        } else {
+            format!("[{}, {}]/{}", self.lo, self.hi, self.of)
+        };
+        f.pad(&text)
     }
 }
 
@@ -264,25 +394,34 @@ impl Decisions {
 /// Relative radii at one step: rad / |mid| componentwise for the positive quantities
 /// (attention, 1 - s_top, the loss), normwise (largest radius / largest |mid|) for the
 /// signed ones (scores, outputs, q), which cross zero; and the bits lost: the working
-/// precision plus log2 of the largest of them (0 while the radii are the midpoints' own
-/// rounding).
+/// precision plus log2 of the largest of them, from 0 (the radii are the midpoints' own
+/// rounding) to the precision (a relative radius of 1 or more, or an infinite one: no
+/// bit is left). Each is rounded up to f64; one beyond f64's range (a ball around an
+/// underflowed value, a radius past f64's exponents) is infinite, written `"inf"`.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Radius {
     /// Training scores (normwise).
+    #[serde(with = "crate::io::nonfinite")]
     pub scores: f64,
     /// Attention (componentwise).
+    #[serde(with = "crate::io::nonfinite")]
     pub attention: f64,
     /// 1 - s_top (componentwise).
+    #[serde(with = "crate::io::nonfinite")]
     pub rest: f64,
     /// Outputs f of the training samples (normwise).
+    #[serde(with = "crate::io::nonfinite")]
     pub output: f64,
     /// The empirical risk.
+    #[serde(with = "crate::io::nonfinite")]
     pub loss: f64,
     /// q = W^T p (normwise; checkpoints only).
+    #[serde(with = "crate::io::nonfinite::option")]
     pub q: Option<f64>,
     /// The largest of the above.
+    #[serde(with = "crate::io::nonfinite")]
     pub largest: f64,
-    /// prec + log2(largest), at least 0.
+    /// prec + log2(largest), between 0 and prec.
     pub bits_lost: f64,
 }
 
@@ -293,10 +432,15 @@ pub struct CertifiedCheckpoint {
     pub step: u64,
     /// Empirical risk.
     pub train_loss: Interval,
-    /// Training accuracy: [proved correct / n, (n - proved wrong) / n].
+    /// Training accuracy: [proved correct / n, (n - proved wrong) / n], ends rounded
+    /// outward.
     pub train_accuracy: Interval,
+    /// The exact counts behind it: proved correct, at most correct, of n.
+    pub train_correct: Count,
     /// Test accuracy (true labels), likewise.
     pub test_accuracy: Interval,
+    /// The exact counts behind it.
+    pub test_correct: Count,
     /// ||q||.
     pub q_norm: Interval,
     /// ||dL/dq||.
@@ -306,6 +450,8 @@ pub struct CertifiedCheckpoint {
     /// Shares of clean and noisy samples whose top token is decided in each group, ties,
     /// or is undecided (a group's share counts the undecided samples in its upper end).
     pub selection: ByNoise<SelectionShare<Interval>>,
+    /// The exact counts behind the shares.
+    pub selection_counts: ByNoise<SelectionShare<Count>>,
     /// Cumulative Definition 4.1 sums up to this step.
     pub cumulative: Cumulative<Interval>,
     /// Decision counts.
@@ -364,22 +510,31 @@ pub struct Certificate {
     /// True when every decision of the final checkpoint is proved (training top tokens,
     /// where a proved tie counts as decided, and prediction signs; test signs).
     pub decided: bool,
-    /// Final training accuracy (a point: certified).
+    /// Final training accuracy, ends rounded outward (certified where `train_correct`
+    /// is exact).
     pub train_accuracy: Interval,
+    /// The exact counts behind it.
+    pub train_correct: Count,
     /// Final test accuracy.
     pub test_accuracy: Interval,
+    /// The exact counts behind it.
+    pub test_correct: Count,
     /// Final selection shares.
     pub selection: ByNoise<SelectionShare<Interval>>,
+    /// The exact counts behind them.
+    pub selection_counts: ByNoise<SelectionShare<Count>>,
     /// The first decision not proved (training decisions at every step, test signs at
     /// the checkpoints).
     pub first_undecided: Option<Undecided>,
     /// Steps with a proved tie.
     pub ties: Ties,
-    /// Largest relative radius over the run ([`Radius::largest`]).
+    /// Largest relative radius over the run ([`Radius::largest`]; `"inf"` past f64's
+    /// range).
+    #[serde(with = "crate::io::nonfinite")]
     pub largest_rel_radius: f64,
     /// The step where it was reached.
     pub largest_at_step: u64,
-    /// The bits lost there.
+    /// The bits lost there (0 to the precision).
     pub bits_lost: f64,
     /// The runs made (one unless `--prec auto`).
     pub attempts: Vec<Attempt>,
@@ -394,6 +549,80 @@ impl Certificate {
     pub fn last(&self) -> &CertifiedCheckpoint {
         self.checkpoints.last().expect("the schedule has step 0")
     }
+
+    /// Read a certificate (`certificate.json`, `certify --json`) and check what a reader
+    /// relies on: the format [`FORMAT`], at least one checkpoint, checkpoint steps
+    /// strictly increasing and none past the config's `steps`, a sample list of
+    /// `n_train` entries each, the bits lost within 0..=prec (every interval is checked
+    /// as it is read: [`Interval`], [`Count`]).
+    pub fn from_json(text: &str, path: &std::path::Path) -> Result<Certificate> {
+        let bad = |message: String| Error::Parse {
+            what: "certificate",
+            path: path.to_path_buf(),
+            message,
+        };
+        #[derive(Deserialize)]
+        struct Head {
+            format: Option<serde_json::Value>,
+        }
+        let head: Head = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        match head.format.as_ref().and_then(|f| f.as_str()) {
+            Some(FORMAT) => {}
+            Some(other) => {
+                return Err(bad(format!(
+                    "format `{other}`: this tokensel reads `{FORMAT}`"
+                )));
+            }
+            None => return Err(bad(format!("no `format` (expected `{FORMAT}`)"))),
+        }
+        let c: Certificate = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        if c.checkpoints.is_empty() {
+            return Err(bad("no checkpoint".into()));
+        }
+        let prec = c.trainer.prec_bits as f64;
+        let mut last = None;
+        for k in &c.checkpoints {
+            if last.is_some_and(|s| k.step <= s) || k.step > c.config.steps {
+                return Err(bad(format!(
+                    "checkpoint steps must increase and stay within the {} steps (step {})",
+                    c.config.steps, k.step
+                )));
+            }
+            last = Some(k.step);
+            if k.samples.len() != c.config.n_train {
+                return Err(bad(format!(
+                    "the checkpoint at step {} has {} samples, the config {}",
+                    k.step,
+                    k.samples.len(),
+                    c.config.n_train
+                )));
+            }
+            if !(0.0..=prec).contains(&k.radius.bits_lost) {
+                return Err(bad(format!(
+                    "bits lost {} at step {} outside 0..={prec}",
+                    k.radius.bits_lost, k.step
+                )));
+            }
+        }
+        if !(0.0..=prec).contains(&c.bits_lost) {
+            return Err(bad(format!("bits lost {} outside 0..={prec}", c.bits_lost)));
+        }
+        Ok(c)
+    }
+}
+
+/// The bits lost of a relative radius `rel` at `prec` bits, as an f64 (`plot`'s per
+/// quantity curves): prec + log2(rel) within 0..=prec, `prec` for a relative radius of
+/// 1 or more or an infinite one (as [`Radius::bits_lost`]).
+pub fn bits_lost_of(prec: u32, rel: f64) -> f64 {
+    let p = prec as f64;
+    if rel.is_nan() || rel >= 1.0 {
+        return p;
+    }
+    if rel <= 0.0 {
+        return 0.0;
+    }
+    (p + core_math::log2(rel)).clamp(0.0, p)
 }
 
 /// The largest componentwise relative radius rad / |mid| (an exact zero counts 0, a
@@ -412,16 +641,18 @@ fn normwise<'a>(xs: impl Iterator<Item = &'a BallReal>) -> Mag {
     r.div_up(m)
 }
 
-/// prec + log2(rel), at least 0 (MPFR's correctly rounded log2).
+/// prec + log2(rel) (MPFR's correctly rounded log2), between 0 and prec: a relative
+/// radius of 1 or more (or an infinite one, or one past MPFR's exponents) has lost every
+/// bit of the precision.
 fn bits_lost(prec: u32, rel: Mag) -> f64 {
     if rel.is_zero() {
         return 0.0;
     }
-    if rel.is_inf() {
-        return f64::INFINITY;
-    }
     let l = rel.to_float(64).log2().to_f64();
-    (prec as f64 + l).max(0.0)
+    if !l.is_finite() || l >= 0.0 {
+        return prec as f64;
+    }
+    (prec as f64 + l).clamp(0.0, prec as f64)
 }
 
 /// The relative radii of a ball trainer's last forward pass (q: at checkpoints), and
@@ -561,6 +792,8 @@ impl Observer {
         let ar = tr.ar;
         let step = tr.step;
         let iv = |x: &BallReal| Interval::of(&ar, x);
+        // a quantity that lies in [0, 1] in the reals (1 - s_top, attention masses)
+        let share = |x: &BallReal| iv(x).within(0.0, 1.0);
         let (y, y_true) = (&tr.data.train.y, &tr.data.train.y_true);
         let groups = &tr.data.groups;
         let n = tr.samples.len();
@@ -575,9 +808,9 @@ impl Observer {
                 top: s.softmax.top,
                 selection: s.softmax.selection,
                 gap: iv(&s.softmax.gap),
-                rest: iv(&s.softmax.rest),
-                mass: PerGroup::from_array(std::array::from_fn(|g| iv(&masses[i][g]))),
-                selection_score: iv(&scores[i]),
+                rest: share(&s.softmax.rest),
+                mass: PerGroup::from_array(std::array::from_fn(|g| share(&masses[i][g]))),
+                selection_score: iv(&scores[i]).within(0.0, 0.25),
             })
             .collect();
         // the test set
@@ -593,16 +826,21 @@ impl Observer {
                 self.undecided(step, || format!("sign of f of test sample {i}"));
             }
         }
-        let accuracy = |ds: &[Decision]| {
+        let correct = |ds: &[Decision]| {
             let count = |want| ds.iter().filter(|d| **d == want).count();
             let (correct, wrong) = (count(Decision::Correct), count(Decision::Wrong));
-            Interval::share(correct, ds.len() - correct - wrong, ds.len())
+            Count {
+                lo: correct,
+                hi: ds.len() - wrong,
+                of: ds.len(),
+            }
         };
+        let (train_correct, test_correct) = (correct(predictions), correct(&test));
         let norm = |v: &[BallReal]| {
             let mut s = ar.zero();
             ar.dot(v, v, &mut s);
             ar.sqrt(&mut s);
-            iv(&s)
+            iv(&s).within(0.0, f64::INFINITY)
         };
         let noisy = |i: usize| y[i] != y_true[i];
         let by_noise = |want_noisy: bool| (0..n).filter(move |i| noisy(*i) == want_noisy);
@@ -612,30 +850,35 @@ impl Observer {
                 .collect();
             per[0].is_some().then(|| {
                 PerGroup::from_array(std::array::from_fn(|g| {
-                    iv(per[g].as_ref().expect("same set"))
+                    share(per[g].as_ref().expect("same set"))
                 }))
             })
         };
         let selection = |want_noisy: bool| {
             let set: Vec<usize> = by_noise(want_noisy).collect();
-            (!set.is_empty()).then(|| share_of(&samples, &set, groups))
+            (!set.is_empty()).then(|| counts_of(&samples, &set, groups))
         };
-        let sum = |k: usize| iv(&self.cumulative[k]);
+        let selection_counts = ByNoise {
+            clean: selection(false),
+            noisy: selection(true),
+        };
+        let sum = |k: usize| iv(&self.cumulative[k]).within(0.0, f64::INFINITY);
         CertifiedCheckpoint {
             step,
-            train_loss: iv(&tr.loss),
-            train_accuracy: accuracy(predictions),
-            test_accuracy: accuracy(&test),
+            train_loss: iv(&tr.loss).within(0.0, f64::INFINITY),
+            train_accuracy: train_correct.share(),
+            train_correct,
+            test_accuracy: test_correct.share(),
+            test_correct,
             q_norm: norm(q),
             grad_norm: norm(&tr.grad_q()),
             attention: ByNoise {
                 clean: attention(false),
                 noisy: attention(true),
             },
-            selection: ByNoise {
-                clean: selection(false),
-                noisy: selection(true),
-            },
+            selection: selection_counts
+                .map(|c| SelectionShare::from_array(c.to_array().map(|k| k.share()))),
+            selection_counts,
             cumulative: Cumulative {
                 clean: sum(0),
                 noisy: sum(1),
@@ -649,12 +892,13 @@ impl Observer {
     }
 }
 
-/// The selection shares of the samples `set` as intervals (module docs).
-fn share_of(
+/// The selection counts of the samples `set` (module docs): a group's proved count, and
+/// at most that plus the undecided samples.
+fn counts_of(
     samples: &[SampleEnclosure],
     set: &[usize],
     groups: &[Group],
-) -> SelectionShare<Interval> {
+) -> SelectionShare<Count> {
     let mut decided = [0usize; 4];
     let (mut ties, mut undecided) = (0usize, 0usize);
     for &i in set {
@@ -665,15 +909,19 @@ fn share_of(
             Selection::Undecided => undecided += 1,
         }
     }
-    let n = set.len();
-    let g = |k: usize| Interval::share(decided[k], undecided, n);
+    let of = set.len();
+    let count = |lo: usize, more: usize| Count {
+        lo,
+        hi: lo + more,
+        of,
+    };
     SelectionShare {
-        r: g(0),
-        w_same: g(1),
-        w_opposite: g(2),
-        i: g(3),
-        tie: Interval::share(ties, undecided, n),
-        undecided: Interval::share(undecided, 0, n),
+        r: count(decided[0], undecided),
+        w_same: count(decided[1], undecided),
+        w_opposite: count(decided[2], undecided),
+        i: count(decided[3], undecided),
+        tie: count(ties, undecided),
+        undecided: count(undecided, 0),
     }
 }
 
@@ -722,8 +970,11 @@ fn run_at(
         config: cfg.clone(),
         decided,
         train_accuracy: last.train_accuracy,
+        train_correct: last.train_correct,
         test_accuracy: last.test_accuracy,
+        test_correct: last.test_correct,
         selection: last.selection,
+        selection_counts: last.selection_counts,
         first_undecided: obs.first_undecided.clone(),
         ties: obs.ties,
         largest_rel_radius: largest.to_f64_up(),
@@ -811,37 +1062,38 @@ impl std::fmt::Display for Certificate {
                 "  {:>7}  {:<24}{:>12}{:>12}  {:>9}{:>6}{:>12.2e}{:>6.0}\n",
                 k.step,
                 format!("{:.10}", k.train_loss.lo()),
-                format!("{:.4}", k.train_accuracy),
-                format!("{:.4}", k.test_accuracy),
+                k.train_correct.to_string(),
+                k.test_correct.to_string(),
                 undecided,
                 d.ties,
                 k.radius.largest,
                 k.radius.bits_lost
             );
         }
-        let verdict = |v: &Interval| {
-            if v.is_point() {
-                format!("{v:.4} (certified)")
+        let verdict = |c: &Count| {
+            let v = c.share();
+            if c.is_exact() {
+                format!("{c} = {:.4} (certified)", v.lo().midpoint(v.hi()))
             } else {
-                format!("{v:.4} (undecided samples)")
+                format!("{c} = [{:.4}, {:.4}] (undecided samples)", v.lo(), v.hi())
             }
         };
         out += &format!(
             "\n  certificate at step {}:\n    train accuracy  {}\n    test accuracy   {}\n",
             self.last().step,
-            verdict(&self.train_accuracy),
-            verdict(&self.test_accuracy)
+            verdict(&self.train_correct),
+            verdict(&self.test_correct)
         );
-        for (set, share) in [
-            ("clean", &self.selection.clean),
-            ("noisy", &self.selection.noisy),
+        for (set, counts) in [
+            ("clean", &self.selection_counts.clean),
+            ("noisy", &self.selection_counts.noisy),
         ] {
-            if let Some(s) = share {
+            if let Some(s) = counts {
                 let parts: Vec<String> = SelectionShare::<f64>::NAMES
                     .iter()
                     .zip(s.to_array())
-                    .filter(|(_, v)| v.hi() > 0.0)
-                    .map(|(name, v)| format!("{name} {v:.4}"))
+                    .filter(|(_, c)| c.hi > 0)
+                    .map(|(name, c)| format!("{name} {c}"))
                     .collect();
                 out += &format!("    {set} samples' top token: {}\n", parts.join(", "));
             }
@@ -851,8 +1103,16 @@ impl std::fmt::Display for Certificate {
             Some(u) => format!("    first undecided decision: step {}, {}\n", u.step, u.what),
         };
         out += &format!(
-            "    largest relative radius {:.3e} at step {}: {:.0} of {} bits lost\n",
-            self.largest_rel_radius, self.largest_at_step, self.bits_lost, self.trainer.prec_bits
+            "    largest relative radius {:.3e} at step {}: {:.0} of {} bits lost{}\n",
+            self.largest_rel_radius,
+            self.largest_at_step,
+            self.bits_lost,
+            self.trainer.prec_bits,
+            if self.bits_lost >= self.trainer.prec_bits as f64 {
+                " (every bit: some value's enclosure is as wide as the value or wider)"
+            } else {
+                ""
+            }
         );
         if self.attempts.len() > 1 {
             let tried: Vec<String> = self

@@ -58,9 +58,10 @@ use rug::Float;
 use rug::float::Round;
 use rug::ops::{AddAssignRound, AssignRound, DivAssignRound, MulAssignRound, SubAssignRound};
 
+use super::fixed::{self, FixedRows, limbs_for};
 use super::mag::Mag;
 use super::mpfr::{MAX_PREC, fma_nearest};
-use super::{Arith, Kind};
+use super::{Arith, Kind, Prepared};
 use crate::error::{Error, Result};
 
 /// Smallest working precision of a ball: the data (f64) must enter exactly.
@@ -518,7 +519,43 @@ fn gap_lower(m: &Float, r: Mag) -> Mag {
     Mag::of_float_lower(m).sub_lower(r)
 }
 
+/// A bound of the logistic function 1 / (1 + exp(-v)) at `prec` bits: a lower bound for
+/// `Round::Down`, an upper bound for `Round::Up`, every operation rounded so (exp(-v) the
+/// opposite way, 1 + it the opposite way, the reciprocal the bound's way). An overflow of
+/// exp(-v) gives +inf (down: the bound 0) or the largest finite number (up: a tiny
+/// positive bound); both are bounds.
+fn logistic_bound(v: &Float, prec: u32, dir: Round) -> Float {
+    let inner = match dir {
+        Round::Down => Round::Up,
+        _ => Round::Down,
+    };
+    let mut e = Float::with_val(prec, -v);
+    e.exp_round(inner);
+    e.add_assign_round(1u32, inner);
+    let mut q = Float::with_val(prec, 1);
+    q.div_assign_round(&e, dir);
+    q
+}
+
 impl Ball {
+    /// The ball `[m +- r]` that contains the interval `[lo, hi]` (`lo <= hi`): `m` the
+    /// midpoint rounded to nearest at the working precision, `r` the larger distance from
+    /// `m` to an end, rounded up.
+    pub fn hull(&self, lo: &Float, hi: &Float) -> BallReal {
+        debug_assert!(lo <= hi);
+        let p = lo.prec().max(hi.prec()).max(self.prec) + 2;
+        let mut m = Float::new(self.prec);
+        m.assign_round(Float::with_val(p, lo + hi) / 2u32, Round::Nearest);
+        let up = |v: Float| Mag::of_float(&v);
+        let r = up(Float::with_val_round(p, hi - &m, Round::Up).0).max(up(Float::with_val_round(
+            p,
+            &m - lo,
+            Round::Up,
+        )
+        .0));
+        BallReal { mid: m, rad: r }
+    }
+
     /// The ball arithmetic at `prec` bits ([`MIN_BALL_PREC`]..=[`MAX_PREC`]).
     pub fn new(prec: u32) -> Result<Ball> {
         if !(MIN_BALL_PREC..=MAX_PREC).contains(&prec) {
@@ -742,6 +779,36 @@ impl Arith for Ball {
         let t = tern(x.mid.sqrt_round(Round::Nearest));
         x.rad = r.add_up(err(&x.mid, t));
     }
+    /// The logistic function 1 / (1 + exp(-x)) over the whole ball: it is increasing, so
+    /// the exact values lie in [sigma(m - r), sigma(m + r)]; each end is evaluated with
+    /// rounding directed outward (`logistic_bound`), and the interval becomes a ball
+    /// ([`Ball::hull`]). One occurrence of the input, where the formula's two (exp(-x)
+    /// in a numerator and a denominator, or 1 + exp(-x) against 1) would be counted as
+    /// independent (proofs-notes/certify.md, "One occurrence").
+    fn logistic(&self, x: &mut BallReal) {
+        if !self.is_finite(x) {
+            // no bound on the input: sigma is in [0, 1]
+            *x = self.hull(
+                &Float::with_val(self.prec, 0),
+                &Float::with_val(self.prec, 1),
+            );
+            return;
+        }
+        let p = self.prec + 8;
+        let r = x.rad.to_float(64);
+        let lo_in = Float::with_val_round(p, &x.mid - &r, Round::Down).0;
+        let hi_in = Float::with_val_round(p, &x.mid + &r, Round::Up).0;
+        let lo = logistic_bound(&lo_in, p, Round::Down);
+        let hi = logistic_bound(&hi_in, p, Round::Up);
+        *x = self.hull(&lo, &hi);
+    }
+    /// The midpoint as an exact ball (radius 0).
+    fn point(&self, x: &BallReal) -> BallReal {
+        BallReal {
+            mid: x.mid.clone(),
+            rad: Mag::ZERO,
+        }
+    }
     /// The order of the MIDPOINTS (module docs: for branches between expressions equal
     /// in the reals only).
     #[inline]
@@ -822,17 +889,7 @@ impl Arith for Ball {
         // hull [max(lo_x, lo_a), max(hi_x, hi_a)], rounded outward
         let l = lo(&x.mid, &r_x, Round::Down).max(&lo(&a.mid, &r_a, Round::Down));
         let h = hx_u.max(&ha_u);
-        let mut m = Float::new(self.prec);
-        m.assign_round(Float::with_val(p + 1, &l + &h) / 2u32, Round::Nearest);
-        let up = |v: Float| Mag::of_float(&v);
-        let r = up(Float::with_val_round(p, &h - &m, Round::Up).0).max(up(Float::with_val_round(
-            p,
-            &m - &l,
-            Round::Up,
-        )
-        .0));
-        x.mid = m;
-        x.rad = r;
+        *x = self.hull(&l, &h);
     }
     #[inline]
     fn is_finite(&self, x: &BallReal) -> bool {
@@ -891,6 +948,46 @@ impl Arith for Ball {
             let xs: Vec<BallReal> = x.iter().map(|v| self.of(*v)).collect();
             super::dot_by_fma(self, &xs, y, out);
         }
+    }
+
+    /// The values and their fixed-point layout (`fixed.rs`; up to 1,024 bits).
+    fn prepare(&self, m: Vec<BallReal>, cols: usize) -> Prepared<BallReal> {
+        let fixed = FixedRows::new(&m, |b| &b.mid, |b| b.rad, cols, limbs_for(self.prec));
+        Prepared {
+            values: m,
+            cols,
+            fixed: fixed.map(std::sync::Arc::new),
+        }
+    }
+
+    /// In fixed point against the prepared rows (`fixed.rs`): each midpoint the sum of
+    /// the products rounded once; each radius the rounding, the truncation bound and
+    /// sum_k (|m_k| r(v_k) + |v_k| r(m_k) + r(m_k) r(v_k)) (bounded through each row's
+    /// largest entry radius), summed in f64 with its rounding bound.
+    fn matvec_prepared(
+        &self,
+        m: &Prepared<BallReal>,
+        start: usize,
+        v: &[BallReal],
+        out: &mut [BallReal],
+    ) {
+        let limbs = limbs_for(self.prec);
+        let vector = fixed::Vector::new(v, |b| &b.mid, limbs);
+        let (Some(f), Some(vector)) = (m.fixed(), vector) else {
+            let cols = m.cols;
+            return self.matvec(&m.values[start * cols..(start + out.len()) * cols], v, out);
+        };
+        let rads: Vec<Mag> = v.iter().map(|b| b.rad).collect();
+        let radii = fixed::VectorRadii::new(&rads);
+        fixed::matvec(
+            f,
+            &vector,
+            radii.as_ref(),
+            start,
+            out,
+            |o| &mut o.mid,
+            |o, r| o.rad = r.bound.add_up(err(&o.mid, r.ternary)),
+        );
     }
 
     fn axpy(&self, alpha: &BallReal, x: &[BallReal], y: &mut [BallReal]) {

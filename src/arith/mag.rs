@@ -130,6 +130,13 @@ impl Mag {
         }
     }
 
+    /// An exponent `e` with `self < 2^e` (`self` finite and nonzero: the mantissa is below
+    /// 2^32).
+    #[inline]
+    pub fn exponent_bound(self) -> i64 {
+        self.exp + 32
+    }
+
     /// `2^e` (exact).
     #[inline(always)]
     pub fn pow2(e: i64) -> Mag {

@@ -155,6 +155,7 @@ mod ball;
 pub mod exact;
 mod f32;
 mod f64;
+mod fixed;
 mod mag;
 mod mpfr;
 mod predictor;
@@ -167,6 +168,47 @@ pub use self::mpfr::{DEFAULT_PREC, MAX_PREC, MIN_TRUTH_PREC, Mpfr, normwise_rel_
 
 /// Number of accumulators of the dot-product kernels (the fixed pattern).
 pub const LANES: usize = 16;
+
+/// A row-major matrix prepared for repeated products with vectors ([`Arith::prepare`],
+/// [`Arith::matvec_prepared`]): its values and, in the arithmetics that have one (the
+/// ball arithmetic, the MPFR twin), its fixed-point layout (`fixed.rs`).
+#[derive(Debug, Clone)]
+pub struct Prepared<R> {
+    values: Vec<R>,
+    cols: usize,
+    fixed: Option<std::sync::Arc<fixed::FixedRows>>,
+}
+
+impl<R> Prepared<R> {
+    /// The values as they are (no fixed-point layout).
+    pub fn plain(values: Vec<R>, cols: usize) -> Prepared<R> {
+        Prepared {
+            values,
+            cols,
+            fixed: None,
+        }
+    }
+
+    /// The values, row-major.
+    pub fn values(&self) -> &[R] {
+        &self.values
+    }
+
+    /// Columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.values.len().checked_div(self.cols).unwrap_or(0)
+    }
+
+    /// The fixed-point layout, where the arithmetic made one.
+    pub fn fixed(&self) -> Option<&fixed::FixedRows> {
+        self.fixed.as_deref()
+    }
+}
 
 /// Which arithmetic a trainer runs in (recorded in trajectories and cost tables).
 #[derive(
@@ -282,6 +324,26 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
     fn ln_1p(&self, x: &mut Self::Real);
     /// `x = sqrt(x)`.
     fn sqrt(&self, x: &mut Self::Real);
+    /// `x = 1 / (1 + exp(-x))`, the logistic function, without overflow: for `x >= 0` as
+    /// `1 / (1 + exp(-x))`, else as `exp(x) / (1 + exp(x))` (one exp, one addition, one
+    /// division in this arithmetic's rounding). A ball arithmetic overrides it with the
+    /// enclosure of the increasing function over the whole ball (each formula holds its
+    /// input twice, which a ball evaluation would count as two independent inputs).
+    fn logistic(&self, x: &mut Self::Real) {
+        if self.sign(x) >= 0 {
+            self.neg(x);
+            self.exp(x);
+            self.add_f64(x, 1.0);
+            let mut q = self.of(1.0);
+            self.div(&mut q, x);
+            self.set(x, &q);
+        } else {
+            self.exp(x);
+            let mut den = x.clone();
+            self.add_f64(&mut den, 1.0);
+            self.div(x, &den);
+        }
+    }
     /// Total order for finite values, `None` with a NaN. A ball arithmetic compares
     /// midpoints: for branches between expressions that are equal in the reals only (the
     /// max subtracted before exp, the reference token of the centred formulas); a
@@ -294,6 +356,14 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
         if self.cmp(a, x) == Some(Ordering::Greater) {
             self.set(x, a);
         }
+    }
+    /// A point of `x`'s value as an exact number: `x` itself in the point arithmetics; a
+    /// ball's midpoint with radius 0. For shifts that every real number serves equally
+    /// (the max subtracted before exp in softmax, which any common shift leaves
+    /// unchanged): a ball then shifts by an exact number instead of by a ball, so the
+    /// radius of the top score does not enter every term twice.
+    fn point(&self, x: &Self::Real) -> Self::Real {
+        x.clone()
     }
     /// Sign: 1, -1, or 0 for zero (and NaN).
     ///
@@ -377,6 +447,29 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
         for (yk, xk) in y.iter_mut().zip(x) {
             self.fma_f64(yk, alpha, *xk);
         }
+    }
+
+    /// `m` (`m.len() / cols` rows of `cols`, row-major) prepared for repeated products
+    /// ([`Arith::matvec_prepared`]): the default keeps the values; the ball arithmetic
+    /// and the MPFR twin also lay it out in fixed point (`fixed.rs`).
+    fn prepare(&self, m: Vec<Self::Real>, cols: usize) -> Prepared<Self::Real> {
+        Prepared::plain(m, cols)
+    }
+
+    /// `out_i = m_(start + i) . v` for the rows `start..start + out.len()` of a prepared
+    /// matrix: the default is [`Arith::matvec`] on those rows (the same bits as before
+    /// preparing); an arithmetic with a fixed-point layout sums in fixed point and rounds
+    /// once per row (spreading the rows over threads itself: `linalg::matvec_prepared`
+    /// splits only the default).
+    fn matvec_prepared(
+        &self,
+        m: &Prepared<Self::Real>,
+        start: usize,
+        v: &[Self::Real],
+        out: &mut [Self::Real],
+    ) {
+        let cols = m.cols;
+        self.matvec(&m.values[start * cols..(start + out.len()) * cols], v, out);
     }
 
     /// `out_i = dot(m_i, v)` for the `out.len()` rows of `m` (each row as [`Arith::dot`]).

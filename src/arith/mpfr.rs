@@ -13,8 +13,10 @@ use rug::Float;
 use rug::float::Round;
 use rug::ops::{AddAssignRound, AssignRound, DivAssignRound, MulAssignRound, SubAssignRound};
 
+use super::fixed::{self, FixedRows, limbs_for};
+use super::mag::Mag;
 use super::predictor::fix_binary64_range;
-use super::{Arith, Kind};
+use super::{Arith, Kind, Prepared};
 use crate::error::{Error, Result};
 
 /// Smallest precision of the truth twin: below 64 bits it would not out-resolve f64.
@@ -246,6 +248,35 @@ impl Arith for Mpfr {
     /// The exact value rounded once to nearest at the twin's precision.
     fn of_exact(&self, v: &Float) -> Float {
         Float::with_val(self.prec, v)
+    }
+
+    /// The truth twin lays the matrix out in fixed point (`fixed.rs`, up to 1,024 bits);
+    /// the predictor keeps the values (it must round as the f64 trainer does).
+    fn prepare(&self, m: Vec<Float>, cols: usize) -> Prepared<Float> {
+        let fixed = (!self.f64_range)
+            .then(|| FixedRows::new(&m, |x| x, |_| Mag::ZERO, cols, limbs_for(self.prec)))
+            .flatten();
+        Prepared {
+            values: m,
+            cols,
+            fixed: fixed.map(std::sync::Arc::new),
+        }
+    }
+
+    /// The truth twin: in fixed point against the prepared rows, each row's sum rounded
+    /// once (within `cols (L (L - 1) / 2 + 2) 2^(s_m + s_v - 64 L)` of the exact dot
+    /// product before that rounding: `fixed.rs`), not the fma chain of [`Arith::dot`].
+    fn matvec_prepared(&self, m: &Prepared<Float>, start: usize, v: &[Float], out: &mut [Float]) {
+        let vector = fixed::Vector::new(v, |x| x, limbs_for(self.prec));
+        match (m.fixed(), vector) {
+            (Some(f), Some(vector)) => {
+                fixed::matvec(f, &vector, None, start, out, |o| o, |_, _| {});
+            }
+            _ => {
+                let cols = m.cols;
+                self.matvec(&m.values[start * cols..(start + out.len()) * cols], v, out);
+            }
+        }
     }
 
     /// With f64 data, the token entries are copied once into a reusable 53-bit number

@@ -29,29 +29,52 @@ pub(super) fn plot(args: &PlotArgs) -> Result<i32> {
     }
     check_output_file(&args.out)?;
     let text = read_large(&args.input)?;
+    // a file that names the certificate format is read as one, with its own errors
+    if names_format(&text, crate::analysis::certify::FORMAT) {
+        let c = crate::analysis::certify::Certificate::from_json(&text, &args.input)?;
+        return draw(&plot::radius_chart(&c), &args.out, ext);
+    }
+    if names_format(&text, "tokensel-certificate/") {
+        // another version of the certificate format
+        crate::analysis::certify::Certificate::from_json(&text, &args.input)?;
+    }
     let chart = match Trajectory::from_json(&text, &args.input) {
         Ok(t) => plot::attention_chart(&t),
         Err(first) => match Report::from_json(&text, &args.input) {
             Ok(r) => plot::error_chart(&r),
             // a report whose checks failed says why
             Err(e) if serde_json::from_str::<Report>(&text).is_ok() => return Err(e),
-            // a certificate; anything else is not a report
-            Err(_) => match serde_json::from_str::<crate::analysis::certify::Certificate>(&text) {
-                Ok(c) => plot::radius_chart(&c),
-                Err(_) => return Err(first),
-            },
+            Err(_) => return Err(first),
         },
     };
+    draw(&chart, &args.out, ext)
+}
+
+/// True when the JSON object `text` has a string `format` that starts with `prefix`.
+fn names_format(text: &str, prefix: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        format: Option<serde_json::Value>,
+    }
+    serde_json::from_str::<Head>(text)
+        .ok()
+        .and_then(|h| h.format)
+        .and_then(|f| f.as_str().map(|f| f.starts_with(prefix)))
+        .unwrap_or(false)
+}
+
+/// Write `chart` to `out` as SVG or PNG (`ext`), atomically.
+fn draw(chart: &plot::Chart, out: &std::path::Path, ext: &str) -> Result<i32> {
     let svg = chart.to_svg();
     let bytes = if ext == "png" {
         plot::svg_to_png(&svg).map_err(|e| Error::Io {
-            path: args.out.clone(),
+            path: out.to_path_buf(),
             source: std::io::Error::other(e),
         })?
     } else {
         svg.into_bytes()
     };
-    write_atomic(&args.out, &bytes)?;
-    println!("wrote {}", args.out.display());
+    write_atomic(out, &bytes)?;
+    println!("wrote {}", out.display());
     Ok(EXIT_OK)
 }

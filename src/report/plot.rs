@@ -292,13 +292,8 @@ pub fn error_chart(r: &crate::analysis::compare::Report) -> Chart {
 /// checkpoints; the working precision as a dashed line (all bits lost there).
 pub fn radius_chart(c: &crate::analysis::certify::Certificate) -> Chart {
     let prec = c.trainer.prec_bits as f64;
-    let bits = |rel: f64| {
-        if rel > 0.0 {
-            (prec + core_math::log2(rel)).max(0.0)
-        } else {
-            0.0
-        }
-    };
+    // capped at the precision: an infinite relative radius has lost every bit
+    let bits = |rel: f64| crate::analysis::certify::bits_lost_of(c.trainer.prec_bits, rel);
     type Pick = fn(&crate::analysis::certify::Radius) -> Option<f64>;
     let parts: [(&str, Pick); 5] = [
         ("largest", |r| Some(r.largest)),

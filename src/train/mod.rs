@@ -98,7 +98,7 @@ pub struct Trainer<'a, A: Arith> {
     pub test_path: TestPath,
     /// The cross Gram rows of the test tokens, built at the first checkpoint that needs
     /// them ([`span::Span::test_rows`]).
-    test_rows: std::sync::OnceLock<Vec<A::Real>>,
+    test_rows: std::sync::OnceLock<crate::arith::Prepared<A::Real>>,
     /// Steps done.
     pub step: u64,
 }

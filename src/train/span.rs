@@ -20,7 +20,7 @@
 //! the coefficients on demand. Which of the two steps a run takes by default:
 //! `train::plan`.
 
-use crate::arith::Arith;
+use crate::arith::{Arith, Prepared};
 use crate::config::Mode;
 use crate::data::Params;
 use crate::linalg;
@@ -31,10 +31,11 @@ pub struct Span<R> {
     mode: Mode,
     r: usize,
     d: usize,
-    /// G ((r+1) x (r+1)); in W-mode only rows 1.. are used: (X q(0), |p(0)|^2 K).
-    g: Vec<R>,
-    /// K = X X^T (joint mode; empty otherwise).
-    k: Vec<R>,
+    /// G ((r+1) x (r+1)), prepared for products ([`Arith::prepare`]); in W-mode only
+    /// rows 1.. are used: (X q(0), |p(0)|^2 K).
+    g: Prepared<R>,
+    /// K = X X^T, prepared (joint mode; empty otherwise).
+    k: Prepared<R>,
     /// M ((r+1) x r, joint mode; empty otherwise).
     pub m: Vec<R>,
     /// Coefficients a (r + 1).
@@ -70,8 +71,8 @@ impl<R: Clone + Send + Sync> Span<R> {
             mode,
             r,
             d,
-            g: Vec::new(),
-            k: Vec::new(),
+            g: Prepared::plain(Vec::new(), r + 1),
+            k: Prepared::plain(Vec::new(), r),
             m: Vec::new(),
             a,
             basis: Vec::new(),
@@ -88,9 +89,9 @@ impl<R: Clone + Send + Sync> Span<R> {
         match mode {
             Mode::P | Mode::Joint => {
                 span.basis = span.basis_rows(ar, x);
-                span.g = linalg::gram(ar, &span.basis, r + 1, d);
+                span.g = ar.prepare(linalg::gram(ar, &span.basis, r + 1, d), r + 1);
                 if mode == Mode::Joint {
-                    span.k = linalg::data_gram(ar, x, r, d);
+                    span.k = ar.prepare(linalg::data_gram(ar, x, r, d), r);
                     span.m = ar.zeros((r + 1) * r);
                 }
             }
@@ -100,14 +101,15 @@ impl<R: Clone + Send + Sync> Span<R> {
                 linalg::matvec_t(ar, w0, &span.p0, &mut span.q0);
                 ar.dot(&span.p0, &span.p0, &mut span.pp);
                 let k = linalg::data_gram(ar, x, r, d);
-                span.g = ar.zeros((r + 1) * (r + 1));
+                let mut g = ar.zeros((r + 1) * (r + 1));
                 let (q0, pp) = (&span.q0, &span.pp);
-                linalg::for_each_row(ar, &mut span.g[r + 1..], r + 1, d + r, |i, gi| {
+                linalg::for_each_row(ar, &mut g[r + 1..], r + 1, d + r, |i, gi| {
                     ar.dot_f64(&x[i * d..(i + 1) * d], q0, &mut gi[0]);
                     for (gij, kij) in gi[1..].iter_mut().zip(&k[i * r..(i + 1) * r]) {
                         ar.prod(gij, pp, kij);
                     }
                 });
+                span.g = ar.prepare(g, r + 1);
             }
         }
         span
@@ -130,7 +132,7 @@ impl<R: Clone + Send + Sync> Span<R> {
         match (self.mode, w0) {
             (Mode::P | Mode::Joint, None) => {
                 let rows: Vec<f64> = p0.iter().chain(x).copied().collect();
-                self.g = round(&exact::gram_f64(&rows, r + 1, d));
+                self.g = ar.prepare(round(&exact::gram_f64(&rows, r + 1, d)), r + 1);
                 self.basis = ar.of_slice(&rows);
             }
             (Mode::P | Mode::Joint, Some(w)) => {
@@ -138,16 +140,16 @@ impl<R: Clone + Send + Sync> Span<R> {
                 let mut b: Vec<rug::Float> =
                     p0.iter().map(|v| rug::Float::with_val(53, *v)).collect();
                 b.extend(exact::cross_gram_f64(x, w, d));
-                self.g = round(&exact::gram_exact(&b, r + 1, d));
+                self.g = ar.prepare(round(&exact::gram_exact(&b, r + 1, d)), r + 1);
                 self.basis = round(&b);
             }
             (Mode::W, w) => {
                 let k = k.as_ref().expect("K in W-mode");
                 let q0 = exact::vec_mat_f64(p0, w.expect("W-mode stores W"), d);
                 let pp = exact::dot_f64(p0, p0);
-                self.g = ar.zeros((r + 1) * (r + 1));
+                let mut g = ar.zeros((r + 1) * (r + 1));
                 for i in 0..r {
-                    let row = &mut self.g[(i + 1) * (r + 1)..(i + 2) * (r + 1)];
+                    let row = &mut g[(i + 1) * (r + 1)..(i + 2) * (r + 1)];
                     row[0] = ar.of_exact(&exact::dot_f64_exact(&x[i * d..(i + 1) * d], &q0));
                     for (gij, kij) in row[1..].iter_mut().zip(&k[i * r..(i + 1) * r]) {
                         // a product of two exact values, exact at the sum of precisions
@@ -155,13 +157,14 @@ impl<R: Clone + Send + Sync> Span<R> {
                         *gij = ar.of_exact(&prod);
                     }
                 }
+                self.g = ar.prepare(g, r + 1);
                 self.q0 = round(&q0);
                 self.pp = ar.of_exact(&pp);
                 self.exact_q0 = Some((q0, pp));
             }
         }
         if self.mode == Mode::Joint {
-            self.k = round(k.as_ref().expect("K in joint mode"));
+            self.k = ar.prepare(round(k.as_ref().expect("K in joint mode")), r);
             self.m = ar.zeros((r + 1) * r);
         }
     }
@@ -191,13 +194,13 @@ impl<R: Clone + Send + Sync> Span<R> {
     pub fn scores<A: Arith<Real = R>>(&self, ar: &A, scores: &mut [R]) {
         let (r, g) = (self.r, &self.g);
         match self.mode {
-            Mode::P | Mode::W => linalg::matvec(ar, &g[r + 1..], &self.a, scores),
+            Mode::P | Mode::W => linalg::matvec_prepared(ar, g, 1, &self.a, scores),
             Mode::Joint => {
                 let mut u = ar.zeros(r + 1);
-                linalg::matvec(ar, g, &self.a, &mut u);
+                linalg::matvec_prepared(ar, g, 0, &self.a, &mut u);
                 let mut v = ar.zeros(r);
                 linalg::matvec_t(ar, &self.m, &u, &mut v);
-                linalg::matvec(ar, &self.k, &v, scores);
+                linalg::matvec_prepared(ar, &self.k, 0, &v, scores);
                 for (zi, ui) in scores.iter_mut().zip(&u[1..]) {
                     ar.add(zi, ui);
                 }
@@ -211,7 +214,12 @@ impl<R: Clone + Send + Sync> Span<R> {
     /// `(<x, q(0)>, |p(0)|^2 <x, x_1>, ..., |p(0)|^2 <x, x_r>)` in W-mode, as the rows of
     /// G are formed for the training tokens: exact and rounded once where the arithmetic
     /// takes exact inputs, else in its own kernels. `x`: the training rows.
-    pub fn test_rows<A: Arith<Real = R>>(&self, ar: &A, x: &[f64], x_test: &[f64]) -> Vec<R> {
+    pub fn test_rows<A: Arith<Real = R>>(&self, ar: &A, x: &[f64], x_test: &[f64]) -> Prepared<R> {
+        ar.prepare(self.test_row_values(ar, x, x_test), self.r + 1)
+    }
+
+    /// The values of [`Self::test_rows`].
+    fn test_row_values<A: Arith<Real = R>>(&self, ar: &A, x: &[f64], x_test: &[f64]) -> Vec<R> {
         use crate::arith::exact;
         let d = self.d;
         let m = x_test.len() / d;
@@ -258,8 +266,8 @@ impl<R: Clone + Send + Sync> Span<R> {
     }
 
     /// The test tokens' scores `z_test = C a` from the rows of [`Self::test_rows`].
-    pub fn test_scores<A: Arith<Real = R>>(&self, ar: &A, rows: &[R], out: &mut [R]) {
-        linalg::matvec(ar, rows, &self.a, out);
+    pub fn test_scores<A: Arith<Real = R>>(&self, ar: &A, rows: &Prepared<R>, out: &mut [R]) {
+        linalg::matvec_prepared(ar, rows, 0, &self.a, out);
     }
 
     /// One gradient step from the token coefficients `c` (module docs).
@@ -270,7 +278,7 @@ impl<R: Clone + Send + Sync> Span<R> {
             Mode::P | Mode::W => ar.axpy(&neg_alpha, c, &mut self.a[1..]),
             Mode::Joint => {
                 let mut kc = ar.zeros(r);
-                linalg::matvec(ar, &self.k, c, &mut kc);
+                linalg::matvec_prepared(ar, &self.k, 0, c, &mut kc);
                 let mut mkc = ar.zeros(r + 1);
                 linalg::matvec(ar, &self.m, &kc, &mut mkc);
                 let a = &self.a;
@@ -379,7 +387,7 @@ impl<R: Clone + Send + Sync> Span<R> {
                 let mut q = ar.zeros(d);
                 linalg::matvec_t(ar, self.w0.as_ref().expect("joint stores W"), &p, &mut q);
                 let mut u = ar.zeros(r + 1);
-                linalg::matvec(ar, &self.g, &self.a, &mut u);
+                linalg::matvec_prepared(ar, &self.g, 0, &self.a, &mut u);
                 let mut v = ar.zeros(r);
                 linalg::matvec_t(ar, &self.m, &u, &mut v);
                 let mut xv = ar.zeros(d);
