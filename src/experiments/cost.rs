@@ -28,8 +28,11 @@ pub struct Row {
     pub formulation: Formulation,
     /// Seconds to build the trainer (the span precompute; head values; conversions).
     pub setup_seconds: f64,
-    /// Median seconds per step (forward, backward, update).
+    /// Median seconds per step (forward, backward, update), wall clock.
     pub seconds_per_step: f64,
+    /// Median CPU seconds per step: the process's CPU time over the same blocks (every
+    /// thread's; with `RAYON_NUM_THREADS=1` the cost on one thread).
+    pub cpu_per_step_s: f64,
     /// Ratio to the f64 direct step in the config's formulation (to the first f64 row
     /// when that was not measured).
     pub ratio_to_f64: f64,
@@ -53,6 +56,11 @@ pub struct Report {
     pub auto: Method,
     /// Achieved rate of the direct f64 step, GFLOP/s (`None` when it was not measured).
     pub f64_gflops: Option<f64>,
+    /// The CPU model (`/proc/cpuinfo`'s first `model name`; `unknown` elsewhere) and the
+    /// thread count the rows ran with.
+    pub cpu: String,
+    /// Worker threads (rayon) the steps could use.
+    pub threads: usize,
     /// Rows: f64, then f32 (each stable in every method asked for, then naive on the
     /// direct step), then each precision in the config's formulation and every method.
     pub rows: Vec<Row>,
@@ -77,6 +85,33 @@ pub fn flops_per_step(cfg: &Config) -> f64 {
     CostModel::of(cfg).direct_step
 }
 
+/// The CPU model of this machine: `/proc/cpuinfo`'s first `model name`, or `unknown`.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// CPU seconds this process has used (all threads; `CLOCK_PROCESS_CPUTIME_ID`).
+pub fn process_cpu_seconds() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid pointer to a timespec; the clock id is a constant of the platform.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -91,7 +126,7 @@ fn time_steps<A: Arith>(
     (form, method): (Formulation, Method),
     reps: usize,
     block: usize,
-) -> Result<(f64, f64, Method)> {
+) -> Result<Timing> {
     let t0 = Instant::now();
     let mut tr = Trainer::with_method(cfg, data, ar, form, method)?;
     let setup = t0.elapsed().as_secs_f64();
@@ -106,13 +141,28 @@ fn time_steps<A: Arith>(
         })
     };
     steps(&mut tr, 1)?;
-    let mut samples = Vec::with_capacity(reps);
+    let (mut wall, mut cpu) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
     for _ in 0..reps {
-        let t0 = Instant::now();
+        let (t0, c0) = (Instant::now(), process_cpu_seconds());
         steps(&mut tr, block)?;
-        samples.push(t0.elapsed().as_secs_f64() / block as f64);
+        wall.push(t0.elapsed().as_secs_f64() / block as f64);
+        cpu.push((process_cpu_seconds() - c0) / block as f64);
     }
-    Ok((setup, median(samples), tr.method()))
+    Ok(Timing {
+        setup,
+        wall: median(wall),
+        cpu: median(cpu),
+        method: tr.method(),
+    })
+}
+
+/// What [`time_steps`] measured: set-up seconds, median wall and CPU seconds per step,
+/// the method run.
+struct Timing {
+    setup: f64,
+    wall: f64,
+    cpu: f64,
+    method: Method,
 }
 
 /// The (formulation, method) pairs of the hardware rows: stable in each of `methods`,
@@ -203,14 +253,15 @@ pub fn measure(
     check(cfg, precs, ball_precs, methods, reps, twin_reps)?;
     let data = Dataset::generate(cfg);
     let mut rows: Vec<Row> = Vec::new();
-    let mut push = |trainer: Kind, prec: u32, form, (setup, step, method): (f64, f64, Method)| {
+    let mut push = |trainer: Kind, prec: u32, form, t: Timing| {
         rows.push(Row {
             trainer,
             prec_bits: prec,
-            method,
+            method: t.method,
             formulation: form,
-            setup_seconds: setup,
-            seconds_per_step: step,
+            setup_seconds: t.setup,
+            seconds_per_step: t.wall,
+            cpu_per_step_s: t.cpu,
             ratio_to_f64: f64::NAN,
         });
     };
@@ -269,6 +320,8 @@ pub fn measure(
         },
         auto: resolve_method(cfg, cfg.formulation, Kind::F64, 53, Method::Auto),
         f64_gflops: direct.map(|s| flops / s / 1e9),
+        cpu: cpu_model(),
+        threads: rayon::current_num_threads(),
         rows,
     })
 }
@@ -277,35 +330,46 @@ impl std::fmt::Display for Report {
     /// The readable cost table of `tokensel cost`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut out = format!(
-            "tokensel cost: one gradient step, n = {}, T = {}, d = {} ({:.3e} flops per direct f64 step{})\n\n  {:<12}{:>6}{:>8}{:>8}{:>14}{:>16}{:>14}\n",
+            "tokensel cost: one gradient step, n = {}, T = {}, d = {} ({:.3e} flops per direct f64 step{})\n  on {} ({} thread{}; CPU: the process's CPU time over all threads)\n\n  {:<12}{:>6}{:>8}{:>8}{:>14}{:>16}{:>16}{:>14}\n",
             self.n,
             self.tokens,
             self.d,
             self.flops_per_step,
             self.f64_gflops
                 .map_or(String::new(), |g| format!(", {g:.2} GFLOP/s achieved")),
+            self.cpu,
+            self.threads,
+            if self.threads == 1 { "" } else { "s" },
             "trainer",
             "bits",
             "method",
             "form",
             "setup",
             "time per step",
+            "CPU per step",
             "ratio to f64"
         );
-        for row in &self.rows {
-            let t = row.seconds_per_step;
-            let shown = if t < 1e-3 {
+        let shown = |t: f64| {
+            if t < 1e-3 {
                 format!("{:.1} us", t * 1e6)
             } else {
                 format!("{:.2} ms", t * 1e3)
-            };
+            }
+        };
+        for row in &self.rows {
             let form = match row.formulation {
                 Formulation::Stable => "stable",
                 Formulation::Naive => "naive",
             };
             out += &format!(
-                "  {:<12}{:>6}{:>8}{form:>8}{:>12.3} s{shown:>16}{:>14.3}\n",
-                row.trainer, row.prec_bits, row.method, row.setup_seconds, row.ratio_to_f64
+                "  {:<12}{:>6}{:>8}{form:>8}{:>12.3} s{:>16}{:>16}{:>14.3}\n",
+                row.trainer,
+                row.prec_bits,
+                row.method,
+                row.setup_seconds,
+                shown(row.seconds_per_step),
+                shown(row.cpu_per_step_s),
+                row.ratio_to_f64
             );
         }
         let m = &self.model;
@@ -332,6 +396,7 @@ mod tests {
             formulation: Formulation::Stable,
             setup_seconds: 0.5,
             seconds_per_step: 2e-3,
+            cpu_per_step_s: 3e-4,
             ratio_to_f64: 1.0,
         };
         let r = Report {
@@ -346,6 +411,8 @@ mod tests {
             },
             auto: Method::Span,
             f64_gflops: None,
+            cpu: "a CPU".into(),
+            threads: 2,
             rows: vec![
                 row(Kind::F64, 53, Method::Direct),
                 row(Kind::Predictor, 53, Method::Span),
@@ -363,7 +430,7 @@ mod tests {
         let rows = &lines[first..first + 4];
         assert_eq!(
             rows[0],
-            "  f64             53  direct  stable       0.500 s         2.00 ms         1.000"
+            "  f64             53  direct  stable       0.500 s         2.00 ms        300.0 us         1.000"
         );
         for (line, m) in rows.iter().zip(["direct", "span", "direct", "span"]) {
             assert!(

@@ -1,0 +1,176 @@
+"""Arb (through python-flint) on the same work as `tokensel certify`: the span step of the
+default run enclosed in ball arithmetic, for a side-by-side cost measurement.
+
+The peer does what tokensel's ball trainer does per step (src/train/span.rs, src/model.rs,
+stable formulation, p-mode, W = I): z = G[1:, :] a with the EXACT Gram matrix G of the
+rows [p(0); x_1 .. x_r] (formed once in integers by FLINT, rounded once to the working
+precision), per sample the softmax shifted by the top score's midpoint, the centred
+output f = g_top + sum_{j != top} s_j (g_j - g_top), l'(u) = -1 / (1 + exp(u)) (u = y f;
+one occurrence of u), c_t = l'(u) y / n * s_t (g_t - f) (the top token's g_top - f as the
+negated centred sum), and a[1:] -= alpha c. Its radii are Arb's own.
+
+Usage (the venv's python with python-flint; tokensel built):
+
+    python examples/arb_peer.py [--prec 128] [--warm 1000] [--steps 200] [--run N]
+                                [--tokensel target/release/tokensel] [--json]
+
+It exports the default run's data with `tokensel data`, times `--steps` steps after
+`--warm` steps (CPU time of this process, `time.process_time`, one thread: FLINT's
+`ctx.threads = 1`) and reports the median over blocks of 20; then it times tokensel's
+ball step and MPFR twin step at the same precision in the same sitting with
+`tokensel cost --json` (CPU per step, RAYON_NUM_THREADS=1: one thread, like the peer).
+`--run N` also times N whole steps from step 0 (e.g. 30000 for the default run). It
+prints a table and, with --json, one JSON object.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+try:
+    import flint
+    from flint import arb, arb_mat, fmpz_mat
+except ImportError:  # pragma: no cover - a clear message instead of a traceback
+    sys.exit("arb_peer.py needs python-flint (pip install python-flint)")
+
+
+def exact_ints(rows):
+    """The f64 array `rows` as integers times 2^-k (k the smallest exponent's shift): exact."""
+    m, e = np.frexp(rows)  # rows = m 2^e, 0.5 <= |m| < 1, m has 53 significant bits
+    nz = rows != 0
+    k = int(53 - e[nz].min()) if nz.any() else 0
+    ints = [[int(v) for v in row] for row in np.ldexp(rows, k).astype(object)]
+    # np.ldexp(.., k) is exact (a power-of-two scaling inside the f64 range) and every
+    # scaled entry is an integer below 2^(53 + span), held exactly by Python's int
+    # through float -> int conversion
+    return ints, k
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--prec", type=int, default=128)
+    ap.add_argument("--warm", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--run", type=int, default=0)
+    ap.add_argument("--tokensel", default="target/release/tokensel")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.prec < 53 or args.warm < 0 or args.steps < 20 or args.run < 0:
+        sys.exit("--prec >= 53, --warm >= 0, --steps >= 20, --run >= 0")
+    flint.ctx.prec = args.prec
+    flint.ctx.threads = 1
+
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([args.tokensel, "data", "--out", tmp], check=True, capture_output=True)
+        X = np.load(os.path.join(tmp, "X_train.npy"))
+        y = np.load(os.path.join(tmp, "y_train.npy")).astype(int)
+        nu = np.load(os.path.join(tmp, "nu.npy"))
+        p0 = np.load(os.path.join(tmp, "p0.npy"))
+        cfg = open(os.path.join(tmp, "config.toml")).read()
+    alpha = float(next(l.split("=")[1] for l in cfg.splitlines() if l.startswith("step_size")))
+    n, T, d = X.shape
+    r = n * T
+    rows = np.vstack([p0[None, :], X.reshape(r, d)])
+
+    t0 = time.process_time()
+    ints, k = exact_ints(rows)
+    A = fmpz_mat(ints)
+    G_int = A * A.transpose()  # exact
+    scale = arb(2) ** (-2 * k)
+    G1 = arb_mat(r, r + 1, [G_int[i + 1, j] for i in range(r) for j in range(r + 1)]) * scale
+    nints, kn = exact_ints(nu[None, :])
+    xg = fmpz_mat(ints[1:]) * fmpz_mat(nints).transpose()
+    g = [arb(xg[j, 0]) * arb(2) ** (-(k + kn)) for j in range(r)]
+    setup = time.process_time() - t0
+
+    a = [arb(1)] + [arb(0)] * r
+    neg_alpha = arb(-alpha)
+    inv_n = arb(1) / n
+
+    def step(a):
+        z = G1 * arb_mat(r + 1, 1, a)
+        c = [None] * r
+        for i in range(n):
+            zs = [z[i * T + t, 0] for t in range(T)]
+            gs = g[i * T:(i + 1) * T]
+            top = max(range(T), key=lambda t: zs[t].mid())
+            shift = zs[top].mid()
+            e = [(zt - shift).exp() for zt in zs]
+            total = sum(e[1:], e[0])
+            s = [et / total for et in e]
+            acc = sum((s[j] * (gs[j] - gs[top]) for j in range(T) if j != top), arb(0))
+            f = gs[top] + acc
+            u = f * int(y[i])
+            coef = -1 / (1 + u.exp()) * int(y[i]) * inv_n
+            for t in range(T):
+                diff = -acc if t == top else gs[t] - f
+                c[i * T + t] = diff * s[t] * coef
+        return [a[0]] + [aj + neg_alpha * cj for aj, cj in zip(a[1:], c)]
+
+    for _ in range(args.warm):
+        a = step(a)
+    blocks = []
+    for _ in range(args.steps // 20):
+        t0 = time.process_time()
+        for _ in range(20):
+            a = step(a)
+        blocks.append((time.process_time() - t0) / 20)
+    peer_us = statistics.median(blocks) * 1e6
+    run_s = None
+    if args.run:
+        b = [arb(1)] + [arb(0)] * r
+        t0 = time.process_time()
+        for _ in range(args.run):
+            b = step(b)
+        run_s = time.process_time() - t0 + setup
+
+    env = dict(os.environ, RAYON_NUM_THREADS="1")
+    out = subprocess.run(
+        [args.tokensel, "cost", "--precs", str(args.prec), "--ball", str(args.prec),
+         "--twin-reps", "15", "--reps", "3", "--json"],
+        check=True, capture_output=True, text=True, env=env,
+    )
+    cost = json.loads(out.stdout)
+    rows_ = cost["rows"]
+
+    def cpu_us(trainer):
+        hit = [x for x in rows_ if x["trainer"] == trainer and x["prec_bits"] == args.prec
+               and x["method"] == "span"]
+        return hit[0]["cpu_per_step_s"] * 1e6 if hit else float("nan")
+
+    ball_us, twin_us = cpu_us("ball"), cpu_us("mpfr")
+    res = {
+        "prec": args.prec,
+        "cpu": cost.get("cpu"),
+        "arb_step_cpu_us": peer_us,
+        "arb_setup_cpu_s": setup,
+        "arb_run_cpu_s": run_s,
+        "arb_run_steps": args.run or None,
+        "tokensel_ball_step_cpu_us": ball_us,
+        "tokensel_twin_step_cpu_us": twin_us,
+        "ball_speedup_over_arb": peer_us / ball_us,
+        "python_flint": flint.__version__,
+    }
+    if args.json:
+        print(json.dumps(res))
+        return
+    print(f"one span-enclosure step of the default run at {args.prec} bits, CPU time, one thread")
+    print(f"  CPU: {res['cpu']}")
+    print(f"  Arb (python-flint {flint.__version__})  {peer_us:10.1f} us per step"
+          f" (median of {len(blocks)} blocks of 20 after {args.warm} steps)")
+    print(f"  tokensel ball                {ball_us:10.1f} us per step ({peer_us / ball_us:.2f}x Arb's speed)")
+    print(f"  tokensel MPFR twin           {twin_us:10.1f} us per step")
+    print(f"  Arb set-up (exact Gram)      {setup:10.2f} s")
+    if run_s is not None:
+        print(f"  Arb whole run, {args.run} steps  {run_s:10.2f} s CPU (set-up included)")
+
+
+if __name__ == "__main__":
+    main()
