@@ -511,3 +511,31 @@ fn extremes_are_reported_honestly_and_read_back() {
         );
     }
 }
+
+/// The default run certifies at 64 bits (issue 27): l'(u) enclosed as the increasing
+/// logistic function over its whole input ball, the softmax shifted by an exact number
+/// and the Gram products rounded once keep the radii small enough that the first 16,000
+/// steps of the balanced run (its training data; 10 test samples to keep the test cheap)
+/// are DECIDED at `--prec 64`. The enclosure of 335dfb4 (l' as a formula, the shift by
+/// the top score's ball, Gram products in MPFR) blew up at step 15,231 (exit 3).
+#[test]
+fn the_default_run_certifies_at_64_bits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("c.toml");
+    std::fs::write(&cfg, "n_test = 10\nsteps = 16000\n").unwrap();
+    let o = common::tokensel(&[
+        "certify",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--prec",
+        "64",
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["decided"], true, "{v}");
+    assert_eq!(v["train_correct"]["lo"], 20, "{}", v["train_correct"]);
+    let lost = v["bits_lost"].as_f64().unwrap();
+    assert!(lost < 64.0, "{lost} bits lost");
+}

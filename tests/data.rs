@@ -95,7 +95,10 @@ fn exported_arrays_are_the_runs_data() {
     let want = Params::init(&Preset::OfficialFinal.config()).w.unwrap();
     assert!(same_bits(w0.as_slice().unwrap(), want.as_slice().unwrap()));
 
-    if let Ok(python) = std::env::var("TOKENSEL_PYTHON") {
+    if let Some(python) = std::env::var("TOKENSEL_PYTHON")
+        .ok()
+        .filter(|p| !p.is_empty())
+    {
         let script = "import json, sys, numpy as np\n\
             d = sys.argv[1]\n\
             m = json.load(open(d + '/manifest.json'))\n\

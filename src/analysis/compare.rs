@@ -277,6 +277,10 @@ pub struct Report {
     pub formulation: Formulation,
     /// The f64 trainer's method (`auto` resolved).
     pub method: Method,
+    /// Whether the f64 trainer's method was chosen by `method = "auto"` (the cost model,
+    /// `train::plan`) rather than asked for.
+    #[serde(default)]
+    pub method_auto: bool,
     /// The truth twin's method (`auto` resolved).
     pub twin_method: Method,
     /// Steps at which q and grad_q were compared: "every step" or "checkpoints".
@@ -583,6 +587,7 @@ pub fn compare(
         tolerance: opts.tol,
         formulation: cfg.formulation,
         method,
+        method_auto: cfg.method == Method::Auto,
         twin_method,
         d_space_compared_at: if every_step {
             "every step"
@@ -618,9 +623,14 @@ impl std::fmt::Display for Report {
     /// The readable error table and verdicts of `tokensel compare`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut out = format!(
-            "tokensel compare: f64 ({:?}, {}) vs {}-bit twin (stable, {}), {} steps, tolerance {:e}\n  q and grad_q compared at {}\n\n",
+            "tokensel compare: f64 ({:?}, {}{}) vs {}-bit twin (stable, {}), {} steps, tolerance {:e}\n  q and grad_q compared at {}; relative errors of q and grad_q are normwise (per vector), the\n  others per value\n\n",
             self.formulation,
             self.method.name(),
+            if self.method_auto {
+                ", chosen by auto"
+            } else {
+                ""
+            },
             self.prec_bits,
             self.twin_method.name(),
             self.steps,
@@ -664,7 +674,7 @@ impl std::fmt::Display for Report {
         }
         if let Some(e) = &self.enclosure {
             out += &format!(
-                "\n  against the {}-bit enclosure of the exact run (distance outside it, in ulps of the value: a proved lower bound of the error)\n  {:<11}{:>18}{:>16}{:>18}{:>16}\n",
+                "\n  against the {}-bit enclosure of the exact run (distance outside it, in ulps of each value,\n  component by component: a proved lower bound of that value's error; the relative errors\n  above are normwise for q and grad_q, so a small component can lie many of its own ulps\n  outside while the vector's relative error stays near 2^-53)\n  {:<11}{:>18}{:>16}{:>18}{:>16}\n",
                 e.prec_bits,
                 "quantity",
                 "f64 outside",

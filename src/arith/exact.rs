@@ -149,7 +149,11 @@ impl Accumulator {
         debug_assert!(v < 1 << 127 && at <= self.span());
         let (k, bit) = (at / 64, (at % 64) as u32);
         let low = v << bit;
-        let high = if bit == 0 { 0 } else { (v >> (128 - bit)) as u64 };
+        let high = if bit == 0 {
+            0
+        } else {
+            (v >> (128 - bit)) as u64
+        };
         let off = k + self.len * usize::from(neg);
         let s = &mut self.slots[off..off + 3];
         s[0] += low as u64 as u128;

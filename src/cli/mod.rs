@@ -109,7 +109,7 @@ enum Command {
     Check(check::CheckArgs),
     /// Compare two saved trajectories; exit 0 when they agree within --rtol, 1 if not.
     Diff(diff::DiffArgs),
-    /// Draw a trajectory (attention per group) or a compare report (error), SVG or PNG.
+    /// Draw a trajectory (attention per group), a compare report (error) or a certificate (bits lost), SVG or PNG.
     Plot(plot::PlotArgs),
     /// Measure one gradient step: f64 vs the twin at several precisions (a benchmark).
     Cost(cost::CostArgs),
@@ -420,7 +420,8 @@ fn finish(t0: Instant, steps: Option<u64>) {
     let secs = t0.elapsed().as_secs_f64();
     match steps {
         Some(n) => eprintln!(
-            "wall time {secs:.2} s ({:.1} us per step)",
+            "wall time {secs:.2} s for {n} step{} ({:.1} us per step on average, set-up and output included)",
+            if n == 1 { "" } else { "s" },
             1e6 * secs / n.max(1) as f64
         ),
         None => eprintln!("wall time {secs:.2} s"),

@@ -806,16 +806,15 @@ pub fn check(
     Ok(out)
 }
 
-/// The readable table of `tokensel check`: one line per claim (status, measured values
-/// or seed share, bound, paper value), then the counts.
+/// The readable table of `tokensel check`: per claim, its status and name on one line,
+/// then the measured values (or the seeds' share against the share the claim needs), the
+/// bound and the paper's value on the next, under 100 characters each but for long
+/// names; then the counts.
 pub struct Verdicts<'a>(pub &'a [Outcome]);
 
 impl std::fmt::Display for Verdicts<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut out = format!(
-            "  {:<8}{:<96}{:>30}  {:<10} {}\n",
-            "", "claim", "measured", "bound", "paper"
-        );
+        let mut out = String::new();
         for o in self.0 {
             let status = match (o.pass, o.expected) {
                 _ if !o.missing.is_empty() => "FAIL",
@@ -825,11 +824,12 @@ impl std::fmt::Display for Verdicts<'_> {
                 (false, Expected::Holds) => "FAIL",
                 (false, Expected::Differs) => "FAIL*",
             };
-            let measured = if o.missing.len() == o.per_seed.len() {
+            let seeds = o.per_seed.len();
+            let measured = if o.missing.len() == seeds {
                 "missing".to_string()
             } else if !o.missing.is_empty() {
-                format!("missing at {}/{} seeds", o.missing.len(), o.per_seed.len())
-            } else if o.per_seed.len() == 1 {
+                format!("missing at {}/{seeds} seeds", o.missing.len())
+            } else if seeds == 1 {
                 o.measured
                     .map_or("missing".to_string(), |m| format!("{m:.6e}"))
             } else {
@@ -839,20 +839,22 @@ impl std::fmt::Display for Verdicts<'_> {
                     .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
                         (a.min(*v), b.max(*v))
                     });
+                let (share, required) = o.fraction;
+                let need = (required * seeds as f64 - 1e-9).ceil().max(0.0);
+                let rule = match o.expected {
+                    Expected::Holds => format!("needs >= {need:.0}/{seeds}"),
+                    Expected::Differs => format!("differs while < {need:.0}/{seeds}"),
+                };
                 format!(
-                    "{:.0}/{} seeds [{lo:.3}, {hi:.3}]",
-                    o.fraction.0 * o.per_seed.len() as f64,
-                    o.per_seed.len()
+                    "{:.0}/{seeds} seeds hold ({rule}), values [{lo:.3}, {hi:.3}]",
+                    share * seeds as f64
                 )
             };
-            let paper = o
-                .paper
-                .as_ref()
-                .map_or(String::new(), |(v, src)| format!("{v} ({src})"));
-            out += &format!(
-                "  {status:<8}{:<96}{measured:>30}  {:<10} {paper}\n",
-                o.name, o.expect
-            );
+            out += &format!("  {status:<8}{}\n", o.name);
+            out += &format!("          measured {measured}; bound {}\n", o.expect);
+            if let Some((v, src)) = &o.paper {
+                out += &format!("          paper {v} ({src})\n");
+            }
         }
         out += "  (differs: a recorded disagreement with the paper that persists; FAIL*: it no longer does;\n   missing: no measurement, a failure; proved: a certified claim whose enclosure lies inside the bound)\n";
         let failed = self.0.iter().filter(|o| !o.pass).count();

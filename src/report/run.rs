@@ -100,6 +100,53 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
     let attention = s.attention.map(PerGroup::to_array);
     let groups = Group::ALL.map(Group::name);
     out += &group_table("mean attention mass", groups, attention, n_clean, s.n_noisy);
+    if let Some(line) = figure_3a(s) {
+        out += &line;
+    }
     out += &format!("\n  trajectory digest {}\n", s.trajectory_digest);
     out
+}
+
+/// Whether a run of the paper's balanced setting (every parameter of the preset, any
+/// seed and method, 30,000 steps) shows the pattern of its Figure 3(a): train accuracy
+/// 1.00 (the noisy labels fitted), test accuracy 1.00 (read as >= 0.99), every clean
+/// sample's top token in R and every noisy sample's in W_-Y* (`W_opposite`): benign
+/// overfitting. `None` for any other config.
+fn figure_3a(s: &Summary) -> Option<String> {
+    use crate::config::Preset;
+    let c = &s.config;
+    let paper = crate::config::Config {
+        seed: c.seed,
+        method: c.method,
+        ..Preset::Balanced.config()
+    };
+    if *c != paper || s.steps != paper.steps {
+        return None;
+    }
+    let clean_r = s.selection.clean.map(|v| v.r);
+    let noisy_w = s.selection.noisy.map(|v| v.w_opposite);
+    let mut differs = Vec::new();
+    if s.train_accuracy < 1.0 {
+        differs.push(format!("train accuracy {:.4} < 1", s.train_accuracy));
+    }
+    if s.test_accuracy < 0.99 {
+        differs.push(format!("test accuracy {:.4} < 0.99", s.test_accuracy));
+    }
+    if clean_r.is_some_and(|v| v < 1.0) {
+        differs.push(format!("clean on R {:.4} < 1", clean_r.unwrap_or(0.0)));
+    }
+    if noisy_w.is_some_and(|v| v < 1.0) {
+        differs.push(format!(
+            "noisy on W_opposite {:.4} < 1",
+            noisy_w.unwrap_or(0.0)
+        ));
+    }
+    let verdict = if differs.is_empty() {
+        "this run shows that pattern".to_string()
+    } else {
+        format!("this run does not: {}", differs.join(", "))
+    };
+    Some(format!(
+        "\n  the paper's Figure 3(a) (this setting): train and test accuracy 1.00, clean samples\n  select R, noisy samples select W_-Y* (W_opposite): benign overfitting\n  {verdict}\n"
+    ))
 }
