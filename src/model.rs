@@ -128,9 +128,10 @@ pub fn argmax<A: Arith>(ar: &A, scores: &[A::Real]) -> usize {
 
 /// Softmax of `scores` into `s`, with the max subtracted first.
 ///
-/// e_t = exp(z_t - c) with c = z_top as an exact number ([`Arith::point`]: z_top itself,
-/// so e_top = exp(0) = 1 exactly, in every point arithmetic; a ball's midpoint), E =
-/// e_top + sum_{j != top} e_j summed in token order, s_t = e_t / E. The formulations differ only in how `rest` = 1 - s_top is
+/// e_t = exp(z_t - c) with c = z_top as an exact number ([`Arith::point`]: in a ball its
+/// midpoint), except that the point arithmetics set e_top = 1 exactly; E = e_top +
+/// sum_{j != top} e_j summed in token order, s_t = e_t / E. The formulations differ only
+/// in how `rest` = 1 - s_top is
 /// formed. The top token's [`Selection`] compares its score with every other through
 /// [`Arith::decide_cmp`].
 pub fn softmax<A: Arith>(
@@ -152,8 +153,14 @@ pub fn softmax<A: Arith>(
     let mut second: Option<A::Real> = None;
     let (mut tie, mut undecided) = (false, false);
     for (t, (zt, st)) in scores.iter().zip(s.iter_mut()).enumerate() {
-        ar.diff(st, zt, &shift);
-        ar.exp(st);
+        if t == top && ar.kind() != crate::arith::Kind::Ball {
+            // a point arithmetic: exp(z_top - z_top) = 1, set exactly (also where z_top
+            // is infinite, so a diverging run's bits are those it always had)
+            ar.set_f64(st, 1.0);
+        } else {
+            ar.diff(st, zt, &shift);
+            ar.exp(st);
+        }
         if t != top {
             match ar.decide_cmp(zmax, zt) {
                 Some(Ordering::Greater) => {}

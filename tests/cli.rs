@@ -742,3 +742,22 @@ fn diff_sees_a_change_in_every_field() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stdout).contains("steps"));
 }
+
+/// A diverging f64 run (step size 1e308) stops where it always did: the top token's
+/// exp(z_top - z_top) is set to 1 exactly in the point arithmetics even where z_top is
+/// infinite (computing it gave NaN and stopped the run a step early, "non-finite output
+/// at step 1"), so the softmax shift of the ball arithmetic changes no f64 bit.
+#[test]
+fn a_diverging_run_stops_where_it_always_did() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("div.toml");
+    std::fs::write(
+        &cfg,
+        "d = 10\nn_test = 5\nsteps = 50\nstep_size = 1e308\nmode = \"joint\"\nmethod = \"direct\"\n",
+    )
+    .unwrap();
+    let o = common::tokensel(&["run", "--config", cfg.to_str().unwrap(), "--quiet"]);
+    assert_eq!(o.status.code(), Some(3));
+    let err = common::stderr(&o);
+    assert!(err.contains("non-finite q at step 2"), "{err}");
+}
