@@ -497,11 +497,11 @@ fn to_separate(
             .fold(0.0, f64::max);
         out.push(if errs.external.contains_key(&Quantity::GradQ) {
             format!(
-                "the softmax gradient's formulations: they differ where the attention saturates, and the largest score gap of these records is {gap:.1}: no record of them separates the two (a run whose scores saturate does)"
+                "the softmax gradient's formulations: they differ where the attention saturates, and the largest score gap of the records they explain is {gap:.1}: no record of these separates the two (a run whose scores saturate does)"
             )
         } else {
             format!(
-                "the softmax gradient's formulations: record grad_q (they differ in it first, where the attention saturates; the largest score gap of these records is {gap:.1})"
+                "the softmax gradient's formulations: record grad_q (they differ in it first, where the attention saturates; the largest score gap of the records they explain is {gap:.1})"
             )
         });
     }
