@@ -612,10 +612,23 @@ fn checkpoint_arrays<'py>(py: Python<'py>, traj: &Trajectory) -> PyResult<Bound<
     Ok(out)
 }
 
+/// An error in a trajectory dict, worded as one (not as a config error): "cannot
+/// parse external trajectory `<trajectory dict>`: `KEY`: REASON".
+fn bad_traj(key: &str, reason: impl Into<String>) -> PyErr {
+    py_err(Error::Parse {
+        what: "external trajectory",
+        path: TRAJECTORY_DICT.into(),
+        message: format!("`{key}`: {}", reason.into()),
+    })
+}
+
+/// The name of a trajectory dict in messages.
+const TRAJECTORY_DICT: &str = "<trajectory dict>";
+
 /// `steps` of a trajectory dict: non-negative integers.
 fn steps_of(v: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
     v.extract::<Vec<u64>>()
-        .map_err(|e| bad_arg("steps", format!("expected non-negative integers: {e}")))
+        .map_err(|e| bad_traj("steps", format!("expected non-negative integers: {e}")))
 }
 
 /// An external trajectory from a dict: `steps`, `dtype` (`float32`/`float64`),
@@ -634,7 +647,7 @@ fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
     for (key, value) in traj.iter() {
         let key: String = key
             .extract()
-            .map_err(|_| bad_arg("trajectory", "keys must be strings"))?;
+            .map_err(|_| bad_traj("trajectory", "keys must be strings"))?;
         match key.as_str() {
             "steps" => steps = Some(steps_of(&value)?),
             "dtype" => {
@@ -642,20 +655,37 @@ fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
                 dtype = Some(match name.as_str() {
                     "float32" => Dtype::Float32,
                     "float64" => Dtype::Float64,
-                    _ => return Err(bad_arg("dtype", format!("`{name}`: float32 or float64"))),
+                    _ => {
+                        return Err(bad_traj(
+                            "dtype",
+                            format!(
+                                "`{name}` is not float32 or float64 (what the implementation computed in)"
+                            ),
+                        ));
+                    }
                 });
             }
-            "implementation" => header.implementation = Some(value.str()?.extract()?),
-            "format" => header.format = value.extract()?,
+            "implementation" => {
+                header.implementation = Some(
+                    value
+                        .extract()
+                        .map_err(|_| bad_traj("implementation", "expected a string"))?,
+                )
+            }
+            "format" => {
+                header.format = value
+                    .extract()
+                    .map_err(|_| bad_traj("format", "expected a string"))?
+            }
             "config" => {
                 let serde_json::Value::Object(map) = to_json(&value, "config")? else {
-                    return Err(bad_arg("config", "expected a dict of config keys"));
+                    return Err(bad_traj("config", "expected a dict of config keys"));
                 };
                 header.config = map.into_iter().collect();
             }
             _ => {
                 let q = Quantity::from_name(&key).ok_or_else(|| {
-                    bad_arg(
+                    bad_traj(
                         "trajectory",
                         format!(
                             "unknown key `{key}` (header: steps, dtype, implementation, \
@@ -664,14 +694,22 @@ fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
                         ),
                     )
                 })?;
+                if value.is_none() {
+                    let remedy = if q == Quantity::GradQ {
+                        " (q.grad without q.retain_grad()? call q.retain_grad() before loss.backward())"
+                    } else {
+                        ""
+                    };
+                    return Err(bad_traj(&key, format!("None{remedy}")));
+                }
                 let a: PyArrayLikeDyn<'_, f64, AllowTypeChange> = value.extract().map_err(|e| {
-                    bad_arg(
+                    bad_traj(
                         &key,
                         format!("expected a float array (first axis: step): {e}"),
                     )
                 })?;
                 let Some((&k, shape)) = a.shape().split_first() else {
-                    return Err(bad_arg(
+                    return Err(bad_traj(
                         &key,
                         "0-dimensional; its first axis must be the recorded step",
                     ));
@@ -695,18 +733,19 @@ fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
             }
         }
     }
-    header.dtype = dtype.ok_or_else(|| bad_arg("dtype", "missing (float32 or float64)"))?;
-    let steps = steps.ok_or_else(|| bad_arg("steps", "missing"))?;
+    header.dtype = dtype.ok_or_else(|| bad_traj("dtype", "missing (float32 or float64)"))?;
+    let steps = steps.ok_or_else(|| bad_traj("steps", "missing"))?;
     lib(External::from_parts(
         header,
         steps,
         series,
-        Path::new("<trajectory dict>"),
+        Path::new(TRAJECTORY_DICT),
     ))
 }
 
 /// Judge another implementation's trajectory (a dict of arrays) on `config`'s data:
-/// the report of `tokensel judge --json`, as JSON text.
+/// the report of `tokensel judge --json`, as JSON text, and the text `tokensel judge`
+/// prints.
 #[pyfunction]
 #[pyo3(signature = (config, trajectory, prec=DEFAULT_PREC, tol=1e-8, data=None, enclosure=Some(DEFAULT_BALL_PREC)))]
 fn judge(
@@ -717,7 +756,7 @@ fn judge(
     tol: f64,
     data: Option<&Bound<'_, PyDict>>,
     enclosure: Option<u32>,
-) -> PyResult<String> {
+) -> PyResult<(String, String)> {
     let opts = judge_lib::Options {
         prec,
         tol,
@@ -737,11 +776,26 @@ fn judge(
     // a Ctrl-C that arrived while the GIL was released is raised here, before any
     // NumPy call (which would otherwise find the exception pending)
     py.check_signals()?;
-    Ok(serde_json::to_string(&report).expect("reports serialise"))
+    Ok((
+        serde_json::to_string(&report).expect("reports serialise"),
+        report.to_string(),
+    ))
 }
 
-/// The f64 trainer against the MPFR twin (and the predictor), step by step: the report
-/// of `tokensel compare --json`, as JSON text.
+/// The text `tokensel judge` prints for a report of `tokensel judge --json` (the JSON
+/// text of [`judge`]'s result).
+#[pyfunction]
+fn format_judge(report: &str) -> PyResult<String> {
+    let r: judge_lib::Report = serde_json::from_str(report).map_err(|e| {
+        py_err(Error::Parse {
+            what: "judge report",
+            path: "<report dict>".into(),
+            message: e.to_string(),
+        })
+    })?;
+    Ok(r.to_string())
+}
+
 /// The method named by `name` (`auto`, `direct`, `span`), for argument `arg`.
 fn method_arg(arg: &str, name: &str) -> PyResult<Method> {
     match name {
@@ -829,6 +883,7 @@ fn _tokensel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(data, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(judge, m)?)?;
+    m.add_function(wrap_pyfunction!(format_judge, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(certify, m)?)?;
     m.add_function(wrap_pyfunction!(write_data, m)?)?;

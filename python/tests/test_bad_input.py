@@ -50,28 +50,32 @@ def trajectory(**changes):
 @pytest.mark.parametrize(
     "changes, kind, words",
     [
-        (dict(dtype=None), errors.ConfigError, "dtype"),
-        (dict(dtype="float16"), errors.ConfigError, "dtype"),
-        (dict(steps=None), errors.ConfigError, "steps"),
+        (dict(dtype=None), errors.ParseError, "dtype"),
+        (dict(dtype="float16"), errors.ParseError, "dtype"),
+        (dict(steps=None), errors.ParseError, "steps"),
         (dict(steps=[1, 0]), errors.ParseError, "increase"),
-        (dict(steps=[-1, 0]), errors.ConfigError, "steps"),
-        (dict(steps=[0.5, 1]), errors.ConfigError, "steps"),
+        (dict(steps=[-1, 0]), errors.ParseError, "steps"),
+        (dict(steps=[0.5, 1]), errors.ParseError, "steps"),
         (dict(steps=[0, 99]), errors.MismatchError, "step 99"),
-        (dict(z=np.zeros((2, 10))), errors.ConfigError, "unknown key `z`"),
+        (dict(z=np.zeros((2, 10))), errors.ParseError, "unknown key `z`"),
         (dict(p=np.zeros((2, 11))), errors.MismatchError, "`p`"),
         (dict(p=np.zeros((3, 10))), errors.ParseError, "3 entries for 2 steps"),
-        (dict(p=np.float64(1.0)), errors.ConfigError, "0-dimensional"),
-        (dict(p=np.array(["a", "b"])), errors.ConfigError, "float array"),
+        (dict(p=np.float64(1.0)), errors.ParseError, "0-dimensional"),
+        (dict(p=np.array(["a", "b"])), errors.ParseError, "float array"),
         (dict(config={"step_size": 0.5}), errors.MismatchError, "step_size"),
         (dict(config={"nope": 1}), errors.MismatchError, "nope"),
         (dict(format="tokensel-external/9"), errors.ParseError, "format"),
     ],
 )
 def test_bad_trajectory_dict_raises(changes, kind, words):
+    """Errors in the trajectory dict are trajectory errors (ParseError, "external
+    trajectory"), not config errors (issue 27)."""
     cfg, t = trajectory(**changes)
     with pytest.raises(kind) as e:
         tokensel.judge(cfg, t)
     assert words.lower() in str(e.value).lower()
+    if kind is errors.ParseError:
+        assert "external trajectory" in str(e.value) and "invalid config" not in str(e.value)
 
 
 def test_non_finite_external_values_are_judged_not_raised():

@@ -110,15 +110,99 @@ class StandInTensor:
 
 
 def test_recorder_on_a_stand_in_copies_and_stacks(cfg):
-    rec = tt.Recorder(every=2)
+    rec = tt.Recorder(every=2, last=5)
     p = np.zeros(3, np.float32)
-    for t in range(5):
+    for t in range(6):
         if rec.due(t):
             rec.record(t, p=StandInTensor(p), loss=StandInTensor(np.float32(t)))
         p += 1  # in place: what was recorded must not change
     out = rec.to_dict()
-    assert list(out["steps"]) == [0, 2, 4] and out["dtype"] == "float32"
-    assert out["p"].tolist() == [[0] * 3, [2] * 3, [4] * 3] and out["loss"].shape == (3,)
+    # the last step is recorded although 2 does not divide it (issue 27)
+    assert list(out["steps"]) == [0, 2, 4, 5] and out["dtype"] == "float32"
+    assert out["p"].tolist() == [[0] * 3, [2] * 3, [4] * 3, [5] * 3] and out["loss"].shape == (4,)
+
+
+def test_recorder_dtype_comes_from_the_arrays():
+    """A float32 run with ``loss=loss.item()`` (a Python float) is float32, not float64
+    (issue 27: it proved a correct run wrong); arrays of two widths are refused."""
+    rec = tt.Recorder()
+    rec.record(0, p=np.zeros(3, np.float32), loss=0.5)
+    assert rec.to_dict()["dtype"] == "float32"
+    rec = tt.Recorder()
+    with pytest.raises(ValueError, match="different float widths"):
+        rec.record(0, p=np.zeros(3, np.float32), grad_q=np.zeros(3))
+    rec = tt.Recorder(dtype="float64")
+    with pytest.raises(ValueError, match="different float widths"):
+        rec.record(0, p=np.zeros(3, np.float32))
+    rec = tt.Recorder()
+    rec.record(0, loss=0.5)
+    with pytest.raises(ValueError, match="give dtype="):
+        rec.to_dict()
+
+
+def test_recorder_refuses_none_with_the_remedy():
+    """``grad_q=q.grad`` without ``q.retain_grad()`` is None: refused when recorded, with
+    the remedy (it surfaced as "invalid config: `dtype`: `object`")."""
+    rec = tt.Recorder()
+    with pytest.raises(ValueError, match=r"q\.retain_grad\(\)"):
+        rec.record(0, p=np.zeros(3), grad_q=None)
+
+
+def test_recorder_every_needs_the_last_step():
+    with pytest.raises(ValueError, match="last="):
+        tt.Recorder(every=10)
+    rec = tt.Recorder(every=10, last=25)
+    assert [t for t in range(26) if rec.due(t)] == [0, 10, 20, 25]
+
+
+def test_trajectory_errors_are_worded_as_trajectory_errors(cfg):
+    """A bad trajectory dict is a ParseError about the external trajectory, not a config
+    error (issue 27: "invalid config: `dtype`: `object`")."""
+    base = {"steps": [0], "p": np.zeros((1, cfg.d))}
+    for bad, key in [
+        (dict(base, dtype="object"), "dtype"),
+        (dict(base, dtype="float64", grad_q=None), "grad_q"),
+        (dict(base, dtype="float64", steps=[-1]), "steps"),
+    ]:
+        with pytest.raises(tokensel.errors.ParseError) as e:
+            tokensel.judge(cfg, bad)
+        msg = str(e.value)
+        assert "external trajectory" in msg and f"`{key}`" in msg and "invalid config" not in msg, msg
+    with pytest.raises(tokensel.errors.ParseError, match=r"retain_grad"):
+        tokensel.judge(cfg, dict(base, dtype="float64", grad_q=None))
+
+
+def test_text_report_is_what_the_cli_prints(cli, cfg, tmp_path):
+    """``str()`` of judge's result and ``tokensel.format_report`` print what ``tokensel
+    judge`` prints (issue 27: Python had no text report)."""
+    traj = recorded(cfg, np.float32)
+    (tmp_path / "cfg.toml").write_text(cfg.to_toml())
+    cli("data", "--config", tmp_path / "cfg.toml", "--out", tmp_path / "d")
+    header = {k: traj[k] for k in ("dtype", "implementation", "config")}
+    header["format"] = "tokensel-external/2"
+    arrays = {k: v for k, v in traj.items() if k not in header}
+    np.savez(tmp_path / "ext.npz", header=np.frombuffer(json.dumps(header).encode(), np.uint8), **arrays)
+    out = cli("judge", tmp_path / "ext.npz", "--data", tmp_path / "d", "--quiet", check=False)
+    report = tokensel.judge(cfg, traj)
+    assert str(report) == out.stdout
+    assert tokensel.format_report(report) == out.stdout
+    assert "resolution: an error within 100x the float32 replays" in out.stdout
+    assert tokensel.format_report(dict(report)) == out.stdout
+
+
+def test_supplied_tokens_under_a_preset_say_that_labels_flip(cfg):
+    """Supplied tokens without y_true_train under eta > 0: a LabelFlipWarning at the call
+    (tokensel flips some supplied labels); eta = 0 keeps them, silently."""
+    small = tokensel.Config(d=20, n_train=10, n_test=10, steps=2, eta=0.2)
+    d = tokensel.data(tokensel.Config(d=20, n_train=10, n_test=10, steps=2, eta=0.0))
+    arrays = {k: d[k] for k in ("X_train", "y_train", "X_test", "y_test", "nu")}
+    with pytest.warns(tokensel.LabelFlipWarning, match="eta = 0.2"):
+        tokensel.run(small, data=arrays)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tokensel.run(tokensel.Config(d=20, n_train=10, n_test=10, steps=2, eta=0.0), data=arrays)
 
 
 def test_recorder_feeds_judge_through_stand_ins(cfg):

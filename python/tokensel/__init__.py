@@ -32,6 +32,9 @@ __all__ = [
     "data",
     "run",
     "judge",
+    "JudgeReport",
+    "LabelFlipWarning",
+    "format_report",
     "write_data",
     "compare",
     "certify",
@@ -92,8 +95,29 @@ agree with the labels and the config. Without known groups the selection metrics
 measure positions (the layout's), not relevance."""
 
 
-def _dict(d: Data | None) -> dict[str, Any] | None:
-    return None if d is None else dict(d)
+def _dict(d: Data | None, config: Config | None = None) -> dict[str, Any] | None:
+    """``d`` as a dict; with supplied tokens whose labels are not final (no
+    ``y_true_train``) under a config whose ``eta`` is above 0 (e.g. a preset's 0.2), a
+    :class:`LabelFlipWarning` says at the call that tokensel flips some of the supplied
+    labels (``eta=0`` keeps them as they are)."""
+    if d is None:
+        return None
+    d = dict(d)
+    if config is not None and "y_true_train" not in d and float(config.eta) > 0:
+        import warnings
+
+        warnings.warn(
+            f"tokensel flips labels of the supplied y_train: the config's eta = {config.eta} "
+            "injects label noise into the supplied data (the flips your own loop must apply "
+            "too); pass Config(..., eta=0) to train on the supplied labels as they are",
+            LabelFlipWarning,
+            stacklevel=3,
+        )
+    return d
+
+
+class LabelFlipWarning(UserWarning):
+    """Supplied data under a config with ``eta > 0``: tokensel flips some labels."""
 
 
 def run(
@@ -104,7 +128,7 @@ def run(
     f64 predictor) or ``ball`` (certified enclosures, ``prec`` bits, default 128), in
     the config's formulation and method; on ``data`` (:data:`Data`) when given, else on
     the config's generated data."""
-    summary, trainer, checkpoints, labels = _tokensel.run(config, arithmetic, prec, _dict(data))
+    summary, trainer, checkpoints, labels = _tokensel.run(config, arithmetic, prec, _dict(data, config))
     return Run(json.loads(summary), json.loads(trainer), checkpoints, labels)
 
 
@@ -114,7 +138,7 @@ def write_data(directory: str | os.PathLike, config: Config, *, data: Data | Non
     your own ``data`` (:data:`Data`; the manifest says ``"source": "supplied"`` and a
     ``groups.npy`` is added). The command line reads it with ``--data DIR`` (run, twin,
     compare) and ``judge --data DIR``. Returns the manifest."""
-    return json.loads(_tokensel.write_data(os.fspath(directory), config, _dict(data)))
+    return json.loads(_tokensel.write_data(os.fspath(directory), config, _dict(data, config)))
 
 
 def judge(
@@ -142,9 +166,31 @@ def judge(
     ``enclosure``: the precision of the ball enclosure that proves values wrong
     (``None``: no enclosure, as ``--no-enclosure``).
     """
-    return json.loads(
-        _tokensel.judge(config, dict(trajectory), prec, tol, _dict(data), enclosure)
-    )
+    report, text = _tokensel.judge(config, dict(trajectory), prec, tol, _dict(data, config), enclosure)
+    return JudgeReport(json.loads(report), text)
+
+
+class JudgeReport(dict):
+    """The report of :func:`judge`: the dict of ``tokensel judge --json``, whose
+    ``str()`` is the text ``tokensel judge`` prints (also :func:`format_report`)."""
+
+    def __init__(self, report: Mapping[str, Any], text: str) -> None:
+        super().__init__(report)
+        self._text = text
+
+    def __str__(self) -> str:
+        return self._text
+
+
+def format_report(result: Mapping[str, Any]) -> str:
+    """The text the command line prints for ``result``, a report of :func:`judge` (the
+    tables, the verdict, the candidate replays, the resolution, the diagnosis and the
+    proof of ``tokensel judge`` without ``--json``)."""
+    if isinstance(result, JudgeReport):
+        return str(result)
+    if not isinstance(result, Mapping) or "diagnosis" not in result or "candidates" not in result:
+        raise errors.ParseError("format_report takes a report of tokensel.judge (a dict with a diagnosis)")
+    return _tokensel.format_judge(json.dumps(dict(result)))
 
 
 def compare(
@@ -164,7 +210,7 @@ def compare(
     ``tokensel compare --json`` (on ``data``, :data:`Data`, when given)."""
     return json.loads(
         _tokensel.compare(
-            config, prec, tol, predictor, twin_method, _dict(data), predictor_steps, certify
+            config, prec, tol, predictor, twin_method, _dict(data, config), predictor_steps, certify
         )
     )
 
@@ -181,4 +227,4 @@ def certify(
     quantity an interval ``[lo, hi]`` containing the exact-arithmetic value and every
     decision proved, a proved tie, or undecided (``decided`` is True when the final
     checkpoint decides everything)."""
-    return json.loads(_tokensel.certify(config, prec, method, _dict(data)))
+    return json.loads(_tokensel.certify(config, prec, method, _dict(data, config)))

@@ -34,7 +34,8 @@ def judge(
     tol: float = ...,
     data: dict[str, Any] | None = None,
     enclosure: int | None = ...,
-) -> str: ...
+) -> tuple[str, str]: ...
+def format_judge(report: str) -> str: ...
 def compare(
     config: Config,
     prec: int = ...,

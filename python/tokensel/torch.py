@@ -6,7 +6,7 @@ is converted by ``.detach().cpu().numpy()`` when it has ``detach`` (a tensor), b
 In a training loop (``q = W.T @ p`` or ``q = p``; call ``q.retain_grad()`` before
 ``loss.backward()`` so that ``q.grad`` holds dL/dq)::
 
-    rec = tokensel.torch.Recorder(steps=[0, 1, 10, 100, 1000])
+    rec = tokensel.torch.Recorder(every=10, last=steps)   # or steps=[0, 1, 10, ...]
     for t in range(steps + 1):
         ...forward: z = X @ q, s = softmax(z), f = (s * g).sum(1), loss; loss.backward()
         if rec.due(t):
@@ -16,6 +16,9 @@ In a training loop (``q = W.T @ p`` or ``q = p``; call ``q.retain_grad()`` befor
 
 The quantities are the external format's: ``p``, ``q``, ``W``, ``scores``, ``attention``,
 ``rest``, ``output``, ``loss``, ``grad_q``; every recorded step must carry the same ones.
+The dtype is taken from the arrays (never from 0-d values or Python scalars such as
+``loss.item()``), and arrays of two float widths are refused; ``None`` (e.g. ``q.grad``
+without ``q.retain_grad()``) is refused when it is recorded.
 """
 
 from __future__ import annotations
@@ -35,17 +38,19 @@ def to_numpy(value: Any) -> np.ndarray:
 
 
 class Recorder:
-    """Collects quantities at chosen steps (``steps``, or every ``every`` steps; all
-    steps when neither is given) into the external-trajectory dict of
+    """Collects quantities at chosen steps (``steps``, or every ``every`` steps and the
+    ``last`` one; all steps when neither is given) into the external-trajectory dict of
     :func:`tokensel.judge`. ``dtype`` (``"float32"`` or ``"float64"``) defaults to the
-    first recorded array's; ``implementation`` names the code; ``config`` lists config
-    keys the implementation used (seed, step_size, mode: checked against the data's)."""
+    recorded arrays' (of one or more dimensions; they must share it); ``implementation``
+    names the code; ``config`` lists config keys the implementation used (seed,
+    step_size, mode: checked against the data's)."""
 
     def __init__(
         self,
         steps: Iterable[int] | None = None,
         *,
         every: int | None = None,
+        last: int | None = None,
         dtype: str | None = None,
         implementation: str | None = None,
         config: dict[str, Any] | None = None,
@@ -54,8 +59,18 @@ class Recorder:
             raise ValueError("give steps or every, not both")
         if every is not None and every < 1:
             raise ValueError(f"every must be at least 1, got {every}")
+        if every is not None and last is None:
+            raise ValueError(
+                "give last= (the run's final step) with every=: the last step is always "
+                "recorded, also where every does not divide it"
+            )
+        if last is not None and every is None:
+            raise ValueError("last= goes with every=")
+        if dtype is not None and dtype not in ("float32", "float64"):
+            raise ValueError(f"dtype must be \"float32\" or \"float64\", got {dtype!r}")
         self._steps = None if steps is None else frozenset(int(s) for s in steps)
         self._every = every
+        self._last = last
         self.dtype = dtype
         self.implementation = implementation
         self.config = dict(config or {})
@@ -63,22 +78,33 @@ class Recorder:
         self._values: dict[str, list[np.ndarray]] = {}
 
     def due(self, step: int) -> bool:
-        """Whether ``step`` is one to record."""
+        """Whether ``step`` is one to record (with ``every``: a multiple of it, or
+        ``last``)."""
         if self._steps is not None:
             return step in self._steps
         if self._every is not None:
-            return step % self._every == 0
+            return step % self._every == 0 or step == self._last
         return True
 
     def record(self, step: int, **quantities: Any) -> None:
         """Record the given quantities at ``step`` (after ``step`` updates, the forward
         pass at those parameters). Steps must increase; every call must name the same
-        quantities."""
+        quantities; no value may be ``None``; the arrays of one or more dimensions give
+        the dtype (a float32 and a float64 array are refused, 0-d values and Python
+        scalars such as ``loss.item()`` do not count)."""
         unknown = sorted(set(quantities) - set(QUANTITIES))
         if unknown:
             raise ValueError(f"unknown quantities {unknown} (known: {', '.join(QUANTITIES)})")
         if not quantities:
             raise ValueError("record at least one quantity")
+        for k, v in quantities.items():
+            if v is None:
+                remedy = (
+                    ": call q.retain_grad() before loss.backward(), so that q.grad holds dL/dq"
+                    if k == "grad_q"
+                    else ""
+                )
+                raise ValueError(f"`{k}` at step {step} is None{remedy}")
         if self._recorded and step <= self._recorded[-1]:
             raise ValueError(f"steps must increase: {step} after {self._recorded[-1]}")
         if self._values and set(quantities) != set(self._values):
@@ -86,8 +112,27 @@ class Recorder:
                 f"step {step} records {sorted(quantities)}, earlier steps {sorted(self._values)}"
             )
         arrays = {k: to_numpy(v) for k, v in quantities.items()}
-        if self.dtype is None:
-            self.dtype = np.result_type(*arrays.values()).name
+        for k, a in arrays.items():
+            if a.dtype.kind not in "fiu":
+                raise ValueError(
+                    f"`{k}` at step {step} is not a real number array (dtype {a.dtype})"
+                )
+        widths = {
+            a.dtype.name for a in arrays.values() if a.ndim >= 1 and a.dtype.kind == "f"
+        }
+        if self.dtype is not None:
+            widths.add(self.dtype)
+        if len(widths) > 1:
+            names = {k: a.dtype.name for k, a in arrays.items() if a.ndim >= 1}
+            raise ValueError(
+                f"step {step}: arrays of different float widths {names}"
+                + (f" (the recorder's dtype is {self.dtype})" if self.dtype else "")
+                + ": record what the implementation computed, in one dtype"
+            )
+        if self.dtype is None and widths:
+            (self.dtype,) = widths
+            if self.dtype not in ("float32", "float64"):
+                raise ValueError(f"arrays of {self.dtype}: the external format takes float32 or float64")
         for k, a in arrays.items():
             self._values.setdefault(k, []).append(a)
         self._recorded.append(int(step))
@@ -97,6 +142,10 @@ class Recorder:
         given, and each quantity stacked along a first axis of steps."""
         if not self._recorded:
             raise ValueError("nothing recorded")
+        if self.dtype is None:
+            raise ValueError(
+                "no array of one or more dimensions recorded to take the dtype from: give dtype="
+            )
         out: dict[str, Any] = {"steps": np.array(self._recorded, dtype=np.int64), "dtype": self.dtype}
         if self.implementation is not None:
             out["implementation"] = self.implementation

@@ -198,9 +198,13 @@ impl External {
     }
 
     /// Parse the JSON encoding (`path` is only used in messages).
+    /// A key given twice in any object (the header's, its `config`'s, or the top
+    /// level's) is refused: JSON leaves its meaning open, and reading the last would
+    /// judge values the file also contradicts.
     pub fn from_json(text: &str, path: &Path) -> Result<External> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| bad(path, e.to_string()))?;
+        let value: serde_json::Value = serde_json::from_str::<Unique>(text)
+            .map(|u| u.0)
+            .map_err(|e| bad(path, e.to_string()))?;
         let serde_json::Value::Object(mut map) = value else {
             return Err(bad(path, "expected a JSON object"));
         };
@@ -272,8 +276,10 @@ impl External {
         let header: ArrayD<u8> = npz
             .array("header")?
             .ok_or_else(|| bad(path, "array `header` (uint8 JSON bytes): missing"))?;
-        let header: Header = serde_json::from_slice(&header.iter().copied().collect::<Vec<u8>>())
-            .map_err(|e| bad(path, format!("header: {e}")))?;
+        let header: Header =
+            serde_json::from_slice::<Unique>(&header.iter().copied().collect::<Vec<u8>>())
+                .and_then(|u| serde_json::from_value(u.0))
+                .map_err(|e| bad(path, format!("header: {e}")))?;
         let steps: Vec<u64> = match npz.array::<i64>("steps") {
             Ok(Some(a)) => a
                 .iter()
@@ -367,6 +373,17 @@ impl External {
                 format!(
                     "format `{}`, expected `{EXTERNAL_FORMAT}` (or `{EXTERNAL_FORMAT_V1}`)",
                     self.header.format
+                ),
+            ));
+        }
+        if let Some(name) = &self.header.implementation
+            && let Some(c) = name.chars().find(|c| c.is_control())
+        {
+            return Err(bad(
+                path,
+                format!(
+                    "`implementation` holds the control character {:?}: a name is one line of printable text",
+                    c
                 ),
             ));
         }
@@ -567,6 +584,83 @@ fn check_npy_len<T>(bytes: &[u8]) -> std::result::Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A JSON value whose objects have no key twice (serde_json's own `Value` keeps the
+/// last of a repeated key).
+struct Unique(serde_json::Value);
+
+impl<'de> Deserialize<'de> for Unique {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::{Error as _, MapAccess, SeqAccess, Visitor};
+        use serde_json::Value;
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Unique;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_bool<E>(self, v: bool) -> std::result::Result<Unique, E> {
+                Ok(Unique(Value::Bool(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> std::result::Result<Unique, E> {
+                Ok(Unique(Value::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> std::result::Result<Unique, E> {
+                Ok(Unique(Value::from(v)))
+            }
+            fn visit_f64<E>(self, v: f64) -> std::result::Result<Unique, E> {
+                Ok(Unique(
+                    serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
+                ))
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Unique, E> {
+                Ok(Unique(Value::String(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> std::result::Result<Unique, E> {
+                Ok(Unique(Value::String(v)))
+            }
+            fn visit_unit<E>(self) -> std::result::Result<Unique, E> {
+                Ok(Unique(Value::Null))
+            }
+            fn visit_none<E>(self) -> std::result::Result<Unique, E> {
+                Ok(Unique(Value::Null))
+            }
+            fn visit_some<D: serde::Deserializer<'de>>(
+                self,
+                d: D,
+            ) -> std::result::Result<Unique, D::Error> {
+                Unique::deserialize(d)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<Unique, A::Error> {
+                let mut out = Vec::new();
+                while let Some(Unique(v)) = seq.next_element()? {
+                    out.push(v);
+                }
+                Ok(Unique(Value::Array(out)))
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Unique, A::Error> {
+                let mut out = serde_json::Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let Unique(v) = map.next_value()?;
+                    if out.contains_key(&key) {
+                        return Err(A::Error::custom(format!(
+                            "key `{key}` given twice in one object"
+                        )));
+                    }
+                    out.insert(key, v);
+                }
+                Ok(Unique(Value::Object(out)))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// JSON equality with numbers compared as f64 and objects compared on the keys given.

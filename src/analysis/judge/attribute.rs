@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::candidate::{Absorption, Candidate};
+use crate::io::external::Dtype;
 use crate::quantity::Quantity;
 
 /// The factor between the external's deviation and a candidate's that still counts as
@@ -42,6 +43,12 @@ pub struct Errors {
     pub zero_level: f64,
     /// Number of entries of each quantity (its shape's product).
     pub entries: BTreeMap<Quantity, usize>,
+    /// The header's dtype: the diagnosis weighs only the candidates in it, as the
+    /// proof does.
+    pub dtype: Dtype,
+    /// Per quantity, per record: some external value there is NaN or infinite (an
+    /// infinite error of finite values, such as 1e308 against a truth of 1, is not).
+    pub nonfinite: BTreeMap<Quantity, Vec<bool>>,
 }
 
 impl Errors {
@@ -50,14 +57,41 @@ impl Errors {
         self.steps.len()
     }
 
-    /// The candidate's envelopes per quantity, per record: running maxima of its errors,
-    /// at least its dtype's unit roundoff (NaN once it has stopped).
+    /// Candidate `c`'s own errors in quantity `q`, per record. For `rest` = 1 - s_top the
+    /// formulation of the gradient does not fix how 1 - s_top is computed (the README
+    /// defines it as 1 - max(s), the naive form; the stable form sums the other
+    /// tokens' weights): there the error is `pick` of the errors of both formulations
+    /// in c's dtype (the larger for the envelope, the smaller for coarseness), so
+    /// that `rest` never decides between the gradient's formulations.
+    pub fn own(&self, c: Candidate, q: Quantity, pick: fn(f64, f64) -> f64) -> Vec<f64> {
+        let mine = &self.candidates[&c][&q];
+        if q != Quantity::Rest {
+            return mine.clone();
+        }
+        let sibling = Candidate::ALL
+            .into_iter()
+            .find(|o| *o != c && o.dtype() == c.dtype())
+            .expect("two formulations per dtype");
+        match self.candidates.get(&sibling).and_then(|s| s.get(&q)) {
+            Some(other) => mine
+                .iter()
+                .zip(other)
+                .map(|(&a, &b)| if a.is_nan() { a } else { pick(a, b) })
+                .collect(),
+            None => mine.clone(),
+        }
+    }
+
+    /// The candidate's envelopes per quantity, per record: running maxima of its errors
+    /// ([`Errors::own`], the larger of both formulations' for `rest`), at least its
+    /// dtype's unit roundoff (NaN once it has stopped).
     pub fn envelopes(&self, c: Candidate) -> BTreeMap<Quantity, Vec<f64>> {
         let floor = c.dtype().unit_roundoff();
         let stop = self.stopped_at.get(&c).copied().unwrap_or(usize::MAX);
         self.candidates[&c]
-            .iter()
-            .map(|(&q, errs)| {
+            .keys()
+            .map(|&q| {
+                let errs = self.own(c, q, f64::max);
                 let mut run = floor;
                 let env = errs
                     .iter()
@@ -109,6 +143,11 @@ pub enum Coarseness {
     /// The candidate's error is over [`FACTOR`] times the external's and its own unit
     /// roundoff: an error of its formulation the external does not make.
     Larger,
+    /// The external's value of a quantity of two or more entries is exact (its error
+    /// is at the twin's resolution) where the candidate's is not: the external does
+    /// not round as the candidate does (e.g. a float64 W(0) or p(0) that float32
+    /// rounds).
+    Exact,
 }
 
 /// Where a candidate is too coarse for the external: its deviation so far is far larger
@@ -136,30 +175,48 @@ pub const BELOW_DTYPE: f64 = 1e-3;
 
 /// The first record before `holds` where candidate `c` is too coarse: the external's
 /// error in a quantity of two or more entries is nonzero and below [`BELOW_DTYPE`] of
-/// c's unit roundoff (the external is more accurate than c's dtype), or in some quantity
-/// c's own largest error so far exceeds [`FACTOR`] times both the external's largest so
-/// far and c's unit roundoff (an error of c's formulation that the external does not
-/// make, such as the naive gradient's).
+/// c's unit roundoff (the external is more accurate than c's dtype), or it is zero (the
+/// value is exact) where c's own value is inexact, or in some quantity c's own largest
+/// error so far exceeds [`FACTOR`] times both the external's largest so far and c's
+/// unit roundoff (an error of c's formulation that the external does not make, such
+/// as the naive gradient's; for `rest` the smaller of both formulations' errors,
+/// [`Errors::own`]).
 fn coarse(errs: &Errors, c: Candidate, holds: usize) -> Option<Coarse> {
     let u = c.dtype().unit_roundoff();
+    let own: BTreeMap<Quantity, Vec<f64>> = errs
+        .external
+        .keys()
+        .map(|&q| (q, errs.own(c, q, f64::min)))
+        .collect();
     let mut run: BTreeMap<Quantity, (f64, f64)> = BTreeMap::new();
     for (k, &step) in errs.steps[..holds].iter().enumerate() {
-        // below the dtype: a quantity of two or more entries (a scalar may be that
-        // accurate by chance, all entries of a vector together practically never)
-        let below = errs.external.iter().find(|(q, e)| {
-            errs.entries[*q] >= 2 && e[k] > errs.zero_level && e[k] < BELOW_DTYPE * u
+        // below the dtype, or exact where c is not: a quantity of two or more entries
+        // (a scalar may be that accurate by chance, all entries of a vector together
+        // practically never)
+        let vector = |q: &Quantity| errs.entries[q] >= 2;
+        let below = errs.external.iter().find_map(|(q, e)| {
+            let cand = own[q][k];
+            if !vector(q) {
+                None
+            } else if e[k] > errs.zero_level && e[k] < BELOW_DTYPE * u {
+                Some((*q, Coarseness::BelowDtype, cand, e[k]))
+            } else if e[k] <= errs.zero_level && cand > errs.zero_level {
+                Some((*q, Coarseness::Exact, cand, e[k]))
+            } else {
+                None
+            }
         });
-        if let Some((&q, e)) = below {
+        if let Some((quantity, reason, candidate_err, external_err)) = below {
             return Some(Coarse {
-                reason: Coarseness::BelowDtype,
+                reason,
                 step,
-                quantity: q,
-                candidate_err: errs.candidates[&c][&q][k],
-                external_err: e[k],
+                quantity,
+                candidate_err,
+                external_err,
             });
         }
         for (&q, e) in &errs.external {
-            let own = errs.candidates[&c][&q][k];
+            let own = own[&q][k];
             let (ext_run, own_run) = run.entry(q).or_insert((0.0, 0.0));
             *ext_run = ext_run.max(e[k]);
             *own_run = own_run.max(own);
@@ -259,8 +316,16 @@ pub struct Diagnosis {
     pub explained_until: Option<u64>,
     /// Where the external leaves them (none: they explain the run).
     pub departure: Option<Departure>,
-    /// Every candidate is too coarse: the external is more accurate than each.
+    /// Every candidate in the header's dtype is too coarse: the external is more
+    /// accurate than each.
     pub more_accurate: bool,
+    /// Candidates of the other dtype that the records do not exclude: not too coarse,
+    /// and holding at least as many records as `explained_by` (only the header's dtype
+    /// rules them out; `to_separate` says what to record to tell them apart).
+    pub not_excluded: Vec<Candidate>,
+    /// What to record to tell apart the candidates that fit (empty: they are told
+    /// apart, or one fits).
+    pub to_separate: Vec<String>,
     /// The diagnosis in words.
     pub summary: String,
 }
@@ -333,15 +398,20 @@ pub fn attribute(
         });
         envs.insert(c, env);
     }
-    // the longest-holding candidates that are not too coarse (or, if every one is,
-    // the longest-holding ones: the external is more accurate than each)
-    let fine: Vec<&Fit> = fits.iter().filter(|f| f.coarse.is_none()).collect();
+    // within the header's dtype (the proof's too): the longest-holding candidates
+    // that are not too coarse (or, if every one is, the longest-holding ones: the
+    // external is more accurate than each)
+    let own_dtype: Vec<&Fit> = fits
+        .iter()
+        .filter(|f| f.candidate.dtype() == errs.dtype)
+        .collect();
+    let fine: Vec<&Fit> = own_dtype
+        .iter()
+        .copied()
+        .filter(|f| f.coarse.is_none())
+        .collect();
     let more_accurate = fine.is_empty();
-    let pool: Vec<&Fit> = if more_accurate {
-        fits.iter().collect()
-    } else {
-        fine
-    };
+    let pool: Vec<&Fit> = if more_accurate { own_dtype } else { fine };
     let best = pool.iter().map(|f| f.holds).max().unwrap_or(0);
     let chosen: Vec<Candidate> = pool
         .iter()
@@ -352,14 +422,32 @@ pub fn attribute(
     for f in &mut fits {
         f.explains = explains_all && chosen.contains(&f.candidate);
     }
+    // the other dtype's candidates the records themselves do not exclude
+    let not_excluded: Vec<Candidate> = fits
+        .iter()
+        .filter(|f| f.candidate.dtype() != errs.dtype && f.coarse.is_none())
+        .filter(|f| f.holds > 0 && f.holds >= best)
+        .map(|f| f.candidate)
+        .collect();
     let explained_until = (best > 0).then(|| errs.steps[best - 1]);
     let departure = (!explains_all).then(|| departure(errs, &envs, &chosen, best));
+    let to_separate = to_separate(errs, &chosen, &not_excluded, best);
     let summary = summary(
         errs,
-        &chosen,
-        explained_until,
-        departure.as_ref(),
-        more_accurate,
+        &Told {
+            chosen: &chosen,
+            until: explained_until,
+            departure: departure.as_ref(),
+            more_accurate,
+            not_excluded: &not_excluded,
+            not_excluded_holds: fits
+                .iter()
+                .filter(|f| not_excluded.contains(&f.candidate))
+                .map(|f| f.holds)
+                .max()
+                .unwrap_or(0),
+            to_separate: &to_separate,
+        },
         &fits,
         frozen,
         moved,
@@ -371,9 +459,68 @@ pub fn attribute(
             explained_until,
             departure,
             more_accurate,
+            not_excluded,
+            to_separate,
             summary,
         },
     )
+}
+
+/// What the summary tells besides the fits.
+struct Told<'a> {
+    chosen: &'a [Candidate],
+    until: Option<u64>,
+    departure: Option<&'a Departure>,
+    more_accurate: bool,
+    not_excluded: &'a [Candidate],
+    not_excluded_holds: usize,
+    to_separate: &'a [String],
+}
+
+/// What to record to tell apart the candidates that fit the first `best` records:
+/// both formulations (they differ first in dL/dq, where the attention saturates), or
+/// the header's dtype and the other where nothing recorded is inexact at the first
+/// record (a vector quantity inexact from step 0 on, such as the outputs or the
+/// attention, whose float64 values are far more accurate than float32 rounding).
+fn to_separate(
+    errs: &Errors,
+    chosen: &[Candidate],
+    not_excluded: &[Candidate],
+    best: usize,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let stable = |c: &&Candidate| c.formulation() == crate::config::Formulation::Stable;
+    if chosen.iter().any(|c| stable(&c)) && !chosen.iter().all(|c| stable(&c)) {
+        let gap = errs.gaps[..best.max(1).min(errs.gaps.len())]
+            .iter()
+            .copied()
+            .fold(0.0, f64::max);
+        out.push(if errs.external.contains_key(&Quantity::GradQ) {
+            format!(
+                "the softmax gradient's formulations: they differ where the attention saturates, and the largest score gap of the records they explain is {gap:.1}: no record of these separates the two (a run whose scores saturate does)"
+            )
+        } else {
+            format!(
+                "the softmax gradient's formulations: record grad_q (they differ in it first, where the attention saturates; the largest score gap of the records they explain is {gap:.1})"
+            )
+        });
+    }
+    // nothing recorded at the first record is inexact (a vector: p(0) = 0, W(0)): the
+    // records cannot tell the dtypes apart, an output or the attention there can
+    let inexact0 = errs
+        .external
+        .iter()
+        .any(|(q, e)| errs.entries[q] >= 2 && e.first().is_some_and(|&x| x > errs.zero_level));
+    if !not_excluded.is_empty() && !inexact0 {
+        let other = not_excluded[0].dtype().name();
+        out.push(format!(
+            "{} and {other} rounding: record `output` or `attention` from step 0 on (inexact there; a {} value is far more accurate than {} rounding)",
+            errs.dtype.name(),
+            Dtype::Float64.name(),
+            Dtype::Float32.name()
+        ));
+    }
+    out
 }
 
 /// The departure at record `k` from the candidates `chosen`.
@@ -407,7 +554,13 @@ fn departure(
     });
     let rel_err = errs.external[&quantity][k];
     let updates = errs.updates(k);
-    let cause = if rel_err.is_infinite() {
+    let nonfinite = errs
+        .nonfinite
+        .get(&quantity)
+        .and_then(|v| v.get(k))
+        .copied()
+        .unwrap_or(false);
+    let cause = if nonfinite {
         Cause::NonFinite
     } else if updates.is_none() {
         Cause::WrongData
@@ -426,6 +579,16 @@ fn departure(
     }
 }
 
+/// An error for the summary: 4 significant digits, or "beyond f64's range" for an
+/// infinite error of finite values (e.g. 1e308 where the truth is 1e-10).
+fn error_text(e: f64) -> String {
+    if e.is_infinite() {
+        format!("beyond {:.1e} (f64's range)", f64::MAX)
+    } else {
+        format!("{e:.3e}")
+    }
+}
+
 /// "a", "a or b", "a, b or c".
 fn either(items: &[String]) -> String {
     match items {
@@ -439,14 +602,12 @@ fn either(items: &[String]) -> String {
 #[allow(clippy::too_many_arguments)]
 fn summary(
     errs: &Errors,
-    chosen: &[Candidate],
-    until: Option<u64>,
-    departure: Option<&Departure>,
-    more_accurate: bool,
+    t: &Told<'_>,
     fits: &[Fit],
     frozen: &[bool],
     moved: &BTreeMap<Candidate, Vec<bool>>,
 ) -> String {
+    let (chosen, until, departure) = (t.chosen, t.until, t.departure);
     let names: Vec<String> = chosen.iter().map(|c| c.describe().to_string()).collect();
     let who = either(&names);
     let apart = if chosen.len() > 1 {
@@ -454,11 +615,41 @@ fn summary(
     } else {
         ""
     };
-    let accuracy = if more_accurate {
-        "; the external is more accurate than every candidate (each is too coarse for it)"
+    let mut accuracy = if t.more_accurate {
+        format!(
+            "; the external is more accurate than every {} candidate (each is too coarse for it)",
+            errs.dtype.name()
+        )
     } else {
-        ""
+        String::new()
     };
+    if !t.not_excluded.is_empty() {
+        let names: Vec<String> = t
+            .not_excluded
+            .iter()
+            .map(|c| c.describe().to_string())
+            .collect();
+        let reach = if t.not_excluded_holds == errs.records() {
+            "the whole run".to_string()
+        } else {
+            format!(
+                "the records up to step {}",
+                errs.steps[t.not_excluded_holds - 1]
+            )
+        };
+        accuracy.push_str(&format!(
+            "; {} also fit{} {reach}: the records do not exclude {} (only the header's dtype {} does; if the run computed or stored a quantity in {}, its header is wrong)",
+            either(&names),
+            if names.len() == 1 { "s" } else { "" },
+            if names.len() == 1 { "it" } else { "them" },
+            errs.dtype.name(),
+            t.not_excluded[0].dtype().name()
+        ));
+    }
+    if !t.to_separate.is_empty() {
+        accuracy.push_str(&format!("; to tell apart {}", t.to_separate.join("; and ")));
+    }
+    let accuracy = accuracy.as_str();
     // absorption is told where it explains records: before a departure, up to `until`
     let told = |s: u64| departure.is_none() || until.is_some_and(|u| s <= u);
     let absorbed: Vec<String> = fits
@@ -488,7 +679,12 @@ fn summary(
         Some(s) => format!("{who} explains the records up to step {s}{apart}{absorbed}; then "),
         None => String::new(),
     };
-    let limit = if dep.limit > 0.0 {
+    let limit = if dep.limit > 0.0 && dep.rel_err.is_infinite() {
+        format!(
+            "beyond any multiple of the widest limit {:.2e} ({}x a replay's deviation)",
+            dep.limit, FACTOR
+        )
+    } else if dep.limit > 0.0 {
         format!(
             "{:.1e} times the widest limit {:.2e} ({}x a replay's deviation)",
             dep.rel_err / dep.limit,
@@ -543,8 +739,10 @@ fn summary(
             dep.step, dep.quantity
         ),
         (Cause::WrongData, _) => format!(
-            "not explained by rounding at step 0 (before any update), first in `{}`: error {:.3e}, {limit}{also}: wrong data, initial parameters, head or forward pass (or a quantity computed or stored in another precision)",
-            dep.quantity, dep.rel_err
+            "not explained by {} rounding at step 0 (before any update), first in `{}`: error {}, {limit}{also}: wrong data, initial parameters, head or forward pass (or a quantity computed or stored in another precision)",
+            errs.dtype.name(),
+            dep.quantity,
+            error_text(dep.rel_err)
         ),
         (Cause::WrongModel, Some((a, b))) => {
             let when = if a == b {
@@ -553,8 +751,10 @@ fn summary(
                 format!("from an update between {a} and {b} (first seen at step {b})")
             };
             format!(
-                "not explained by rounding {when}, first in `{}`: error {:.3e}, {limit}{also}{lost}: a wrong model or data (gradient, sign, step size, head), lost updates, or a quantity computed or stored in another precision",
-                dep.quantity, dep.rel_err
+                "not explained by {} rounding {when}, first in `{}`: error {}, {limit}{also}{lost}: a wrong model or data (gradient, sign, step size, head), lost updates, or a quantity computed or stored in another precision",
+                errs.dtype.name(),
+                dep.quantity,
+                error_text(dep.rel_err)
             )
         }
         (Cause::WrongModel, None) => unreachable!("a wrong model comes after an update"),
@@ -565,20 +765,42 @@ fn summary(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::external::Dtype;
 
     /// Errors of one quantity (p) at steps 0, 1, 2, 5: the external's, and the
-    /// candidates' in report order (f64 stable, f64 naive, f32 stable, f32 naive).
+    /// candidates' in report order (f64 stable, f64 naive, f32 stable, f32 naive), the
+    /// header's dtype float64.
     fn errors(external: [f64; 4], cands: [[f64; 4]; 4]) -> Errors {
-        let one = |v: [f64; 4]| BTreeMap::from([(Quantity::P, v.to_vec())]);
+        quantities(Dtype::Float64, &[(Quantity::P, external, cands)])
+    }
+
+    /// One quantity's errors: the external's and the four candidates'.
+    type Row4 = (Quantity, [f64; 4], [[f64; 4]; 4]);
+
+    /// Errors of several quantities (each of 40 entries) under the header's `dtype`.
+    fn quantities(dtype: Dtype, qs: &[Row4]) -> Errors {
+        let mut external = BTreeMap::new();
+        let mut candidates: BTreeMap<Candidate, BTreeMap<Quantity, Vec<f64>>> = BTreeMap::new();
+        for (q, e, cands) in qs {
+            external.insert(*q, e.to_vec());
+            for (c, v) in Candidate::ALL.into_iter().zip(cands) {
+                candidates.entry(c).or_default().insert(*q, v.to_vec());
+            }
+        }
         Errors {
             steps: vec![0, 1, 2, 5],
             gaps: vec![0.0; 4],
-            external: one(external),
-            candidates: Candidate::ALL.into_iter().zip(cands.map(one)).collect(),
+            nonfinite: external
+                .iter()
+                .map(|(q, e): (&Quantity, &Vec<f64>)| {
+                    (*q, e.iter().map(|x| x.is_infinite()).collect())
+                })
+                .collect(),
+            external,
+            candidates,
             stopped_at: BTreeMap::new(),
             zero_level: 1e-60,
-            entries: BTreeMap::from([(Quantity::P, 40)]),
+            entries: qs.iter().map(|(q, ..)| (*q, 40)).collect(),
+            dtype,
         }
     }
 
@@ -588,7 +810,7 @@ mod tests {
     }
 
     const F64: [f64; 4] = [0.0, 1e-16, 2e-16, 3e-16];
-    const F32: [f64; 4] = [6e-8, 1e-7, 1e-7, 2e-7];
+    const F32: [f64; 4] = [0.0, 1e-7, 1e-7, 2e-7];
 
     /// float64-sized errors are explained by both f64 replays (they do not differ here),
     /// the f32 replays being too coarse (the external is below their dtype's rounding);
@@ -603,10 +825,106 @@ mod tests {
             Coarseness::BelowDtype
         );
         assert!(fits[0].explains && !fits[2].explains);
-        let (fits, d) = diagnose(&errors([1e-7, 3e-7, 1e-7, 4e-7], [F64, F64, F32, F32]));
+        let f32_run = |e| quantities(Dtype::Float32, &[(Quantity::P, e, [F64, F64, F32, F32])]);
+        let (fits, d) = diagnose(&f32_run([1e-7, 3e-7, 1e-7, 4e-7]));
         assert_eq!(d.explained_by, [Candidate::F32Stable, Candidate::F32Naive]);
         assert_eq!(fits[0].holds, 0);
         assert_eq!(fits[0].exit.as_ref().unwrap().step, 0);
+        assert!(d.not_excluded.is_empty(), "{}", d.summary);
+    }
+
+    /// Issue 27: a float64 run recording only p (exact at step 0: p(0) = 0) with a
+    /// small fault (errors of 1e-9, far above float64 rounding, within 100x float32's)
+    /// departs from the float64 candidates, the header's dtype, as the proof reads it;
+    /// float32 rounding is not named as the cause but listed as fitting too (the
+    /// records do not exclude it), with what to record to tell them apart. An exact
+    /// vector quantity where the float32 replays are inexact (W(0)) excludes them.
+    #[test]
+    fn the_headers_dtype_is_judged_and_the_other_listed() {
+        let small = [0.0, 1e-9, 2e-9, 5e-9];
+        let (fits, d) = diagnose(&errors(small, [F64, F64, F32, F32]));
+        assert!(
+            d.explained_by.iter().all(|c| c.dtype() == Dtype::Float64),
+            "{}",
+            d.summary
+        );
+        let dep = d.departure.as_ref().expect("departs from float64 rounding");
+        assert_eq!((dep.cause, dep.step), (Cause::WrongModel, 1));
+        assert!(dep.limit < 1e-12, "the float64 limit: {}", dep.limit);
+        assert_eq!(d.not_excluded, [Candidate::F32Stable, Candidate::F32Naive]);
+        assert!(fits.iter().all(|f| !f.explains));
+        assert!(
+            d.summary.contains("not explained by float64 rounding"),
+            "{}",
+            d.summary
+        );
+        assert!(
+            d.summary.contains("also fit the whole run"),
+            "{}",
+            d.summary
+        );
+        assert!(
+            d.summary.contains("record `output` or `attention`"),
+            "{}",
+            d.summary
+        );
+        assert!(!d.summary.starts_with("explained by"), "{}", d.summary);
+        // W exact at every record (p-mode: W(0) does not train), the f32 replays' not
+        let exact = [0.0; 4];
+        let rounded = [3e-8; 4];
+        let e = quantities(
+            Dtype::Float64,
+            &[
+                (Quantity::P, small, [F64, F64, F32, F32]),
+                (Quantity::W, exact, [exact, exact, rounded, rounded]),
+            ],
+        );
+        let (fits, d) = diagnose(&e);
+        assert!(d.not_excluded.is_empty(), "{}", d.summary);
+        let c = fits[2]
+            .coarse
+            .as_ref()
+            .expect("f32 excluded by the exact W");
+        assert_eq!(
+            (c.reason, c.quantity, c.step),
+            (Coarseness::Exact, Quantity::W, 0)
+        );
+        assert!(d.to_separate.iter().all(|t| !t.contains("float32")));
+    }
+
+    /// Issue 27: rest = 1 - max(s) (the naive form of 1 - s_top) with the stable
+    /// gradient: rest follows the naive replay, p the stable one; each quantity is
+    /// judged against either formulation's rest, so the stable replay explains the run
+    /// (it was "a wrong model or data"), and a naive replay whose p errs far more than
+    /// the external's is still too coarse.
+    #[test]
+    fn rest_does_not_couple_the_formulations() {
+        let naive_p = [0.0, 1e-16, 1e-8, 2e-8];
+        let naive_rest = [0.0, 1e-10, 1e-9, 1e-9];
+        let e = quantities(
+            Dtype::Float64,
+            &[
+                (Quantity::P, F64, [F64, naive_p, F32, F32]),
+                (Quantity::Rest, naive_rest, [F64, naive_rest, F32, F32]),
+            ],
+        );
+        let (fits, d) = diagnose(&e);
+        assert_eq!(d.explained_by, [Candidate::F64Stable], "{}", d.summary);
+        assert!(d.departure.is_none(), "{}", d.summary);
+        let c = fits[1].coarse.as_ref().unwrap();
+        assert_eq!((c.reason, c.quantity), (Coarseness::Larger, Quantity::P));
+    }
+
+    /// Issue 27: a finite external value whose error overflows f64 (p = 1e308) is a
+    /// departure in the model, not "non-finite values"; a real infinity still is.
+    #[test]
+    fn a_huge_finite_value_is_not_non_finite() {
+        let mut e = errors([0.0, f64::INFINITY, 0.0, 0.0], [F64, F64, F32, F32]);
+        e.nonfinite.insert(Quantity::P, vec![false; 4]);
+        let (_, d) = diagnose(&e);
+        assert_eq!(d.departure.as_ref().unwrap().cause, Cause::WrongModel);
+        assert!(!d.summary.contains("non-finite"), "{}", d.summary);
+        assert!(d.summary.contains("f64's range"), "{}", d.summary);
     }
 
     /// A deviation FACTOR times beyond the envelope departs at its record, with the
@@ -652,7 +970,10 @@ mod tests {
     /// A stopped candidate explains nothing from its stop on.
     #[test]
     fn a_stopped_candidate_holds_until_its_stop() {
-        let mut e = errors([1e-7, 3e-7, 1e-7, 4e-7], [F64, F64, F32, F32]);
+        let mut e = quantities(
+            Dtype::Float32,
+            &[(Quantity::P, [1e-7, 3e-7, 1e-7, 4e-7], [F64, F64, F32, F32])],
+        );
         e.stopped_at.insert(Candidate::F32Naive, 2);
         let (fits, d) = diagnose(&e);
         assert_eq!(fits[3].holds, 2);

@@ -212,6 +212,11 @@ pub struct Report {
     /// [`FACTOR`]: how far the external may deviate beyond a candidate's deviation.
     #[serde(with = "crate::io::nonfinite")]
     pub envelope_factor: f64,
+    /// The resolution, per quantity: [`FACTOR`] times the widest envelope of the
+    /// candidates in the header's dtype at the last record (at the last record they
+    /// ran). An error below it passes as that dtype's rounding: a fault whose effect on
+    /// the records stays below it is not seen.
+    pub resolution: BTreeMap<Quantity, f64>,
     /// How the external relates to each candidate.
     pub candidates: Vec<Fit>,
     /// Which candidates explain it, and where it departs from them.
@@ -572,6 +577,19 @@ fn assemble(
             .keys()
             .map(|&q| (q, q.shape(cfg).iter().product()))
             .collect(),
+        dtype: ext.header.dtype,
+        nonfinite: ext
+            .series
+            .iter()
+            .map(|(&q, s)| {
+                let bad = s
+                    .values
+                    .iter()
+                    .map(|v| v.iter().any(|x| !x.is_finite()))
+                    .collect();
+                (q, bad)
+            })
+            .collect(),
     };
     // the external's trained parameter unchanged (bitwise) between consecutive records
     let tq = trained(cfg.mode);
@@ -585,6 +603,19 @@ fn assemble(
         })
         .collect();
     let (fits, diagnosis) = attribute::attribute(&errs, &absorption, &stops, &frozen, &m.moved);
+    let mut resolution: BTreeMap<Quantity, f64> = BTreeMap::new();
+    for c in Candidate::ALL
+        .into_iter()
+        .filter(|c| c.dtype() == ext.header.dtype)
+    {
+        for (q, env) in errs.envelopes(c) {
+            let last = env.iter().rev().copied().find(|e| !e.is_nan());
+            if let Some(e) = last {
+                let r = resolution.entry(q).or_insert(0.0);
+                *r = r.max(FACTOR * e);
+            }
+        }
+    }
     // lower bounds, stepped down past the ratio's rounding
     let lower: BTreeMap<Quantity, Vec<f64>> = m
         .ball
@@ -701,12 +732,27 @@ fn assemble(
         first_over_tol,
         quantities,
         envelope_factor: FACTOR,
+        resolution,
         candidates: fits,
         diagnosis,
         proof,
         dense_bounds: m.bounds,
         rows,
     }
+}
+
+/// `text` with every control character (newlines, carriage returns, escapes) written
+/// as its Rust escape, so that a name from a file cannot forge report lines.
+pub fn escape_controls(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_debug().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// A ratio for tables: `-` for none, else 2 significant digits.
@@ -726,7 +772,7 @@ impl std::fmt::Display for Report {
             "tokensel judge: {} ({}) vs {}-bit twin (stable, {}), {} recorded steps up to {}, tolerance {:e}",
             self.implementation
                 .as_deref()
-                .unwrap_or("external trajectory"),
+                .map_or("external trajectory".into(), escape_controls),
             self.dtype.name(),
             self.prec_bits,
             self.twin_method.name(),
@@ -798,6 +844,7 @@ impl std::fmt::Display for Report {
                 let why = match c.reason {
                     Coarseness::BelowDtype => format!("ext below {BELOW_DTYPE:e} u"),
                     Coarseness::Larger => ratio_text(c.candidate_err / c.external_err),
+                    Coarseness::Exact => "ext exact, it not".into(),
                 };
                 format!("{}, {}, {why}", c.step, c.quantity)
             });
@@ -810,6 +857,21 @@ impl std::fmt::Display for Report {
                 "  {:<12}{holds:>10}  {exit:<36}{coarse:<36}{}{stopped}",
                 fit.candidate,
                 if fit.explains { "yes" } else { "no" }
+            )?;
+        }
+        if !self.resolution.is_empty() {
+            let each: Vec<String> = self
+                .resolution
+                .iter()
+                .map(|(q, r)| format!("{q} {r:.1e}"))
+                .collect();
+            writeln!(
+                f,
+                "  resolution: an error within {}x the {} replays' largest deviation passes as {} rounding; at the last record: {} (a fault whose effect stays below these is not seen)",
+                self.envelope_factor,
+                self.dtype.name(),
+                self.dtype.name(),
+                each.join(", ")
             )?;
         }
         writeln!(f, "\n  diagnosis: {}", self.diagnosis.summary)?;
