@@ -49,7 +49,7 @@ def data(config: Config) -> dict[str, np.ndarray]:
     and true labels), ``noisy_train`` (n, bool), ``nu`` (d), ``X_test`` (n_test, T, d),
     ``y_test`` (n_test, int8), ``p0`` (d) and, when W is dense, ``W0`` (d, d).
     """
-    return _tokensel.data(config)
+    return _call(_tokensel.data, config)
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,27 @@ agree with the labels and the config. Without known groups the selection metrics
 measure positions (the layout's), not relevance."""
 
 
-def _dict(d: Data | None) -> dict[str, Any] | None:
-    return None if d is None else dict(d)
+def _dict(d: Data | None, what: str = "data") -> dict[str, Any] | None:
+    """``d`` as a dict (``None`` stays ``None``); anything but a mapping is a ConfigError."""
+    if d is None:
+        return None
+    if not isinstance(d, Mapping):
+        raise errors.ConfigError(
+            f"invalid config: `{what}`: expected a dict of arrays, got {type(d).__name__}"
+        )
+    return dict(d)
+
+
+def _call(fn: Any, *args: Any) -> Any:
+    """Call the extension's ``fn``: an argument of the wrong type (the TypeError or
+    OverflowError of its conversion) is raised as :class:`errors.ConfigError`, a
+    ValueError naming the argument, like every other bad argument."""
+    try:
+        return fn(*args)
+    except (TypeError, OverflowError) as e:
+        message = str(e)
+        name = message.split("'")[1] if message.startswith("argument '") else "arguments"
+        raise errors.ConfigError(f"invalid config: `{name}`: {message}") from None
 
 
 def run(
@@ -104,7 +123,9 @@ def run(
     f64 predictor) or ``ball`` (certified enclosures, ``prec`` bits, default 128), in
     the config's formulation and method; on ``data`` (:data:`Data`) when given, else on
     the config's generated data."""
-    summary, trainer, checkpoints, labels = _tokensel.run(config, arithmetic, prec, _dict(data))
+    summary, trainer, checkpoints, labels = _call(
+        _tokensel.run, config, arithmetic, prec, _dict(data)
+    )
     return Run(json.loads(summary), json.loads(trainer), checkpoints, labels)
 
 
@@ -114,7 +135,11 @@ def write_data(directory: str | os.PathLike, config: Config, *, data: Data | Non
     your own ``data`` (:data:`Data`; the manifest says ``"source": "supplied"`` and a
     ``groups.npy`` is added). The command line reads it with ``--data DIR`` (run, twin,
     compare) and ``judge --data DIR``. Returns the manifest."""
-    return json.loads(_tokensel.write_data(os.fspath(directory), config, _dict(data)))
+    try:
+        path = os.fspath(directory)
+    except TypeError as e:
+        raise errors.ConfigError(f"invalid config: `directory`: {e}") from None
+    return json.loads(_call(_tokensel.write_data, path, config, _dict(data)))
 
 
 def judge(
@@ -143,7 +168,15 @@ def judge(
     (``None``: no enclosure, as ``--no-enclosure``).
     """
     return json.loads(
-        _tokensel.judge(config, dict(trajectory), prec, tol, _dict(data), enclosure)
+        _call(
+            _tokensel.judge,
+            config,
+            _dict(trajectory, "trajectory"),
+            prec,
+            tol,
+            _dict(data),
+            enclosure,
+        )
     )
 
 
@@ -163,8 +196,16 @@ def compare(
     step, and with ``certify`` the ball trainer at that many bits: the report of
     ``tokensel compare --json`` (on ``data``, :data:`Data`, when given)."""
     return json.loads(
-        _tokensel.compare(
-            config, prec, tol, predictor, twin_method, _dict(data), predictor_steps, certify
+        _call(
+            _tokensel.compare,
+            config,
+            prec,
+            tol,
+            predictor,
+            twin_method,
+            _dict(data),
+            predictor_steps,
+            certify,
         )
     )
 
@@ -181,4 +222,4 @@ def certify(
     quantity an interval ``[lo, hi]`` containing the exact-arithmetic value and every
     decision proved, a proved tie, or undecided (``decided`` is True when the final
     checkpoint decides everything)."""
-    return json.loads(_tokensel.certify(config, prec, method, _dict(data)))
+    return json.loads(_call(_tokensel.certify, config, prec, method, _dict(data)))
