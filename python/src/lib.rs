@@ -38,6 +38,7 @@ fn error_class(e: &Error) -> &'static str {
         Error::Path { .. } => "PathError",
         Error::TooLarge { .. } => "RefusedError",
         Error::NonFinite { .. } => "NonFiniteError",
+        Error::NotPublished { .. } => "TokenselIOError",
     }
 }
 
