@@ -343,3 +343,32 @@ fn grid_presets_have_the_papers_sizes() {
     assert_eq!(s.axes[0].values[8], 0.7);
     assert_eq!(s.base.labels, tokensel::config::LabelRule::HalfSplit);
 }
+
+/// A grid whose seeds repeat (`"0,0,0,1"`, in the TOML or by `--seeds`) or whose name
+/// holds a control character is refused with exit 2 before any cell runs (the seeds
+/// ran, one cell several times; the name failed after every cell ran).
+#[test]
+fn repeated_seeds_and_control_characters_in_names_are_refused_before_the_cells() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("g");
+    let o = out.to_str().unwrap();
+    let small = GRID
+        .replace("d = \"20:40:10\"", "d = \"20\"")
+        .replace("steps = 60", "steps = 5");
+    let cases = [
+        small.replace("seeds = \"0..2\"", "seeds = \"0,0,0,1\""),
+        small.replace("name = \"small\"", "name = \"sm\\u0007all\""),
+        small.replace("name = \"small\"", "name = \"line\\nbreak\""),
+    ];
+    for (k, text) in cases.iter().enumerate() {
+        let grid = tmp.path().join(format!("grid{k}.toml"));
+        std::fs::write(&grid, text).unwrap();
+        let r = run_grid(&out, &grid, &[]);
+        assert_eq!(r.status.code(), Some(2), "{text}: {}", stderr(&r));
+        assert!(!out.join("cells").exists(), "{text}: did work");
+    }
+    let r = tokensel(&["grid", "--set", "d=20", "--seeds", "1,1", "--out", o]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(stderr(&r).contains("appears twice"), "{}", stderr(&r));
+    assert!(!out.join("cells").exists());
+}

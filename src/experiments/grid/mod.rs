@@ -326,8 +326,27 @@ impl Spec {
                 ),
             });
         }
+        let mut distinct = std::collections::BTreeSet::new();
         for &seed in &self.seeds {
             crate::seeds::check("seeds", seed)?;
+            // a seed twice would run one cell twice, as a repeated axis value would
+            if !distinct.insert(seed) {
+                return Err(Error::config(
+                    "seeds",
+                    format!("the seed {seed} appears twice"),
+                ));
+            }
+        }
+        // the name is printed and written into the grid's files: no control characters
+        // (found here, before any cell runs, not when the results are written)
+        if let Some(c) = self.name.chars().find(|c| c.is_control()) {
+            return Err(Error::config(
+                "name",
+                format!(
+                    "{:?} holds the control character {:?}; a grid name is printable text",
+                    self.name, c
+                ),
+            ));
         }
         if self.axes.len() > 4 {
             return Err(Error::config("grid", "at most 4 axes"));
