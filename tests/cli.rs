@@ -742,3 +742,46 @@ fn diff_sees_a_change_in_every_field() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stdout).contains("steps"));
 }
+
+/// `diff` does not ignore the `trainer` block: the same numbers under another trainer
+/// (its method edited) are listed as "trainers differ in: method" and not
+/// "bit-identical" (they were reported bit-identical with nothing said).
+#[test]
+fn diff_reports_trainer_differences() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("s.toml");
+    std::fs::write(&cfg, "d = 20\nn_train = 4\nn_test = 10\nsteps = 5\n").unwrap();
+    let out = tmp.path().join("a");
+    let o = tokensel(&[
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let a = out.join("trajectory.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    v["trainer"]["method"] = "span".into();
+    let b = tmp.path().join("b.json");
+    std::fs::write(&b, serde_json::to_string(&v).unwrap()).unwrap();
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let o = tokensel(&["diff", "--json", a, b]);
+    let r: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", stderr(&o)));
+    assert_eq!(
+        r["trainer_differences"],
+        serde_json::json!(["method"]),
+        "{r}"
+    );
+    assert_eq!(r["bit_identical"], false, "{r}");
+    let o = tokensel(&["diff", a, b]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("trainers differ in: method"), "{text}");
+    assert!(!text.contains("bit-identical"), "{text}");
+    let same = tokensel(&["diff", "--json", a, a]);
+    let r: serde_json::Value = serde_json::from_slice(&same.stdout).unwrap();
+    assert_eq!(r["bit_identical"], true);
+}
