@@ -645,7 +645,7 @@ pub fn read_cell(dir: &Path, cell: &Cell) -> Result<Option<CellFile>> {
 }
 
 /// A cell's metrics within their ranges: accuracies and selection shares in [0, 1],
-/// losses >= 0, steps within the run, the regime the accuracies give (a cell file
+/// losses >= 0 (or NaN), steps within the run, the regime the accuracies give (a cell file
 /// edited by hand, say a test accuracy of 7.0, is refused, not merged).
 fn check_metrics(m: &cell::Metrics, cfg: &Config) -> std::result::Result<(), String> {
     let unit = |what: &str, v: f64| match (0.0..=1.0).contains(&v) {
@@ -654,8 +654,9 @@ fn check_metrics(m: &cell::Metrics, cfg: &Config) -> std::result::Result<(), Str
     };
     unit("train_accuracy", m.train_accuracy)?;
     unit("test_accuracy", m.test_accuracy)?;
+    // a loss may be NaN (a run that records a non-finite loss; read back as such)
     for (what, v) in [("train_loss", m.train_loss), ("test_loss", m.test_loss)] {
-        if v.is_nan() || v < 0.0 {
+        if v < 0.0 {
             return Err(format!("{what} {v} is not >= 0"));
         }
     }
