@@ -64,6 +64,15 @@ pub enum Error {
         /// How.
         reason: String,
     },
+    /// The work is done and its result was printed, but its output set could not be
+    /// published (a full disk, a target changed during the work): the CLI exits with 3,
+    /// the printed summary being the result.
+    #[error("the result is printed above but was not written: {source}")]
+    NotPublished {
+        /// Why publishing failed.
+        #[source]
+        source: Box<Error>,
+    },
     /// A quantity became NaN or infinite during training.
     #[error("non-finite {quantity} at step {step}{}: training stopped", sample_text(.sample))]
     NonFinite {
@@ -110,10 +119,14 @@ impl Error {
         )
     }
 
-    /// True for a run that stopped or was refused: a non-finite value, or a size over
-    /// a limit (the CLI exits with code 3).
+    /// True for a run that stopped or was refused: a non-finite value, a size over a
+    /// limit, or a result that could not be published after the work (the CLI exits
+    /// with code 3).
     pub fn is_stopped_run(&self) -> bool {
-        matches!(self, Error::NonFinite { .. } | Error::TooLarge { .. })
+        matches!(
+            self,
+            Error::NonFinite { .. } | Error::TooLarge { .. } | Error::NotPublished { .. }
+        )
     }
 }
 

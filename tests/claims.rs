@@ -392,3 +392,87 @@ fn infinite_absent_and_badly_named_measurements() {
     );
     assert!(o.stdout.is_empty());
 }
+
+/// A certified claim of `quantity OP bound` (and `extra` lines) on the small config.
+fn certified_claim(name: &str, quantity: &str, op: &str, bound: f64, extra: &str) -> String {
+    format!(
+        "[[claim]]\nname = \"{name}\"\n{SMALL}certified = true\nsource = \"run\"\nquantity = \"{quantity}\"\nop = \"{op}\"\nbound = {bound:e}\n{extra}\n"
+    )
+}
+
+/// Certified claims are checked before any work like every other claim: a quantity the
+/// certificate does not have (a typo, at the summary or at a checkpoint) or that is not
+/// a number (text, a count object) is exit 2 with nothing computed (it was a missing
+/// measurement, exit 1, after the work; or exit 2 after it); a run whose ball state is
+/// over the memory limit is refused with exit 3 as `certify` refuses it (it allocated
+/// toward 46 GiB and aborted, exit 134). The certificate's quantities are still read
+/// (intervals, counts' fields, a checkpoint's).
+#[test]
+fn certified_claims_are_checked_before_the_work() {
+    let bad = [
+        ("train_los", ""),
+        ("train_lss", "step = 10"),
+        ("format", ""),
+        ("train_correct", ""),
+        ("trainer/kind", ""),
+    ];
+    for (quantity, extra) in bad {
+        // a valid claim first: it is not computed either
+        let body = certified_claim("first", "train_loss", "<", 10.0, "")
+            + &certified_claim("bad", quantity, "<", 1.0, extra);
+        let o = claims(&body);
+        assert_eq!(o.status.code(), Some(2), "{quantity}: {}", stderr(&o));
+        assert!(stderr(&o).contains("`quantity`"), "{}", stderr(&o));
+        assert!(!stderr(&o).contains("[1/2]"), "no work: {}", stderr(&o));
+    }
+    let big = "[[claim]]\nname = \"big\"\nconfig = { d = 4000, n_train = 2000 }\ncertified = true\nsource = \"run\"\nquantity = \"train_loss\"\nop = \"<\"\nbound = 1\n";
+    let o = claims(big);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("ball run"), "{}", stderr(&o));
+    let good = certified_claim("loss", "train_loss", "<", 10.0, "")
+        + &certified_claim("count", "train_correct/of", "==", 4.0, "")
+        + &certified_claim("at step 10", "q_norm", ">=", 0.0, "step = 10")
+        + &certified_claim("share", "selection/clean/R", "<=", 1.0, "");
+    let o = claims(&good);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// `expected = "differs"` on a certified claim passes only when the whole interval lies
+/// outside the bound (a disagreement proved); an interval that straddles the bound is
+/// undecided and fails (it passed: `!holds` was taken for `differs`). A claim's `prec`
+/// is the ball run's precision (it was always 128 bits).
+#[test]
+fn certified_differs_needs_the_whole_interval_outside_and_prec_is_honoured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("c.toml");
+    std::fs::write(&path, certified_claim("probe", "train_loss", "<", 10.0, "")).unwrap();
+    let (code, v) = check_json(&path);
+    assert_eq!(code, Some(0), "{v}");
+    let iv = &v[0]["enclosures"][0][1];
+    let (lo, hi) = (iv[0].as_f64().unwrap(), iv[1].as_f64().unwrap());
+    assert!(lo < hi, "{iv}");
+    let differs =
+        "expected = \"differs\"\npaper = 1.0\npaper_source = \"test\"\nreason = \"test\"\n";
+    let straddles = certified_claim("straddles", "train_loss", ">=", hi, differs);
+    std::fs::write(&path, &straddles).unwrap();
+    let (code, v) = check_json(&path);
+    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(v[0]["pass"], false, "undecided is no disagreement: {v}");
+    let outside = certified_claim("outside", "train_loss", ">=", 2.0 * hi + 1.0, differs)
+        + &certified_claim("outside below", "train_loss", "<", lo / 2.0, differs);
+    std::fs::write(&path, &outside).unwrap();
+    let (code, v) = check_json(&path);
+    assert_eq!(code, Some(0), "{v}");
+    for (prec, ok) in [(128.0, true), (256.0, true), (64.0, true)] {
+        let body = certified_claim(
+            "prec",
+            "trainer/prec_bits",
+            "==",
+            prec,
+            &format!("prec = {prec}"),
+        );
+        std::fs::write(&path, &body).unwrap();
+        let (code, v) = check_json(&path);
+        assert_eq!(code == Some(0), ok, "{prec}: {v}");
+    }
+}

@@ -761,3 +761,104 @@ fn a_diverging_run_stops_where_it_always_did() {
     let err = common::stderr(&o);
     assert!(err.contains("non-finite q at step 2"), "{err}");
 }
+
+/// `diff` does not ignore the `trainer` block: the same numbers under another trainer
+/// (its method edited) are listed as "trainers differ in: method" and not
+/// "bit-identical" (they were reported bit-identical with nothing said).
+#[test]
+fn diff_reports_trainer_differences() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("s.toml");
+    std::fs::write(&cfg, "d = 20\nn_train = 4\nn_test = 10\nsteps = 5\n").unwrap();
+    let out = tmp.path().join("a");
+    let o = tokensel(&[
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let a = out.join("trajectory.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    v["trainer"]["method"] = "span".into();
+    let b = tmp.path().join("b.json");
+    std::fs::write(&b, serde_json::to_string(&v).unwrap()).unwrap();
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let o = tokensel(&["diff", "--json", a, b]);
+    let r: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", stderr(&o)));
+    assert_eq!(
+        r["trainer_differences"],
+        serde_json::json!(["method"]),
+        "{r}"
+    );
+    assert_eq!(r["bit_identical"], false, "{r}");
+    let o = tokensel(&["diff", a, b]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("trainers differ in: method"), "{text}");
+    assert!(!text.contains("bit-identical"), "{text}");
+    let same = tokensel(&["diff", "--json", a, a]);
+    let r: serde_json::Value = serde_json::from_slice(&same.stdout).unwrap();
+    assert_eq!(r["bit_identical"], true);
+}
+
+/// A trajectory whose recorded shares leave [0, 1] (an attention share of -3.0, a
+/// sample's mass of 2, an accuracy of 7) is refused by its reader (`plot`, `diff`: exit 2)
+/// instead of drawn (`plot` drew -3.0).
+#[test]
+fn trajectory_readers_check_the_shares_range() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("s.toml");
+    std::fs::write(&cfg, "d = 20\nn_train = 4\nn_test = 10\nsteps = 5\n").unwrap();
+    let out = tmp.path().join("a");
+    let o = tokensel(&[
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let a = out.join("trajectory.json");
+    let fig = tmp.path().join("f.svg");
+    let plot = |p: &std::path::Path| {
+        tokensel(&["plot", "--out", fig.to_str().unwrap(), p.to_str().unwrap()])
+    };
+    let o = plot(&a);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let edits: Vec<(&str, Edit)> = vec![
+        (
+            "attention",
+            Box::new(|v| v["checkpoints"][1]["attention"]["clean"]["R"] = (-3.0).into()),
+        ),
+        (
+            "mass",
+            Box::new(|v| v["checkpoints"][0]["samples"][0]["mass"]["I"] = 2.0.into()),
+        ),
+        (
+            "train_accuracy",
+            Box::new(|v| v["checkpoints"][0]["train_accuracy"] = 7.0.into()),
+        ),
+    ];
+    for (what, edit) in edits {
+        let mut e = v.clone();
+        edit(&mut e);
+        let b = tmp.path().join("b.json");
+        std::fs::write(&b, serde_json::to_string(&e).unwrap()).unwrap();
+        let o = plot(&b);
+        assert_eq!(o.status.code(), Some(2), "{what}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("outside [0, 1]"),
+            "{what}: {}",
+            stderr(&o)
+        );
+        let o = tokensel(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{what}: {}", stderr(&o));
+    }
+}

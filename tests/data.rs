@@ -117,3 +117,117 @@ fn exported_arrays_are_the_runs_data() {
         eprintln!("TOKENSEL_PYTHON not set: np.load check skipped (.ci/run sets it)");
     }
 }
+
+/// A supplied data export of `cfg`'s generated arrays (labels final, eta = 0) written
+/// to `dir` as `tokensel data` would, and the config it runs.
+fn supplied_export(dir: &std::path::Path) -> Config {
+    use tokensel::data::supplied::Supplied;
+    let cfg = Config {
+        d: 12,
+        n_train: 6,
+        n_test: 5,
+        steps: 5,
+        ..Config::default()
+    };
+    let data = Dataset::generate(&cfg);
+    let cfg0 = Config { eta: 0.0, ..cfg };
+    let sup = Dataset::supplied(
+        &cfg0,
+        Supplied {
+            x_train: data.train.x.clone(),
+            y_train: data.train.y.clone(),
+            y_true_train: Some(data.train.y_true.clone()),
+            x_test: data.test.x.clone(),
+            y_test: data.test.y_true.clone(),
+            nu: data.nu.clone(),
+            groups: Some(data.groups.clone()),
+        },
+    )
+    .unwrap();
+    let p0 = Params::init(&cfg0).p;
+    let (_, files) = tokensel::io::export::files(&cfg0, &sup, p0.view(), None);
+    std::fs::create_dir_all(dir).unwrap();
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+    cfg0
+}
+
+/// A supplied data directory whose `X_train.npy` is Fortran-ordered (its manifest's
+/// digest updated to match) is refused by name with exit 2 by `run --data` and `judge
+/// --data`; it used to panic in the head values ("standard layout", exit 101). The same
+/// arrays given to `Dataset::supplied` in any memory order give the same data set.
+#[test]
+fn fortran_ordered_supplied_arrays_are_refused_or_converted_never_a_panic() {
+    use tokensel::data::supplied::Supplied;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let cfg = supplied_export(&dir);
+    let o = tokensel(&["run", "--data", dir.to_str().unwrap(), "--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let traj = tmp.path().join("t.json");
+    let ext = r#"{"format": "tokensel-external/2", "dtype": "float64",
+        "implementation": "test", "steps": [0], "loss": [0.6931471805599453]}"#;
+    std::fs::write(&traj, ext).unwrap();
+    let judge = [
+        "judge",
+        traj.to_str().unwrap(),
+        "--data",
+        dir.to_str().unwrap(),
+        "--quiet",
+    ];
+    let o = tokensel(&judge);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    // X_train rewritten in Fortran order: the header's flag, the data column-major
+    let x: Array3<f64> = read_npy(dir.join("X_train.npy")).unwrap();
+    let mut fortran = Array3::<f64>::zeros(ndarray::ShapeBuilder::f(x.raw_dim()));
+    fortran.assign(&x);
+    let mut bytes = Vec::new();
+    ndarray_npy::WriteNpyExt::write_npy(&fortran, &mut bytes).unwrap();
+    assert!(String::from_utf8_lossy(&bytes).contains("'fortran_order': True"));
+    let back: Array3<f64> = ndarray_npy::ReadNpyExt::read_npy(&bytes[..]).unwrap();
+    assert_eq!(back, x, "the file holds the same array, Fortran-ordered");
+    assert!(!back.is_standard_layout());
+    std::fs::write(dir.join("X_train.npy"), &bytes).unwrap();
+    let manifest_path = dir.join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    let digest: String = Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    manifest["arrays"]["X_train"]["sha256"] = digest.into();
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+    for args in [
+        &["run", "--data", dir.to_str().unwrap(), "--quiet"][..],
+        &judge[..],
+    ] {
+        let o = tokensel(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("Fortran-ordered"), "{}", stderr(&o));
+    }
+    // the library's entry accepts any memory order and gives the same data set
+    let data = Dataset::generate(&Config {
+        eta: 0.1,
+        ..cfg.clone()
+    });
+    let arrays = |x_train: Array3<f64>, nu: Array1<f64>| Supplied {
+        x_train,
+        y_train: data.train.y.clone(),
+        y_true_train: Some(data.train.y_true.clone()),
+        x_test: data.test.x.clone(),
+        y_test: data.test.y_true.clone(),
+        nu,
+        groups: None,
+    };
+    let c = Dataset::supplied(&cfg, arrays(data.train.x.clone(), data.nu.clone())).unwrap();
+    // nu with a negative stride (its values reversed in memory)
+    let mut nu_rev: Array1<f64> = data.nu.iter().rev().copied().collect();
+    nu_rev.invert_axis(ndarray::Axis(0));
+    assert_eq!(nu_rev, data.nu);
+    let f = Dataset::supplied(&cfg, arrays(back, nu_rev)).unwrap();
+    assert_eq!(c.train.g, f.train.g);
+    assert_eq!(c.train.x, f.train.x);
+    assert!(f.train.x.is_standard_layout());
+    let _: &Array2<f64> = &f.train.g;
+}

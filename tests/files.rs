@@ -1187,3 +1187,52 @@ fn data_manifest_fields_are_checked() {
         assert!(stderr(&o).contains(what), "{what}: {}", stderr(&o));
     }
 }
+
+/// When the output set cannot be published after the work (here the target gains a
+/// foreign file during the run, as a full disk would fail the write), `run` and
+/// `certify` still print their result and report the error with exit 3: the result is
+/// not lost (it was exit 2 with nothing printed).
+#[test]
+fn a_result_that_cannot_be_written_is_still_printed() {
+    // runs of a few seconds (about 3 us per f64 step, 300 us per ball step)
+    for (command, steps, key) in [
+        ("run", 1_000_000u64, "trajectory_digest"),
+        ("certify", 10_000, "decided"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = tmp.path().join("long.toml");
+        std::fs::write(
+            &cfg,
+            format!("d = 20\nn_train = 4\nn_test = 10\nsteps = {steps}\n"),
+        )
+        .unwrap();
+        let out = tmp.path().join("out");
+        let child = Command::new(env!("CARGO_BIN_EXE_tokensel"))
+            .args([
+                command,
+                "--config",
+                s(&cfg),
+                "--out",
+                s(&out),
+                "--json",
+                "--quiet",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join("mine.txt"), "not tokensel's").unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(code(&o), Some(3), "{command}: {}", stderr(&o));
+        assert!(stderr(&o).contains("not written"), "{}", stderr(&o));
+        let result: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|_| panic!("{command}: nothing printed: {}", stderr(&o)));
+        assert!(!result[key].is_null(), "{command}: {result}");
+        assert_eq!(
+            std::fs::read_to_string(out.join("mine.txt")).unwrap(),
+            "not tokensel's"
+        );
+    }
+}

@@ -343,3 +343,87 @@ fn grid_presets_have_the_papers_sizes() {
     assert_eq!(s.axes[0].values[8], 0.7);
     assert_eq!(s.base.labels, tokensel::config::LabelRule::HalfSplit);
 }
+
+/// A grid whose seeds repeat (`"0,0,0,1"`, in the TOML or by `--seeds`) or whose name
+/// holds a control character is refused with exit 2 before any cell runs (the seeds
+/// ran, one cell several times; the name failed after every cell ran).
+#[test]
+fn repeated_seeds_and_control_characters_in_names_are_refused_before_the_cells() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("g");
+    let o = out.to_str().unwrap();
+    let small = GRID
+        .replace("d = \"20:40:10\"", "d = \"20\"")
+        .replace("steps = 60", "steps = 5");
+    let cases = [
+        small.replace("seeds = \"0..2\"", "seeds = \"0,0,0,1\""),
+        small.replace("name = \"small\"", "name = \"sm\\u0007all\""),
+        small.replace("name = \"small\"", "name = \"line\\nbreak\""),
+    ];
+    for (k, text) in cases.iter().enumerate() {
+        let grid = tmp.path().join(format!("grid{k}.toml"));
+        std::fs::write(&grid, text).unwrap();
+        let r = run_grid(&out, &grid, &[]);
+        assert_eq!(r.status.code(), Some(2), "{text}: {}", stderr(&r));
+        assert!(!out.join("cells").exists(), "{text}: did work");
+    }
+    let r = tokensel(&["grid", "--set", "d=20", "--seeds", "1,1", "--out", o]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(stderr(&r).contains("appears twice"), "{}", stderr(&r));
+    assert!(!out.join("cells").exists());
+}
+
+/// A cell file edited by hand (a test accuracy of 7.0, a regime its accuracies do not
+/// give) or moved to another point is refused by `grid merge` (exit 2, naming the file),
+/// not merged with exit 0.
+#[test]
+fn edited_or_foreign_cells_are_not_merged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("g");
+    let text = GRID
+        .replace("d = \"20:40:10\"", "d = \"20\"")
+        .replace("steps = 60", "steps = 5");
+    let grid = tmp.path().join("grid.toml");
+    std::fs::write(&grid, text).unwrap();
+    let r = run_grid(&out, &grid, &[]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let merge = || tokensel(&["grid", "merge", out.to_str().unwrap()]);
+    assert!(merge().status.success());
+    let mut cells: Vec<_> = std::fs::read_dir(out.join("cells"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    cells.sort();
+    let cell = &cells[0];
+    let original = std::fs::read_to_string(cell).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&original).unwrap();
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let edits: Vec<(&str, Edit)> = vec![
+        (
+            "test accuracy 7.0",
+            Box::new(|v| v["outcome"]["ok"]["test_accuracy"] = 7.0.into()),
+        ),
+        (
+            "train loss -1",
+            Box::new(|v| v["outcome"]["ok"]["train_loss"] = (-1.0).into()),
+        ),
+        (
+            "a foreign point",
+            Box::new(|v| v["point"][0] = 1234.5.into()),
+        ),
+    ];
+    for (what, edit) in edits {
+        let mut e = v.clone();
+        edit(&mut e);
+        std::fs::write(cell, serde_json::to_string(&e).unwrap()).unwrap();
+        let r = merge();
+        assert_eq!(r.status.code(), Some(2), "{what}: {}", stderr(&r));
+        assert!(
+            stderr(&r).contains("grid cell file"),
+            "{what}: {}",
+            stderr(&r)
+        );
+    }
+    std::fs::write(cell, original).unwrap();
+    assert!(merge().status.success());
+}

@@ -179,3 +179,45 @@ fn ties_at_later_steps_are_reported_as_ties() {
     let clean = c.selection.clean.unwrap();
     assert_eq!((clean.r, clean.tie), (1.0, 0.0));
 }
+
+/// ||q|| of a finite q whose squares overflow (p(0) of scale 1e160 in f64, 1e20 in
+/// f32: q = p in p-mode) is recorded finite, the scaled norm of p(0) (it was inf); the
+/// plain norm's bits are kept wherever it does not overflow.
+#[test]
+fn the_norm_of_a_finite_q_is_finite() {
+    use tokensel::arith::F32;
+    use tokensel::train::record::scaled_norm;
+    for (scale, f32_run) in [(1e160, false), (1e20, true), (1.0, false)] {
+        let mut cfg = small(Mode::P);
+        cfg.init.p = PInit::Gaussian;
+        cfg.init.p_scale = scale;
+        cfg.init.w = WInit::Identity;
+        cfg.steps = 1;
+        let data = Dataset::generate(&cfg);
+        let p = Params::init(&cfg).p;
+        let cp = if f32_run {
+            let t = Trainer::run(&cfg, &data, F32, &mut |_| {}).unwrap();
+            t.checkpoints[0].clone()
+        } else {
+            let t = Trainer::run(&cfg, &data, F64, &mut |_| {}).unwrap();
+            t.checkpoints[0].clone()
+        };
+        assert_eq!(cp.step, 0);
+        assert!(cp.q_norm.is_finite(), "{scale}: {}", cp.q_norm);
+        let want = if f32_run {
+            let p32: Vec<f64> = p.iter().map(|&v| v as f32 as f64).collect();
+            scaled_norm(&p32)
+        } else {
+            scaled_norm(p.as_slice().unwrap())
+        };
+        assert!(
+            ((cp.q_norm - want) / want).abs() < 1e-12,
+            "{scale}: {} vs {want}",
+            cp.q_norm
+        );
+        if scale == 1.0 {
+            let plain = p.iter().map(|v| v * v).sum::<f64>().sqrt();
+            assert!(((cp.q_norm - plain) / plain).abs() < 1e-15);
+        }
+    }
+}

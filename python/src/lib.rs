@@ -13,10 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use ndarray::{Array1, Array2, Array3};
-use numpy::{
-    AllowTypeChange, IntoPyArray, PyArrayLike1, PyArrayLike2, PyArrayLike3, PyArrayLikeDyn,
-    PyUntypedArrayMethods,
-};
+use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 
@@ -41,6 +38,7 @@ fn error_class(e: &Error) -> &'static str {
         Error::Path { .. } => "PathError",
         Error::TooLarge { .. } => "RefusedError",
         Error::NonFinite { .. } => "NonFiniteError",
+        Error::NotPublished { .. } => "TokenselIOError",
     }
 }
 
@@ -73,6 +71,11 @@ fn to_json(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<serde_json::Value> {
     let py = obj.py();
     let kwargs = PyDict::new(py);
     kwargs.set_item("allow_nan", false)?;
+    // NumPy scalars (np.int64(3)) as their Python values
+    kwargs.set_item(
+        "default",
+        py.import("tokensel._convert")?.getattr("json_default")?,
+    )?;
     let text: String = py
         .import("json")?
         .call_method("dumps", (obj,), Some(&kwargs))
@@ -112,6 +115,17 @@ fn with_overrides(base: &Config, overrides: serde_json::Value) -> tokensel::Resu
     Config::from_toml_str(&text, origin)
 }
 
+/// A string argument `what` (anything else: a `ConfigError` naming it).
+fn text_arg(v: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
+    v.extract::<String>().map_err(|_| {
+        let ty = v
+            .get_type()
+            .name()
+            .map_or_else(|_| "?".to_string(), |n| n.to_string());
+        bad_arg(what, format!("expected a string, got {ty}"))
+    })
+}
+
 /// The preset of a name (`None`: the balanced setting).
 fn preset(name: Option<&str>) -> PyResult<Preset> {
     name.map_or(Ok(Preset::Balanced), |n| lib(Preset::from_name(n)))
@@ -131,18 +145,24 @@ impl PyConfig {
     /// given laid over it (nested tables as dicts, e.g. `layout={"tokens": 8, ...}`).
     #[new]
     #[pyo3(signature = (preset=None, **overrides))]
-    fn new(preset: Option<&str>, overrides: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        let base = self::preset(preset)?.config();
+    fn new(
+        preset: Option<&Bound<'_, PyAny>>,
+        overrides: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let preset = preset.map(|p| text_arg(p, "preset")).transpose()?;
+        let base = self::preset(preset.as_deref())?.config();
         PyConfig::from_base(&base, overrides)
     }
 
     /// A config from TOML text laid over a preset (as `tokensel --config FILE`).
     #[staticmethod]
     #[pyo3(signature = (text, preset=None))]
-    fn from_toml(text: &str, preset: Option<&str>) -> PyResult<Self> {
-        let preset = self::preset(preset)?;
+    fn from_toml(text: &Bound<'_, PyAny>, preset: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let text = text_arg(text, "text")?;
+        let preset = preset.map(|p| text_arg(p, "preset")).transpose()?;
+        let preset = self::preset(preset.as_deref())?;
         let inner = lib(Config::from_toml_str_over_preset(
-            text,
+            &text,
             Path::new("<toml text>"),
             preset,
         ))?;
@@ -231,65 +251,110 @@ fn data<'py>(py: Python<'py>, config: &PyConfig) -> PyResult<Bound<'py, PyDict>>
     Ok(out)
 }
 
-/// A float array of `key` in a data dict (borrowed when float64, converted otherwise),
-/// copied into the library's owned array.
+/// A float array of `key` in a data dict, copied into the library's owned array.
 fn floats<'py, A>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<A>>
 where
-    A: FromArrayLike<'py>,
+    A: FromArrayLike,
 {
     match d.get_item(key)? {
         None => Ok(None),
-        Some(v) => A::from_array_like(&v).map(Some).map_err(|e| {
-            bad_arg(
-                key,
-                format!("expected a float array of the right rank: {e}"),
-            )
+        Some(v) => A::from_array_like(&v, key).map(Some),
+    }
+}
+
+/// Any array-like `v` (argument `key`) of real numbers and rank `rank` (`None`: any
+/// rank) as an owned float64 array in standard layout: every memory layout NumPy can
+/// make (C, Fortran, strided slices, negative strides, byte-swapped) is copied in
+/// order; floats of at most 64 bits, integers exactly representable in float64 and
+/// nothing else are accepted (complex values are refused, not truncated to their real
+/// part; booleans, strings, objects and long doubles too), each refusal a
+/// `ConfigError` naming `key`.
+fn real_array(
+    v: &Bound<'_, PyAny>,
+    key: &str,
+    rank: Option<usize>,
+) -> PyResult<ndarray::ArrayD<f64>> {
+    let py = v.py();
+    let np = py.import("numpy")?;
+    let refuse = |reason: String| bad_arg(key, format!("expected a float array: {reason}"));
+    let arr = np
+        .call_method1("asarray", (v,))
+        .map_err(|e| refuse(format!("not an array ({e})")))?;
+    let dtype = arr.getattr("dtype")?;
+    let kind: String = dtype.getattr("kind")?.extract()?;
+    let itemsize: usize = dtype.getattr("itemsize")?.extract()?;
+    let name: String = dtype.str()?.extract()?;
+    match kind.as_str() {
+        "f" if itemsize <= 8 => {}
+        "i" | "u" => {}
+        "c" => {
+            return Err(refuse(format!(
+                "dtype {name} is complex (its imaginary part would be lost)"
+            )));
+        }
+        _ => return Err(refuse(format!("dtype {name} is not a real number type"))),
+    }
+    let ndim: usize = arr.getattr("ndim")?.extract()?;
+    if let Some(rank) = rank
+        && ndim != rank
+    {
+        let shape = arr.getattr("shape")?.str()?;
+        return Err(refuse(format!(
+            "shape {shape} has {ndim} dimensions, expected {rank}"
+        )));
+    }
+    // a C-ordered float64 copy of any rank (0-d stays 0-d: not `ascontiguousarray`)
+    let floats = arr.call_method(
+        "astype",
+        ("float64",),
+        Some(&{
+            let kw = PyDict::new(py);
+            kw.set_item("order", "C")?;
+            kw
         }),
+    )?;
+    if kind != "f" {
+        // integers: exactly representable in float64, or refused (never rounded)
+        let back = floats.call_method1("astype", (&dtype,))?;
+        let exact: bool = np.call_method1("array_equal", (&back, &arr))?.extract()?;
+        if !exact {
+            return Err(refuse(format!(
+                "dtype {name} holds integers float64 cannot represent exactly"
+            )));
+        }
+    }
+    let a: numpy::PyReadonlyArrayDyn<'_, f64> =
+        floats.extract().map_err(|e: PyErr| refuse(e.to_string()))?;
+    Ok(a.as_array().as_standard_layout().into_owned())
+}
+
+/// Owned ndarrays of a fixed rank read from NumPy array-likes ([`real_array`]).
+trait FromArrayLike: Sized {
+    fn from_array_like(v: &Bound<'_, PyAny>, key: &str) -> PyResult<Self>;
+}
+
+impl<D: ndarray::Dimension> FromArrayLike for ndarray::Array<f64, D> {
+    fn from_array_like(v: &Bound<'_, PyAny>, key: &str) -> PyResult<Self> {
+        let rank = D::NDIM.expect("fixed rank");
+        real_array(v, key, Some(rank))?
+            .into_dimensionality::<D>()
+            .map_err(|e| bad_arg(key, e.to_string()))
     }
 }
 
-/// Owned ndarrays read from NumPy array-likes of a fixed rank.
-trait FromArrayLike<'py>: Sized {
-    fn from_array_like(v: &Bound<'py, PyAny>) -> PyResult<Self>;
-}
-
-impl<'py> FromArrayLike<'py> for ndarray::Array1<f64> {
-    fn from_array_like(v: &Bound<'py, PyAny>) -> PyResult<Self> {
-        Ok(v.extract::<PyArrayLike1<'py, f64, AllowTypeChange>>()?
-            .as_array()
-            .to_owned())
-    }
-}
-
-impl<'py> FromArrayLike<'py> for ndarray::Array2<f64> {
-    fn from_array_like(v: &Bound<'py, PyAny>) -> PyResult<Self> {
-        Ok(v.extract::<PyArrayLike2<'py, f64, AllowTypeChange>>()?
-            .as_array()
-            .to_owned())
-    }
-}
-
-impl<'py> FromArrayLike<'py> for ndarray::Array3<f64> {
-    fn from_array_like(v: &Bound<'py, PyAny>) -> PyResult<Self> {
-        Ok(v.extract::<PyArrayLike3<'py, f64, AllowTypeChange>>()?
-            .as_array()
-            .as_standard_layout()
-            .into_owned())
-    }
-}
-
-/// Labels of `key` (integers; anything outside i8 reads as the nearest i8, which the
-/// library then refuses as not +1 or -1).
+/// Labels of `key`: real numbers ([`real_array`], rank 1), each exactly +1 or -1
+/// (nothing is truncated).
 fn labels(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<i8>>> {
     match d.get_item(key)? {
         None => Ok(None),
         Some(v) => {
-            // read as numbers, then each must be exactly +1 or -1: nothing is truncated
-            let a: PyArrayLike1<'_, f64, AllowTypeChange> = v
-                .extract()
-                .map_err(|e| bad_arg(key, format!("expected labels +1 or -1: {e}")))?;
-            a.as_array()
-                .iter()
+            let a = real_array(&v, key, Some(1)).map_err(|_| {
+                bad_arg(
+                    key,
+                    "expected labels +1 or -1 (a 1-d array of real numbers)",
+                )
+            })?;
+            a.iter()
                 .enumerate()
                 .map(|(i, &y)| match y {
                     1.0 => Ok(1i8),
@@ -305,13 +370,37 @@ fn labels(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<i8>>> {
     }
 }
 
+/// A 1-d boolean array (argument `key`), in any memory layout; any other dtype is
+/// refused (no number is cast to a boolean).
+fn bools(v: &Bound<'_, PyAny>, key: &str) -> PyResult<Vec<bool>> {
+    let np = v.py().import("numpy")?;
+    let refuse = |reason: String| bad_arg(key, format!("expected a 1-d boolean array: {reason}"));
+    let arr = np
+        .call_method1("asarray", (v,))
+        .map_err(|e: PyErr| refuse(e.to_string()))?;
+    let kind: String = arr.getattr("dtype")?.getattr("kind")?.extract()?;
+    let ndim: usize = arr.getattr("ndim")?.extract()?;
+    if kind != "b" || ndim != 1 {
+        let dtype = arr.getattr("dtype")?.str()?;
+        return Err(refuse(format!("dtype {dtype}, {ndim} dimensions")));
+    }
+    let a: numpy::PyReadonlyArray1<'_, bool> = np
+        .call_method1("ascontiguousarray", (&arr,))?
+        .extract()
+        .map_err(|e: PyErr| refuse(e.to_string()))?;
+    Ok(a.as_array().to_vec())
+}
+
 /// Groups by position: names (R, W_same, W_opposite, I) or codes 0..=3.
 fn groups(d: &Bound<'_, PyDict>) -> PyResult<Option<Vec<Group>>> {
     let Some(v) = d.get_item("groups")? else {
         return Ok(None);
     };
     let of_name = |s: &str| Group::ALL.into_iter().find(|g| g.name() == s);
-    let items: Vec<Bound<'_, PyAny>> = v.try_iter()?.collect::<PyResult<_>>()?;
+    let items: Vec<Bound<'_, PyAny>> = v
+        .try_iter()
+        .and_then(|it| it.collect::<PyResult<_>>())
+        .map_err(|e| bad_arg("groups", format!("expected a sequence of groups: {e}")))?;
     items
         .iter()
         .map(|item| {
@@ -386,10 +475,7 @@ fn supplied_of(cfg: &Config, d: &Bound<'_, PyDict>) -> PyResult<Dataset> {
         ));
     }
     if let Some(v) = d.get_item("noisy_train")? {
-        let noisy: Vec<bool> = v
-            .extract::<PyArrayLike1<'_, bool, AllowTypeChange>>()?
-            .as_array()
-            .to_vec();
+        let noisy = bools(&v, "noisy_train")?;
         let ours: Vec<bool> = (0..ds.train.len()).map(|i| ds.train.is_noisy(i)).collect();
         if noisy != ours {
             return Err(mismatch(
@@ -702,19 +788,17 @@ fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
                     };
                     return Err(bad_traj(&key, format!("None{remedy}")));
                 }
-                let a: PyArrayLikeDyn<'_, f64, AllowTypeChange> = value.extract().map_err(|e| {
-                    bad_traj(
-                        &key,
-                        format!("expected a float array (first axis: step): {e}"),
-                    )
-                })?;
+                // any layout, refused (not truncated) where not real: a trajectory error
+                let a =
+                    real_array(&value, &key, None).map_err(|e| bad_traj(&key, e.to_string()))?;
                 let Some((&k, shape)) = a.shape().split_first() else {
                     return Err(bad_traj(
                         &key,
                         "0-dimensional; its first axis must be the recorded step",
                     ));
                 };
-                let view = a.as_array();
+                let shape = shape.to_vec();
+                let view = a.view();
                 let values = (0..k)
                     .map(|i| {
                         view.index_axis(ndarray::Axis(0), i)
@@ -723,13 +807,7 @@ fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
                             .collect()
                     })
                     .collect();
-                series.insert(
-                    q,
-                    Series {
-                        shape: shape.to_vec(),
-                        values,
-                    },
-                );
+                series.insert(q, Series { shape, values });
             }
         }
     }

@@ -52,7 +52,7 @@ def data(config: Config) -> dict[str, np.ndarray]:
     and true labels), ``noisy_train`` (n, bool), ``nu`` (d), ``X_test`` (n_test, T, d),
     ``y_test`` (n_test, int8), ``p0`` (d) and, when W is dense, ``W0`` (d, d).
     """
-    return _tokensel.data(config)
+    return _call(_tokensel.data, config)
 
 
 @dataclass(frozen=True)
@@ -95,13 +95,22 @@ agree with the labels and the config. Without known groups the selection metrics
 measure positions (the layout's), not relevance."""
 
 
-def _dict(d: Data | None, config: Config | None = None) -> dict[str, Any] | None:
-    """``d`` as a dict; with supplied tokens whose labels are not final (no
+def _dict(d: Data | None, config: Config | None = None, what: str = "data") -> dict[str, Any] | None:
+    """``d`` as a dict (``None`` stays ``None``; anything but a mapping is a ConfigError,
+    a ParseError for a trajectory); with supplied tokens whose labels are not final (no
     ``y_true_train``) under a config whose ``eta`` is above 0 (e.g. a preset's 0.2), a
     :class:`LabelFlipWarning` says at the call that tokensel flips some of the supplied
     labels (``eta=0`` keeps them as they are)."""
     if d is None:
         return None
+    if not isinstance(d, Mapping):
+        if what == "trajectory":
+            raise errors.ParseError(
+                f"external trajectory: expected a dict of arrays, got {type(d).__name__}"
+            )
+        raise errors.ConfigError(
+            f"invalid config: `{what}`: expected a dict of arrays, got {type(d).__name__}"
+        )
     d = dict(d)
     if config is not None and "y_true_train" not in d and float(config.eta) > 0:
         import warnings
@@ -120,6 +129,18 @@ class LabelFlipWarning(UserWarning):
     """Supplied data under a config with ``eta > 0``: tokensel flips some labels."""
 
 
+def _call(fn: Any, *args: Any) -> Any:
+    """Call the extension's ``fn``: an argument of the wrong type (the TypeError or
+    OverflowError of its conversion) is raised as :class:`errors.ConfigError`, a
+    ValueError naming the argument, like every other bad argument."""
+    try:
+        return fn(*args)
+    except (TypeError, OverflowError) as e:
+        message = str(e)
+        name = message.split("'")[1] if message.startswith("argument '") else "arguments"
+        raise errors.ConfigError(f"invalid config: `{name}`: {message}") from None
+
+
 def run(
     config: Config, arithmetic: str = "f64", *, prec: int | None = None, data: Data | None = None
 ) -> Run:
@@ -128,7 +149,9 @@ def run(
     f64 predictor) or ``ball`` (certified enclosures, ``prec`` bits, default 128), in
     the config's formulation and method; on ``data`` (:data:`Data`) when given, else on
     the config's generated data."""
-    summary, trainer, checkpoints, labels = _tokensel.run(config, arithmetic, prec, _dict(data, config))
+    summary, trainer, checkpoints, labels = _call(
+        _tokensel.run, config, arithmetic, prec, _dict(data, config)
+    )
     return Run(json.loads(summary), json.loads(trainer), checkpoints, labels)
 
 
@@ -138,7 +161,11 @@ def write_data(directory: str | os.PathLike, config: Config, *, data: Data | Non
     your own ``data`` (:data:`Data`; the manifest says ``"source": "supplied"`` and a
     ``groups.npy`` is added). The command line reads it with ``--data DIR`` (run, twin,
     compare) and ``judge --data DIR``. Returns the manifest."""
-    return json.loads(_tokensel.write_data(os.fspath(directory), config, _dict(data, config)))
+    try:
+        path = os.fspath(directory)
+    except TypeError as e:
+        raise errors.ConfigError(f"invalid config: `directory`: {e}") from None
+    return json.loads(_call(_tokensel.write_data, path, config, _dict(data, config)))
 
 
 def judge(
@@ -166,9 +193,16 @@ def judge(
     ``enclosure``: the precision of the ball enclosure that proves values wrong
     (``None``: no enclosure, as ``--no-enclosure``).
     """
-    report, text = _tokensel.judge(config, dict(trajectory), prec, tol, _dict(data, config), enclosure)
+    report, text = _call(
+        _tokensel.judge,
+        config,
+        _dict(trajectory, what="trajectory"),
+        prec,
+        tol,
+        _dict(data, config),
+        enclosure,
+    )
     return JudgeReport(json.loads(report), text)
-
 
 class JudgeReport(dict):
     """The report of :func:`judge`: the dict of ``tokensel judge --json``, whose
@@ -209,8 +243,16 @@ def compare(
     step, and with ``certify`` the ball trainer at that many bits: the report of
     ``tokensel compare --json`` (on ``data``, :data:`Data`, when given)."""
     return json.loads(
-        _tokensel.compare(
-            config, prec, tol, predictor, twin_method, _dict(data, config), predictor_steps, certify
+        _call(
+            _tokensel.compare,
+            config,
+            prec,
+            tol,
+            predictor,
+            twin_method,
+            _dict(data, config),
+            predictor_steps,
+            certify,
         )
     )
 
@@ -227,4 +269,4 @@ def certify(
     quantity an interval ``[lo, hi]`` containing the exact-arithmetic value and every
     decision proved, a proved tie, or undecided (``decided`` is True when the final
     checkpoint decides everything)."""
-    return json.loads(_tokensel.certify(config, prec, method, _dict(data, config)))
+    return json.loads(_call(_tokensel.certify, config, prec, method, _dict(data, config)))

@@ -23,6 +23,11 @@ pub struct Report {
     pub config_differences: Vec<String>,
     /// True when the observed or true training labels differ.
     pub labels_differ: bool,
+    /// Fields of the `trainer` block (arithmetic, precision, formulation, method) whose
+    /// values differ: listed, not a divergence by themselves (f64 against the twin within
+    /// rtol is a use of diff), and never "bit-identical" runs of different trainers.
+    #[serde(default)]
+    pub trainer_differences: Vec<String>,
     /// Steps recorded in both trajectories.
     pub common_steps: usize,
     /// Steps recorded only in the first trajectory.
@@ -229,6 +234,24 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Rep
     }
     let config_differences = config_differences(&a.config, &b.config);
     let labels_differ = a.y != b.y || a.y_true != b.y_true;
+    let trainer_differences = {
+        let (ta, tb) = (
+            serde_json::to_value(&a.trainer).expect("trainer serialises"),
+            serde_json::to_value(&b.trainer).expect("trainer serialises"),
+        );
+        match (ta.as_object(), tb.as_object()) {
+            (Some(x), Some(y)) => x
+                .keys()
+                .chain(y.keys())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .filter(|k| x.get(*k) != y.get(*k))
+                .cloned()
+                .collect(),
+            _ if ta != tb => vec!["trainer".to_string()],
+            _ => Vec::new(),
+        }
+    };
     let sets_differ = !(only_in_a.is_empty() && only_in_b.is_empty());
     Report {
         rtol,
@@ -240,6 +263,8 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Rep
             || (sets_differ && !common_only),
         config_differences,
         labels_differ,
+        bit_identical: bits && common > 0 && trainer_differences.is_empty(),
+        trainer_differences,
         common_steps: common,
         only_in_a,
         only_in_b,
@@ -247,7 +272,6 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Rep
         first_quantity: first.map(|f| f.1),
         max_rel_dev,
         max_group_mass_dev: max_group,
-        bit_identical: bits && common > 0,
     }
 }
 
@@ -266,6 +290,12 @@ impl std::fmt::Display for Report {
         }
         if self.labels_differ {
             out += "  training labels differ\n";
+        }
+        if !self.trainer_differences.is_empty() {
+            out += &format!(
+                "  trainers differ in: {}\n",
+                self.trainer_differences.join(", ")
+            );
         }
         let list = |v: &[u64]| {
             v.iter()

@@ -9,7 +9,7 @@ use super::{ConfigArgs, EXIT_FAILED, EXIT_OK, finish, print_report, progress_bar
 use crate::analysis::certify::{self, Certificate, Options, Prec};
 use crate::config::Method;
 use crate::data::Dataset;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::io::publish::{OutputDir, SetKind};
 
 #[derive(Args, Debug)]
@@ -74,12 +74,11 @@ pub(super) fn certify(args: &CertifyArgs) -> Result<i32> {
         bar.set_position(step);
     })?;
     bar.finish_and_clear();
-    if let Some(out) = &out {
-        publish(out, &cert)?;
-    }
+    // printed whether or not it could be written: the result is not lost
+    let published = out.as_ref().map(|out| publish(out, &cert));
     print_report(&cert, args.json);
     if !args.json
-        && let Some(dir) = &args.out
+        && let (Some(dir), Some(Ok(()))) = (&args.out, &published)
     {
         println!(
             "certificate written to {}",
@@ -87,6 +86,11 @@ pub(super) fn certify(args: &CertifyArgs) -> Result<i32> {
         );
     }
     finish(t0, Some(cfg.steps));
+    if let Some(Err(e)) = published {
+        return Err(Error::NotPublished {
+            source: Box::new(e),
+        });
+    }
     Ok(if cert.decided { EXIT_OK } else { EXIT_FAILED })
 }
 

@@ -384,9 +384,9 @@ fn trajectory_dir(out: Option<&Path>) -> Result<Option<OutputDir>> {
 /// Publish a finished run's trajectory (into `out`, checked before the work) and print
 /// its summary (JSON or table).
 fn report_trajectory(traj: &Trajectory, out: Option<&OutputDir>, json: bool) -> Result<()> {
-    if let Some(dir) = out {
-        dir.publish(&traj.files())?;
-    }
+    // the summary is printed whether or not the files could be written: a failure to
+    // publish after the work (a full disk) must not lose the result
+    let published = out.map(|dir| dir.publish(&traj.files()));
     let summary = Summary::of(traj);
     if json {
         println!(
@@ -401,14 +401,19 @@ fn report_trajectory(traj: &Trajectory, out: Option<&OutputDir>, json: bool) -> 
                 trainer: &traj.trainer
             }
         );
-        if let Some(dir) = out {
+        if let (Some(dir), Some(Ok(()))) = (out, &published) {
             println!(
                 "trajectory written to {}",
                 dir.path().join("trajectory.json").display()
             );
         }
     }
-    Ok(())
+    match published {
+        Some(Err(e)) => Err(Error::NotPublished {
+            source: Box::new(e),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Flush stdout, then report the wall time (and time per step) on stderr.

@@ -50,9 +50,8 @@ pub(super) fn sweep(args: &SweepArgs) -> Result<i32> {
         bar.set_position(done as u64)
     })?;
     bar.finish_and_clear();
-    if let Some(dir) = &out {
-        dir.publish(&report.files())?;
-    }
+    // printed whether or not it could be written: the result is not lost
+    let published = out.as_ref().map(|dir| dir.publish(&report.files()));
     if args.json {
         println!(
             "{}",
@@ -60,10 +59,15 @@ pub(super) fn sweep(args: &SweepArgs) -> Result<i32> {
         );
     } else {
         print!("{report}");
-        if let Some(dir) = &args.out {
+        if let (Some(dir), Some(Ok(()))) = (&args.out, &published) {
             println!("\n  written: {}/sweep.{{csv,json,svg}}", dir.display());
         }
     }
     finish(t0, None);
+    if let Some(Err(e)) = published {
+        return Err(crate::error::Error::NotPublished {
+            source: Box::new(e),
+        });
+    }
     Ok(EXIT_OK)
 }

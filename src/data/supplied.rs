@@ -108,6 +108,15 @@ fn inject(cfg: &Config, y_true: &[i8]) -> Vec<i8> {
     y
 }
 
+/// `x` in standard (row-major, C) layout: itself when it is, else a copy.
+fn standard(x: Array3<f64>) -> Array3<f64> {
+    if x.is_standard_layout() {
+        x
+    } else {
+        x.as_standard_layout().into_owned()
+    }
+}
+
 /// A split with its head values.
 fn split(x: Array3<f64>, y_true: Vec<i8>, y: Vec<i8>, nu: &[f64]) -> Split {
     let (n, t, _) = x.dim();
@@ -170,15 +179,17 @@ impl Dataset {
                 (s.y_train, y)
             }
         };
-        let nu = s.nu.as_slice().expect("contiguous").to_vec();
-        let train = split(s.x_train, y_true, y, &nu);
+        // any memory order the caller's arrays have (a Fortran-ordered or reversed
+        // array): the head values and the trainers read rows of standard layout
+        let nu = s.nu.to_vec();
+        let train = split(standard(s.x_train), y_true, y, &nu);
         let y_test = s.y_test;
-        let test = split(s.x_test, y_test.clone(), y_test, &nu);
+        let test = split(standard(s.x_test), y_test.clone(), y_test, &nu);
         Ok(Dataset {
             mu_pos: Array1::zeros(cfg.d),
             mu_neg: Array1::zeros(cfg.d),
             mu_norm: f64::NAN,
-            nu: s.nu,
+            nu: Array1::from(nu),
             groups,
             train,
             test,

@@ -17,20 +17,23 @@
 //! paper_source = "Figure 3(a)"        # where that value is printed
 //! reason = "..."                      # why the bound follows from it
 //! expected = "differs"                # optional: a recorded disagreement (default holds)
-//! prec = 256                          # optional (compare, saturation, lemma_a6)
+//! prec = 256                          # optional (compare, saturation, lemma_a6; certified: ball bits)
 //! tol = 1e-8                          # optional (compare, saturation)
 //! axes = { eta = "0.5:0.9:0.025", rho = [0.05, 0.1] }   # grid only
 //! certified = true                    # optional (run): proved by the enclosure
 //! ```
 //!
 //! A `certified = true` claim reads the certificate of `tokensel certify` (the ball
-//! trainer at 128 bits, span step: every quantity an interval that contains the exact
-//! value, accuracies and selection shares intervals over the undecided samples) and
-//! holds only when the WHOLE interval satisfies it (`>= b`: its lower end `>= b`; `== b`:
-//! both ends `b`), so an undecided sample can only make it fail. Only `run` claims, and
-//! no `baseline_step` (a difference of intervals would need its own outward rounding).
-//! Its quantity is not checked against a schema before the work (the certificate's is
-//! not traced): a quantity the certificate lacks is a missing measurement, a failure.
+//! trainer at the claim's `prec`, default 128 bits, span step: every quantity an
+//! interval that contains the exact value, accuracies and selection shares intervals
+//! over the undecided samples) and holds only when the WHOLE interval satisfies it (`>=
+//! b`: its lower end `>= b`; `== b`: both ends `b`), so an undecided sample can only make
+//! it fail; with `expected = "differs"` it passes only when the whole interval lies
+//! outside the bound (undecided is no disagreement). Only `run` claims, and no
+//! `baseline_step` (a difference of intervals would need its own outward rounding). Its
+//! quantity is checked before the work against the certificate's schema
+//! (`schema::certified`), and its ball run against the memory limit as `certify` checks
+//! it.
 //!
 //! A `grid` claim runs the grid of its config (the base), `axes` and `seeds` (all seeds
 //! in one grid, `tokensel grid`'s cells) and reads one number from the merged summary
@@ -195,6 +198,19 @@ impl Op {
             Op::Le => hi <= bound,
             Op::Gt => lo > bound,
             Op::Ge => lo >= bound,
+        }
+    }
+
+    /// True when `x OP bound` is false for EVERY x in `[lo, hi]` (the whole interval
+    /// outside the bound: a disagreement proved); for a point, `!`[`Op::holds`].
+    pub fn fails_on(self, (lo, hi): (f64, f64), bound: f64) -> bool {
+        match self {
+            Op::Eq => bound < lo || bound > hi,
+            Op::Ne => lo == bound && hi == bound,
+            Op::Lt => lo >= bound,
+            Op::Le => lo > bound,
+            Op::Gt => hi <= bound,
+            Op::Ge => hi < bound,
         }
     }
 
@@ -448,16 +464,19 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
         }
     }
     let reads_checkpoint = c.step.is_some() || c.baseline_step.is_some();
-    // a certified claim reads the certificate (intervals), whose schema is not traced
-    // here: a quantity it lacks is a missing measurement, and the claim fails (exit 1)
-    if !c.certified {
-        schema::of_source(c.source, reads_checkpoint)
-            .check(&c.quantity)
-            .map_err(|m| ("quantity", Error::config("quantity", m)))?;
-    }
+    // a certified claim reads the certificate (its fields beside the final checkpoint's,
+    // or a checkpoint): a path ending on an interval [lo, hi] names a number there
+    let schema = match c.certified {
+        true => schema::certified(reads_checkpoint),
+        false => schema::of_source(c.source, reads_checkpoint),
+    };
+    schema
+        .check(&c.quantity)
+        .map_err(|m| ("quantity", Error::config("quantity", m)))?;
     let memory = |e| ("config", e);
     let f64_run = |cfg: &Config| crate::train::check_memory(cfg, F64.kind(), 53, cfg.method);
     match c.source {
+        Source::Run if c.certified => certify_options(c).check(cfg).map_err(memory)?,
         Source::Run => {
             f64_run(cfg).map_err(memory)?;
             crate::train::record::check_size(cfg).map_err(memory)?;
@@ -472,6 +491,16 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
         Source::Saturation | Source::Grid => {}
     }
     Ok(())
+}
+
+/// The options a certified claim's ball run takes: the claim's `prec` (default
+/// [`crate::arith::DEFAULT_BALL_PREC`] bits), the span step.
+fn certify_options(claim: &Claim) -> crate::analysis::certify::Options {
+    use crate::analysis::certify::{Options, Prec};
+    Options {
+        prec: claim.prec.map_or_else(Prec::default, Prec::Bits),
+        ..Options::default()
+    }
 }
 
 /// The options a `compare` claim runs with.
@@ -530,7 +559,7 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
     let tol = claim.tol.unwrap_or(1e-8);
     let data = Dataset::generate(cfg);
     Ok(match claim.source {
-        Source::Run if claim.certified => certified(cfg, &data)?,
+        Source::Run if claim.certified => certified(cfg, &data, &certify_options(claim))?,
         Source::Run => {
             // one run serves every claim on this config: the summary and each checkpoint
             let t = Trainer::run(cfg, &data, F64, &mut |_| {})?;
@@ -616,9 +645,13 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
 /// The certificate of `cfg`'s run in the shape of a `run` output: `summary` the
 /// certificate's fields with the final checkpoint's (loss, attention, ...) beside them,
 /// `checkpoints` each checkpoint by step; every quantity an interval `[lo, hi]`.
-fn certified(cfg: &Config, data: &Dataset) -> Result<serde_json::Value> {
+fn certified(
+    cfg: &Config,
+    data: &Dataset,
+    opts: &crate::analysis::certify::Options,
+) -> Result<serde_json::Value> {
     use crate::analysis::certify;
-    let cert = certify::certify(cfg, data, &certify::Options::default(), &mut |_, _| {})?;
+    let cert = certify::certify(cfg, data, opts, &mut |_, _| {})?;
     let mut summary = json(&cert);
     let last = json(cert.last());
     let (serde_json::Value::Object(s), serde_json::Value::Object(l)) = (&mut summary, last) else {
@@ -743,8 +776,14 @@ pub fn check(
                     }
                     serde_json::Value::Number(n) => Ok(n.as_f64().map(|v| (v, v))),
                     serde_json::Value::Array(a) if claim.certified && a.len() == 2 => {
-                        match (a[0].as_f64(), a[1].as_f64()) {
-                            (Some(lo), Some(hi)) => Ok(Some((lo, hi))),
+                        // ends as the certificate writes them: numbers, or "inf" and
+                        // "-inf" past f64's range
+                        let end = |v: &serde_json::Value| {
+                            v.as_f64()
+                                .or_else(|| v.as_str().and_then(crate::io::nonfinite::parse))
+                        };
+                        match (end(&a[0]), end(&a[1])) {
+                            (Some(lo), Some(hi)) if lo <= hi => Ok(Some((lo, hi))),
                             _ => Err(not_a_number(value)),
                         }
                     }
@@ -766,6 +805,13 @@ pub fn check(
             .iter()
             .filter(|(_, v)| v.is_some_and(|iv| claim.op.holds_on(iv, claim.bound)))
             .count();
+        // the seeds where the claim may hold (its interval not wholly outside the
+        // bound): a disagreement is recorded only when too few of them remain, so an
+        // undecided interval never passes `expected = "differs"`
+        let possible = per_seed
+            .iter()
+            .filter(|(_, v)| v.is_some_and(|iv| !claim.op.fails_on(iv, claim.bound)))
+            .count();
         let enclosures = claim.certified.then(|| per_seed.clone());
         let per_seed: Vec<(u64, Option<f64>)> = per_seed
             .into_iter()
@@ -774,6 +820,7 @@ pub fn check(
         let share = satisfied as f64 / per_seed.len() as f64;
         let required = claim.fraction.unwrap_or(1.0);
         let holds = share >= required;
+        let proved_not = (possible as f64 / per_seed.len() as f64) < required;
         // a missing measurement fails the claim, whatever it expects
         let missing: Vec<u64> = per_seed
             .iter()
@@ -794,7 +841,7 @@ pub fn check(
             pass: missing.is_empty()
                 && match claim.expected {
                     Expected::Holds => holds,
-                    Expected::Differs => !holds,
+                    Expected::Differs => proved_not,
                 },
             missing,
             paper: claim

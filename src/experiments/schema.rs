@@ -125,26 +125,28 @@ impl<'de> de::Deserializer<'de> for Tracer<'_> {
         // take its names as text too: it is a number of the schema
         if Expecting(&visitor).to_string() == crate::io::nonfinite::EXPECTING {
             *self.out = Shape::Number;
-            return visitor.visit_f64(0.0);
+            return visitor.visit_f64(1.0);
         }
         *self.out = Shape::Unknown;
         visitor.visit_unit()
     }
 
+    // placeholders of 1: a type that checks what it reads (a certificate's count needs
+    // `of >= 1`, an interval `lo <= hi`) accepts them, so its shape is traced, not lost
     numbers! {
         deserialize_bool visit_bool false;
-        deserialize_i8 visit_i8 0;
-        deserialize_i16 visit_i16 0;
-        deserialize_i32 visit_i32 0;
-        deserialize_i64 visit_i64 0;
-        deserialize_i128 visit_i128 0;
-        deserialize_u8 visit_u8 0;
-        deserialize_u16 visit_u16 0;
-        deserialize_u32 visit_u32 0;
-        deserialize_u64 visit_u64 0;
-        deserialize_u128 visit_u128 0;
-        deserialize_f32 visit_f32 0.0;
-        deserialize_f64 visit_f64 0.0;
+        deserialize_i8 visit_i8 1;
+        deserialize_i16 visit_i16 1;
+        deserialize_i32 visit_i32 1;
+        deserialize_i64 visit_i64 1;
+        deserialize_i128 visit_i128 1;
+        deserialize_u8 visit_u8 1;
+        deserialize_u16 visit_u16 1;
+        deserialize_u32 visit_u32 1;
+        deserialize_u64 visit_u64 1;
+        deserialize_u128 visit_u128 1;
+        deserialize_f32 visit_f32 1.0;
+        deserialize_f64 visit_f64 1.0;
     }
 
     fn deserialize_char<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
@@ -486,6 +488,33 @@ pub fn of_source(source: Source, step: bool) -> Schema {
     }
 }
 
+/// The schema of what a certified claim reads (`experiments::claims`): the
+/// certificate's fields (without `checkpoints`) beside the final checkpoint's, or with a
+/// `step` a certified checkpoint; a path may end on an interval `[lo, hi]`.
+pub fn certified(step: bool) -> Schema {
+    use crate::analysis::certify::{Certificate, CertifiedCheckpoint};
+    let checkpoint = Schema::of::<CertifiedCheckpoint>("a certified checkpoint");
+    let mut schema = match step {
+        true => checkpoint,
+        false => {
+            let mut summary = Schema::of::<Certificate>("the certificate");
+            if let (Shape::Object(fields), Shape::Object(last)) =
+                (&mut summary.shape, checkpoint.shape)
+            {
+                fields.retain(|(name, _)| name != "checkpoints");
+                for (name, shape) in last {
+                    if !fields.iter().any(|(f, _)| *f == name) {
+                        fields.push((name, shape));
+                    }
+                }
+            }
+            summary
+        }
+    };
+    schema.intervals = true;
+    schema
+}
+
 /// The shape of one report type's JSON, named for messages.
 #[derive(Debug, Clone)]
 pub struct Schema {
@@ -495,6 +524,8 @@ pub struct Schema {
     pub shape: Shape,
     /// The keys a string-keyed map can hold, by the struct field that holds the map.
     keys: BTreeMap<String, Vec<String>>,
+    /// Whether a path may end on a two-element array (a certified interval `[lo, hi]`).
+    intervals: bool,
 }
 
 impl Schema {
@@ -504,6 +535,7 @@ impl Schema {
             what,
             shape: Shape::of::<T>(),
             keys: BTreeMap::new(),
+            intervals: false,
         }
     }
 
@@ -588,6 +620,11 @@ impl Walk<'_> {
             Shape::Array(inner) => {
                 index(self.part(k, "an array")?, None)?;
                 self.walk(inner, k + 1, None)
+            }
+            Shape::Tuple(items)
+                if self.schema.intervals && items.len() == 2 && k == self.parts.len() =>
+            {
+                Ok(())
             }
             Shape::Tuple(items) => {
                 let i = index(self.part(k, "an array")?, Some(items.len()))?;

@@ -380,11 +380,24 @@ fn read_supplied(dir: &Path, cfg: &Config, manifest: &Manifest) -> Result<Datase
                     .into(),
             });
         }
-        ArrayBase::read_npy(&bytes[..]).map_err(|e| Error::Parse {
+        let a = ArrayBase::<OwnedRepr<A>, D>::read_npy(&bytes[..]).map_err(|e| Error::Parse {
             what: "NPY array",
-            path,
+            path: path.clone(),
             message: e.to_string(),
-        })
+        })?;
+        // `tokensel data` writes C order, and the manifest's SHA-256 is that of the C-order
+        // bytes: a Fortran-ordered file (fortran_order: True) is refused by name here, not
+        // passed on to code that reads the array's memory in row-major order
+        if a.ndim() > 1 && !a.is_standard_layout() {
+            return Err(Error::Parse {
+                what: "NPY array",
+                path,
+                message: "Fortran-ordered (fortran_order: True); a data directory's arrays are \
+                          C-ordered, as `tokensel data` writes them (numpy.ascontiguousarray)"
+                    .into(),
+            });
+        }
+        Ok(a)
     }
     let labels =
         |name| read::<i8, ndarray::Ix1>(dir, manifest, name, max_bytes).map(|a| a.to_vec());

@@ -341,6 +341,43 @@ pub(crate) fn check_checkpoints(
                 c.step
             ));
         }
+        check_shares(c).map_err(|m| format!("checkpoint {}: {m}", c.step))?;
+    }
+    Ok(())
+}
+
+/// Rounding allowed past [0, 1] for a share summed in floating point (f32 included).
+const SHARE_SLACK: f64 = 1e-6;
+
+/// Every share of a checkpoint within [0, 1] (up to [`SHARE_SLACK`]): accuracies,
+/// attention masses and selection shares per set, each sample's masses and `rest`. A
+/// number outside (an attention share of -3.0, an infinite one) is refused, not drawn;
+/// NaN, the non-finite value a run can record, is read back as such (`io::nonfinite`:
+/// diff reports it as an infinite deviation).
+fn check_shares(c: &Checkpoint) -> std::result::Result<(), String> {
+    let unit =
+        |what: &str, v: f64| match v.is_nan() || (-SHARE_SLACK..=1.0 + SHARE_SLACK).contains(&v) {
+            true => Ok(()),
+            false => Err(format!("{what} {v} is outside [0, 1]")),
+        };
+    unit("train_accuracy", c.train_accuracy)?;
+    unit("test_accuracy", c.test_accuracy)?;
+    for (set, a, sel) in [
+        ("clean", c.attention.clean, c.selection.clean),
+        ("noisy", c.attention.noisy, c.selection.noisy),
+    ] {
+        for v in a.iter().flat_map(|a| a.to_array()) {
+            unit(&format!("attention.{set}"), v)?;
+        }
+        for v in sel.iter().flat_map(|s| s.to_array()) {
+            unit(&format!("selection.{set}"), v)?;
+        }
+    }
+    for (i, sample) in c.samples.iter().enumerate() {
+        for v in sample.mass.to_array() {
+            unit(&format!("samples[{i}].mass"), v)?;
+        }
+        unit(&format!("samples[{i}].rest"), sample.rest)?;
     }
     Ok(())
 }

@@ -242,8 +242,8 @@ impl<A: Arith> Trainer<'_, A> {
             train_loss: ar.to_f64(&self.loss),
             train_accuracy: self.train_correct() as f64 / self.samples.len() as f64,
             test_accuracy: self.test_accuracy(&q),
-            q_norm: ar.norm_f64(&q),
-            grad_norm: ar.norm_f64(&self.grad_q()),
+            q_norm: norm(ar, &q),
+            grad_norm: norm(ar, &self.grad_q()),
             attention: attention_by_noise(&mass, y, y_true),
             selection: selection_by_noise(
                 samples.iter().map(|s| (s.selection, groups[s.top])),
@@ -308,6 +308,34 @@ impl Recorder {
             checkpoints: self.checkpoints,
         }
     }
+}
+
+/// ||x|| in `ar` ([`Arith::norm_f64`]); where that sum of squares overflows although
+/// every component is finite (|x_i| past ~1.3e154 in f64, ~1.8e19 in f32), the norm
+/// scaled by the largest |x_i| in f64 ([`scaled_norm`]) instead of inf. Every other
+/// value is the plain norm's, bit for bit (the f64 trainer's digests are unchanged).
+fn norm<A: Arith>(ar: &A, x: &[A::Real]) -> f64 {
+    let plain = ar.norm_f64(x);
+    if !plain.is_infinite() {
+        return plain;
+    }
+    let v: Vec<f64> = x.iter().map(|r| ar.to_f64(r)).collect();
+    if v.iter().all(|c| c.is_finite()) {
+        scaled_norm(&v)
+    } else {
+        plain
+    }
+}
+
+/// The Euclidean norm of `v` (finite values) computed as `m * sqrt(sum (v_i / m)^2)`
+/// with m = max |v_i|: no square overflows; inf only where the norm itself exceeds f64.
+pub fn scaled_norm(v: &[f64]) -> f64 {
+    let m = v.iter().fold(0.0f64, |m, c| m.max(c.abs()));
+    if m == 0.0 {
+        return 0.0;
+    }
+    let sum: f64 = v.iter().map(|c| (c / m) * (c / m)).sum();
+    m * sum.sqrt()
 }
 
 #[cfg(test)]

@@ -326,8 +326,27 @@ impl Spec {
                 ),
             });
         }
+        let mut distinct = std::collections::BTreeSet::new();
         for &seed in &self.seeds {
             crate::seeds::check("seeds", seed)?;
+            // a seed twice would run one cell twice, as a repeated axis value would
+            if !distinct.insert(seed) {
+                return Err(Error::config(
+                    "seeds",
+                    format!("the seed {seed} appears twice"),
+                ));
+            }
+        }
+        // the name is printed and written into the grid's files: no control characters
+        // (found here, before any cell runs, not when the results are written)
+        if let Some(c) = self.name.chars().find(|c| c.is_control()) {
+            return Err(Error::config(
+                "name",
+                format!(
+                    "{:?} holds the control character {:?}; a grid name is printable text",
+                    self.name, c
+                ),
+            ));
         }
         if self.axes.len() > 4 {
             return Err(Error::config("grid", "at most 4 axes"));
@@ -607,7 +626,65 @@ pub fn read_cell(dir: &Path, cell: &Cell) -> Result<Option<CellFile>> {
     if file.config != cell.config {
         return Err(bad("its config is not the cell's".into()));
     }
+    let same_point = file.point.len() == cell.point.len()
+        && file
+            .point
+            .iter()
+            .zip(&cell.point)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+    if !same_point || file.seed != cell.seed {
+        return Err(bad(format!(
+            "its point {:?} and seed {} are not the cell's ({:?}, seed {}): a foreign cell",
+            file.point, file.seed, cell.point, cell.seed
+        )));
+    }
+    if let Outcome::Ok(m) = &file.outcome {
+        check_metrics(m, &cell.config).map_err(bad)?;
+    }
     Ok(Some(file))
+}
+
+/// A cell's metrics within their ranges: accuracies and selection shares in [0, 1],
+/// losses >= 0 (or NaN), steps within the run, the regime the accuracies give (a cell file
+/// edited by hand, say a test accuracy of 7.0, is refused, not merged).
+fn check_metrics(m: &cell::Metrics, cfg: &Config) -> std::result::Result<(), String> {
+    let unit = |what: &str, v: f64| match (0.0..=1.0).contains(&v) {
+        true => Ok(()),
+        false => Err(format!("{what} {v} is outside [0, 1]")),
+    };
+    unit("train_accuracy", m.train_accuracy)?;
+    unit("test_accuracy", m.test_accuracy)?;
+    // a loss may be NaN (a run that records a non-finite loss; read back as such)
+    for (what, v) in [("train_loss", m.train_loss), ("test_loss", m.test_loss)] {
+        if v < 0.0 {
+            return Err(format!("{what} {v} is not >= 0"));
+        }
+    }
+    for (what, share) in [
+        ("clean_selection", m.clean_selection),
+        ("noisy_selection", m.noisy_selection),
+    ] {
+        for v in share.iter().flat_map(|s| s.to_array()) {
+            unit(what, v)?;
+        }
+    }
+    for (what, step) in [
+        ("fit_step", m.fit_step),
+        ("generalisation_step", Some(m.generalisation_step)),
+    ] {
+        if let Some(s) = step.filter(|s| *s > cfg.steps) {
+            return Err(format!("{what} {s} is past the run's {} steps", cfg.steps));
+        }
+    }
+    let regime = cell::Regime::of(m.train_accuracy, m.test_accuracy);
+    if m.regime != regime {
+        return Err(format!(
+            "regime `{}` but its accuracies give `{}`",
+            m.regime.name(),
+            regime.name()
+        ));
+    }
+    Ok(())
 }
 
 /// Write a cell's file atomically.
