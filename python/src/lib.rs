@@ -274,9 +274,30 @@ fn real_array(
     key: &str,
     rank: Option<usize>,
 ) -> PyResult<ndarray::ArrayD<f64>> {
+    real_array_as(v, key, rank, arg_refusal)
+}
+
+/// A refused argument array: a config error naming `key`.
+fn arg_refusal(key: &str, reason: String) -> PyErr {
+    bad_arg(key, reason)
+}
+
+/// A refused trajectory array: a trajectory error naming `key`.
+fn trajectory_refusal(key: &str, reason: String) -> PyErr {
+    bad_traj(key, reason)
+}
+
+/// [`real_array`] with each refusal made by `err(key, reason)` (a trajectory's arrays:
+/// a trajectory error, not a config error).
+fn real_array_as(
+    v: &Bound<'_, PyAny>,
+    key: &str,
+    rank: Option<usize>,
+    err: fn(&str, String) -> PyErr,
+) -> PyResult<ndarray::ArrayD<f64>> {
     let py = v.py();
     let np = py.import("numpy")?;
-    let refuse = |reason: String| bad_arg(key, format!("expected a float array: {reason}"));
+    let refuse = |reason: String| err(key, format!("expected a float array: {reason}"));
     let arr = np
         .call_method1("asarray", (v,))
         .map_err(|e| refuse(format!("not an array ({e})")))?;
@@ -789,8 +810,7 @@ fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
                     return Err(bad_traj(&key, format!("None{remedy}")));
                 }
                 // any layout, refused (not truncated) where not real: a trajectory error
-                let a =
-                    real_array(&value, &key, None).map_err(|e| bad_traj(&key, e.to_string()))?;
+                let a = real_array_as(&value, &key, None, trajectory_refusal)?;
                 let Some((&k, shape)) = a.shape().split_first() else {
                     return Err(bad_traj(
                         &key,
