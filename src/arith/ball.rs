@@ -185,28 +185,11 @@ impl<'a> Operand<'a> {
     /// The term of an MPFR number.
     #[inline(always)]
     fn of(x: &'a Float) -> Term<Operand<'a>> {
-        if x.is_zero() {
-            return Term::Zero;
+        match fixed::parts(x) {
+            Err(()) => Term::NonFinite,
+            Ok(None) => Term::Zero,
+            Ok(Some((neg, exp, limbs))) => Term::Finite(Operand { neg, exp, limbs }),
         }
-        if !x.is_finite() {
-            return Term::NonFinite;
-        }
-        let raw = x.as_raw();
-        // SAFETY: a regular MPFR number has ceil(prec / 64) initialised limbs.
-        let (n, exp, d) = unsafe {
-            (
-                ((*raw).prec as usize).div_ceil(64),
-                (*raw).exp,
-                (*raw).d.as_ptr() as *const u64,
-            )
-        };
-        // SAFETY: as above; the limbs live as long as `x`.
-        let limbs = unsafe { std::slice::from_raw_parts(d, n) };
-        Term::Finite(Operand {
-            neg: x.is_sign_negative(),
-            exp,
-            limbs,
-        })
     }
 }
 

@@ -42,12 +42,12 @@ pub fn limbs_for(prec: u32) -> usize {
 }
 
 /// (negative, exponent, limbs least significant first) of an MPFR number.
-type Parts<'a> = (bool, i64, &'a [u64]);
+pub(super) type Parts<'a> = (bool, i64, &'a [u64]);
 
 /// A nonzero finite MPFR number as (negative, exponent, limbs least significant first):
 /// value = +-(limbs / 2^(64 n)) 2^exp. `None` for zero; `Err(())` for inf and NaN.
 #[inline(always)]
-fn parts(x: &Float) -> Result<Option<Parts<'_>>, ()> {
+pub(super) fn parts(x: &Float) -> Result<Option<Parts<'_>>, ()> {
     if x.is_zero() {
         return Ok(None);
     }
@@ -395,11 +395,11 @@ fn row_product(
             let neg = &m.fixed.neg[row * cols..(row + 1) * cols];
             let mut slots = [[0u128; MAX_LIMBS + 2]; 2];
             match l {
-                2 => accumulate::<2>(man, neg, &v.fixed.man, &v.fixed.neg, &mut slots),
-                3 => accumulate::<3>(man, neg, &v.fixed.man, &v.fixed.neg, &mut slots),
-                4 => accumulate::<4>(man, neg, &v.fixed.man, &v.fixed.neg, &mut slots),
-                5 => accumulate::<5>(man, neg, &v.fixed.man, &v.fixed.neg, &mut slots),
-                _ => accumulate_any(l, man, neg, &v.fixed.man, &v.fixed.neg, &mut slots),
+                2 => accumulate(2, man, neg, &v.fixed.man, &v.fixed.neg, &mut slots),
+                3 => accumulate(3, man, neg, &v.fixed.man, &v.fixed.neg, &mut slots),
+                4 => accumulate(4, man, neg, &v.fixed.man, &v.fixed.neg, &mut slots),
+                5 => accumulate(5, man, neg, &v.fixed.man, &v.fixed.neg, &mut slots),
+                _ => accumulate(l, man, neg, &v.fixed.man, &v.fixed.neg, &mut slots),
             }
             // slot p holds the partial products at limb position p + L - 1
             let base = sm + sv - 128 * l as i64 + 64 * (l as i64 - 1);
@@ -472,35 +472,12 @@ impl AssignZero for Float {
     }
 }
 
-/// The kept partial products of `sum_k (+-m_k)(+-v_k)` (`L` limbs each) into the slots
-/// (module docs): slot `p` (of `L + 1`) takes the halves at limb position `p + L - 1`.
+/// The kept partial products of `sum_k (+-m_k)(+-v_k)` (`l` limbs each) into the slots
+/// (module docs): slot `p` (of `l + 1`) takes the halves at limb position `p + l - 1`.
+/// Inlined where `l` is a constant (`row_product`'s common limb counts), so the loops
+/// unroll.
 #[inline(always)]
-fn accumulate<const L: usize>(
-    man: &[u64],
-    neg: &[bool],
-    vman: &[u64],
-    vneg: &[bool],
-    slots: &mut [[u128; MAX_LIMBS + 2]; 2],
-) {
-    for ((a, b), (na, nb)) in man
-        .chunks_exact(L)
-        .zip(vman.chunks_exact(L))
-        .zip(neg.iter().zip(vneg))
-    {
-        let side = &mut slots[usize::from(na != nb)];
-        for (i, &ai) in a.iter().enumerate() {
-            for (j, &bj) in b.iter().enumerate().skip(L - 1 - i) {
-                let p = ai as u128 * bj as u128;
-                let at = i + j + 1 - L;
-                side[at] += p as u64 as u128;
-                side[at + 1] += p >> 64;
-            }
-        }
-    }
-}
-
-/// [`accumulate`] for any limb count.
-fn accumulate_any(
+fn accumulate(
     l: usize,
     man: &[u64],
     neg: &[bool],
