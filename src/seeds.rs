@@ -40,7 +40,7 @@ fn too_big(seed: u64) -> String {
 pub enum SeedList {
     /// `a..b`: a, a + 1, ..., b - 1 (a < b).
     Range(u64, u64),
-    /// `s1,s2,...`: these seeds in this order (not empty).
+    /// `s1,s2,...`: these seeds in this order (not empty, none twice).
     List(Vec<u64>),
 }
 
@@ -78,11 +78,18 @@ impl std::str::FromStr for SeedList {
                 }
                 Ok(SeedList::Range(a, b))
             }
-            None => text
-                .split(',')
-                .map(seed)
-                .collect::<std::result::Result<Vec<_>, _>>()
-                .map(SeedList::List),
+            None => {
+                let list = text
+                    .split(',')
+                    .map(seed)
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                // a seed twice would count one run twice in a share of seeds
+                let mut seen = std::collections::BTreeSet::new();
+                if let Some(dup) = list.iter().find(|s| !seen.insert(**s)) {
+                    return Err(format!("`{text}`: seed {dup} appears twice"));
+                }
+                Ok(SeedList::List(list))
+            }
         }
     }
 }
@@ -132,10 +139,13 @@ mod tests {
         let top = format!("{MAX_SEED}");
         assert_eq!(p(&top).unwrap().seeds("s").unwrap(), vec![MAX_SEED]);
         for bad in [
-            "", "a", "3..3", "4..2", "1,,2", "-1", "0..", "..4", "1..2..3",
+            "", "a", "3..3", "4..2", "1,,2", "-1", "0..", "..4", "1..2..3", "0,0", "1,2,1",
         ] {
             assert!(p(bad).is_err(), "{bad}");
         }
+        // a repeated seed would be counted twice in a share of seeds (`check --seeds
+        // 0,0` reported "2/2 seeds hold" from one run)
+        assert!(p("3,1,3").unwrap_err().contains("seed 3 appears twice"));
         let e = p("18446744073709551615").unwrap_err();
         assert!(e.contains("9223372036854775807"), "{e}");
         // the end is excluded: a range may reach MAX_SEED

@@ -476,3 +476,31 @@ fn certified_differs_needs_the_whole_interval_outside_and_prec_is_honoured() {
         assert_eq!(code == Some(0), ok, "{prec}: {v}");
     }
 }
+
+/// `check --seeds` marks its table as not the file's claims, and a seed named twice (in
+/// the option or in a claim's `seeds`) is refused with exit 2 before any claim runs: it
+/// counted one run twice ("2/2 seeds hold").
+#[test]
+fn overridden_and_repeated_seeds_are_said_or_refused() {
+    let claim = |seeds: &str| {
+        format!(
+            "[[claim]]\nname = \"c\"\n{SMALL}seeds = \"{seeds}\"\nsource = \"run\"\nquantity = \"steps\"\nop = \"==\"\nbound = 30\n"
+        )
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("c.toml");
+    std::fs::write(&path, claim("0..2")).unwrap();
+    let p = path.to_str().unwrap();
+    let o = tokensel(&["check", p, "--seeds", "3,4"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(out.contains("seeds overridden (--seeds 3,4)"), "{out}");
+    assert!(out.contains("2/2 seeds hold"), "{out}");
+    let o = tokensel(&["check", p, "--seeds", "0,0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("appears twice"), "{}", stderr(&o));
+    let o = claims(&claim("1,0,1"));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("seed 1 appears twice"), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+}

@@ -51,6 +51,11 @@ pub(super) fn check(args: &CheckArgs) -> Result<i32> {
             serde_json::to_string(&outcomes).expect("outcomes serialise")
         );
     } else {
+        if let Some(seeds) = &args.seeds {
+            println!(
+                "  seeds overridden (--seeds {seeds}): every claim that names seeds ran on these,\n  not on the file's own seeds: these are not the file's claims\n"
+            );
+        }
         print!("{}", Verdicts(&outcomes));
     }
     finish(t0, None);

@@ -424,6 +424,7 @@ fn finish(t0: Instant, steps: Option<u64>) {
     }
     let secs = t0.elapsed().as_secs_f64();
     match steps {
+        Some(0) => eprintln!("wall time {secs:.2} s (no step run: set-up and output)"),
         Some(n) => eprintln!(
             "wall time {secs:.2} s for {n} step{} ({:.1} us per step on average, set-up and output included)",
             if n == 1 { "" } else { "s" },
