@@ -501,6 +501,10 @@ fn overridden_and_repeated_seeds_are_said_or_refused() {
     assert!(stderr(&o).contains("appears twice"), "{}", stderr(&o));
     let o = claims(&claim("1,0,1"));
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("seed 1 appears twice"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("seed 1 appears twice"),
+        "{}",
+        stderr(&o)
+    );
     assert!(o.stdout.is_empty());
 }

@@ -195,7 +195,7 @@ impl Count {
         self.lo == self.hi
     }
 
-    /// The share as an interval with ends rounded outward ([`Interval::share`]).
+    /// The share as an interval with ends rounded outward (`Interval::share`).
     pub fn share(&self) -> Interval {
         Interval::share(self.lo, self.hi - self.lo, self.of)
     }
