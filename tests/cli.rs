@@ -762,15 +762,11 @@ fn a_diverging_run_stops_where_it_always_did() {
     assert!(err.contains("non-finite q at step 2"), "{err}");
 }
 
-/// `diff` does not ignore the `trainer` block: the same numbers under another trainer
-/// (its method edited) are listed as "trainers differ in: method" and not
-/// "bit-identical" (they were reported bit-identical with nothing said).
-#[test]
-fn diff_reports_trainer_differences() {
-    let tmp = tempfile::tempdir().unwrap();
-    let cfg = tmp.path().join("s.toml");
+/// The trajectory.json of a 5-step run of a small config, written under `dir`.
+fn small_trajectory(dir: &std::path::Path) -> std::path::PathBuf {
+    let cfg = dir.join("s.toml");
     std::fs::write(&cfg, "d = 20\nn_train = 4\nn_test = 10\nsteps = 5\n").unwrap();
-    let out = tmp.path().join("a");
+    let out = dir.join("a");
     let o = tokensel(&[
         "run",
         "--config",
@@ -780,7 +776,16 @@ fn diff_reports_trainer_differences() {
         "--quiet",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let a = out.join("trajectory.json");
+    out.join("trajectory.json")
+}
+
+/// `diff` does not ignore the `trainer` block: the same numbers under another trainer
+/// (its method edited) are listed as "trainers differ in: method" and not
+/// "bit-identical" (they were reported bit-identical with nothing said).
+#[test]
+fn diff_reports_trainer_differences() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = small_trajectory(tmp.path());
     let mut v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
     v["trainer"]["method"] = "span".into();
@@ -811,19 +816,7 @@ fn diff_reports_trainer_differences() {
 #[test]
 fn trajectory_readers_check_the_shares_range() {
     let tmp = tempfile::tempdir().unwrap();
-    let cfg = tmp.path().join("s.toml");
-    std::fs::write(&cfg, "d = 20\nn_train = 4\nn_test = 10\nsteps = 5\n").unwrap();
-    let out = tmp.path().join("a");
-    let o = tokensel(&[
-        "run",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--quiet",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let a = out.join("trajectory.json");
+    let a = small_trajectory(tmp.path());
     let fig = tmp.path().join("f.svg");
     let plot = |p: &std::path::Path| {
         tokensel(&["plot", "--out", fig.to_str().unwrap(), p.to_str().unwrap()])
