@@ -508,3 +508,70 @@ fn overridden_and_repeated_seeds_are_said_or_refused() {
     );
     assert!(o.stdout.is_empty());
 }
+
+/// A certified claim on a share decides on the exact fraction k/n of the count behind it
+/// against the bound as written: a share of 3/5 proves `<= 0.6`, `>= 0.6` and `== 0.6`
+/// (the outward-rounded interval [0.6 - ulp, 0.6 + ulp] proved none of them: 6/10 against
+/// `<= 0.6` failed although the certificate proves exactly 6/10), and `< 0.6` fails.
+/// The shares taken are every one of the run whose fraction k/n is not dyadic (a dyadic
+/// k/n is an f64, where the old rule was already exact) and has a finite decimal; the
+/// test needs at least one.
+#[test]
+fn certified_shares_are_decided_on_their_exact_fraction() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("c.toml");
+    let config = "config = { d = 20, n_train = 5, n_test = 5, steps = 3 }\n";
+    let claim = |name: &str, quantity: &str, op: &str, bound: &str| {
+        format!(
+            "[[claim]]\nname = \"{name}\"\n{config}certified = true\nsource = \"run\"\nquantity = \"{quantity}\"\nop = \"{op}\"\nbound = {bound}\n\n"
+        )
+    };
+    let shares = [
+        ("train_accuracy", "train_correct"),
+        ("test_accuracy", "test_correct"),
+        ("selection/clean/R", "selection_counts/clean/R"),
+        ("selection/clean/I", "selection_counts/clean/I"),
+        ("selection/clean/W_same", "selection_counts/clean/W_same"),
+    ];
+    // the counts and their denominators, read from the certificate
+    let probe: String = shares
+        .iter()
+        .flat_map(|(_, count)| {
+            [
+                claim(count, &format!("{count}/lo"), ">=", "0"),
+                claim(count, &format!("{count}/of"), ">=", "0"),
+            ]
+        })
+        .collect();
+    std::fs::write(&path, probe).unwrap();
+    let (code, v) = check_json(&path);
+    assert_eq!(code, Some(0), "{v}");
+    let mut tried = 0;
+    for (k, (share, _)) in shares.iter().enumerate() {
+        let lo = v[2 * k]["measured"].as_f64().unwrap() as u64;
+        let mut of = v[2 * k + 1]["measured"].as_f64().unwrap() as u64;
+        let dyadic = of.is_power_of_two() || lo == 0 || lo == of;
+        while of.is_multiple_of(2) || of.is_multiple_of(5) {
+            of /= if of.is_multiple_of(2) { 2 } else { 5 };
+        }
+        if dyadic || of != 1 {
+            continue; // a dyadic share is an f64; other than 2s and 5s: no finite decimal
+        }
+        tried += 1;
+        // the bound as the decimal the share is, e.g. 0.6 for 3/5
+        let bound = format!("{}", lo as f64 / v[2 * k + 1]["measured"].as_f64().unwrap());
+        let body = claim("le", share, "<=", &bound)
+            + &claim("ge", share, ">=", &bound)
+            + &claim("eq", share, "==", &bound);
+        std::fs::write(&path, body).unwrap();
+        let (code, v) = check_json(&path);
+        assert_eq!(code, Some(0), "{share} = {bound}: {v}");
+        std::fs::write(&path, claim("lt", share, "<", &bound)).unwrap();
+        let (code, v) = check_json(&path);
+        assert_eq!(code, Some(1), "{share} = {bound} is not < {bound}: {v}");
+    }
+    assert!(
+        tried > 0,
+        "no share of the run is a non-dyadic fraction: {v}"
+    );
+}

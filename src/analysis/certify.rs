@@ -190,6 +190,25 @@ impl TryFrom<CountFields> for Count {
 }
 
 impl Count {
+    /// The path of the count behind a share's path in a certificate or a certified
+    /// checkpoint (`train_accuracy` -> `train_correct`, `test_accuracy` -> `test_correct`,
+    /// `selection/...` -> `selection_counts/...`), where `quantity` names one: a claim on
+    /// the share is then decided on the exact fraction, not on its rounded interval.
+    pub fn behind(quantity: &str) -> Option<String> {
+        let path = quantity.trim_start_matches('/');
+        let (head, rest) = path.split_once('/').unwrap_or((path, ""));
+        let count = match head {
+            "train_accuracy" => "train_correct",
+            "test_accuracy" => "test_correct",
+            "selection" => "selection_counts",
+            _ => return None,
+        };
+        Some(match rest {
+            "" => count.to_string(),
+            _ => format!("{count}/{rest}"),
+        })
+    }
+
     /// True when the count is known exactly.
     pub fn is_exact(&self) -> bool {
         self.lo == self.hi

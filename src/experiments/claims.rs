@@ -61,9 +61,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use num_rational::BigRational;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::certify::Count;
 use crate::arith::{Arith, F64, Mpfr};
 use crate::config::{Config, Mode, PInit, Preset};
 use crate::data::{Dataset, Params};
@@ -190,7 +192,7 @@ impl Op {
     }
 
     /// True when `x OP bound` for EVERY x in `[lo, hi]` (for a point, [`Op::holds`]).
-    pub fn holds_on(self, (lo, hi): (f64, f64), bound: f64) -> bool {
+    pub fn holds_on<T: PartialOrd>(self, (lo, hi): (T, T), bound: T) -> bool {
         match self {
             Op::Eq => lo == bound && hi == bound,
             Op::Ne => bound < lo || bound > hi,
@@ -203,7 +205,7 @@ impl Op {
 
     /// True when `x OP bound` is false for EVERY x in `[lo, hi]` (the whole interval
     /// outside the bound: a disagreement proved); for a point, `!`[`Op::holds`].
-    pub fn fails_on(self, (lo, hi): (f64, f64), bound: f64) -> bool {
+    pub fn fails_on<T: PartialOrd>(self, (lo, hi): (T, T), bound: T) -> bool {
         match self {
             Op::Eq => bound < lo || bound > hi,
             Op::Ne => lo == bound && hi == bound,
@@ -669,6 +671,21 @@ fn certified(
     Ok(serde_json::json!({ "summary": summary, "checkpoints": checkpoints }))
 }
 
+/// The bound as the decimal it was written as: the shortest decimal that reads back as
+/// `bound` (Rust's `Display` of an f64, which never uses an exponent), exactly; `None`
+/// for a non-finite bound.
+fn decimal(bound: f64) -> Option<BigRational> {
+    if !bound.is_finite() {
+        return None;
+    }
+    let text = format!("{}", bound.abs());
+    let (int, frac) = text.split_once('.').unwrap_or((&text, ""));
+    let digits: num_bigint::BigInt = format!("{int}{frac}").parse().ok()?;
+    let scale = num_bigint::BigInt::from(10u32).pow(frac.len() as u32);
+    let v = BigRational::new(digits, scale);
+    Some(if bound < 0.0 { -v } else { v })
+}
+
 fn json<T: Serialize>(v: &T) -> serde_json::Value {
     serde_json::to_value(v).expect("outputs serialise")
 }
@@ -790,6 +807,24 @@ pub fn check(
                     other => Err(not_a_number(other)),
                 }
             };
+            // a certified share backed by a count (`Count::behind`): the exact fraction
+            // k/n, decided against the bound as the decimal it was written as (6/10
+            // against `<= 0.6` holds, where the outward-rounded interval
+            // [0.6, 0.6000000000000001] would not)
+            // (a change from a baseline step is a difference, not a share: its interval)
+            let share = claim.certified && claim.baseline_step.is_none();
+            let exact = match (share, Count::behind(&claim.quantity)) {
+                (true, Some(path)) => {
+                    let output = match claim.step {
+                        None => &cache[&key]["summary"],
+                        Some(step) => &cache[&key]["checkpoints"][step.to_string()],
+                    };
+                    lookup(output, &path)
+                        .and_then(|v| serde_json::from_value::<Count>(v.clone()).ok())
+                        .and_then(|c| decimal(claim.bound).map(|b| (c, b)))
+                }
+                _ => None,
+            };
             let value = match claim.baseline_step {
                 None => read(claim.step)?,
                 Some(base) => {
@@ -799,19 +834,32 @@ pub fn check(
                         .map(|(e, b)| (e.0 - b.0, e.0 - b.0))
                 }
             };
-            per_seed.push((seed, value));
+            let (holds, possible) = match (&value, exact) {
+                (None, _) => (false, false),
+                (Some(_), Some((count, bound))) => {
+                    let share = |k: usize| BigRational::new(k.into(), count.of.into());
+                    let iv = || (share(count.lo), share(count.hi));
+                    (
+                        claim.op.holds_on(iv(), bound.clone()),
+                        !claim.op.fails_on(iv(), bound),
+                    )
+                }
+                (Some(iv), None) => (
+                    claim.op.holds_on(*iv, claim.bound),
+                    !claim.op.fails_on(*iv, claim.bound),
+                ),
+            };
+            per_seed.push((seed, value, holds, possible));
         }
-        let satisfied = per_seed
-            .iter()
-            .filter(|(_, v)| v.is_some_and(|iv| claim.op.holds_on(iv, claim.bound)))
-            .count();
+        let satisfied = per_seed.iter().filter(|s| s.2).count();
         // the seeds where the claim may hold (its interval not wholly outside the
         // bound): a disagreement is recorded only when too few of them remain, so an
         // undecided interval never passes `expected = "differs"`
-        let possible = per_seed
-            .iter()
-            .filter(|(_, v)| v.is_some_and(|iv| !claim.op.fails_on(iv, claim.bound)))
-            .count();
+        let possible = per_seed.iter().filter(|s| s.3).count();
+        let per_seed: Vec<(u64, Option<Enclosure>)> = per_seed
+            .into_iter()
+            .map(|(seed, v, _, _)| (seed, v))
+            .collect();
         let enclosures = claim.certified.then(|| per_seed.clone());
         let per_seed: Vec<(u64, Option<f64>)> = per_seed
             .into_iter()
