@@ -575,3 +575,39 @@ fn certified_shares_are_decided_on_their_exact_fraction() {
         "no share of the run is a non-dyadic fraction: {v}"
     );
 }
+
+/// Over several seeds the table shows the least and the greatest measured value in
+/// scientific notation (it printed `{:.3}`, so every value under 5e-4 read `0.000`), and
+/// the JSON holds them as `range`, the extremes of `per_seed`; `measured` is the first
+/// seed's value.
+#[test]
+fn a_multi_seed_claim_shows_its_extremes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("c.toml");
+    let body = format!(
+        "[[claim]]\nname = \"c\"\n{SMALL}seeds = \"0..3\"\nsource = \"run\"\nquantity = \"train_loss\"\nop = \">=\"\nbound = 0\n"
+    );
+    std::fs::write(&path, body).unwrap();
+    let (code, v) = check_json(&path);
+    assert_eq!(code, Some(0), "{v}");
+    let per_seed: Vec<f64> = v[0]["per_seed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s[1].as_f64().unwrap())
+        .collect();
+    assert_eq!(per_seed.len(), 3, "{v}");
+    let lo = per_seed.iter().cloned().fold(f64::INFINITY, f64::min);
+    let hi = per_seed.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    assert!(lo < hi, "three seeds, one loss: {v}");
+    assert_eq!(v[0]["range"], serde_json::json!([lo, hi]), "{v}");
+    assert_eq!(v[0]["measured"].as_f64(), Some(per_seed[0]), "{v}");
+    let o = tokensel(&["check", path.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(&format!(
+            "3/3 seeds hold (needs >= 3/3), min {lo:.4e} max {hi:.4e}"
+        )),
+        "{out}"
+    );
+}

@@ -277,8 +277,13 @@ pub struct Outcome {
     pub quantity: String,
     /// Operator and bound, e.g. ">= 0.9".
     pub expect: String,
-    /// Measured value, for one seed (None when the output holds null there).
+    /// Measured value at the FIRST seed (None when the output holds null there); the
+    /// other seeds' are in `per_seed`, their extremes in `range`.
     pub measured: Option<f64>,
+    /// The least and the greatest measured value over the seeds (None when no seed was
+    /// measured).
+    #[serde(default)]
+    pub range: Option<(f64, f64)>,
     /// The seeds and each seed's measured value (for a certified claim the interval's
     /// deciding end: the lower end for `>`, `>=`, the upper for `<`, `<=`).
     pub per_seed: Vec<(u64, Option<f64>)>,
@@ -883,6 +888,12 @@ pub fn check(
             },
             expect: format!("{} {}", claim.op.symbol(), compact(claim.bound)),
             measured: per_seed.first().and_then(|(_, v)| *v),
+            range: per_seed.iter().filter_map(|(_, v)| *v).fold(
+                None,
+                |r: Option<(f64, f64)>, v| {
+                    Some(r.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))))
+                },
+            ),
             per_seed,
             enclosures,
             fraction: (share, required),
@@ -928,12 +939,7 @@ impl std::fmt::Display for Verdicts<'_> {
                 o.measured
                     .map_or("missing".to_string(), |m| format!("{m:.6e}"))
             } else {
-                let vals: Vec<f64> = o.per_seed.iter().filter_map(|(_, v)| *v).collect();
-                let (lo, hi) = vals
-                    .iter()
-                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
-                        (a.min(*v), b.max(*v))
-                    });
+                let (lo, hi) = o.range.unwrap_or((f64::NAN, f64::NAN));
                 let (share, required) = o.fraction;
                 let need = (required * seeds as f64 - 1e-9).ceil().max(0.0);
                 let rule = match o.expected {
@@ -941,7 +947,7 @@ impl std::fmt::Display for Verdicts<'_> {
                     Expected::Differs => format!("differs while < {need:.0}/{seeds}"),
                 };
                 format!(
-                    "{:.0}/{seeds} seeds hold ({rule}), values [{lo:.3}, {hi:.3}]",
+                    "{:.0}/{seeds} seeds hold ({rule}), min {lo:.4e} max {hi:.4e}",
                     share * seeds as f64
                 )
             };
