@@ -387,6 +387,52 @@ fn the_certify_command() {
     }
 }
 
+/// An enclosure that blows up mid-run (step size 1 at 53 bits: a ball of an output
+/// becomes infinite at step 19) exits 3 and still writes the certificate of the
+/// checkpoints before it, undecided, its verdict STOPPED saying where (it wrote nothing
+/// and said "non-finite output", as if the run itself had failed); `plot` draws it.
+#[test]
+fn a_blown_up_enclosure_keeps_its_certified_checkpoints() {
+    use common::{stderr, tokensel};
+    let tmp = tempfile::tempdir().unwrap();
+    let p = |n: &str| tmp.path().join(n).to_str().unwrap().to_string();
+    std::fs::write(
+        p("c.toml"),
+        "d = 20\nn_train = 4\nn_test = 4\nsteps = 100\nstep_size = 1.0\n",
+    )
+    .unwrap();
+    let o = tokensel(&[
+        "certify",
+        "--quiet",
+        "--config",
+        &p("c.toml"),
+        "--prec",
+        "53",
+        "--out",
+        &p("cert"),
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains("verdict: STOPPED: the enclosure blew up at step 19"),
+        "{text}"
+    );
+    assert!(text.contains("certificate written to"), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p("cert/certificate.json")).unwrap())
+            .unwrap();
+    assert_eq!(v["decided"], false);
+    let stopped = v["attempts"][0]["stopped"].as_str().unwrap();
+    assert!(stopped.contains("blew up at step 19"), "{stopped}");
+    let last = v["checkpoints"].as_array().unwrap().last().unwrap()["step"]
+        .as_u64()
+        .unwrap();
+    assert!(last < 19, "checkpoints after the blow-up: {last}");
+    assert!(stopped.contains(&format!("checkpoints to step {last} are certified")));
+    let o = tokensel(&["plot", &p("cert/certificate.json"), "--out", &p("bits.svg")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
 /// Counts are exact fractions with outward-rounded intervals: the default run's training
 /// accuracy at step 1,000 is 16 of 20, and the interval of its share contains the exact
 /// 4/5 (f64's 0.8 is 0.8000000000000000444, above it: a point at 0.8 would exclude it),

@@ -946,7 +946,9 @@ fn compare(
 }
 
 /// `tokensel certify --json`: the certified run at `prec` bits (`None`: `auto`, 128,
-/// 256, 512, 1024 bits in turn) with `method`; the certificate as JSON text.
+/// 256, 512, 1024 bits in turn) with `method`; the certificate as JSON text. An
+/// enclosure that blew up at the last precision gives the certificate of the
+/// checkpoints before it: `decided` false, and its last attempt's `stopped` says where.
 #[pyfunction]
 #[pyo3(signature = (config, prec=Some(DEFAULT_BALL_PREC), method="span", data=None))]
 fn certify(

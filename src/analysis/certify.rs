@@ -956,18 +956,36 @@ fn run_at(
     let method = opts.resolved(cfg, prec);
     let mut tr = Trainer::with_method(cfg, data, ar, cfg.formulation, method)?;
     let mut obs = Observer::new(&ar, cfg);
-    drive(&mut tr, cfg.steps, |tr, event| {
+    let ran = drive(&mut tr, cfg.steps, |tr, event| {
         match event {
             Event::Forward => obs.forward(tr),
             Event::Update => progress(tr.step),
         }
         Ok(Control::Continue)
-    })?;
+    });
+    // an enclosure that blew up (a ball became infinite: every bit lost) ends the run;
+    // the checkpoints before it stay certified and are kept (a certificate of part of
+    // the run), unless none was reached
+    let stopped = match ran {
+        Ok(_) => None,
+        Err(Error::NonFinite {
+            step,
+            quantity,
+            sample,
+        }) if !obs.checkpoints.is_empty() => Some(format!(
+            "the enclosure blew up at step {step}: the ball of {quantity}{} became \
+             non-finite (every bit of {prec} lost); the checkpoints to step {} are \
+             certified, the rest of the run is not",
+            sample.map_or(String::new(), |i| format!(" of training sample {i}")),
+            obs.checkpoints.last().map_or(0, |k| k.step)
+        )),
+        Err(e) => return Err(e),
+    };
     let last = obs
         .checkpoints
         .last()
-        .expect("the schedule has the last step");
-    let decided = last.decisions.all_decided();
+        .expect("the schedule has step 0, and a run stopped before it returned");
+    let decided = stopped.is_none() && last.decisions.all_decided();
     let mut notes = Vec::new();
     if let Some(first) = obs.ties.first {
         notes.push(format!(
@@ -1003,7 +1021,7 @@ fn run_at(
             prec_bits: prec,
             decided,
             first_undecided: obs.first_undecided.clone(),
-            stopped: None,
+            stopped,
         }],
         notes,
         checkpoints: obs.checkpoints,
@@ -1012,9 +1030,11 @@ fn run_at(
 
 /// Certify `cfg`'s run: the ball trainer at each precision of `opts.prec` in turn until
 /// the final checkpoint decides everything (module docs). `progress(prec, step)` after
-/// each update. A run stopped by a non-finite radius or value ([`Error::NonFinite`]:
-/// the enclosure lost every bit) counts as undecided, and the next precision is tried;
-/// at the last precision the error is returned.
+/// each update. A run stopped by a non-finite radius or value (the enclosure lost every
+/// bit) counts as undecided, and the next precision is tried; at the last precision the
+/// certificate of the checkpoints reached is returned, undecided, with
+/// [`Certificate::stopped`] saying where it blew up ([`Error::NonFinite`] when it blew up
+/// before the first checkpoint).
 pub fn certify(
     cfg: &Config,
     data: &Dataset,
@@ -1026,6 +1046,10 @@ pub fn certify(
     for (k, &prec) in precs.iter().enumerate() {
         let last = k + 1 == precs.len();
         let mut cert = match run_at(cfg, data, prec, opts, &mut |s| progress(prec, s)) {
+            Ok(mut cert) if cert.stopped().is_some() && !last => {
+                attempts.append(&mut cert.attempts);
+                continue;
+            }
             Ok(cert) => cert,
             Err(e @ Error::NonFinite { .. }) if !last => {
                 attempts.push(Attempt {
@@ -1045,6 +1069,15 @@ pub fn certify(
         }
     }
     unreachable!("at least one precision")
+}
+
+impl Certificate {
+    /// Why the run of the certificate's precision stopped before its last step (its
+    /// enclosure blew up), if it did: the certificate then covers the checkpoints before
+    /// that step only, and is undecided.
+    pub fn stopped(&self) -> Option<&str> {
+        self.attempts.last().and_then(|a| a.stopped.as_deref())
+    }
 }
 
 impl std::fmt::Display for Certificate {
@@ -1148,7 +1181,9 @@ impl std::fmt::Display for Certificate {
         for note in &self.notes {
             out += &format!("    note: {note}\n");
         }
-        out += &if self.decided {
+        out += &if let Some(why) = self.stopped() {
+            format!("\n  verdict: STOPPED: {why}\n")
+        } else if self.decided {
             "\n  verdict: DECIDED: every decision of the final checkpoint is proved\n".to_string()
         } else {
             "\n  verdict: UNDECIDED: some decision of the final checkpoint is not proved (see the intervals)\n".to_string()

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use clap::Args;
 
-use super::{ConfigArgs, EXIT_FAILED, EXIT_OK, finish, print_report, progress_bar};
+use super::{ConfigArgs, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, finish, print_report, progress_bar};
 use crate::analysis::certify::{self, Certificate, Options, Prec};
 use crate::config::Method;
 use crate::data::Dataset;
@@ -85,13 +85,18 @@ pub(super) fn certify(args: &CertifyArgs) -> Result<i32> {
             dir.join("certificate.json").display()
         );
     }
-    finish(t0, Some(cfg.steps));
+    // a run that blew up did not do every step: no per-step average
+    finish(t0, cert.stopped().is_none().then_some(cfg.steps));
     if let Some(Err(e)) = published {
         return Err(Error::NotPublished {
             source: Box::new(e),
         });
     }
-    Ok(if cert.decided { EXIT_OK } else { EXIT_FAILED })
+    Ok(match (cert.stopped(), cert.decided) {
+        (Some(_), _) => EXIT_STOPPED,
+        (None, true) => EXIT_OK,
+        (None, false) => EXIT_FAILED,
+    })
 }
 
 /// Publish the certificate set (certificate.json, certificate.txt) into `out` as one

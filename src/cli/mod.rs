@@ -99,7 +99,8 @@ enum Command {
     /// Run the f64 trainer and the MPFR twin step by step and report f64's error.
     Compare(compare::CompareArgs),
     /// Enclose the exact run in ball arithmetic: every quantity an interval, every
-    /// decision proved or undecided (exit 0 all decided, 1 undecided, 3 stopped).
+    /// decision proved or undecided (exit 0 all decided, 1 undecided, 3 stopped: the
+    /// enclosure blew up, and the certificate holds the checkpoints before it).
     Certify(certify::CertifyArgs),
     /// Sweep the score gap on one sequence: where does each f64 formulation break?
     Saturation(saturation::SaturationArgs),
