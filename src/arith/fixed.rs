@@ -15,8 +15,9 @@
 //! `sum_k (+-M_ik)(+-V_k)` in integers: each product of two `L`-limb numbers keeps its
 //! partial products `m_a v_b 2^(64 (a + b))` with `a + b >= L - 1` (the dropped ones are
 //! below `L (L - 1) / 2 * 2^(64 L)`), each added as two 64-bit halves into `u128` slots
-//! without carrying (positive and negative products apart); the carries are resolved
-//! once per row and the sum is rounded ONCE to the working precision. So
+//! without carrying (positive and negative products apart, or, for 2 to 6 limbs, in one
+//! set of slots modulo 2^128: the same integer, `accumulate_signed`); the carries are
+//! resolved once per row and the sum is rounded ONCE to the working precision. So
 //!
 //! ```text
 //! |G_i v - mid_i| <= e + cols (L (L - 1) / 2 + 2) 2^(s_i + s_v - 64 L)
@@ -115,6 +116,9 @@ struct Fixed {
     inexact: Vec<f64>,
     /// Per entry: the index of its lowest nonzero limb (`L` for zero).
     low: Vec<u8>,
+    /// Per row: some entry of the row is truncated (a 1 in `inexact`), so the products
+    /// need not scan `inexact` where none is.
+    row_inexact: Vec<bool>,
 }
 
 impl Fixed {
@@ -135,6 +139,7 @@ impl Fixed {
             abs: vec![0.0; values.len()],
             inexact: vec![0.0; values.len()],
             low: vec![limbs as u8; values.len()],
+            row_inexact: vec![false; rows],
         };
         for i in 0..rows {
             let row = &values[i * cols..(i + 1) * cols];
@@ -153,6 +158,7 @@ impl Fixed {
                     let man = &mut f.man[at * limbs..(at + 1) * limbs];
                     if place(d, e, s, man) {
                         f.inexact[at] = 1.0;
+                        f.row_inexact[i] = true;
                     }
                     f.low[at] = man.iter().position(|w| *w != 0).unwrap_or(limbs) as u8;
                     f.neg[at] = neg;
@@ -394,12 +400,14 @@ fn row_product(
             let man = &m.fixed.man[row * cols * l..(row + 1) * cols * l];
             let neg = &m.fixed.neg[row * cols..(row + 1) * cols];
             let mut slots = [[0u128; MAX_LIMBS + 2]; 2];
+            let (vm, vn) = (&v.fixed.man[..], &v.fixed.neg[..]);
             match l {
-                2 => accumulate(2, man, neg, &v.fixed.man, &v.fixed.neg, &mut slots),
-                3 => accumulate(3, man, neg, &v.fixed.man, &v.fixed.neg, &mut slots),
-                4 => accumulate(4, man, neg, &v.fixed.man, &v.fixed.neg, &mut slots),
-                5 => accumulate(5, man, neg, &v.fixed.man, &v.fixed.neg, &mut slots),
-                _ => accumulate(l, man, neg, &v.fixed.man, &v.fixed.neg, &mut slots),
+                2 => accumulate_signed::<2>(man, neg, vm, vn, &mut slots),
+                3 => accumulate_signed::<3>(man, neg, vm, vn, &mut slots),
+                4 => accumulate_signed::<4>(man, neg, vm, vn, &mut slots),
+                5 => accumulate_signed::<5>(man, neg, vm, vn, &mut slots),
+                6 => accumulate_signed::<6>(man, neg, vm, vn, &mut slots),
+                _ => accumulate(l, man, neg, vm, vn, &mut slots),
             }
             // slot p holds the partial products at limb position p + L - 1
             let base = sm + sv - 128 * l as i64 + 64 * (l as i64 - 1);
@@ -450,11 +458,11 @@ fn truncation(m: &FixedRows, row: usize, v: &Vector) -> Mag {
         .filter(|(a, b)| (**a as usize) + (**b as usize) + 2 <= l)
         .count();
     let mut t = Mag::of_f64((dropped * (l * (l - 1) / 2)) as f64);
-    let inexact_m = &m.fixed.inexact[range.clone()];
-    if inexact_m.iter().any(|x| *x != 0.0) {
+    if m.fixed.row_inexact[row] {
+        let inexact_m = &m.fixed.inexact[range.clone()];
         t = t.add_up(inflate(super::f64::dot(inexact_m, &v.fixed.abs), cols));
     }
-    if v.fixed.inexact.iter().any(|x| *x != 0.0) {
+    if v.fixed.row_inexact.first().copied().unwrap_or(false) {
         let abs_m = &m.fixed.abs[range];
         t = t.add_up(inflate(super::f64::dot(abs_m, &v.fixed.inexact), cols));
     }
@@ -497,6 +505,72 @@ fn accumulate(
                 let at = i + j + 1 - l;
                 side[at] += p as u64 as u128;
                 side[at + 1] += p >> 64;
+            }
+        }
+    }
+}
+
+/// [`accumulate`] for a constant limb count `L`, with the same kept partial products
+/// and the same exact sums, faster: one set of `L + 1` slots taken modulo 2^128 (a
+/// negative product subtracted, a positive one added, chosen once per column), so the
+/// slots stay in registers where the two-sided form read and wrote them through a
+/// pointer chosen per product. Each slot's exact value `pos_p - neg_p` has magnitude
+/// below `cols * 2 L * 2^64 < 2^127` (`cols < 2^56`), so its residue modulo 2^128 read
+/// as an `i128` IS that value; it is written back to the side of its sign, and
+/// [`round_slots`] sees the same integer `sum_p (pos_p - neg_p) 2^(64 p)` as before: the
+/// same rounded result, bit for bit (`fixed::tests` checks both kernels against each
+/// other).
+#[inline(always)]
+fn accumulate_signed<const L: usize>(
+    man: &[u64],
+    neg: &[bool],
+    vman: &[u64],
+    vneg: &[bool],
+    slots: &mut [[u128; MAX_LIMBS + 2]; 2],
+) {
+    debug_assert!(neg.len() < 1 << 56);
+    let mut acc = [0u128; MAX_LIMBS + 2];
+    for ((a, b), (na, nb)) in man
+        .chunks_exact(L)
+        .zip(vman.chunks_exact(L))
+        .zip(neg.iter().zip(vneg))
+    {
+        let a: &[u64; L] = a.try_into().expect("L limbs");
+        let b: &[u64; L] = b.try_into().expect("L limbs");
+        if na != nb {
+            column::<L, true>(a, b, &mut acc);
+        } else {
+            column::<L, false>(a, b, &mut acc);
+        }
+    }
+    for p in 0..=L {
+        let v = acc[p] as i128;
+        if v >= 0 {
+            slots[0][p] = v as u128;
+        } else {
+            slots[1][p] = v.unsigned_abs();
+        }
+    }
+}
+
+/// One column's kept partial products (those at limb position `L - 1` and above) added
+/// to (`NEG` false) or subtracted from (`NEG` true) the slots, modulo 2^128.
+#[inline(always)]
+fn column<const L: usize, const NEG: bool>(
+    a: &[u64; L],
+    b: &[u64; L],
+    acc: &mut [u128; MAX_LIMBS + 2],
+) {
+    for (i, &ai) in a.iter().enumerate() {
+        for (j, &bj) in b.iter().enumerate().skip(L - 1 - i) {
+            let p = ai as u128 * bj as u128;
+            let at = i + j + 1 - L;
+            if NEG {
+                acc[at] = acc[at].wrapping_sub(p as u64 as u128);
+                acc[at + 1] = acc[at + 1].wrapping_sub(p >> 64);
+            } else {
+                acc[at] = acc[at].wrapping_add(p as u64 as u128);
+                acc[at + 1] = acc[at + 1].wrapping_add(p >> 64);
             }
         }
     }
@@ -624,6 +698,53 @@ mod tests {
             }
         }
         assert!(seen_inexact, "some sums truncated: the bound was exercised");
+    }
+
+    /// The constant-limb kernel ([`accumulate_signed`], what `row_product` runs for 2 to
+    /// 6 limbs) sums exactly the integer of the two-sided kernel ([`accumulate`]): both
+    /// read through [`round_slots`] into 4096 bits (exact) agree, for 2 to 6 limbs, up to
+    /// 2,000 columns, random signs, all-ones limbs (the largest partial products and
+    /// carries) and a row that cancels to zero.
+    #[test]
+    fn the_constant_limb_kernel_sums_the_same_integer() {
+        use crate::rng::{self, Stream};
+        let mut r = rng::stream(67, Stream::Init);
+        fn check<const L: usize>(r: &mut rand_chacha::ChaCha20Rng, cols: usize, case: u32) {
+            let limb = |r: &mut rand_chacha::ChaCha20Rng| match case {
+                0 => (rng::uniform(r) * 2f64.powi(64)) as u64 ^ ((rng::uniform(r) * 4096.0) as u64),
+                _ => u64::MAX,
+            };
+            let mut man: Vec<u64> = (0..cols * L).map(|_| limb(r)).collect();
+            let mut vman: Vec<u64> = (0..cols * L).map(|_| limb(r)).collect();
+            let mut neg: Vec<bool> = (0..cols).map(|_| rng::uniform(r) < 0.5).collect();
+            let mut vneg: Vec<bool> = (0..cols).map(|_| rng::uniform(r) < 0.5).collect();
+            if case == 2 && cols >= 2 {
+                // column 1 the negation of column 0 and the rest zero: the row is 0
+                man.copy_within(..L, L);
+                vman.copy_within(..L, L);
+                neg[1] = neg[0];
+                vneg[1] = !vneg[0];
+                vman[2 * L..].iter_mut().for_each(|w| *w = 0);
+            }
+            let mut old = [[0u128; MAX_LIMBS + 2]; 2];
+            accumulate(L, &man, &neg, &vman, &vneg, &mut old);
+            let mut new = [[0u128; MAX_LIMBS + 2]; 2];
+            accumulate_signed::<L>(&man, &neg, &vman, &vneg, &mut new);
+            let (mut a, mut b) = (Float::new(4096), Float::new(4096));
+            let ta = round_slots(&old, L + 1, 0, &mut a);
+            let tb = round_slots(&new, L + 1, 0, &mut b);
+            assert_eq!((ta, tb), (0, 0), "4096 bits hold the sums");
+            assert_eq!(a, b, "limbs {L}, cols {cols}, case {case}");
+        }
+        for cols in [1usize, 2, 7, 161, 2000] {
+            for case in 0..3 {
+                check::<2>(&mut r, cols, case);
+                check::<3>(&mut r, cols, case);
+                check::<4>(&mut r, cols, case);
+                check::<5>(&mut r, cols, case);
+                check::<6>(&mut r, cols, case);
+            }
+        }
     }
 
     /// `place` puts a number's bits at its scale, exactly where they fit, and says when
