@@ -412,7 +412,7 @@ impl MidSum {
 /// `out = a b` (limbs least significant first, `out.len() = a.len() + b.len()`), by
 /// schoolbook multiplication (operands of a few limbs: cheaper inline than a GMP call).
 #[inline(always)]
-fn mul_limbs(a: &[u64], b: &[u64], out: &mut [u64]) {
+pub(super) fn mul_limbs(a: &[u64], b: &[u64], out: &mut [u64]) {
     out.fill(0);
     for (i, &ai) in a.iter().enumerate() {
         let mut carry = 0u64;
@@ -428,7 +428,7 @@ fn mul_limbs(a: &[u64], b: &[u64], out: &mut [u64]) {
 
 /// `out = v 2^bit` (`bit < 64`, `out.len() = v.len() + 1`).
 #[inline(always)]
-fn shl_limbs(v: &[u64], bit: u32, out: &mut [u64]) {
+pub(super) fn shl_limbs(v: &[u64], bit: u32, out: &mut [u64]) {
     if bit == 0 {
         out[..v.len()].copy_from_slice(v);
         out[v.len()] = 0;
@@ -444,7 +444,7 @@ fn shl_limbs(v: &[u64], bit: u32, out: &mut [u64]) {
 
 /// `out = floor(v / 2^bit)` (`bit < 64`, `out.len() = v.len()`).
 #[inline(always)]
-fn shr_limbs(v: &[u64], bit: u32, out: &mut [u64]) {
+pub(super) fn shr_limbs(v: &[u64], bit: u32, out: &mut [u64]) {
     if bit == 0 {
         out.copy_from_slice(v);
         return;
@@ -458,7 +458,7 @@ fn shr_limbs(v: &[u64], bit: u32, out: &mut [u64]) {
 /// `acc += v` (`v.len() <= acc.len()`), the carry propagated; returns the carry out of
 /// `acc`'s top limb.
 #[inline(always)]
-fn add_limbs(acc: &mut [u64], v: &[u64]) -> bool {
+pub(super) fn add_limbs(acc: &mut [u64], v: &[u64]) -> bool {
     let mut carry = false;
     let (low, high) = acc.split_at_mut(v.len());
     for (a, &x) in low.iter_mut().zip(v) {
@@ -704,7 +704,11 @@ impl Arith for Ball {
     }
     fn exp(&self, x: &mut BallReal) {
         let r = x.rad;
-        let t = tern(x.mid.exp_round(Round::Nearest));
+        // MPFR's correctly rounded exp, by the fixed-point path where it proves the
+        // rounding (`exp.rs`: the same bits and ternary value)
+        let dir =
+            super::exp::exp_nearest(&mut x.mid).unwrap_or_else(|| x.mid.exp_round(Round::Nearest));
+        let t = tern(dir);
         let e = err(&x.mid, t);
         x.rad = if r.is_zero() {
             e

@@ -73,7 +73,7 @@ pub(super) fn parts(x: &Float) -> Result<Option<Parts<'_>>, ()> {
 /// `out = floor(D 2^(64 L - scale + exp - 64 n))` for the limbs `d` (n of them) of a
 /// number `D / 2^(64 n) 2^exp` with `exp <= scale`, in `out.len() = L` limbs; true when
 /// bits were dropped.
-fn place(d: &[u64], exp: i64, scale: i64, out: &mut [u64]) -> bool {
+pub(super) fn place(d: &[u64], exp: i64, scale: i64, out: &mut [u64]) -> bool {
     let (l, n) = (out.len() as i64, d.len() as i64);
     let shift = 64 * (l - n) - (scale - exp);
     out.fill(0);

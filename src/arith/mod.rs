@@ -153,6 +153,7 @@ macro_rules! hardware_scalar_ops {
 
 mod ball;
 pub mod exact;
+mod exp;
 mod f32;
 mod f64;
 mod fixed;

@@ -201,7 +201,14 @@ impl Arith for Mpfr {
     }
     #[inline]
     fn exp(&self, x: &mut Float) {
-        let dir = x.exp_round(Round::Nearest);
+        // the truth twin: the fixed-point exp where it proves MPFR's rounding (`exp.rs`,
+        // the same bits and ternary value); the predictor keeps MPFR's (binary64's range)
+        let fast = if self.f64_range {
+            None
+        } else {
+            super::exp::exp_nearest(x)
+        };
+        let dir = fast.unwrap_or_else(|| x.exp_round(Round::Nearest));
         self.fix(x, dir);
     }
     #[inline]
