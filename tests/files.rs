@@ -308,6 +308,87 @@ fn npz_with_lying_headers_is_refused() {
     }
 }
 
+/// An NPZ whose zip names a member twice is refused (exit 2, naming the member): the
+/// zip reader keeps one member per name, so the other copy of `p` was silently ignored
+/// and the file judged on whichever one it kept. Members `p` and `p.npy` (one array given
+/// twice under two names) are refused the same way.
+#[test]
+fn npz_with_a_member_given_twice_is_refused() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = small(tmp.path(), "small.toml", "steps = 3\n");
+    let data = tmp.path().join("data");
+    ok(
+        &tokensel(&["data", "--config", s(&cfg), "--out", s(&data)]),
+        "data",
+    );
+    let p0: ndarray::Array1<f64> = ndarray_npy::read_npy(data.join("p0.npy")).unwrap();
+    let good_p = npy("<f8", &[1, 20], &f64_bytes(p0.as_slice().unwrap()));
+    let bent_p = npy("<f8", &[1, 20], &f64_bytes(&[1.0; 20]));
+    let steps = npy("<i8", &[1], &0i64.to_le_bytes());
+    let judge = |path: &Path| {
+        tokensel_within(&["judge", "--quiet", s(path), "--data", s(&data)], QUICK).expect("no hang")
+    };
+    for deflate in [false, true] {
+        // `x.npy` renamed to `p.npy` in its local and central headers, whatever the order
+        for (first, second) in [(&good_p, &bent_p), (&bent_p, &good_p)] {
+            let members = vec![
+                ("header", external_header()),
+                ("steps", steps.clone()),
+                ("p", first.clone()),
+                ("x", second.clone()),
+            ];
+            let honest = npz(&members, deflate);
+            let at: Vec<usize> = honest
+                .windows(5)
+                .enumerate()
+                .filter(|(_, w)| *w == b"x.npy")
+                .map(|(i, _)| i)
+                .collect();
+            assert_eq!(at.len(), 2, "one local and one central header name x.npy");
+            let mut twice = honest.clone();
+            for i in at {
+                twice[i] = b'p';
+            }
+            let path = tmp.path().join(format!("twice{deflate}.npz"));
+            std::fs::write(&path, &twice).unwrap();
+            let o = judge(&path);
+            assert_eq!(code(&o), Some(2), "{}", stderr(&o));
+            assert!(
+                stderr(&o).contains("member `p.npy` appears twice"),
+                "{}",
+                stderr(&o)
+            );
+        }
+        // one array under two member names
+        let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let method = if deflate {
+            zip::CompressionMethod::Deflated
+        } else {
+            zip::CompressionMethod::Stored
+        };
+        let opts = zip::write::SimpleFileOptions::default().compression_method(method);
+        for (name, bytes) in [
+            ("header.npy", external_header()),
+            ("steps.npy", steps.clone()),
+            ("p.npy", good_p.clone()),
+            ("p", bent_p.clone()),
+        ] {
+            z.start_file(name, opts).unwrap();
+            z.write_all(&bytes).unwrap();
+        }
+        let path = tmp.path().join(format!("two-names{deflate}.npz"));
+        std::fs::write(&path, z.finish().unwrap().into_inner()).unwrap();
+        let o = judge(&path);
+        assert_eq!(code(&o), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("members `p.npy` and `p` both give array `p`"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
 /// `plot` on a compare report that lacks a relative error it draws is refused (exit 2,
 /// naming it); it once panicked (101).
 #[test]
