@@ -1129,6 +1129,42 @@ fn state_structure_is_checked_whatever_the_digest() {
     ok(&twin(&["--resume"]), "the untouched state resumes");
 }
 
+/// A state file that gives a key twice is refused (exit 2, naming the key), whichever
+/// copy its digest was computed over: a JSON reader keeps one of them, and the state
+/// resumed from would depend on which.
+#[test]
+fn state_with_a_key_given_twice_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = small(tmp.path(), "small.toml", "steps = 12\n");
+    let state = tmp.path().join("state.json");
+    let twin = |extra: &[&str]| twin_with_state(&cfg, &state, extra);
+    assert_eq!(code(&twin(&["--stop-after", "10"])), Some(3));
+    let good = std::fs::read_to_string(&state).unwrap();
+    assert!(good.starts_with('{'));
+    // at the top level, before the real `step` (the digest is of the last one's content)
+    let twice = format!("{{\"step\":4,{}", &good[1..]);
+    std::fs::write(&state, &twice).unwrap();
+    let o = twin(&["--resume"]);
+    assert_eq!(code(&o), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("key `step` given twice"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("state.json"), "{}", stderr(&o));
+    // inside the config, the same value twice
+    let saved: serde_json::Value = serde_json::from_str(&good).unwrap();
+    let d = &saved["config"]["d"];
+    let twice = good.replacen("\"config\":{", &format!("\"config\":{{\"d\":{d},"), 1);
+    assert_ne!(twice, good);
+    std::fs::write(&state, &twice).unwrap();
+    let o = twin(&["--resume"]);
+    assert_eq!(code(&o), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("key `d` given twice"), "{}", stderr(&o));
+    std::fs::write(&state, &good).unwrap();
+    ok(&twin(&["--resume"]), "the untouched state resumes");
+}
+
 /// Shards started at the same moment on a fresh grid directory never fail each other:
 /// one creates `grid.json`, the others join it (a shard listing the directory while
 /// another fills it looks for `grid.json` again). Four shards at once, 200 times (before

@@ -642,6 +642,14 @@ fn check_npy_len<T>(bytes: &[u8]) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// Parse JSON bytes into a value, refusing any object that gives a key twice (the
+/// error names the key; serde_json's own `Value` keeps the last of a repeated key).
+/// Readers of files whose meaning a repeated key leaves open (external trajectories,
+/// state files) parse through this.
+pub(crate) fn from_slice_unique(bytes: &[u8]) -> serde_json::Result<serde_json::Value> {
+    serde_json::from_slice::<Unique>(bytes).map(|u| u.0)
+}
+
 /// A JSON value whose objects have no key twice (serde_json's own `Value` keeps the
 /// last of a repeated key).
 struct Unique(serde_json::Value);
