@@ -1306,15 +1306,22 @@ fn data_manifest_fields_are_checked() {
 }
 
 /// When the output set cannot be published after the work (here the target gains a
-/// foreign file during the run, as a full disk would fail the write), `run` and
-/// `certify` still print their result and report the error with exit 3: the result is
+/// foreign file during the run, as a full disk would fail the write), `run`, `certify`
+/// and `sweep` still print their result and report the error with exit 3: the result is
 /// not lost (it was exit 2 with nothing printed).
 #[test]
 fn a_result_that_cannot_be_written_is_still_printed() {
     // runs of a few seconds (about 3 us per f64 step, 300 us per ball step)
-    for (command, steps, key) in [
-        ("run", 1_000_000u64, "trajectory_digest"),
-        ("certify", 10_000, "decided"),
+    let none: &[&str] = &[];
+    for (command, steps, key, extra) in [
+        ("run", 1_000_000u64, "trajectory_digest", none),
+        ("certify", 10_000, "decided", none),
+        (
+            "sweep",
+            1_000_000,
+            "points",
+            &["--etas", "0.1", "--seeds", "0"],
+        ),
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let cfg = tmp.path().join("long.toml");
@@ -1334,6 +1341,7 @@ fn a_result_that_cannot_be_written_is_still_printed() {
                 "--json",
                 "--quiet",
             ])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
