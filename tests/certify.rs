@@ -585,3 +585,68 @@ fn the_default_run_certifies_at_64_bits() {
     let lost = v["bits_lost"].as_f64().unwrap();
     assert!(lost < 64.0, "{lost} bits lost");
 }
+
+/// examples/arb_peer.py checks its arguments before any work, argparse style (exit 2,
+/// naming the flag, no traceback), where the CI's venv has python-flint
+/// (TOKENSEL_PYTHON): `--prec 53` (tokensel's 53-bit row is the f64 predictor, not an
+/// MPFR twin: its JSON held NaN after the whole run) and precisions past MPFR's limit, a
+/// missing `--tokensel` binary (a Python traceback) or one that is not tokensel.
+#[test]
+fn arb_peer_checks_its_arguments_before_any_work() {
+    use std::time::{Duration, Instant};
+    let Ok(python) = std::env::var("TOKENSEL_PYTHON") else {
+        eprintln!("TOKENSEL_PYTHON not set: examples/arb_peer.py not run");
+        return;
+    };
+    let has_flint = std::process::Command::new(&python)
+        .args(["-c", "import flint"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_flint {
+        eprintln!("no python-flint in TOKENSEL_PYTHON's venv: examples/arb_peer.py not run");
+        return;
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/arb_peer.py");
+    let binary = env!("CARGO_BIN_EXE_tokensel");
+    let cases: [(&[&str], &str); 6] = [
+        (&["--prec", "53", "--tokensel", binary], "--prec 53"),
+        (&["--prec", "63", "--tokensel", binary], "64..=1048576"),
+        (
+            &["--prec", "1048577", "--tokensel", binary],
+            "--prec 1048577",
+        ),
+        (
+            &["--tokensel", "/nonexistent/tokensel"],
+            "--tokensel /nonexistent/tokensel",
+        ),
+        (&["--tokensel", "true"], "does not answer as tokensel"),
+        (&["--steps", "19", "--tokensel", binary], "--steps 19"),
+    ];
+    for (args, says) in cases {
+        let mut child = std::process::Command::new(&python)
+            .arg(&script)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // refused before the work: at once (the work takes minutes)
+        let t0 = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if t0.elapsed() > Duration::from_secs(60) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{args:?}: not refused before the work");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("usage:"), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("Traceback"), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}: printed a result");
+    }
+}
