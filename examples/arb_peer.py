@@ -14,6 +14,9 @@ Usage (the venv's python with python-flint; tokensel built):
     python examples/arb_peer.py [--prec 128] [--warm 1000] [--steps 200] [--run N]
                                 [--tokensel target/release/tokensel] [--json]
 
+--prec is 64..=2^20 bits (the MPFR twin's range; 53 bits would be the f64 predictor);
+the arguments and the tokensel binary are checked before any work (exit 2).
+
 It exports the default run's data with `tokensel data`, times `--steps` steps after
 `--warm` steps (CPU time of this process, `time.process_time`, one thread: FLINT's
 `ctx.threads = 1`) and reports the median over blocks of 20; then it times tokensel's
@@ -26,6 +29,7 @@ prints a table and, with --json, one JSON object.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -53,17 +57,53 @@ def exact_ints(rows):
     return ints, k
 
 
+# The precisions the comparison supports: tokensel's MPFR twin row at --prec needs
+# 64..=2^20 bits (src/arith/mpfr.rs MIN_TRUTH_PREC, MAX_PREC; at 53 bits `cost` times the
+# f64 predictor instead, and the twin column would be NaN); the ball takes 53..=2^20.
+MIN_PREC = 64
+MAX_PREC = 1 << 20
+
+
+def check_args(ap, args):
+    """Refuse bad arguments before any work, argparse style (usage, message, exit 2)."""
+    if not MIN_PREC <= args.prec <= MAX_PREC:
+        ap.error(
+            f"--prec {args.prec}: the peer is timed against tokensel's MPFR twin at the same "
+            f"precision, which takes {MIN_PREC}..={MAX_PREC} bits (53 bits is the f64 "
+            f"predictor, not an MPFR twin)"
+        )
+    if args.warm < 0:
+        ap.error(f"--warm {args.warm}: must be >= 0")
+    if args.steps < 20:
+        ap.error(f"--steps {args.steps}: must be >= 20 (timed in blocks of 20 steps)")
+    if args.run < 0:
+        ap.error(f"--run {args.run}: must be >= 0")
+    exe = shutil.which(args.tokensel)
+    if exe is None:
+        ap.error(
+            f"--tokensel {args.tokensel}: no such executable (build it with "
+            f"`cargo build --release`, or give the path of the tokensel binary)"
+        )
+    try:
+        version = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
+    except OSError as e:
+        ap.error(f"--tokensel {args.tokensel}: cannot run it: {e}")
+    if version.returncode != 0 or not version.stdout.startswith("tokensel"):
+        ap.error(f"--tokensel {args.tokensel}: `{exe} --version` does not answer as tokensel")
+    args.tokensel = exe
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--prec", type=int, default=128)
+    ap.add_argument("--prec", type=int, default=128,
+                    help=f"precision in bits, {MIN_PREC}..={MAX_PREC} (default 128)")
     ap.add_argument("--warm", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--run", type=int, default=0)
     ap.add_argument("--tokensel", default="target/release/tokensel")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    if args.prec < 53 or args.warm < 0 or args.steps < 20 or args.run < 0:
-        sys.exit("--prec >= 53, --warm >= 0, --steps >= 20, --run >= 0")
+    check_args(ap, args)
     flint.ctx.prec = args.prec
     flint.ctx.threads = 1
 

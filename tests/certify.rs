@@ -585,3 +585,166 @@ fn the_default_run_certifies_at_64_bits() {
     let lost = v["bits_lost"].as_f64().unwrap();
     assert!(lost < 64.0, "{lost} bits lost");
 }
+
+/// examples/arb_peer.py checks its arguments before any work, argparse style (exit 2,
+/// naming the flag, no traceback), where the CI's venv has python-flint
+/// (TOKENSEL_PYTHON): `--prec 53` (tokensel's 53-bit row is the f64 predictor, not an
+/// MPFR twin: its JSON held NaN after the whole run) and precisions past MPFR's limit, a
+/// missing `--tokensel` binary (a Python traceback) or one that is not tokensel.
+#[test]
+fn arb_peer_checks_its_arguments_before_any_work() {
+    use std::time::{Duration, Instant};
+    let Ok(python) = std::env::var("TOKENSEL_PYTHON") else {
+        eprintln!("TOKENSEL_PYTHON not set: examples/arb_peer.py not run");
+        return;
+    };
+    let has_flint = std::process::Command::new(&python)
+        .args(["-c", "import flint"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_flint {
+        eprintln!("no python-flint in TOKENSEL_PYTHON's venv: examples/arb_peer.py not run");
+        return;
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/arb_peer.py");
+    let binary = env!("CARGO_BIN_EXE_tokensel");
+    let cases: [(&[&str], &str); 6] = [
+        (&["--prec", "53", "--tokensel", binary], "--prec 53"),
+        (&["--prec", "63", "--tokensel", binary], "64..=1048576"),
+        (
+            &["--prec", "1048577", "--tokensel", binary],
+            "--prec 1048577",
+        ),
+        (
+            &["--tokensel", "/nonexistent/tokensel"],
+            "--tokensel /nonexistent/tokensel",
+        ),
+        (&["--tokensel", "true"], "does not answer as tokensel"),
+        (&["--steps", "19", "--tokensel", binary], "--steps 19"),
+    ];
+    for (args, says) in cases {
+        let mut child = std::process::Command::new(&python)
+            .arg(&script)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // refused before the work: at once (the work takes minutes)
+        let t0 = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if t0.elapsed() > Duration::from_secs(60) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{args:?}: not refused before the work");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("usage:"), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("Traceback"), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}: printed a result");
+    }
+}
+
+/// `plot` (every certificate reader) refuses a certificate that describes an impossible
+/// run (exit 2, naming the field): a NaN or negative radius, a step past the run's
+/// steps in any field that names one, a precision no ball has, a trainer other than the
+/// ball. Each was drawn before. Its `--out` directories are created as every other
+/// command's outputs' are (`run --out`, state files: `io::files::check_output_file`).
+#[test]
+fn plot_refuses_certificates_of_impossible_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    std::fs::write(
+        p("small.toml"),
+        "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 20\nmethod = \"span\"\n",
+    )
+    .unwrap();
+    let o = common::tokensel(&[
+        "certify",
+        "--quiet",
+        "--config",
+        &p("small.toml"),
+        "--out",
+        &p("c"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let text = std::fs::read_to_string(p("c/certificate.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let last = v["checkpoints"].as_array().unwrap().len() - 1;
+    assert_eq!(v["checkpoints"][last]["step"], 20);
+    let o = common::tokensel(&[
+        "plot",
+        &p("c/certificate.json"),
+        "--out",
+        &p("new/dirs/bits.svg"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    assert!(dir.path().join("new/dirs/bits.svg").is_file());
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let edits: Vec<(&str, Edit)> = vec![
+        (
+            "`checkpoints[1].radius.largest` is NaN",
+            Box::new(|v| v["checkpoints"][1]["radius"]["largest"] = "nan".into()),
+        ),
+        (
+            "`checkpoints[1].radius.scores` is -1",
+            Box::new(|v| v["checkpoints"][1]["radius"]["scores"] = (-1.0).into()),
+        ),
+        (
+            "`checkpoints[1].radius.q` is NaN",
+            Box::new(|v| v["checkpoints"][1]["radius"]["q"] = "nan".into()),
+        ),
+        (
+            "`largest_rel_radius` is -0.5",
+            Box::new(|v| v["largest_rel_radius"] = (-0.5).into()),
+        ),
+        (
+            "`trainer.prec_bits` 1000000000",
+            Box::new(|v| v["trainer"]["prec_bits"] = 1_000_000_000.into()),
+        ),
+        (
+            "`attempts[0].prec_bits` 1000000000",
+            Box::new(|v| v["attempts"][0]["prec_bits"] = 1_000_000_000.into()),
+        ),
+        (
+            "`trainer.kind` is `mpfr`",
+            Box::new(|v| v["trainer"]["kind"] = "mpfr".into()),
+        ),
+        (
+            "`largest_at_step` 25 is past the run's 20 steps",
+            Box::new(|v| v["largest_at_step"] = 25.into()),
+        ),
+        (
+            "`ties.last` 25 is past the run's 20 steps",
+            Box::new(|v| v["ties"]["last"] = 25.into()),
+        ),
+        (
+            "`first_undecided.step` 25 is past the run's 20 steps",
+            Box::new(|v| {
+                v["first_undecided"] =
+                    serde_json::json!({"step": 25, "what": "sign of f of test sample 0"})
+            }),
+        ),
+        (
+            "is past the run's 20 steps",
+            Box::new(move |v| v["checkpoints"][last]["step"] = 21.into()),
+        ),
+    ];
+    for (want, edit) in edits {
+        let mut bad = v.clone();
+        edit(&mut bad);
+        std::fs::write(p("bad.json"), bad.to_string()).unwrap();
+        let o = common::tokensel(&["plot", &p("bad.json"), "--out", &p("bad.svg")]);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{want}: {err}");
+        assert!(err.contains(want), "{want}: {err}");
+        assert!(err.contains("bad.json"), "{want}: {err}");
+        assert!(!dir.path().join("bad.svg").exists(), "{want}: drawn");
+    }
+}

@@ -855,3 +855,29 @@ fn trajectory_readers_check_the_shares_range() {
         assert_eq!(o.status.code(), Some(2), "{what}: {}", stderr(&o));
     }
 }
+
+/// A truth-twin precision of 53 bits is refused (exit 2) with a message that points to
+/// the f64 predictor by a command line the CLI accepts (it once named a `--predictor`
+/// flag without its command, which `compare` does not have): the command the message
+/// names, run as it is given, trains.
+#[test]
+fn the_53_bit_refusal_names_a_command_line_the_cli_accepts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("small.toml");
+    std::fs::write(&cfg, "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\n").unwrap();
+    let cfg = cfg.to_str().unwrap();
+    for cmd in ["twin", "compare"] {
+        let o = tokensel(&[cmd, "--prec", "53", "--steps", "2", "--config", cfg]);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+        let err = stderr(&o);
+        let named = err
+            .split('`')
+            .find(|part| part.starts_with("tokensel "))
+            .unwrap_or_else(|| panic!("{cmd}: no `tokensel ...` command named: {err}"));
+        let mut args: Vec<&str> = named.split_whitespace().skip(1).collect();
+        assert!(args.iter().any(|a| a.starts_with("--")), "{named}");
+        args.extend(["--steps", "2", "--quiet", "--config", cfg]);
+        let o = tokensel(&args);
+        assert_eq!(o.status.code(), Some(0), "{named}: {}", stderr(&o));
+    }
+}

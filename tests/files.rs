@@ -308,6 +308,87 @@ fn npz_with_lying_headers_is_refused() {
     }
 }
 
+/// An NPZ whose zip names a member twice is refused (exit 2, naming the member): the
+/// zip reader keeps one member per name, so the other copy of `p` was silently ignored
+/// and the file judged on whichever one it kept. Members `p` and `p.npy` (one array given
+/// twice under two names) are refused the same way.
+#[test]
+fn npz_with_a_member_given_twice_is_refused() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = small(tmp.path(), "small.toml", "steps = 3\n");
+    let data = tmp.path().join("data");
+    ok(
+        &tokensel(&["data", "--config", s(&cfg), "--out", s(&data)]),
+        "data",
+    );
+    let p0: ndarray::Array1<f64> = ndarray_npy::read_npy(data.join("p0.npy")).unwrap();
+    let good_p = npy("<f8", &[1, 20], &f64_bytes(p0.as_slice().unwrap()));
+    let bent_p = npy("<f8", &[1, 20], &f64_bytes(&[1.0; 20]));
+    let steps = npy("<i8", &[1], &0i64.to_le_bytes());
+    let judge = |path: &Path| {
+        tokensel_within(&["judge", "--quiet", s(path), "--data", s(&data)], QUICK).expect("no hang")
+    };
+    for deflate in [false, true] {
+        // `x.npy` renamed to `p.npy` in its local and central headers, whatever the order
+        for (first, second) in [(&good_p, &bent_p), (&bent_p, &good_p)] {
+            let members = vec![
+                ("header", external_header()),
+                ("steps", steps.clone()),
+                ("p", first.clone()),
+                ("x", second.clone()),
+            ];
+            let honest = npz(&members, deflate);
+            let at: Vec<usize> = honest
+                .windows(5)
+                .enumerate()
+                .filter(|(_, w)| *w == b"x.npy")
+                .map(|(i, _)| i)
+                .collect();
+            assert_eq!(at.len(), 2, "one local and one central header name x.npy");
+            let mut twice = honest.clone();
+            for i in at {
+                twice[i] = b'p';
+            }
+            let path = tmp.path().join(format!("twice{deflate}.npz"));
+            std::fs::write(&path, &twice).unwrap();
+            let o = judge(&path);
+            assert_eq!(code(&o), Some(2), "{}", stderr(&o));
+            assert!(
+                stderr(&o).contains("member `p.npy` appears twice"),
+                "{}",
+                stderr(&o)
+            );
+        }
+        // one array under two member names
+        let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let method = if deflate {
+            zip::CompressionMethod::Deflated
+        } else {
+            zip::CompressionMethod::Stored
+        };
+        let opts = zip::write::SimpleFileOptions::default().compression_method(method);
+        for (name, bytes) in [
+            ("header.npy", external_header()),
+            ("steps.npy", steps.clone()),
+            ("p.npy", good_p.clone()),
+            ("p", bent_p.clone()),
+        ] {
+            z.start_file(name, opts).unwrap();
+            z.write_all(&bytes).unwrap();
+        }
+        let path = tmp.path().join(format!("two-names{deflate}.npz"));
+        std::fs::write(&path, z.finish().unwrap().into_inner()).unwrap();
+        let o = judge(&path);
+        assert_eq!(code(&o), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("members `p.npy` and `p` both give array `p`"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
 /// `plot` on a compare report that lacks a relative error it draws is refused (exit 2,
 /// naming it); it once panicked (101).
 #[test]
@@ -1048,6 +1129,42 @@ fn state_structure_is_checked_whatever_the_digest() {
     ok(&twin(&["--resume"]), "the untouched state resumes");
 }
 
+/// A state file that gives a key twice is refused (exit 2, naming the key), whichever
+/// copy its digest was computed over: a JSON reader keeps one of them, and the state
+/// resumed from would depend on which.
+#[test]
+fn state_with_a_key_given_twice_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = small(tmp.path(), "small.toml", "steps = 12\n");
+    let state = tmp.path().join("state.json");
+    let twin = |extra: &[&str]| twin_with_state(&cfg, &state, extra);
+    assert_eq!(code(&twin(&["--stop-after", "10"])), Some(3));
+    let good = std::fs::read_to_string(&state).unwrap();
+    assert!(good.starts_with('{'));
+    // at the top level, before the real `step` (the digest is of the last one's content)
+    let twice = format!("{{\"step\":4,{}", &good[1..]);
+    std::fs::write(&state, &twice).unwrap();
+    let o = twin(&["--resume"]);
+    assert_eq!(code(&o), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("key `step` given twice"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("state.json"), "{}", stderr(&o));
+    // inside the config, the same value twice
+    let saved: serde_json::Value = serde_json::from_str(&good).unwrap();
+    let d = &saved["config"]["d"];
+    let twice = good.replacen("\"config\":{", &format!("\"config\":{{\"d\":{d},"), 1);
+    assert_ne!(twice, good);
+    std::fs::write(&state, &twice).unwrap();
+    let o = twin(&["--resume"]);
+    assert_eq!(code(&o), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("key `d` given twice"), "{}", stderr(&o));
+    std::fs::write(&state, &good).unwrap();
+    ok(&twin(&["--resume"]), "the untouched state resumes");
+}
+
 /// Shards started at the same moment on a fresh grid directory never fail each other:
 /// one creates `grid.json`, the others join it (a shard listing the directory while
 /// another fills it looks for `grid.json` again). Four shards at once, 200 times (before
@@ -1189,15 +1306,22 @@ fn data_manifest_fields_are_checked() {
 }
 
 /// When the output set cannot be published after the work (here the target gains a
-/// foreign file during the run, as a full disk would fail the write), `run` and
-/// `certify` still print their result and report the error with exit 3: the result is
+/// foreign file during the run, as a full disk would fail the write), `run`, `certify`
+/// and `sweep` still print their result and report the error with exit 3: the result is
 /// not lost (it was exit 2 with nothing printed).
 #[test]
 fn a_result_that_cannot_be_written_is_still_printed() {
     // runs of a few seconds (about 3 us per f64 step, 300 us per ball step)
-    for (command, steps, key) in [
-        ("run", 1_000_000u64, "trajectory_digest"),
-        ("certify", 10_000, "decided"),
+    let none: &[&str] = &[];
+    for (command, steps, key, extra) in [
+        ("run", 1_000_000u64, "trajectory_digest", none),
+        ("certify", 10_000, "decided", none),
+        (
+            "sweep",
+            1_000_000,
+            "points",
+            &["--etas", "0.1", "--seeds", "0"],
+        ),
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let cfg = tmp.path().join("long.toml");
@@ -1217,6 +1341,7 @@ fn a_result_that_cannot_be_written_is_still_printed() {
                 "--json",
                 "--quiet",
             ])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -427,3 +427,76 @@ fn edited_or_foreign_cells_are_not_merged() {
     std::fs::write(cell, original).unwrap();
     assert!(merge().status.success());
 }
+
+/// A later run removes the cell temporaries that writers which died on this host left in
+/// `cells/` (a kill between writing and renaming), also while a dead writer is a zombie
+/// (killed, not yet waited for by its parent: signals still reach it, and such
+/// temporaries were kept forever); the temporaries of live writers are never touched.
+#[test]
+fn temporaries_of_dead_writers_are_removed_by_later_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("g");
+    let text = GRID
+        .replace("d = \"20:40:10\"", "d = \"20\"")
+        .replace("steps = 60", "steps = 5");
+    let grid = tmp.path().join("grid.toml");
+    std::fs::write(&grid, text).unwrap();
+    let r = run_grid(&out, &grid, &[]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let cells = out.join("cells");
+    let cell = std::fs::read_dir(&cells)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find(|n| n.ends_with(".json"))
+        .unwrap();
+    let host: String = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let temp = |pid: u32| format!(".{cell}.tokensel-tmp-{pid}-0-1@{host}");
+    let state = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| Some(s.rsplit_once(')')?.1.split_whitespace().next()?.to_string()))
+    };
+    // a writer that ended and was waited for
+    let mut reaped = Command::new("true").spawn().unwrap();
+    reaped.wait().unwrap();
+    // a writer that ended and was not waited for yet
+    let mut zombie = Command::new("true").spawn().unwrap();
+    let t0 = std::time::Instant::now();
+    while state(zombie.id()).as_deref() != Some("Z") {
+        assert!(t0.elapsed().as_secs() < 20, "no zombie");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // live writers: a child that sleeps, and this test's own process
+    let mut live = Command::new("sleep").arg("60").spawn().unwrap();
+    let me = std::process::id();
+    for pid in [reaped.id(), zombie.id(), live.id(), me] {
+        std::fs::write(cells.join(temp(pid)), b"partial").unwrap();
+    }
+    let r = run_grid(&out, &grid, &[]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let left = |pid: u32| cells.join(temp(pid)).exists();
+    assert!(
+        !left(reaped.id()),
+        "the reaped writer's temporary is removed"
+    );
+    assert!(
+        !left(zombie.id()),
+        "the zombie writer's temporary is removed"
+    );
+    assert!(left(live.id()), "a live writer's temporary is kept");
+    assert!(left(me), "a live writer's temporary is kept");
+    zombie.wait().unwrap();
+    live.kill().unwrap();
+    live.wait().unwrap();
+}

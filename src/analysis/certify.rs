@@ -570,10 +570,12 @@ impl Certificate {
     }
 
     /// Read a certificate (`certificate.json`, `certify --json`) and check what a reader
-    /// relies on: the format [`FORMAT`], at least one checkpoint, checkpoint steps
-    /// strictly increasing and none past the config's `steps`, a sample list of
-    /// `n_train` entries each, the bits lost within 0..=prec (every interval is checked
-    /// as it is read: [`Interval`], [`Count`]).
+    /// relies on: the format [`FORMAT`], at least one checkpoint, the run's description
+    /// (see `check_run`: a ball trainer at a ball's precision, a valid config, every
+    /// radius a non-negative number or infinity, every step named within the config's
+    /// `steps`), checkpoint steps strictly increasing, a sample list of `n_train` entries
+    /// each, the bits lost within 0..=prec (every interval is checked as it is read:
+    /// [`Interval`], [`Count`]).
     pub fn from_json(text: &str, path: &std::path::Path) -> Result<Certificate> {
         let bad = |message: String| Error::Parse {
             what: "certificate",
@@ -598,6 +600,7 @@ impl Certificate {
         if c.checkpoints.is_empty() {
             return Err(bad("no checkpoint".into()));
         }
+        c.check_run().map_err(bad)?;
         let prec = c.trainer.prec_bits as f64;
         let mut last = None;
         for k in &c.checkpoints {
@@ -627,6 +630,101 @@ impl Certificate {
             return Err(bad(format!("bits lost {} outside 0..={prec}", c.bits_lost)));
         }
         Ok(c)
+    }
+}
+
+impl Certificate {
+    /// The checks on what the certificate says of its run, whatever produced it (an
+    /// edited file): the trainer is the ball arithmetic at
+    /// [`MIN_BALL_PREC`](crate::arith::MIN_BALL_PREC)..=[`MAX_PREC`](crate::arith::MAX_PREC)
+    /// bits (so is every attempt), the config is valid, every radius is a non-negative
+    /// number or `"inf"` (never NaN), and every step it names (checkpoints, the largest
+    /// radius, ties, the first undecided decision) is within the config's `steps`. The
+    /// message names the offending field.
+    fn check_run(&self) -> std::result::Result<(), String> {
+        use crate::arith::{MAX_PREC, MIN_BALL_PREC};
+        if self.trainer.kind != Kind::Ball {
+            return Err(format!(
+                "`trainer.kind` is `{}`: a certificate is made by the `ball` trainer",
+                self.trainer.kind.name()
+            ));
+        }
+        let precs = std::iter::once(("trainer.prec_bits".to_string(), self.trainer.prec_bits))
+            .chain(
+                self.attempts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| (format!("attempts[{i}].prec_bits"), a.prec_bits)),
+            );
+        for (field, prec) in precs {
+            if !(MIN_BALL_PREC..=MAX_PREC).contains(&prec) {
+                return Err(format!(
+                    "`{field}` {prec} is outside a ball's {MIN_BALL_PREC}..={MAX_PREC} bits"
+                ));
+            }
+        }
+        self.config
+            .validate()
+            .map_err(|e| format!("its `config` is not valid: {e}"))?;
+        let radius = |field: String, r: f64| {
+            if r.is_nan() || r < 0.0 {
+                Err(format!(
+                    "`{field}` is {r}: a radius is a non-negative number or \"inf\""
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        radius("largest_rel_radius".into(), self.largest_rel_radius)?;
+        for (i, k) in self.checkpoints.iter().enumerate() {
+            let r = &k.radius;
+            for (name, v) in [
+                ("scores", Some(r.scores)),
+                ("attention", Some(r.attention)),
+                ("rest", Some(r.rest)),
+                ("output", Some(r.output)),
+                ("loss", Some(r.loss)),
+                ("q", r.q),
+                ("largest", Some(r.largest)),
+            ] {
+                if let Some(v) = v {
+                    radius(format!("checkpoints[{i}].radius.{name}"), v)?;
+                }
+            }
+            if r.bits_lost.is_nan() {
+                return Err(format!("`checkpoints[{i}].radius.bits_lost` is NaN"));
+            }
+        }
+        let steps = self.config.steps;
+        let mut named: Vec<(String, u64)> = self
+            .checkpoints
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (format!("checkpoints[{i}].step"), k.step))
+            .collect();
+        named.push(("largest_at_step".into(), self.largest_at_step));
+        named.extend(self.ties.first.map(|s| ("ties.first".to_string(), s)));
+        named.extend(self.ties.last.map(|s| ("ties.last".to_string(), s)));
+        named.extend(
+            self.first_undecided
+                .as_ref()
+                .map(|u| ("first_undecided.step".to_string(), u.step)),
+        );
+        for (i, a) in self.attempts.iter().enumerate() {
+            named.extend(
+                a.first_undecided
+                    .as_ref()
+                    .map(|u| (format!("attempts[{i}].first_undecided.step"), u.step)),
+            );
+        }
+        for (field, step) in named {
+            if step > steps {
+                return Err(format!(
+                    "`{field}` {step} is past the run's {steps} steps (`config.steps`)"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -42,7 +42,8 @@ impl Mpfr {
                 "prec",
                 format!(
                     "the truth twin needs {MIN_TRUTH_PREC}..={MAX_PREC} bits, got {prec} \
-                     (53 bits is the f64 predictor: --predictor)"
+                     (53 bits is the f64 predictor, not a truth twin: \
+                     `tokensel twin --predictor` trains in it)"
                 ),
             ));
         }

@@ -12,7 +12,8 @@
 //!   holding the JSON header's bytes, `steps` as an integer array (k,), and each quantity
 //!   as a float32 or float64 array whose first axis is the recorded step. Each member's
 //!   NPY header is checked against the member's length before anything is allocated for
-//!   it (a header that claims more data than the member holds is refused).
+//!   it (a header that claims more data than the member holds is refused). An archive
+//!   that names a member twice (or holds both `x` and `x.npy`) is refused.
 //!
 //! The quantities, at step t (after t updates; the forward pass at the parameters of
 //! step t), named as everywhere in tokensel ([`Quantity`]): `p` (d), `q` = W^T p (d), `W`
@@ -479,8 +480,35 @@ struct Npz<'a> {
 }
 
 impl<'a> Npz<'a> {
+    /// Open the archive and refuse one that names a member twice, or holds both `x` and
+    /// `x.npy` (one array given twice): the zip crate keeps one member per name, so the
+    /// other would be silently ignored.
     fn open(file: std::fs::File, path: &'a Path) -> Result<Npz<'a>> {
+        let mut listing = file.try_clone().map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let archive = zip::ZipArchive::new(file).map_err(|e| bad(path, e.to_string()))?;
+        let names = central_names(&mut listing, archive.central_directory_start())
+            .map_err(|e| bad(path, format!("central directory: {e}")))?;
+        let mut seen = std::collections::BTreeSet::new();
+        let mut arrays = BTreeMap::new();
+        for raw in &names {
+            let name = String::from_utf8_lossy(raw);
+            if !seen.insert(raw.as_slice()) {
+                return Err(bad(
+                    path,
+                    format!("member `{name}` appears twice in the archive"),
+                ));
+            }
+            let array = name.strip_suffix(".npy").unwrap_or(&name).to_string();
+            if let Some(other) = arrays.insert(array.clone(), name.to_string()) {
+                return Err(bad(
+                    path,
+                    format!("members `{other}` and `{name}` both give array `{array}`"),
+                ));
+            }
+        }
         Ok(Npz {
             archive,
             path,
@@ -545,6 +573,34 @@ impl<'a> Npz<'a> {
     }
 }
 
+/// The member names of the central directory that starts at `start` in `file`, raw and
+/// in order, duplicates kept: its file headers are read until one does not begin with
+/// the central-header signature.
+fn central_names(file: &mut std::fs::File, start: u64) -> std::io::Result<Vec<Vec<u8>>> {
+    use std::io::{Read, Seek, SeekFrom};
+    const SIGNATURE: u32 = 0x0201_4b50;
+    file.seek(SeekFrom::Start(start))?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut names = Vec::new();
+    loop {
+        let mut fixed = [0u8; 46];
+        match reader.read_exact(&mut fixed) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(e),
+        }
+        if u32::from_le_bytes([fixed[0], fixed[1], fixed[2], fixed[3]]) != SIGNATURE {
+            break;
+        }
+        let field = |at: usize| u16::from_le_bytes([fixed[at], fixed[at + 1]]);
+        let mut name = vec![0u8; usize::from(field(28))];
+        reader.read_exact(&mut name)?;
+        reader.seek_relative(i64::from(field(30)) + i64::from(field(32)))?;
+        names.push(name);
+    }
+    Ok(names)
+}
+
 /// Check an NPY file's header against its length for elements of type `T`: the header
 /// length field must fit in the bytes, and the shape's element count times
 /// `size_of::<T>()` must equal the data that follows the header.
@@ -584,6 +640,14 @@ fn check_npy_len<T>(bytes: &[u8]) -> std::result::Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Parse JSON bytes into a value, refusing any object that gives a key twice (the
+/// error names the key; serde_json's own `Value` keeps the last of a repeated key).
+/// Readers of files whose meaning a repeated key leaves open (external trajectories,
+/// state files) parse through this.
+pub(crate) fn from_slice_unique(bytes: &[u8]) -> serde_json::Result<serde_json::Value> {
+    serde_json::from_slice::<Unique>(bytes).map(|u| u.0)
 }
 
 /// A JSON value whose objects have no key twice (serde_json's own `Value` keeps the

@@ -363,18 +363,33 @@ fn writer_of(name: &str) -> Option<(u32, &str)> {
     Some((pid, host))
 }
 
-/// Whether process `pid` of this host has ended.
+/// Whether process `pid` of this host has ended: it no longer exists, or it has exited
+/// and only waits for its parent to collect its status (a zombie: a writer killed by a
+/// parent that has not waited for it yet, which signals still reach).
 fn is_dead(pid: u32) -> bool {
-    let Some(pid) = i32::try_from(pid)
+    let Some(id) = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
     else {
         return false;
     };
-    matches!(
-        rustix::process::test_kill_process(pid),
-        Err(rustix::io::Errno::SRCH)
-    )
+    match rustix::process::test_kill_process(id) {
+        Err(rustix::io::Errno::SRCH) => true,
+        Ok(()) | Err(rustix::io::Errno::PERM) => is_zombie(pid),
+        Err(_) => false,
+    }
+}
+
+/// Whether process `pid` has exited but not been reaped (state `Z` or `X` in
+/// `/proc/PID/stat`); `false` where that cannot be read (a live process, or no `/proc`).
+fn is_zombie(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // `PID (COMMAND) STATE ...`: the command may itself hold `)`, the state follows the last
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state == "Z" || state == "X")
 }
 
 /// Remove the temporaries beside `target` left by writers that died on this host (a

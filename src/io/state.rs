@@ -10,7 +10,8 @@
 //! writes a `Value`). A file whose digest does not match (an edited step, a truncated
 //! value) is refused; so is one whose structure is wrong although its digest matches
 //! (an edit with the digest recomputed: checkpoints out of order or after its `step`,
-//! wrong sample counts or tokens, see `State::load`), and so is a state path that is a symbolic link or not a regular
+//! wrong sample counts or tokens, see `State::load`), as is one that gives a key twice
+//! in any object (its digest may match whichever copy a reader keeps), and so is a state path that is a symbolic link or not a regular
 //! file: it is never followed, read or replaced.
 
 use std::collections::BTreeMap;
@@ -81,8 +82,8 @@ impl State {
         write_atomic(path, value.to_string().as_bytes())
     }
 
-    /// Read a state file: a regular file, not a symbolic link, whose digest matches its
-    /// content, of the current format, whose structure is sound (its config valid, its
+    /// Read a state file: a regular file, not a symbolic link, with no key given twice in
+    /// any object, whose digest matches its content, of the current format, whose structure is sound (its config valid, its
     /// checkpoints as a trajectory reader accepts them and none after its `step`).
     pub fn load(path: &Path) -> Result<State> {
         let bytes = read_input_no_symlink(path, LARGE_INPUT)?;
@@ -91,8 +92,8 @@ impl State {
             path: path.to_path_buf(),
             message,
         };
-        let mut value: serde_json::Value =
-            serde_json::from_slice(&bytes).map_err(|e| parse(e.to_string()))?;
+        let mut value =
+            crate::io::external::from_slice_unique(&bytes).map_err(|e| parse(e.to_string()))?;
         let format = value.get("format").and_then(|f| f.as_str()).unwrap_or("");
         if format != STATE_FORMAT {
             return Err(parse(format!(
