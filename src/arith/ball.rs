@@ -513,7 +513,10 @@ fn logistic_bound(v: &Float, prec: u32, dir: Round) -> Float {
         _ => Round::Down,
     };
     let mut e = Float::with_val(prec, -v);
-    e.exp_round(inner);
+    // MPFR's directed exp, by the fixed-point path where it proves it (`exp.rs`)
+    if super::exp::exp_round(&mut e, inner).is_none() {
+        e.exp_round(inner);
+    }
     e.add_assign_round(1u32, inner);
     let mut q = Float::with_val(prec, 1);
     q.div_assign_round(&e, dir);

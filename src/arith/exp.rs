@@ -167,6 +167,12 @@ fn mul_small(v: &[u64], k: u64, out: &mut [u64]) {
 /// [`MAX_PREC`] bits, `|x|` outside `[2^-64, 2^21)`, a result outside MPFR's exponent
 /// range, Ziv's test undecided): the caller then calls MPFR.
 pub(super) fn exp_nearest(x: &mut Float) -> Option<Ordering> {
+    exp_round(x, Round::Nearest)
+}
+
+/// [`exp_nearest`] in any rounding `mode` (MPFR's result and ternary value for that
+/// mode: down and toward zero, up and away from zero coincide for the positive exp).
+pub(super) fn exp_round(x: &mut Float, mode: Round) -> Option<Ordering> {
     let p = x.prec();
     if !(MIN_PREC..=MAX_PREC).contains(&p) {
         return None;
@@ -256,21 +262,25 @@ pub(super) fn exp_nearest(x: &mut Float) -> Option<Ordering> {
     mul_fix(entry(0), entry(1), w, &mut prod, &mut y);
     mul_fix(&y[..w + 1], entry(2), w, &mut prod, &mut t);
     mul_fix(&t[..w + 1], &s[..w + 1], w, &mut prod, &mut y);
-    round_into(&y[..w + 1], f, k, p, x)
+    round_into(&y[..w + 1], f, k, p, mode, x)
 }
 
 /// Round `Y 2^(k - F)` (`Y` the `w + 1` limbs `y`, within `MARGIN / 2` units of the
-/// exact value) to `p` bits into `x` where Ziv's test decides (module docs); the ordering
-/// of the result against the exact value.
-fn round_into(y: &[u64], f: i64, k: i64, p: u32, x: &mut Float) -> Option<Ordering> {
+/// exact value) to `p` bits into `x` in `mode` (to nearest, down or up; the value is
+/// positive, so toward zero is down and away from zero up) where Ziv's test decides
+/// (module docs); the ordering of the result against the exact value.
+fn round_into(y: &[u64], f: i64, k: i64, p: u32, mode: Round, x: &mut Float) -> Option<Ordering> {
     let top_limb = y.iter().rposition(|l| *l != 0)?;
     let bitlen = 64 * top_limb as i64 + 64 - y[top_limb].leading_zeros() as i64;
     let d = bitlen - p as i64; // bits dropped
     if d < 8 {
         return None;
     }
-    // L = Y mod 2^(d - 1): MARGIN < L < 2^(d - 1) - MARGIN, else undecided
-    let (q, b) = (((d - 1) / 64) as usize, ((d - 1) % 64) as u32);
+    // to nearest, L = Y mod 2^(d - 1) (below the round bit); directed, L = Y mod 2^d:
+    // MARGIN < L < 2^bits - MARGIN, else undecided (a boundary within the margin)
+    let nearest = matches!(mode, Round::Nearest);
+    let bits = if nearest { d - 1 } else { d };
+    let (q, b) = ((bits / 64) as usize, (bits % 64) as u32);
     let low_mask = |i: usize| -> u64 {
         if i < q {
             u64::MAX
@@ -282,13 +292,17 @@ fn round_into(y: &[u64], f: i64, k: i64, p: u32, x: &mut Float) -> Option<Orderi
     };
     let low = |i: usize| y.get(i).copied().unwrap_or(0) & low_mask(i);
     let above_margin = (1..=q).any(|i| low(i) != 0) || low(0) > MARGIN;
-    // 2^(d - 1) - 1 - L: the complement of L in d - 1 bits
+    // 2^bits - 1 - L: the complement of L in `bits` bits
     let comp = |i: usize| !y.get(i).copied().unwrap_or(0) & low_mask(i);
     let below_top = (1..=q).any(|i| comp(i) != 0) || comp(0) >= MARGIN;
     if !(above_margin && below_top) {
         return None;
     }
-    let up = (y[(d - 1) as usize / 64] >> ((d - 1) % 64)) & 1 == 1;
+    let up = match mode {
+        Round::Nearest => (y[(d - 1) as usize / 64] >> ((d - 1) % 64)) & 1 == 1,
+        Round::Down | Round::Zero => false,
+        _ => true,
+    };
     // m = floor(Y / 2^d) (+ 1 when rounding up): p bits, or p + 1 after a carry
     let n = (p as usize).div_ceil(64);
     let (dq, db) = ((d / 64) as usize, (d % 64) as u32);
@@ -341,7 +355,8 @@ mod tests {
     use super::*;
     use crate::rng::{self, Stream};
 
-    /// The fixed-point exp gives MPFR's result and ternary value, bit for bit, at 64 to
+    /// The fixed-point exp gives MPFR's result and ternary value, bit for bit, in every
+    /// rounding mode (to nearest, down, up, toward zero), at 64 to
     /// 448 bits, on random arguments over the whole domain (both signs, |x| from 2^-64
     /// to 2^21), arguments near multiples of ln 2 (r near 0 and near ln 2, where the
     /// table index and the binade change) and near the domain's ends; and it decides
@@ -385,16 +400,18 @@ mod tests {
                 if x.is_zero() {
                     x = Float::with_val(p, 1);
                 }
+                let mode = [Round::Nearest, Round::Down, Round::Up, Round::Zero]
+                    [case % 4 / 2 * 2 + (case / 4) % 2];
                 let mut want = x.clone();
-                let tw = want.exp_round(Round::Nearest);
+                let tw = want.exp_round(mode);
                 let mut got = x.clone();
                 total += 1;
-                match exp_nearest(&mut got) {
+                match exp_round(&mut got, mode) {
                     Some(tg) => {
                         fast += 1;
-                        assert_eq!(got, want, "p {p}, x {x}");
+                        assert_eq!(got, want, "p {p}, x {x}, {mode:?}");
                         assert_eq!(got.prec(), p);
-                        assert_eq!(tg, tw, "ternary, p {p}, x {x}");
+                        assert_eq!(tg, tw, "ternary, p {p}, x {x}, {mode:?}");
                     }
                     None => assert_eq!(got, x, "unchanged on fallback"),
                 }
@@ -417,7 +434,7 @@ mod tests {
         let with_low = |low: u64| [low, 0, 0, 1];
         let run = |y: [u64; 4]| {
             let mut x = Float::with_val(p, 1);
-            round_into(&y, f, 0, p, &mut x)
+            round_into(&y, f, 0, p, Round::Nearest, &mut x)
         };
         assert_eq!(run(with_low(MARGIN)), None);
         assert_eq!(run(with_low(MARGIN + 1)), Some(Ordering::Less));
