@@ -7,11 +7,13 @@
 
 use std::path::Path;
 
+use tokensel::analysis::lemma_a6::LemmaA6;
 use tokensel::config::Config;
 use tokensel::data::Dataset;
-use tokensel::experiments::claims::{ClaimsFile, LemmaA6, Source};
+use tokensel::experiments::claims::ClaimsFile;
 use tokensel::experiments::grid::{self, Spec};
 use tokensel::experiments::schema;
+use tokensel::experiments::schema::Source;
 use tokensel::io::trajectory::Summary;
 
 mod common;

@@ -47,5 +47,6 @@ pub mod certify;
 pub mod diff;
 pub mod exact;
 pub mod judge;
+pub mod lemma_a6;
 pub mod saturation;
 pub mod theory;

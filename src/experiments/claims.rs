@@ -66,15 +66,16 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::certify::Count;
+use crate::analysis::lemma_a6;
 use crate::arith::{Arith, F64, Mpfr};
-use crate::config::{Config, Mode, PInit, Preset};
-use crate::data::{Dataset, Params};
+use crate::config::{Config, Preset};
+use crate::data::Dataset;
 use crate::error::{Error, Result};
+pub use crate::experiments::schema::Source;
 use crate::experiments::{grid, schema};
 use crate::io::trajectory::Summary;
 use crate::seeds::SeedList;
 use crate::train::Trainer;
-use crate::train::drive::{Control, Event, drive};
 
 /// A claims file.
 #[derive(Debug, Clone, Deserialize)]
@@ -141,18 +142,6 @@ pub struct Claim {
     /// intervals and holds only where the whole interval satisfies it.
     #[serde(default)]
     pub certified: bool,
-}
-
-/// What a `lemma_a6` claim reads: the W-mode and p-mode runs' largest relative
-/// difference of q over the run.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct LemmaA6 {
-    /// max over steps of ||q_W - q_p|| / ||q_W||.
-    pub max_rel_q_diff: f64,
-    /// max over steps of the condition || |W|^T |p| || / || W^T p || of q = W^T p.
-    pub max_kappa: f64,
-    /// max over steps of the relative size of one update of q, ||dq|| / ||q||.
-    pub max_rel_step: f64,
 }
 
 /// A claim's comparison operator.
@@ -247,22 +236,6 @@ pub enum Expected {
     Holds,
     /// A recorded disagreement with the paper: the claim does not hold.
     Differs,
-}
-
-/// Computations a claim can read from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Source {
-    /// The f64 trainer (`run`).
-    Run,
-    /// f64 vs twin (`compare`).
-    Compare,
-    /// The gap sweep (`saturation`, training sample 0, 60 grid points).
-    Saturation,
-    /// W-mode vs p-mode (Lemma A.6) in f64.
-    LemmaA6,
-    /// A grid over `axes` and `seeds` (`tokensel grid`), its merged summary.
-    Grid,
 }
 
 /// An interval `[lo, hi]` that contains a certified claim's exact value.
@@ -490,7 +463,7 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
         }
         Source::Compare => compare_options(c).check(cfg).map_err(memory)?,
         Source::LemmaA6 => {
-            let (w_cfg, p_cfg) = lemma_a6_configs(cfg);
+            let (w_cfg, p_cfg) = lemma_a6::configs(cfg);
             f64_run(&w_cfg).map_err(memory)?;
             f64_run(&p_cfg).map_err(memory)?;
         }
@@ -521,20 +494,6 @@ fn compare_options(claim: &Claim) -> crate::analysis::compare::Options {
         twin_method: crate::config::Method::Span,
         certify: None,
     }
-}
-
-/// The W-mode run of a `lemma_a6` claim (p(0) Gaussian where the config has p = 0) and
-/// its p-mode twin (W = I; its step size and p(0) are set from the W-mode run's).
-fn lemma_a6_configs(cfg: &Config) -> (Config, Config) {
-    let mut w_cfg = cfg.clone();
-    w_cfg.mode = Mode::W;
-    if w_cfg.init.p == PInit::Zero {
-        w_cfg.init.p = PInit::Gaussian;
-    }
-    let mut p_cfg = cfg.clone();
-    p_cfg.mode = Mode::P;
-    p_cfg.init.w = crate::config::WInit::Identity;
-    (w_cfg, p_cfg)
 }
 
 /// The grid of a `grid` claim: its config as the base, its axes and seeds.
@@ -594,58 +553,7 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
             )?)
         }
         Source::Grid => unreachable!("handled above"),
-        Source::LemmaA6 => {
-            let (w_cfg, mut p_cfg) = lemma_a6_configs(cfg);
-            let w_init = Params::init(&w_cfg);
-            // the direct step: the lemma's rounding budget is that of q = W^T p as d-term
-            // sums and W updated entry by entry (proofs-notes/lemma-a6.md)
-            let direct = crate::config::Method::Direct;
-            let w_run = Trainer::with_method(&w_cfg, &data, F64, w_cfg.formulation, direct)?;
-            let p = w_init.p.clone();
-            p_cfg.step_size = w_cfg.step_size * p.dot(&p);
-            // the p-run starts from p(0) = q(0) of the W-run, with W = I
-            let q0 = Params {
-                p: w_run.q().into(),
-                w: None,
-            };
-            let p_run = Trainer::from_params(&p_cfg, &data, F64, p_cfg.formulation, direct, &q0)?;
-            let mut worst = 0.0f64;
-            // kappa = || |W|^T |p| || / || W^T p ||, the condition of q = W^T p that the
-            // rounding budget of proofs-notes/lemma-a6.md is stated for, largest on the path
-            let mut kappa = 0.0f64;
-            // the largest step of q relative to q: |q(tau + 1) - q(tau)| / |q(tau)|
-            let mut rel_step = 0.0f64;
-            let mut q_before = w_run.q();
-            // both runs in lockstep; q compared after every update
-            let mut pair = (w_run, p_run);
-            drive(&mut pair, cfg.steps, |(w_run, p_run), event| {
-                if event == Event::Forward {
-                    return Ok(Control::Continue);
-                }
-                let (wq, pq) = (w_run.q(), p_run.q());
-                let diff: Vec<f64> = wq.iter().zip(&pq).map(|(a, b)| a - b).collect();
-                worst = worst.max(F64.norm_f64(&diff) / F64.norm_f64(&wq));
-                let step: Vec<f64> = wq.iter().zip(&q_before).map(|(a, b)| a - b).collect();
-                rel_step = rel_step.max(F64.norm_f64(&step) / F64.norm_f64(&q_before));
-                q_before.clone_from(&wq);
-                if let (p, Some(w)) = w_run.params() {
-                    let d = p.len();
-                    let abs_q: Vec<f64> = (0..d)
-                        .map(|k| (0..d).map(|m| (p[m] * w[m * d + k]).abs()).sum())
-                        .collect();
-                    kappa = kappa.max(F64.norm_f64(&abs_q) / F64.norm_f64(&wq));
-                }
-                Ok(match w_run.step == cfg.steps {
-                    true => Control::Stop,
-                    false => Control::Continue,
-                })
-            })?;
-            json(&LemmaA6 {
-                max_rel_q_diff: worst,
-                max_kappa: kappa,
-                max_rel_step: rel_step,
-            })
-        }
+        Source::LemmaA6 => json(&lemma_a6::lemma_a6(cfg, &data)?),
     })
 }
 

@@ -22,7 +22,24 @@ use serde::Deserialize;
 use serde::de::value::{Error as DeError, StrDeserializer};
 use serde::de::{self, IntoDeserializer, Visitor};
 
-use super::claims::{LemmaA6, Source};
+use crate::analysis::lemma_a6::LemmaA6;
+
+/// Computations a claim can read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// The f64 trainer (`run`).
+    Run,
+    /// f64 vs twin (`compare`).
+    Compare,
+    /// The gap sweep (`saturation`, training sample 0, 60 grid points).
+    Saturation,
+    /// W-mode vs p-mode (Lemma A.6) in f64.
+    LemmaA6,
+    /// A grid over `axes` and `seeds` (`tokensel grid`), its merged summary.
+    Grid,
+}
+
 use super::grid::cell::Regime;
 use super::grid::reduce;
 
