@@ -98,7 +98,7 @@ impl Chart {
                 r##"<line x1="{x0}" y1="{y:.1}" x2="{x1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
                 x0 - 6.0,
                 y + 4.0,
-                fmt_tick(v)
+                fmt_tick(v, (self.y_range.1 - self.y_range.0) / 5.0)
             );
         }
         // x ticks: decades on a log axis, 5 intervals otherwise
@@ -113,13 +113,17 @@ impl Chart {
                 .map(|k| self.x_range.0 + (self.x_range.1 - self.x_range.0) * k as f64 / 5.0)
                 .collect()
         };
+        let x_step = match self.log_x {
+            true => 0.0,
+            false => (self.x_range.1 - self.x_range.0) / 5.0,
+        };
         for v in ticks {
             let x = self.px(v);
             let _ = writeln!(
                 s,
                 r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{y1}" stroke="#eee"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
                 y1 + 16.0,
-                fmt_tick(v)
+                fmt_tick(v, if x_step > 0.0 { x_step } else { v })
             );
         }
         for (v, label) in &self.markers {
@@ -180,12 +184,30 @@ impl Chart {
     }
 }
 
-fn fmt_tick(v: f64) -> String {
+/// A tick label for `v` on an axis whose ticks are `step` apart, with as many digits as
+/// the step needs (ticks 1.000e-3 and 1.040e-3 read as such, not both as "1e-3").
+fn fmt_tick(v: f64, step: f64) -> String {
+    let mag = |x: f64| {
+        if x > 0.0 && x.is_finite() {
+            log10(x).floor() as i32
+        } else {
+            0
+        }
+    };
+    let trim = |s: String| match s.contains('.') {
+        true => s.trim_end_matches('0').trim_end_matches('.').to_string(),
+        false => s,
+    };
     if v != 0.0 && (v.abs() >= 1e4 || v.abs() < 1e-2) {
-        format!("{v:.0e}")
+        let digits = (mag(v.abs()) - mag(step.abs())).clamp(0, 15) as usize;
+        let s = format!("{v:.digits$e}");
+        match s.split_once('e') {
+            Some((m, e)) => format!("{}e{e}", trim(m.to_string())),
+            None => s,
+        }
     } else {
-        let s = format!("{v:.3}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
+        let digits = (-mag(step.abs())).clamp(0, 15) as usize;
+        trim(format!("{v:.digits$}"))
     }
 }
 
@@ -365,4 +387,35 @@ pub fn svg_to_png(svg: &str) -> Result<Vec<u8>, String> {
         &mut pixmap.as_mut(),
     );
     pixmap.encode_png().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fmt_tick;
+
+    /// Five ticks across a narrow range get distinct labels (they all read "1e-3" with a
+    /// fixed one-digit format), and wide ranges keep short labels.
+    #[test]
+    fn tick_labels_tell_neighbouring_ticks_apart() {
+        let labels = |lo: f64, hi: f64| -> Vec<String> {
+            (0..=5)
+                .map(|k| fmt_tick(lo + (hi - lo) * k as f64 / 5.0, (hi - lo) / 5.0))
+                .collect()
+        };
+        for (lo, hi) in [
+            (1e-3, 1.2e-3),
+            (0.5, 0.51),
+            (1e5, 1.001e5),
+            (0.0, 1.0),
+            (-3.0, 2e4),
+        ] {
+            let l = labels(lo, hi);
+            let mut d = l.clone();
+            d.dedup();
+            assert_eq!(d.len(), l.len(), "{lo}..{hi}: {l:?}");
+        }
+        assert_eq!(labels(0.0, 1.0), ["0", "0.2", "0.4", "0.6", "0.8", "1"]);
+        assert_eq!(fmt_tick(1e-3, 1e-3), "1e-3");
+        assert_eq!(fmt_tick(1.04e-3, 4e-5), "1.04e-3");
+    }
 }
