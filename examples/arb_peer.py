@@ -15,7 +15,9 @@ Usage (the venv's python with python-flint; tokensel built):
                                 [--tokensel target/release/tokensel] [--json]
 
 --prec is 64..=2^20 bits (the MPFR twin's range; 53 bits would be the f64 predictor);
-the arguments and the tokensel binary are checked before any work (exit 2).
+the arguments and the tokensel binary are checked before any work (exit 2); a tokensel
+command that fails or is killed partway ends the script with one line on stderr naming
+it (exit 1).
 
 It exports the default run's data with `tokensel data`, times `--steps` steps after
 `--warm` steps (CPU time of this process, `time.process_time`, one thread: FLINT's
@@ -30,6 +32,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -93,6 +96,32 @@ def check_args(ap, args):
     args.tokensel = exe
 
 
+def fail(message, status=1):
+    """Stop with `message` as one line on stderr and exit `status` (no traceback)."""
+    print(f"arb_peer.py: {' '.join(str(message).split())}", file=sys.stderr)
+    sys.exit(status)
+
+
+def tokensel(args, *command, env=None):
+    """Run `tokensel COMMAND...` and return its standard output; a run that cannot start,
+    is killed or fails ends the script with one line naming the command and why."""
+    what = f"`tokensel {command[0]}`"
+    try:
+        out = subprocess.run([args.tokensel, *command], capture_output=True, text=True, env=env)
+    except OSError as e:
+        fail(f"{what} could not be run ({args.tokensel}): {e}")
+    if out.returncode < 0:
+        try:
+            name = signal.Signals(-out.returncode).name
+        except ValueError:
+            name = f"signal {-out.returncode}"
+        fail(f"{what} was killed by {name} before it finished")
+    if out.returncode != 0:
+        last = next((l for l in reversed(out.stderr.splitlines()) if l.strip()), "no message")
+        fail(f"{what} failed with exit status {out.returncode}: {last.strip()}")
+    return out.stdout
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--prec", type=int, default=128,
@@ -108,13 +137,17 @@ def main():
     flint.ctx.threads = 1
 
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([args.tokensel, "data", "--out", tmp], check=True, capture_output=True)
-        X = np.load(os.path.join(tmp, "X_train.npy"))
-        y = np.load(os.path.join(tmp, "y_train.npy")).astype(int)
-        nu = np.load(os.path.join(tmp, "nu.npy"))
-        p0 = np.load(os.path.join(tmp, "p0.npy"))
-        cfg = open(os.path.join(tmp, "config.toml")).read()
-    alpha = float(next(l.split("=")[1] for l in cfg.splitlines() if l.startswith("step_size")))
+        tokensel(args, "data", "--out", tmp)
+        try:
+            X = np.load(os.path.join(tmp, "X_train.npy"))
+            y = np.load(os.path.join(tmp, "y_train.npy")).astype(int)
+            nu = np.load(os.path.join(tmp, "nu.npy"))
+            p0 = np.load(os.path.join(tmp, "p0.npy"))
+            with open(os.path.join(tmp, "config.toml")) as f:
+                cfg = f.read()
+            alpha = float(next(l.split("=")[1] for l in cfg.splitlines() if l.startswith("step_size")))
+        except (OSError, ValueError, StopIteration) as e:
+            fail(f"`tokensel data` did not write a readable data set: {e!r}")
     n, T, d = X.shape
     r = n * T
     rows = np.vstack([p0[None, :], X.reshape(r, d)])
@@ -172,18 +205,25 @@ def main():
         run_s = time.process_time() - t0 + setup
 
     env = dict(os.environ, RAYON_NUM_THREADS="1")
-    out = subprocess.run(
-        [args.tokensel, "cost", "--precs", str(args.prec), "--ball", str(args.prec),
-         "--twin-reps", "15", "--reps", "3", "--json"],
-        check=True, capture_output=True, text=True, env=env,
+    out = tokensel(
+        args, "cost", "--precs", str(args.prec), "--ball", str(args.prec),
+        "--twin-reps", "15", "--reps", "3", "--json", env=env,
     )
-    cost = json.loads(out.stdout)
-    rows_ = cost["rows"]
+    try:
+        cost = json.loads(out)
+        rows_ = cost["rows"]
+        if not isinstance(rows_, list) or not all(isinstance(x, dict) for x in rows_):
+            raise TypeError(f"`rows` is {type(rows_).__name__}, not a list of objects")
+    except (ValueError, KeyError, TypeError) as e:
+        fail(f"`tokensel cost --json` printed no cost report: {e!r}")
 
     def cpu_us(trainer):
-        hit = [x for x in rows_ if x["trainer"] == trainer and x["prec_bits"] == args.prec
-               and x["method"] == "span"]
-        return hit[0]["cpu_per_step_s"] * 1e6 if hit else float("nan")
+        hit = [x for x in rows_ if x.get("trainer") == trainer
+               and x.get("prec_bits") == args.prec and x.get("method") == "span"]
+        try:
+            return float(hit[0]["cpu_per_step_s"]) * 1e6 if hit else float("nan")
+        except (KeyError, TypeError, ValueError) as e:
+            fail(f"`tokensel cost --json`: the {trainer} row has no CPU time: {e!r}")
 
     ball_us, twin_us = cpu_us("ball"), cpu_us("mpfr")
     res = {
@@ -213,4 +253,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        fail("interrupted", 130)

@@ -145,18 +145,7 @@ impl Dataset {
         ));
         let groups = cfg.layout.groups();
 
-        let mut labels = rng::stream(cfg.seed, Stream::TrainLabels);
-        let y_true: Vec<i8> = match cfg.labels {
-            LabelRule::Random => (0..cfg.n_train).map(|_| coin(&mut labels)).collect(),
-            LabelRule::HalfSplit => (0..cfg.n_train)
-                .map(|i| if i < cfg.n_train.div_ceil(2) { 1 } else { -1 })
-                .collect(),
-        };
-        let flipped = flip_positions(cfg, &mut labels, &y_true);
-        let mut y = y_true.clone();
-        for &i in &flipped {
-            y[i] = -y[i];
-        }
+        let (y_true, y) = train_labels(cfg);
         let train = draw_split(
             cfg,
             Stream::TrainTokens,
@@ -219,6 +208,25 @@ impl Dataset {
     pub fn mu(&self, y: i8) -> &Array1<f64> {
         if y > 0 { &self.mu_pos } else { &self.mu_neg }
     }
+}
+
+/// The generated training labels of `cfg`: the true labels Y* and the observed ones
+/// (Y* with the config's flips), both from the `TrainLabels` stream (the true labels
+/// first, then the flips), as [`Dataset::generate`] draws them (no token is drawn).
+pub(crate) fn train_labels(cfg: &Config) -> (Vec<i8>, Vec<i8>) {
+    let mut labels = rng::stream(cfg.seed, Stream::TrainLabels);
+    let y_true: Vec<i8> = match cfg.labels {
+        LabelRule::Random => (0..cfg.n_train).map(|_| coin(&mut labels)).collect(),
+        LabelRule::HalfSplit => (0..cfg.n_train)
+            .map(|i| if i < cfg.n_train.div_ceil(2) { 1 } else { -1 })
+            .collect(),
+    };
+    let flipped = flip_positions(cfg, &mut labels, &y_true);
+    let mut y = y_true.clone();
+    for &i in &flipped {
+        y[i] = -y[i];
+    }
+    (y_true, y)
 }
 
 /// The training samples whose labels are flipped, by the config's flip rule and

@@ -19,7 +19,7 @@ use pyo3::types::{PyDict, PyType};
 
 use tokensel::analysis::{compare as compare_lib, judge as judge_lib};
 use tokensel::arith::{Arith, Ball, DEFAULT_BALL_PREC, DEFAULT_PREC, F32, F64, Mpfr};
-use tokensel::config::{Config, Group, Method, Preset};
+use tokensel::config::{Config, Group, Method, Preset, WInit};
 use tokensel::data::supplied::Supplied;
 use tokensel::data::{Dataset, Params};
 use tokensel::error::Error;
@@ -487,13 +487,8 @@ fn supplied_of(cfg: &Config, d: &Bound<'_, PyDict>) -> PyResult<Dataset> {
             "differs from the config's p(0) (initial parameters come from its seed and init)",
         ));
     }
-    if let Some(w0) = floats::<ndarray::Array2<f64>>(d, "W0")?
-        && Some(&w0) != init.w.as_ref()
-    {
-        return Err(mismatch(
-            "W0",
-            "differs from the config's W(0) (initial parameters come from its seed and init)",
-        ));
+    if let Some(w0) = floats::<ndarray::Array2<f64>>(d, "W0")? {
+        check_w0(cfg, &init, &w0).map_err(|reason| mismatch("W0", &reason))?;
     }
     if let Some(v) = d.get_item("noisy_train")? {
         let noisy = bools(&v, "noisy_train")?;
@@ -506,6 +501,40 @@ fn supplied_of(cfg: &Config, d: &Bound<'_, PyDict>) -> PyResult<Dataset> {
         }
     }
     Ok(ds)
+}
+
+/// A supplied `W0` against the W(0) the config implies: its dense initial matrix, or the
+/// identity where the library keeps none (`init.w = "identity"` in p-mode, where W is not
+/// trained and `tokensel.data` gives no `W0`). `Err` holds the reason it differs (its
+/// shape, or the first entry that differs and the config's value there).
+fn check_w0(cfg: &Config, init: &Params, w0: &Array2<f64>) -> Result<(), String> {
+    let identity;
+    let (implied, what) = match &init.w {
+        Some(w) if cfg.init.w == WInit::Identity => (w, "the identity (init.w = \"identity\")"),
+        Some(w) => (
+            w,
+            "drawn from its seed (init.w = \"kaiming_uniform\"; initial parameters come from \
+             its seed and init)",
+        ),
+        None => {
+            identity = Array2::eye(cfg.d);
+            (&identity, "the identity (init.w = \"identity\")")
+        }
+    };
+    if w0.dim() != implied.dim() {
+        return Err(format!(
+            "shape {:?}, the config gives (d, d) = ({d}, {d})",
+            w0.shape(),
+            d = cfg.d
+        ));
+    }
+    match w0.indexed_iter().find(|&(ij, v)| *v != implied[ij]) {
+        Some(((i, j), v)) => Err(format!(
+            "differs from the config's W(0), {what}: W0[{i}, {j}] = {v:e}, the config's is {:e}",
+            implied[[i, j]]
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The data of a run: supplied (checked while holding the GIL) or to be generated.

@@ -76,10 +76,11 @@ def test_refuses_what_cannot_work(cfg, change, kind, words):
 
 
 def test_supplied_noise_is_the_data_s_or_the_config_s(cfg):
-    """With both labels given, eta > 0 must reproduce them (the generated labels come from
-    another stream position: refused); eta = 0 takes any noise."""
+    """With both labels given, eta > 0 must reproduce them (the labels another seed's
+    config generated are not this config's flips: refused; this config's own generated
+    labels are accepted, test_supplied_roundtrip.py); eta = 0 takes any noise."""
     with pytest.raises(errors.ConfigError, match="y_train is not y_true_train with the config's flips"):
-        tokensel.run(cfg.replace(steps=5), data=tokensel.data(cfg))
+        tokensel.run(cfg.replace(steps=5), data=tokensel.data(cfg.replace(seed=cfg.seed + 1)))
     arrays = tokensel.data(cfg)
     clean = {k: arrays[k] for k in ("X_train", "X_test", "y_test", "nu")}
     injected = tokensel.run(cfg.replace(steps=5), data={**clean, "y_train": arrays["y_true_train"]})

@@ -89,9 +89,12 @@ Data = Mapping[str, Any]
 ``"W_same"``, ``"W_opposite"``, ``"I"`` or 0..3; default: the config's layout). The config
 must agree with the shapes (``n_train``, ``layout``, ``d``, ``n_test``). Without
 ``y_true_train`` the labels are taken as true and the config's flip rule injects label
-noise at rate ``eta`` (seeded); with it the noise is the data's and ``eta`` must be 0.
-``noisy_train``, ``p0``, ``W0`` may be present (as :func:`data` returns them) and must
-agree with the labels and the config. Without known groups the selection metrics
+noise at rate ``eta`` (seeded); with it the labels are final: at ``eta=0`` the noise is
+the data's, at ``eta > 0`` ``y_train`` must be the config's flips of ``y_true_train`` (as
+:func:`data` gives them for this config, or as a run's ``labels`` give them for injected
+noise). ``noisy_train``, ``p0``, ``W0`` may be present (as :func:`data` returns them) and
+must agree with the labels and the config (``W0`` may be ``numpy.eye(d)`` where the
+config's W(0) is the identity, which :func:`data` leaves out in p-mode). Without known groups the selection metrics
 measure positions (the layout's), not relevance."""
 
 

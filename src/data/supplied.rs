@@ -10,8 +10,10 @@
 //! config's flip rule and rate flip some of them, drawn from the seed's `TrainLabels`
 //! stream (so eta can be swept on real data). With `y_true_train` the labels are final:
 //! at `eta = 0` the noise is the caller's (any flips); at `eta > 0` they must be what the
-//! config's flips give from `y_true_train` (a data set written after tokensel injected its
-//! noise reads back as the same run; anything else is refused, not silently relabelled).
+//! config's flips give from `y_true_train`: injected as above (a data set written after
+//! tokensel injected its noise reads back as the same run) or as the generator drew them
+//! (the arrays of `tokensel data` for this config read back as the config's own run);
+//! anything else is refused, not silently relabelled.
 //!
 //! Groups: the selection metrics (attention mass and top token per group, the paper's
 //! Definition 4.1 score) need each position's group. Without `groups`, the config's
@@ -21,7 +23,7 @@
 
 use ndarray::{Array1, Array2, Array3};
 
-use super::{Dataset, Source, Split, flip_positions};
+use super::{Dataset, Source, Split, flip_positions, train_labels};
 use crate::arith::F64;
 use crate::config::{Config, Group};
 use crate::error::{Error, Result};
@@ -108,6 +110,20 @@ fn inject(cfg: &Config, y_true: &[i8]) -> Vec<i8> {
     y
 }
 
+/// Whether `y` is `y_true` with the config's label flips, either of the two ways
+/// tokensel flips labels: injected into supplied true labels ([`inject`], the flips
+/// drawn from the start of the `TrainLabels` stream: a supplied data set written back
+/// with both labels), or generated ([`Dataset::generate`]: the config's own true labels
+/// drawn first, then the flips from the same stream: the arrays of `tokensel data`
+/// passed back). Any other labels are not the config's flips.
+fn config_flips(cfg: &Config, y_true: &[i8], y: &[i8]) -> bool {
+    if inject(cfg, y_true) == y {
+        return true;
+    }
+    let (gen_true, gen_y) = train_labels(cfg);
+    gen_true == y_true && gen_y == y
+}
+
 /// `x` in standard (row-major, C) layout: itself when it is, else a copy.
 fn standard(x: Array3<f64>) -> Array3<f64> {
     if x.is_standard_layout() {
@@ -162,7 +178,7 @@ impl Dataset {
         let (y_true, y) = match s.y_true_train {
             Some(y_true) => {
                 check_labels("y_true_train", &y_true, cfg.n_train)?;
-                if cfg.eta != 0.0 && inject(cfg, &y_true) != s.y_train {
+                if cfg.eta != 0.0 && !config_flips(cfg, &y_true, &s.y_train) {
                     return Err(Error::config(
                         "eta",
                         format!(
@@ -249,6 +265,41 @@ mod tests {
         let a = Trainer::run(&cfg, &gen_data, F64, &mut |_| {}).unwrap();
         let b = Trainer::run(&cfg0, &sup, F64, &mut |_| {}).unwrap();
         assert_eq!(a.digest(), b.digest());
+    }
+
+    /// The generated data fed back with both labels under its own config (eta > 0: the
+    /// generator's flips, drawn after the true labels) is accepted and trains to the
+    /// same trajectory bits in f64; labels with one flip moved are still refused.
+    #[test]
+    fn generated_data_fed_back_at_its_eta_gives_the_same_trajectory() {
+        let cfg = small();
+        assert!(cfg.eta > 0.0);
+        let gen_data = Dataset::generate(&cfg);
+        let back = fed_back(
+            &gen_data,
+            &gen_data.train.y,
+            Some(&gen_data.train.y_true),
+            false,
+        );
+        let sup = Dataset::supplied(&cfg, back.clone()).unwrap();
+        assert_eq!(sup.train.y, gen_data.train.y);
+        let a = Trainer::run(&cfg, &gen_data, F64, &mut |_| {}).unwrap();
+        let b = Trainer::run(&cfg, &sup, F64, &mut |_| {}).unwrap();
+        assert_eq!(a.digest(), b.digest());
+        let mut moved = back;
+        let flipped = (0..cfg.n_train)
+            .find(|&i| gen_data.train.is_noisy(i))
+            .unwrap();
+        let clean = (0..cfg.n_train)
+            .find(|&i| !gen_data.train.is_noisy(i))
+            .unwrap();
+        moved.y_train[flipped] = -moved.y_train[flipped];
+        moved.y_train[clean] = -moved.y_train[clean];
+        let e = Dataset::supplied(&cfg, moved).unwrap_err().to_string();
+        assert!(
+            e.contains("not y_true_train with the config's flips"),
+            "{e}"
+        );
     }
 
     #[test]
