@@ -742,7 +742,8 @@ fn steps_of(v: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
 
 /// An external trajectory from a dict: `steps`, `dtype` (`float32`/`float64`),
 /// optional `implementation`, `config` and `format`, and the quantities by their one
-/// names, each an array whose first axis is the recorded step.
+/// names, each an array whose first axis is the recorded step, and `<quantity>_steps`
+/// for a quantity recorded at fewer steps.
 fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
     let mut steps = None;
     let mut header = Header {
