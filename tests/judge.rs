@@ -1268,3 +1268,71 @@ fn bad_own_steps_exit_2() {
         assert!(stderr(&o).contains(want), "case {k}: {}", stderr(&o));
     }
 }
+
+/// The NPZ encoding of a sparser quantity: `attention_steps` (uint64 here, int64 for
+/// `steps`) with the attention's first axis over those steps reads as the JSON file with
+/// `attention_steps`: the same report.
+#[test]
+fn npz_own_steps_read_as_json() {
+    use ndarray::{Array1, Array2, Array3};
+    let tmp = tempfile::tempdir().unwrap();
+    let data = export(tmp.path(), SMALL);
+    let cfg = Config::from_file(&data.join("config.toml")).unwrap();
+    let ext = own_trajectory(&cfg);
+    let own: Vec<u64> = vec![0, 7, 30];
+    let mut sparse = only(&ext, &["p", "attention"], 31);
+    sparse["attention"] = Value::Array(
+        own.iter()
+            .map(|&s| ext["attention"][s as usize].clone())
+            .collect(),
+    );
+    sparse["attention_steps"] = json!(own);
+    let (code, from_json) = judge(&sparse, tmp.path(), &data, "sparse.json");
+    assert_eq!(code, 0, "{from_json:#}");
+    let flat = |v: &Value| -> Vec<f64> {
+        fn walk(v: &Value, out: &mut Vec<f64>) {
+            match v {
+                Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+                x => out.push(x.as_f64().unwrap()),
+            }
+        }
+        let mut out = vec![];
+        walk(v, &mut out);
+        out
+    };
+    let (n, t, d) = (cfg.n_train, cfg.tokens(), cfg.d);
+    let header = serde_json::to_vec(&json!({
+        "format": sparse["format"], "dtype": sparse["dtype"],
+        "implementation": sparse["implementation"], "config": sparse["config"],
+    }))
+    .unwrap();
+    let path = tmp.path().join("sparse.npz");
+    let mut npz = ndarray_npy::NpzWriter::new(std::fs::File::create(&path).unwrap());
+    npz.add_array("header", &Array1::from_vec(header)).unwrap();
+    npz.add_array("steps", &Array1::from_iter(0..31i64))
+        .unwrap();
+    npz.add_array(
+        "p",
+        &Array2::from_shape_vec((31, d), flat(&sparse["p"])).unwrap(),
+    )
+    .unwrap();
+    npz.add_array(
+        "attention",
+        &Array3::from_shape_vec((own.len(), n, t), flat(&sparse["attention"])).unwrap(),
+    )
+    .unwrap();
+    npz.add_array("attention_steps", &Array1::from_vec(own.clone()))
+        .unwrap();
+    npz.finish().unwrap();
+    let (code, from_npz) = judge_file(&path, &data);
+    assert_eq!(code, 0, "{from_npz:#}");
+    assert_eq!(from_npz, from_json);
+    let with_attention: Vec<u64> = from_npz["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["rel_err"]["attention"].is_number())
+        .map(|r| r["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(with_attention, own);
+}
