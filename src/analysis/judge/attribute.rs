@@ -966,6 +966,50 @@ mod tests {
         assert!(d.summary.contains("f64's range"), "{}", d.summary);
     }
 
+    /// W recorded at steps 0 and 5 only (records 0 and 3), p at all four: a deviation
+    /// in W at step 5 dates from update 1 (W's previous record), not 3; the NaN
+    /// placeholders where W is not recorded weigh nothing (no exit, no coarseness).
+    #[test]
+    fn a_sparse_quantity_departs_from_its_own_previous_record() {
+        const F64: [f64; 4] = [1e-16; 4];
+        const F32: [f64; 4] = [1e-7; 4];
+        let nan = f64::NAN;
+        let mut e = quantities(
+            Dtype::Float64,
+            &[
+                (
+                    Quantity::P,
+                    [0.0, 1e-16, 1e-16, 1e-16],
+                    [F64, F64, F32, F32],
+                ),
+                (
+                    Quantity::W,
+                    [0.0, nan, nan, 1e-9],
+                    [
+                        [1e-16, nan, nan, 1e-16],
+                        [1e-16, nan, nan, 1e-16],
+                        [1e-7, nan, nan, 1e-7],
+                        [1e-7, nan, nan, 1e-7],
+                    ],
+                ),
+            ],
+        );
+        e.recorded
+            .insert(Quantity::W, vec![true, false, false, true]);
+        let (_, d) = diagnose(&e);
+        let dep = d.departure.unwrap();
+        assert_eq!(
+            (dep.cause, dep.step, dep.quantity, dep.updates),
+            (Cause::WrongModel, 5, Quantity::W, Some((1, 5)))
+        );
+        assert_eq!(d.explained_until, Some(2));
+        assert!(d.summary.contains("between 1 and 5"), "{}", d.summary);
+        // without the fault: explained, the placeholders silent
+        e.external.get_mut(&Quantity::W).unwrap()[3] = 1e-16;
+        let (_, d) = diagnose(&e);
+        assert!(d.departure.is_none(), "{}", d.summary);
+    }
+
     /// A deviation FACTOR times beyond the envelope departs at its record, with the
     /// update range from the previous record; exactly at the limit it does not.
     #[test]
