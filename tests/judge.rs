@@ -1108,3 +1108,231 @@ fn huge_values_forged_names_and_duplicate_keys() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("given twice"), "{}", stderr(&o));
 }
+
+/// The joint-mode run of `joint_mode_with_w_agrees_and_a_perturbed_w_does_not`.
+fn joint_config() -> String {
+    format!(
+        "{}mode = \"joint\"\n[init]\np = \"gaussian\"\nw = \"kaiming_uniform\"\n",
+        SMALL.replace("step_size = 0.5", "step_size = 0.05")
+    )
+}
+
+/// `ext` with W kept only at every 10th step (steps 0, 10, 20, 30: `W_steps`), every
+/// other quantity at every step.
+fn sparse_w(ext: &Value) -> Value {
+    let mut out = ext.clone();
+    let w: Vec<Value> = ext["W"].as_array().unwrap().to_vec();
+    out["W"] = Value::Array(w.into_iter().step_by(10).collect());
+    out["W_steps"] = json!([0, 10, 20, 30]);
+    out
+}
+
+/// A run recording W every 10th step and everything else every step is judged in one
+/// call: each quantity at its own steps. tokensel's own run agrees (p's statistics as in
+/// the dense file, W compared at 4 records, the rows without W elsewhere); a fault
+/// planted in W alone from step 4 on departs at W's first record after it (step 10),
+/// from an update between 1 and 10 (W was last seen within its limits at step 0), with
+/// p still explained. The same read from NPZ.
+#[test]
+fn a_quantity_recorded_at_sparser_steps_is_judged_at_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = export(tmp.path(), &joint_config());
+    let cfg = Config::from_file(&data.join("config.toml")).unwrap();
+    let ext = own_trajectory(&cfg);
+    let (code, dense) = judge(&ext, tmp.path(), &data, "dense.json");
+    assert_eq!(code, 0, "{dense:#}");
+    let sparse = sparse_w(&ext);
+    let (code, r) = judge(&sparse, tmp.path(), &data, "sparse.json");
+    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(r["within_tolerance"], true);
+    assert_eq!(r["steps_compared"], 31);
+    assert_explained(&r, &["f64-stable", "f64-naive"]);
+    for q in ["p", "q", "scores", "attention", "grad_q", "loss"] {
+        assert_eq!(r["quantities"][q], dense["quantities"][q], "{q}");
+    }
+    let e = r["quantities"]["W"]["max_rel_err"].as_f64().unwrap();
+    assert!(e < 1e-12, "W: {e}");
+    let rows = r["rows"].as_array().unwrap();
+    for row in rows {
+        let step = row["step"].as_u64().unwrap();
+        assert_eq!(row["rel_err"]["W"].is_null(), step % 10 != 0, "{row:#}");
+        assert!(row["rel_err"]["p"].is_number(), "{row:#}");
+        for c in row["candidates"].as_object().unwrap().values() {
+            assert_eq!(c["W"].is_null(), step % 10 != 0, "{row:#}");
+        }
+    }
+
+    let mut bent = ext.clone();
+    for k in 4..=30 {
+        let v = bent["W"][k][3][7].as_f64().unwrap();
+        bent["W"][k][3][7] = json!(v + 1e-6);
+    }
+    let bent = sparse_w(&bent);
+    let (code, r) = judge(&bent, tmp.path(), &data, "sparse-bent.json");
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(r["quantities"]["W"]["first_over_tol"], 10, "{r:#}");
+    assert_eq!(r["quantities"]["p"]["first_over_tol"], Value::Null, "{r:#}");
+    assert_eq!(r["first_over_tol"]["step"], 10, "{r:#}");
+    assert_eq!(r["first_over_tol"]["quantity"], "W", "{r:#}");
+    assert_eq!(departure(&r), Some(("wrong-model", 10, "W")), "{r:#}");
+    assert_eq!(updates(&r), Some((1, 10)), "{r:#}");
+    assert_eq!(r["diagnosis"]["departure"]["quantities"], json!(["W"]));
+    assert_eq!(r["diagnosis"]["explained_until"], 9, "{r:#}");
+    assert_eq!(explained_by(&r), ["f64-stable", "f64-naive"]);
+    let summary = r["diagnosis"]["summary"].as_str().unwrap();
+    assert!(summary.contains("between 1 and 10"), "{summary}");
+}
+
+/// A quantity's own steps are checked on read, each refusal an exit 2 naming the key:
+/// not increasing, repeated, not in `steps`, empty, the wrong number of entries, a key
+/// for a quantity not recorded, and a step of `steps` at which nothing is recorded.
+#[test]
+fn bad_own_steps_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = export(tmp.path(), SMALL);
+    let cfg = Config::from_file(&data.join("config.toml")).unwrap();
+    let ext = only(&own_trajectory(&cfg), &["p", "output"], 31);
+    let output_at = |steps: &[u64]| -> Value {
+        let mut e = ext.clone();
+        let all = ext["output"].as_array().unwrap();
+        e["output"] = Value::Array(
+            steps
+                .iter()
+                .map(|&s| all.get(s as usize).cloned().unwrap_or(json!(vec![0.0; 6])))
+                .collect(),
+        );
+        e["output_steps"] = json!(steps);
+        e
+    };
+    // the sparse file itself is fine
+    let (code, r) = judge(&output_at(&[0, 5, 30]), tmp.path(), &data, "ok.json");
+    assert_eq!(code, 0, "{r:#}");
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            output_at(&[0, 10, 5]),
+            "`output_steps` must increase strictly",
+        ),
+        (
+            output_at(&[0, 5, 5]),
+            "`output_steps` must increase strictly",
+        ),
+        (output_at(&[0, 31]), "`output_steps` lists step 31"),
+        (output_at(&[]), "`output_steps` is empty"),
+        (
+            {
+                let mut e = output_at(&[0, 10]);
+                e["output_steps"] = json!([0, 10, 20]);
+                e
+            },
+            "`output` has 2 entries for 3 steps (`output_steps`)",
+        ),
+        (
+            {
+                let mut e = ext.clone();
+                e["loss_steps"] = json!([0]);
+                e
+            },
+            "`loss_steps` lists steps of `loss`, which is not recorded",
+        ),
+        (
+            {
+                let mut e = output_at(&[0, 10]);
+                e["p"] = json!([ext["p"][0].clone(), ext["p"][10].clone()]);
+                e["p_steps"] = json!([0, 10]);
+                e["steps"] = json!([0, 5, 10]);
+                e["output_steps"] = json!([0, 10]);
+                e
+            },
+            "step 5 of `steps` records no quantity",
+        ),
+        (
+            {
+                let mut e = output_at(&[0, 10]);
+                e["output_steps"] = json!([0, -10]);
+                e
+            },
+            "`output_steps`",
+        ),
+    ];
+    for (k, (e, want)) in cases.iter().enumerate() {
+        let path = tmp.path().join(format!("bad{k}.json"));
+        std::fs::write(&path, serde_json::to_string(e).unwrap()).unwrap();
+        let o = tokensel(&[
+            "judge",
+            path.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+            "--quiet",
+        ]);
+        assert_eq!(o.status.code(), Some(2), "case {k}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "case {k}: {}", stderr(&o));
+    }
+}
+
+/// The NPZ encoding of a sparser quantity: `attention_steps` (uint64 here, int64 for
+/// `steps`) with the attention's first axis over those steps reads as the JSON file with
+/// `attention_steps`: the same report.
+#[test]
+fn npz_own_steps_read_as_json() {
+    use ndarray::{Array1, Array2, Array3};
+    let tmp = tempfile::tempdir().unwrap();
+    let data = export(tmp.path(), SMALL);
+    let cfg = Config::from_file(&data.join("config.toml")).unwrap();
+    let ext = own_trajectory(&cfg);
+    let own: Vec<u64> = vec![0, 7, 30];
+    let mut sparse = only(&ext, &["p", "attention"], 31);
+    sparse["attention"] = Value::Array(
+        own.iter()
+            .map(|&s| ext["attention"][s as usize].clone())
+            .collect(),
+    );
+    sparse["attention_steps"] = json!(own);
+    let (code, from_json) = judge(&sparse, tmp.path(), &data, "sparse.json");
+    assert_eq!(code, 0, "{from_json:#}");
+    let flat = |v: &Value| -> Vec<f64> {
+        fn walk(v: &Value, out: &mut Vec<f64>) {
+            match v {
+                Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+                x => out.push(x.as_f64().unwrap()),
+            }
+        }
+        let mut out = vec![];
+        walk(v, &mut out);
+        out
+    };
+    let (n, t, d) = (cfg.n_train, cfg.tokens(), cfg.d);
+    let header = serde_json::to_vec(&json!({
+        "format": sparse["format"], "dtype": sparse["dtype"],
+        "implementation": sparse["implementation"], "config": sparse["config"],
+    }))
+    .unwrap();
+    let path = tmp.path().join("sparse.npz");
+    let mut npz = ndarray_npy::NpzWriter::new(std::fs::File::create(&path).unwrap());
+    npz.add_array("header", &Array1::from_vec(header)).unwrap();
+    npz.add_array("steps", &Array1::from_iter(0..31i64))
+        .unwrap();
+    npz.add_array(
+        "p",
+        &Array2::from_shape_vec((31, d), flat(&sparse["p"])).unwrap(),
+    )
+    .unwrap();
+    npz.add_array(
+        "attention",
+        &Array3::from_shape_vec((own.len(), n, t), flat(&sparse["attention"])).unwrap(),
+    )
+    .unwrap();
+    npz.add_array("attention_steps", &Array1::from_vec(own.clone()))
+        .unwrap();
+    npz.finish().unwrap();
+    let (code, from_npz) = judge_file(&path, &data);
+    assert_eq!(code, 0, "{from_npz:#}");
+    assert_eq!(from_npz, from_json);
+    let with_attention: Vec<u64> = from_npz["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["rel_err"]["attention"].is_number())
+        .map(|r| r["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(with_attention, own);
+}

@@ -23,7 +23,9 @@ use tokensel::config::{Config, Group, Method, Preset, WInit};
 use tokensel::data::supplied::Supplied;
 use tokensel::data::{Dataset, Params};
 use tokensel::error::Error;
-use tokensel::io::external::{Dtype, EXTERNAL_FORMAT, External, Header, Series};
+use tokensel::io::external::{
+    Dtype, EXTERNAL_FORMAT, External, Header, Series, quantity_of_steps_key,
+};
 use tokensel::io::trajectory::{Checkpoint, SampleState, Summary, Trajectory};
 use tokensel::quantity::Quantity;
 use tokensel::train::{Trainer, check_memory};
@@ -769,7 +771,8 @@ fn steps_of(v: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
 
 /// An external trajectory from a dict: `steps`, `dtype` (`float32`/`float64`),
 /// optional `implementation`, `config` and `format`, and the quantities by their one
-/// names, each an array whose first axis is the recorded step.
+/// names, each an array whose first axis is the recorded step, and `<quantity>_steps`
+/// for a quantity recorded at fewer steps.
 fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
     let mut steps = None;
     let mut header = Header {
@@ -780,6 +783,7 @@ fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
     };
     let mut dtype = None;
     let mut series = BTreeMap::new();
+    let mut own_steps = BTreeMap::new();
     for (key, value) in traj.iter() {
         let key: String = key
             .extract()
@@ -819,13 +823,21 @@ fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
                 };
                 header.config = map.into_iter().collect();
             }
+            _ if quantity_of_steps_key(EXTERNAL_FORMAT, &key).is_some() => {
+                let q = quantity_of_steps_key(EXTERNAL_FORMAT, &key).expect("matched");
+                let s = value
+                    .extract::<Vec<u64>>()
+                    .map_err(|e| bad_traj(&key, format!("expected non-negative integers: {e}")))?;
+                own_steps.insert(q, (key, s));
+            }
             _ => {
                 let q = Quantity::from_name(&key).ok_or_else(|| {
                     bad_traj(
                         "trajectory",
                         format!(
                             "unknown key `{key}` (header: steps, dtype, implementation, \
-                             config, format; quantities: {})",
+                             config, format; quantities: {}; a quantity's own steps: \
+                             <quantity>_steps)",
                             Quantity::names()
                         ),
                     )
@@ -856,9 +868,25 @@ fn external_of(traj: &Bound<'_, PyDict>) -> PyResult<External> {
                             .collect()
                     })
                     .collect();
-                series.insert(q, Series { shape, values });
+                series.insert(
+                    q,
+                    Series {
+                        shape,
+                        values,
+                        steps: None,
+                    },
+                );
             }
         }
+    }
+    for (q, (key, s)) in own_steps {
+        let Some(entry) = series.get_mut(&q) else {
+            return Err(bad_traj(
+                &key,
+                format!("lists steps of `{}`, which is not recorded", q.name()),
+            ));
+        };
+        entry.steps = Some(s);
     }
     header.dtype = dtype.ok_or_else(|| bad_traj("dtype", "missing (float32 or float64)"))?;
     let steps = steps.ok_or_else(|| bad_traj("steps", "missing"))?;

@@ -248,3 +248,42 @@ def test_recorder_on_pytorch(cfg):
             p -= cfg.step_size * p.grad
     report = tokensel.judge(cfg, rec.to_dict())
     assert report["within_tolerance"], report["findings"]
+
+
+def sparse_w_recorded(cfg, w_fault=0.0):
+    """The float64 NumPy run of ``recorded`` with W (= I: p-mode) also recorded, but only
+    at the steps ``due(t, every=10)`` picks (0, 10, 20, 50, ...), plus ``w_fault`` in one
+    entry from step 50 on (a fault visible only in W)."""
+    rec = tt.Recorder(steps=STEPS)
+
+    def record(t, **q):
+        if rec.due(t, every=10):
+            w = np.eye(cfg.d)
+            if t >= 50:
+                w[3, 7] += w_fault
+            q["W"] = w
+        rec.record(t, **q)
+
+    numpy_run(cfg, record=record)
+    return rec.to_dict()
+
+
+def test_w_recorded_sparser_than_p_is_judged_in_one_call(cfg):
+    """W every 10th step, the rest at every step of STEPS: one recorder, one call; each
+    quantity compared at its own steps. A fault planted in W alone departs in W at its
+    first record after the fault, dated from W's previous record."""
+    w_steps = [s for s in STEPS if s % 10 == 0]
+    traj = sparse_w_recorded(cfg)
+    assert traj["W_steps"].tolist() == w_steps and traj["W"].shape[0] == len(w_steps)
+    assert "p_steps" not in traj
+    report = tokensel.judge(cfg, traj)
+    assert report["within_tolerance"], report["diagnosis"]
+    assert report["steps_compared"] == len(STEPS)
+    assert "W" in report["quantities"]
+    assert [r["step"] for r in report["rows"] if "W" in r["rel_err"]] == w_steps
+    bent = tokensel.judge(cfg, sparse_w_recorded(cfg, w_fault=1e-3))
+    assert not bent["within_tolerance"]
+    assert bent["quantities"]["W"]["first_over_tol"] == 50
+    assert bent["quantities"]["p"]["first_over_tol"] is None
+    dep = bent["diagnosis"]["departure"]
+    assert (dep["step"], dep["quantity"], dep["updates"]) == (50, "W", [21, 50]), dep

@@ -191,7 +191,8 @@ def judge(
     implementation used, each checked against ``config``), and any of the quantities
     ``p``, ``q``, ``W``, ``scores``, ``attention``, ``rest``, ``output``, ``loss``,
     ``grad_q``, each an array whose first axis is the recorded step (the external
-    format of ``tokensel judge``). Returns the report of ``tokensel judge --json``.
+    format of ``tokensel judge``); ``<quantity>_steps`` (e.g. ``W_steps``) lists the
+    steps of a quantity recorded at fewer steps than ``steps`` (a subset of them). Returns the report of ``tokensel judge --json``.
     ``data``: supplied arrays (:data:`Data`) instead of the config's generated data.
     ``enclosure``: the precision of the ball enclosure that proves values wrong
     (``None``: no enclosure, as ``--no-enclosure``).

@@ -15,7 +15,11 @@ In a training loop (``q = W.T @ p`` or ``q = p``; call ``q.retain_grad()`` befor
     report = tokensel.judge(cfg, rec.to_dict())
 
 The quantities are the external format's: ``p``, ``q``, ``W``, ``scores``, ``attention``,
-``rest``, ``output``, ``loss``, ``grad_q``; every recorded step must carry the same ones.
+``rest``, ``output``, ``loss``, ``grad_q``. A quantity is recorded at the steps it is given
+at: ``rec.record(t, p=p)`` at every step and ``rec.record(t, p=p, W=W)`` at every 10th
+records W sparser than p (``due(t, every=10)`` tells those steps; the first record names
+every quantity); the dict then lists W's own steps as ``W_steps``, and the judge compares
+each quantity at its own steps.
 The dtype is taken from the arrays (never from 0-d values or Python scalars such as
 ``loss.item()``), and arrays of two float widths are refused; ``None`` (e.g. ``q.grad``
 without ``q.retain_grad()``) is refused when it is recorded.
@@ -76,10 +80,17 @@ class Recorder:
         self.config = dict(config or {})
         self._recorded: list[int] = []
         self._values: dict[str, list[np.ndarray]] = {}
+        self._steps_of: dict[str, list[int]] = {}
 
-    def due(self, step: int) -> bool:
+    def due(self, step: int, every: int | None = None) -> bool:
         """Whether ``step`` is one to record (with ``every``: a multiple of it, or
-        ``last``)."""
+        ``last``). ``every=`` here picks the steps of a quantity recorded sparser than
+        the others: the recorder's due steps that are multiples of it, and ``last``
+        (``due(t, every=10)`` with ``Recorder(every=1, last=N)``: 0, 10, ..., N)."""
+        if every is not None:
+            if every < 1:
+                raise ValueError(f"every must be at least 1, got {every}")
+            return self.due(step) and (step % every == 0 or step == self._last)
         if self._steps is not None:
             return step in self._steps
         if self._every is not None:
@@ -88,8 +99,10 @@ class Recorder:
 
     def record(self, step: int, **quantities: Any) -> None:
         """Record the given quantities at ``step`` (after ``step`` updates, the forward
-        pass at those parameters). Steps must increase; every call must name the same
-        quantities; no value may be ``None``; the arrays of one or more dimensions give
+        pass at those parameters). Steps must increase; the first call names every
+        quantity to be recorded, later ones any of them: a quantity not given at a step
+        is not recorded there (its own steps become ``<name>_steps`` in
+        :meth:`to_dict`); no value may be ``None``; the arrays of one or more dimensions give
         the dtype (a float32 and a float64 array are refused, 0-d values and Python
         scalars such as ``loss.item()`` do not count)."""
         unknown = sorted(set(quantities) - set(QUANTITIES))
@@ -107,9 +120,10 @@ class Recorder:
                 raise ValueError(f"`{k}` at step {step} is None{remedy}")
         if self._recorded and step <= self._recorded[-1]:
             raise ValueError(f"steps must increase: {step} after {self._recorded[-1]}")
-        if self._values and set(quantities) != set(self._values):
+        if self._values and not set(quantities) <= set(self._values):
             raise ValueError(
-                f"step {step} records {sorted(quantities)}, earlier steps {sorted(self._values)}"
+                f"step {step} records {sorted(quantities)}, the first step {sorted(self._values)}: "
+                "the first record names every quantity, later ones any of them"
             )
         arrays = {k: to_numpy(v) for k, v in quantities.items()}
         for k, a in arrays.items():
@@ -135,11 +149,13 @@ class Recorder:
                 raise ValueError(f"arrays of {self.dtype}: the external format takes float32 or float64")
         for k, a in arrays.items():
             self._values.setdefault(k, []).append(a)
+            self._steps_of.setdefault(k, []).append(int(step))
         self._recorded.append(int(step))
 
     def to_dict(self) -> dict[str, Any]:
         """The dict :func:`tokensel.judge` takes: ``steps``, ``dtype``, the header keys
-        given, and each quantity stacked along a first axis of steps."""
+        given, and each quantity stacked along a first axis of its steps, with
+        ``<name>_steps`` for a quantity recorded at fewer steps than ``steps``."""
         if not self._recorded:
             raise ValueError("nothing recorded")
         if self.dtype is None:
@@ -153,4 +169,6 @@ class Recorder:
             out["config"] = self.config
         for k, values in self._values.items():
             out[k] = np.stack(values)
+            if self._steps_of[k] != self._recorded:
+                out[f"{k}_steps"] = np.array(self._steps_of[k], dtype=np.int64)
         return out

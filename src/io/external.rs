@@ -22,6 +22,12 @@
 //! `loss` (a scalar), and `grad_q` = dL/dq (d). Any non-empty subset may be present.
 //! Shapes are checked against the run's config by [`External::check_against`].
 //!
+//! A quantity may be recorded at fewer steps than the others: `<name>_steps` (e.g.
+//! `W_steps`; a JSON list or an NPZ integer array) lists its own steps, a strictly
+//! increasing subset of `steps`, and its first axis has one entry per step of that list.
+//! Without it a quantity is recorded at every step of `steps`. Every step of `steps`
+//! must record at least one quantity.
+//!
 //! Files of the first version (`tokensel-external/1`) are still read: there `z`, `s`, `f`
 //! and `grad` name the scores, attention, outputs and dL/dq (and `rest` is not a key).
 
@@ -119,13 +125,28 @@ pub struct Header {
     pub config: BTreeMap<String, serde_json::Value>,
 }
 
-/// One recorded quantity: its values at every recorded step.
+/// One recorded quantity: its values at every step it is recorded at.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
     /// Shape of one step's value, as found in the file.
     pub shape: Vec<usize>,
-    /// Row-major values, one vector per recorded step.
+    /// Row-major values, one vector per step of [`Series::steps`] (or of
+    /// [`External::steps`] when that is `None`).
     pub values: Vec<Vec<f64>>,
+    /// The quantity's own steps (`<name>_steps`), a strictly increasing subset of
+    /// [`External::steps`]; `None`: every step of [`External::steps`].
+    pub steps: Option<Vec<u64>>,
+}
+
+/// The key (JSON) or member (NPZ) that lists the own steps of the quantity keyed `key`.
+pub fn steps_key(key: &str) -> String {
+    format!("{key}_steps")
+}
+
+/// The quantity whose own steps `key` lists (`W_steps`: W), under `format`.
+pub fn quantity_of_steps_key(format: &str, key: &str) -> Option<Quantity> {
+    key.strip_suffix("_steps")
+        .and_then(|stem| quantity_of_key(format, stem))
 }
 
 /// An external trajectory, read and checked for internal consistency.
@@ -225,6 +246,20 @@ impl External {
             .unwrap_or_default()
             .to_string();
         let names: Vec<String> = map.keys().cloned().collect();
+        let mut own_steps = BTreeMap::new();
+        for key in &names {
+            let Some(q) = quantity_of_steps_key(&format, key) else {
+                continue;
+            };
+            let v = map.remove(key).expect("key listed");
+            let s: Vec<u64> = serde_json::from_value(v).map_err(|e| {
+                bad(
+                    path,
+                    format!("`{key}`: {e} (expected non-negative integers)"),
+                )
+            })?;
+            own_steps.insert(q, (key.clone(), s));
+        }
         for key in names {
             let Some(q) = quantity_of_key(&format, &key) else {
                 continue;
@@ -252,8 +287,16 @@ impl External {
                 shape = s;
                 values.push(out);
             }
-            series.insert(q, Series { shape, values });
+            series.insert(
+                q,
+                Series {
+                    shape,
+                    values,
+                    steps: None,
+                },
+            );
         }
+        attach_steps(&mut series, own_steps, path)?;
         let header: Header =
             serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
                 bad(
@@ -281,25 +324,18 @@ impl External {
             serde_json::from_slice::<Unique>(&header.iter().copied().collect::<Vec<u8>>())
                 .and_then(|u| serde_json::from_value(u.0))
                 .map_err(|e| bad(path, format!("header: {e}")))?;
-        let steps: Vec<u64> = match npz.array::<i64>("steps") {
-            Ok(Some(a)) => a
-                .iter()
-                .map(|&s| {
-                    u64::try_from(s).map_err(|_| bad(path, format!("`steps`: negative step {s}")))
-                })
-                .collect::<Result<_>>()?,
-            Ok(None) => return Err(bad(path, "array `steps` (int64 or uint64): missing")),
-            Err(_) => npz
-                .array::<u64>("steps")
-                .map_err(|e| bad(path, format!("array `steps` (int64 or uint64): {e}")))?
-                .expect("present: read as int64 before")
-                .iter()
-                .copied()
-                .collect(),
-        };
+        let steps = npz
+            .steps("steps")?
+            .ok_or_else(|| bad(path, "array `steps` (int64 or uint64): missing"))?;
         let mut series = BTreeMap::new();
+        let mut own_steps = BTreeMap::new();
         for name in npz.names() {
             if name == "header" || name == "steps" {
+                continue;
+            }
+            if let Some(q) = quantity_of_steps_key(&header.format, &name) {
+                let s = npz.steps(&name)?.expect("listed");
+                own_steps.insert(q, (name, s));
                 continue;
             }
             let Some(q) = quantity_of_key(&header.format, &name) else {
@@ -338,9 +374,11 @@ impl External {
                 Series {
                     shape: shape.to_vec(),
                     values,
+                    steps: None,
                 },
             );
         }
+        attach_steps(&mut series, own_steps, path)?;
         Ok(External {
             header,
             steps,
@@ -365,8 +403,35 @@ impl External {
         Ok(ext)
     }
 
+    /// The steps quantity `q` is recorded at (its own, or every step); `None` when it
+    /// is not recorded.
+    pub fn steps_of(&self, q: Quantity) -> Option<&[u64]> {
+        self.series
+            .get(&q)
+            .map(|s| s.steps.as_deref().unwrap_or(&self.steps))
+    }
+
+    /// For each step of [`External::steps`], the index of quantity `q`'s value there
+    /// (`None` where it is not recorded, or not recorded at all).
+    pub fn value_index(&self, q: Quantity) -> Vec<Option<usize>> {
+        let Some(own) = self.steps_of(q) else {
+            return vec![None; self.steps.len()];
+        };
+        let mut j = 0;
+        self.steps
+            .iter()
+            .map(|&s| {
+                (own.get(j) == Some(&s)).then(|| {
+                    j += 1;
+                    j - 1
+                })
+            })
+            .collect()
+    }
+
     /// The file's own consistency: format tag, increasing steps, at least one quantity,
-    /// one entry per step in each.
+    /// one entry per step in each; each quantity's own steps strictly increasing, a
+    /// subset of `steps`; every step of `steps` recording some quantity.
     fn check_consistency(&self, path: &Path) -> Result<()> {
         if self.header.format != EXTERNAL_FORMAT && self.header.format != EXTERNAL_FORMAT_V1 {
             return Err(bad(
@@ -407,17 +472,57 @@ impl External {
             ));
         }
         for (q, s) in &self.series {
-            if s.values.len() != self.steps.len() {
+            if let Some(own) = &s.steps {
+                let key = steps_key(q.name());
+                if own.is_empty() {
+                    return Err(bad(path, format!("`{key}` is empty")));
+                }
+                if let Some(w) = own.windows(2).find(|w| w[0] >= w[1]) {
+                    return Err(bad(
+                        path,
+                        format!("`{key}` must increase strictly ({} then {})", w[0], w[1]),
+                    ));
+                }
+                if let Some(x) = own.iter().find(|x| self.steps.binary_search(x).is_err()) {
+                    return Err(bad(
+                        path,
+                        format!(
+                            "`{key}` lists step {x}, which `steps` does not (a quantity's own steps are a subset of `steps`)"
+                        ),
+                    ));
+                }
+            }
+            let n = s.steps.as_ref().map_or(self.steps.len(), Vec::len);
+            if s.values.len() != n {
+                let of = if s.steps.is_some() {
+                    format!(" (`{}`)", steps_key(q.name()))
+                } else {
+                    String::new()
+                };
                 return Err(bad(
                     path,
                     format!(
-                        "`{}` has {} entries for {} steps",
+                        "`{}` has {} entries for {n} steps{of}",
                         q.name(),
                         s.values.len(),
-                        self.steps.len()
                     ),
                 ));
             }
+        }
+        let mut used = vec![false; self.steps.len()];
+        for &q in self.series.keys() {
+            for (u, i) in used.iter_mut().zip(self.value_index(q)) {
+                *u |= i.is_some();
+            }
+        }
+        if let Some(k) = used.iter().position(|u| !u) {
+            return Err(bad(
+                path,
+                format!(
+                    "step {} of `steps` records no quantity (every quantity lists its own steps without it)",
+                    self.steps[k]
+                ),
+            ));
         }
         Ok(())
     }
@@ -467,6 +572,28 @@ impl External {
         }
         Ok(())
     }
+}
+
+/// Give each quantity the own steps read from its `<name>_steps` key; a key for a
+/// quantity the file does not record is refused.
+fn attach_steps(
+    series: &mut BTreeMap<Quantity, Series>,
+    own_steps: BTreeMap<Quantity, (String, Vec<u64>)>,
+    path: &Path,
+) -> Result<()> {
+    for (q, (key, steps)) in own_steps {
+        let Some(s) = series.get_mut(&q) else {
+            return Err(bad(
+                path,
+                format!(
+                    "`{key}` lists steps of `{}`, which is not recorded",
+                    q.name()
+                ),
+            ));
+        };
+        s.steps = Some(steps);
+    }
+    Ok(())
 }
 
 /// An NPZ archive whose members are read with their sizes bounded: each member's bytes
@@ -554,6 +681,30 @@ impl<'a> Npz<'a> {
         }
         self.budget -= bytes.len() as u64;
         Ok(Some(bytes))
+    }
+
+    /// Integer array `name` (int64 or uint64) as steps (`None` when missing): negative
+    /// entries are refused.
+    fn steps(&mut self, name: &str) -> Result<Option<Vec<u64>>> {
+        let path = self.path;
+        match self.array::<i64>(name) {
+            Ok(Some(a)) => a
+                .iter()
+                .map(|&s| {
+                    u64::try_from(s).map_err(|_| bad(path, format!("`{name}`: negative step {s}")))
+                })
+                .collect::<Result<_>>()
+                .map(Some),
+            Ok(None) => Ok(None),
+            Err(_) => Ok(Some(
+                self.array::<u64>(name)
+                    .map_err(|e| bad(path, format!("array `{name}` (int64 or uint64): {e}")))?
+                    .expect("present: read as int64 before")
+                    .iter()
+                    .copied()
+                    .collect(),
+            )),
+        }
     }
 
     /// Array `name` of element type `T` (`None` when missing). Its header's shape must

@@ -49,6 +49,11 @@ pub struct Errors {
     /// Per quantity, per record: some external value there is NaN or infinite (an
     /// infinite error of finite values, such as 1e308 against a truth of 1, is not).
     pub nonfinite: BTreeMap<Quantity, Vec<bool>>,
+    /// Per quantity recorded at fewer records than the others, per record: whether
+    /// the external recorded it there (a quantity not in the map is recorded at every
+    /// record). Where it is not, its errors (the external's and the candidates') are NaN
+    /// placeholders that nothing weighs.
+    pub recorded: BTreeMap<Quantity, Vec<bool>>,
 }
 
 impl Errors {
@@ -107,6 +112,34 @@ impl Errors {
                 (q, env)
             })
             .collect()
+    }
+
+    /// Whether the external recorded quantity `q` at record `k`.
+    pub fn has(&self, q: Quantity, k: usize) -> bool {
+        self.recorded.get(&q).is_none_or(|r| r[k])
+    }
+
+    /// The updates a deviation first seen at record `k` in the quantities `qs` may come
+    /// from: (first, last) as [`Errors::updates`], where `first` follows the record
+    /// before `k` at which one of `qs` was last recorded, the earliest of these (a
+    /// quantity recorded sparsely was last seen within its limits at its own previous
+    /// record; the same as [`Errors::updates`] when each is recorded at every record);
+    /// `None` at step 0.
+    pub fn updates_of(&self, k: usize, qs: &[Quantity]) -> Option<(u64, u64)> {
+        let step = self.steps[k];
+        let first = qs
+            .iter()
+            .map(|&q| {
+                (0..k)
+                    .rev()
+                    .find(|&j| self.has(q, j))
+                    .map_or(1, |j| self.steps[j] + 1)
+            })
+            .min();
+        match first {
+            Some(first) => (step > 0).then_some((first, step)),
+            None => self.updates(k),
+        }
     }
 
     /// The updates a deviation first seen at record `k` may come from: (first, last),
@@ -196,7 +229,7 @@ fn coarse(errs: &Errors, c: Candidate, holds: usize) -> Option<Coarse> {
         let vector = |q: &Quantity| errs.entries[q] >= 2;
         let below = errs.external.iter().find_map(|(q, e)| {
             let cand = own[q][k];
-            if !vector(q) {
+            if !vector(q) || !errs.has(*q, k) {
                 None
             } else if e[k] > errs.zero_level && e[k] < BELOW_DTYPE * u {
                 Some((*q, Coarseness::BelowDtype, cand, e[k]))
@@ -215,7 +248,7 @@ fn coarse(errs: &Errors, c: Candidate, holds: usize) -> Option<Coarse> {
                 external_err,
             });
         }
-        for (&q, e) in &errs.external {
+        for (&q, e) in errs.external.iter().filter(|(q, _)| errs.has(**q, k)) {
             let own = own[&q][k];
             let (ext_run, own_run) = run.entry(q).or_insert((0.0, 0.0));
             *ext_run = ext_run.max(e[k]);
@@ -366,7 +399,7 @@ pub fn attribute(
         let mut exit = None;
         let mut max_ratio: f64 = 0.0;
         for (k, &step) in errs.steps.iter().enumerate() {
-            for &q in errs.external.keys() {
+            for &q in errs.external.keys().filter(|&&q| errs.has(q, k)) {
                 let r = ratio(k, q);
                 max_ratio = max_ratio.max(r);
                 if r > 1.0 && exit.is_none() {
@@ -539,21 +572,26 @@ fn departure(
             .fold(0.0, f64::max)
     };
     let ratio = |q: Quantity| errs.external[&q][k] / widest(q);
-    let quantities: Vec<Quantity> = errs
+    // the quantities recorded at record k
+    let here: Vec<Quantity> = errs
         .external
         .keys()
         .copied()
-        .filter(|&q| ratio(q) > 1.0)
+        .filter(|&q| errs.has(q, k))
         .collect();
+    let quantities: Vec<Quantity> = here.iter().copied().filter(|&q| ratio(q) > 1.0).collect();
     let quantity = quantities.first().copied().unwrap_or_else(|| {
-        *errs
-            .external
-            .keys()
+        *here
+            .iter()
             .max_by(|a, b| ratio(**a).total_cmp(&ratio(**b)))
-            .expect("at least one quantity")
+            .expect("at least one quantity at every record")
     });
     let rel_err = errs.external[&quantity][k];
-    let updates = errs.updates(k);
+    let updates = if quantities.is_empty() {
+        errs.updates_of(k, &[quantity])
+    } else {
+        errs.updates_of(k, &quantities)
+    };
     let nonfinite = errs
         .nonfinite
         .get(&quantity)
@@ -801,6 +839,7 @@ mod tests {
             zero_level: 1e-60,
             entries: qs.iter().map(|(q, ..)| (*q, 40)).collect(),
             dtype,
+            recorded: BTreeMap::new(),
         }
     }
 
@@ -925,6 +964,50 @@ mod tests {
         assert_eq!(d.departure.as_ref().unwrap().cause, Cause::WrongModel);
         assert!(!d.summary.contains("non-finite"), "{}", d.summary);
         assert!(d.summary.contains("f64's range"), "{}", d.summary);
+    }
+
+    /// W recorded at steps 0 and 5 only (records 0 and 3), p at all four: a deviation
+    /// in W at step 5 dates from update 1 (W's previous record), not 3; the NaN
+    /// placeholders where W is not recorded weigh nothing (no exit, no coarseness).
+    #[test]
+    fn a_sparse_quantity_departs_from_its_own_previous_record() {
+        const F64: [f64; 4] = [1e-16; 4];
+        const F32: [f64; 4] = [1e-7; 4];
+        let nan = f64::NAN;
+        let mut e = quantities(
+            Dtype::Float64,
+            &[
+                (
+                    Quantity::P,
+                    [0.0, 1e-16, 1e-16, 1e-16],
+                    [F64, F64, F32, F32],
+                ),
+                (
+                    Quantity::W,
+                    [0.0, nan, nan, 1e-9],
+                    [
+                        [1e-16, nan, nan, 1e-16],
+                        [1e-16, nan, nan, 1e-16],
+                        [1e-7, nan, nan, 1e-7],
+                        [1e-7, nan, nan, 1e-7],
+                    ],
+                ),
+            ],
+        );
+        e.recorded
+            .insert(Quantity::W, vec![true, false, false, true]);
+        let (_, d) = diagnose(&e);
+        let dep = d.departure.unwrap();
+        assert_eq!(
+            (dep.cause, dep.step, dep.quantity, dep.updates),
+            (Cause::WrongModel, 5, Quantity::W, Some((1, 5)))
+        );
+        assert_eq!(d.explained_until, Some(2));
+        assert!(d.summary.contains("between 1 and 5"), "{}", d.summary);
+        // without the fault: explained, the placeholders silent
+        e.external.get_mut(&Quantity::W).unwrap()[3] = 1e-16;
+        let (_, d) = diagnose(&e);
+        assert!(d.departure.is_none(), "{}", d.summary);
     }
 
     /// A deviation FACTOR times beyond the envelope departs at its record, with the

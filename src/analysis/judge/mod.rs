@@ -343,7 +343,9 @@ struct Measured {
     gaps: Vec<f64>,
     external: Series,
     candidates: BTreeMap<Candidate, Series>,
-    ball: Series,
+    /// The enclosure's lower bounds per record (`None` where the quantity is not
+    /// recorded).
+    ball: BTreeMap<Quantity, Vec<Option<Pending>>>,
     scales: BTreeMap<Quantity, Vec<Wide>>,
     ball_scales: BTreeMap<Quantity, Vec<Wide>>,
     stopped_at: BTreeMap<Candidate, usize>,
@@ -414,6 +416,13 @@ pub fn judge(
         .keys()
         .map(|&q| (q, measure::parts(q, cfg)))
         .collect();
+    // per quantity, per record: the index of its recorded value (sparser quantities
+    // are measured, in the external and the candidates alike, only where recorded)
+    let index: BTreeMap<Quantity, Vec<Option<usize>>> = ext
+        .series
+        .keys()
+        .map(|&q| (q, ext.value_index(q)))
+        .collect();
     let mut m = Measured::default();
     let last = ext.steps[ext.steps.len() - 1];
     let mut lockstep = (twin, (ball, cands));
@@ -440,6 +449,26 @@ pub fn judge(
             p: OnceCell::new(),
         };
         for (&q, series) in &ext.series {
+            let Some(i) = index[&q][k] else {
+                // not recorded here: a placeholder the report skips (`Errors::recorded`)
+                let absent = Pending {
+                    rel: f64::NAN,
+                    zero_ref: Vec::new(),
+                };
+                m.external.entry(q).or_default().push(absent.clone());
+                for c in Candidate::ALL {
+                    m.candidates
+                        .entry(c)
+                        .or_default()
+                        .entry(q)
+                        .or_default()
+                        .push(absent.clone());
+                }
+                if ball.as_ref().is_some_and(|b| b.running()) && enclosure::encloses(cfg, q) {
+                    m.ball.entry(q).or_default().push(None);
+                }
+                continue;
+            };
             let parts = &parts[&q];
             let (reference, bound) = twin.reference(q);
             if let Some(bound) = bound {
@@ -451,7 +480,7 @@ pub fn judge(
             }
             let norms = measure::norms(&reference, parts);
             update_scales(m.scales.entry(q).or_default(), &norms);
-            let values = &series.values[k];
+            let values = &series.values[i];
             let dist = measure::distances(&reference, parts, values);
             m.external
                 .entry(q)
@@ -499,7 +528,7 @@ pub fn judge(
                         pend.rel = pend.rel.max(l.ratio(*h));
                     }
                 }
-                m.ball.entry(q).or_default().push(pend);
+                m.ball.entry(q).or_default().push(Some(pend));
             }
         }
         let moved = [
@@ -559,6 +588,13 @@ fn assemble(
     ball: Option<Replay<'_, Ball>>,
 ) -> Report {
     let steps = ext.steps.clone();
+    // per quantity, per record: the index of its value there (None: not recorded)
+    let index: BTreeMap<Quantity, Vec<Option<usize>>> = ext
+        .series
+        .keys()
+        .map(|&q| (q, ext.value_index(q)))
+        .collect();
+    let has = |q: &Quantity, k: usize| index[q][k].is_some();
     let external = resolve(&m.external, &m.scales);
     let candidates: BTreeMap<Candidate, BTreeMap<Quantity, Vec<f64>>> = m
         .candidates
@@ -582,24 +618,33 @@ fn assemble(
             .series
             .iter()
             .map(|(&q, s)| {
-                let bad = s
-                    .values
+                let bad = index[&q]
                     .iter()
-                    .map(|v| v.iter().any(|x| !x.is_finite()))
+                    .map(|i| i.is_some_and(|i| s.values[i].iter().any(|x| !x.is_finite())))
                     .collect();
                 (q, bad)
             })
             .collect(),
+        recorded: ext
+            .series
+            .iter()
+            .filter(|(_, s)| s.steps.is_some())
+            .map(|(&q, _)| (q, index[&q].iter().map(Option::is_some).collect()))
+            .collect(),
     };
     // the external's trained parameter unchanged (bitwise) between consecutive records
     let tq = trained(cfg.mode);
+    // (recorded at both: at records k - 1 and k)
     let frozen: Vec<bool> = (0..steps.len())
         .map(|k| {
             k > 0
                 && ext
                     .series
                     .get(&tq)
-                    .is_some_and(|s| same_bits(&s.values[k], &s.values[k - 1]))
+                    .is_some_and(|s| match (index[&tq][k - 1], index[&tq][k]) {
+                        (Some(a), Some(b)) => same_bits(&s.values[b], &s.values[a]),
+                        _ => false,
+                    })
         })
         .collect();
     let (fits, diagnosis) = attribute::attribute(&errs, &absorption, &stops, &frozen, &m.moved);
@@ -616,15 +661,19 @@ fn assemble(
             }
         }
     }
-    // lower bounds, stepped down past the ratio's rounding
+    // lower bounds, stepped down past the ratio's rounding (NaN where not recorded:
+    // a bound is never NaN)
     let lower: BTreeMap<Quantity, Vec<f64>> = m
         .ball
         .iter()
         .map(|(q, v)| {
-            let s = &m.ball_scales[q];
             let lb = v
                 .iter()
-                .map(|p| p.resolve(s).next_down().max(0.0))
+                .map(|p| {
+                    p.as_ref().map_or(f64::NAN, |p| {
+                        p.resolve(&m.ball_scales[q]).next_down().max(0.0)
+                    })
+                })
                 .collect();
             (*q, lb)
         })
@@ -639,7 +688,9 @@ fn assemble(
         let mut proved = Vec::new();
         for k in 0..steps.len() {
             for (q, lb) in &lower {
-                let Some(l) = lb.get(k) else { continue };
+                let Some(l) = lb.get(k).filter(|l| !l.is_nan()) else {
+                    continue;
+                };
                 let env = envs
                     .iter()
                     .map(|e| e[q][k])
@@ -675,8 +726,15 @@ fn assemble(
     let eps = dtype.eps();
     let mut quantities = BTreeMap::new();
     for (&q, e) in &errs.external {
-        let max = e.iter().copied().fold(0.0, f64::max);
-        let mean = e.iter().sum::<f64>() / e.len() as f64;
+        // the records where q is recorded
+        let own: Vec<(usize, f64)> = e
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|&(k, _)| has(&q, k))
+            .collect();
+        let max = own.iter().map(|&(_, x)| x).fold(0.0, f64::max);
+        let mean = own.iter().map(|&(_, x)| x).sum::<f64>() / own.len() as f64;
         quantities.insert(
             q,
             Stats {
@@ -684,10 +742,10 @@ fn assemble(
                 mean_rel_err: mean,
                 max_eps: max / eps,
                 mean_eps: mean / eps,
-                first_over_tol: e
+                first_over_tol: own
                     .iter()
-                    .position(|&x| exceeds(x, opts.tol))
-                    .map(|k| steps[k]),
+                    .find(|&&(_, x)| exceeds(x, opts.tol))
+                    .map(|&(k, _)| steps[k]),
             },
         );
     }
@@ -695,13 +753,25 @@ fn assemble(
         .map(|k| Row {
             step: steps[k],
             max_gap: m.gaps[k],
-            rel_err: errs.external.iter().map(|(q, e)| (*q, e[k])).collect(),
+            rel_err: errs
+                .external
+                .iter()
+                .filter(|(q, _)| has(q, k))
+                .map(|(q, e)| (*q, e[k]))
+                .collect(),
             candidates: errs
                 .candidates
                 .iter()
-                .map(|(c, s)| (*c, s.iter().map(|(q, e)| (*q, e[k])).collect()))
+                .map(|(c, s)| {
+                    let at = s.iter().filter(|(q, _)| has(q, k));
+                    (*c, at.map(|(q, e)| (*q, e[k])).collect())
+                })
                 .collect(),
-            lower_bound: lower.iter().map(|(q, l)| (*q, l[k])).collect(),
+            lower_bound: lower
+                .iter()
+                .filter(|(q, _)| has(q, k))
+                .map(|(q, l)| (*q, l[k]))
+                .collect(),
         })
         .collect();
     let first_over_tol = rows.iter().find_map(|r| {
