@@ -767,10 +767,11 @@ fn assemble(
                     (*c, at.map(|(q, e)| (*q, e[k])).collect())
                 })
                 .collect(),
+            // an enclosure that stopped partway has no bounds past its last record
             lower_bound: lower
                 .iter()
                 .filter(|(q, _)| has(q, k))
-                .map(|(q, l)| (*q, l[k]))
+                .filter_map(|(q, l)| l.get(k).map(|v| (*q, *v)))
                 .collect(),
         })
         .collect();
