@@ -118,9 +118,32 @@ impl Consts {
     }
 
     /// The constants of `w` limbs, made on first use.
+    ///
+    /// They are made under MPFR's widest exponent range (the range is the calling
+    /// thread's; restored after): a caller's narrowed range would otherwise underflow
+    /// the small table entries and coefficients, or overflow their scaling, and the
+    /// wrong constants would be kept for the whole process.
     fn of(w: usize) -> &'static Consts {
         static ALL: [OnceLock<Consts>; MAX_W + 1] = [const { OnceLock::new() }; MAX_W + 1];
-        ALL[w].get_or_init(|| Consts::new(w))
+        ALL[w].get_or_init(|| Consts::in_widest_range(w))
+    }
+
+    /// [`Consts::new`] under MPFR's widest exponent range, the calling thread's range
+    /// restored after.
+    fn in_widest_range(w: usize) -> Consts {
+        // SAFETY: reading and setting the calling thread's MPFR exponent range; the
+        // widest range is valid, and the old one is put back before returning.
+        let (emin, emax) = unsafe { (mpfr::get_emin(), mpfr::get_emax()) };
+        unsafe {
+            mpfr::set_emin(mpfr::get_emin_min());
+            mpfr::set_emax(mpfr::get_emax_max());
+        }
+        let c = Consts::new(w);
+        unsafe {
+            mpfr::set_emin(emin);
+            mpfr::set_emax(emax);
+        }
+        c
     }
 }
 
@@ -441,6 +464,32 @@ mod tests {
         // L = 2^64 - 1 - c: c < MARGIN declines; L here is y[0] as a whole
         assert_eq!(run(with_low(u64::MAX - (MARGIN - 1))), None);
         assert_eq!(run(with_low(u64::MAX - MARGIN)), Some(Ordering::Less));
+    }
+
+    /// The constants do not depend on the exponent range in force when they are made:
+    /// under a narrowed range (emin = -5, emax = 150), [`Consts::of`]'s maker gives the
+    /// constants of the default range, bit for bit, and puts the narrowed range back (a
+    /// narrowed range underflowed the small entries or panicked, and `of` keeps what
+    /// it first made for the whole process).
+    #[test]
+    fn constants_ignore_a_narrowed_exponent_range() {
+        let want = Consts::new(3);
+        // SAFETY: this thread's range, restored below.
+        let (emin, emax) = unsafe { (mpfr::get_emin(), mpfr::get_emax()) };
+        unsafe {
+            mpfr::set_emin(-5);
+            mpfr::set_emax(150);
+        }
+        let got = Consts::in_widest_range(3);
+        let kept = unsafe { (mpfr::get_emin(), mpfr::get_emax()) };
+        unsafe {
+            mpfr::set_emin(emin);
+            mpfr::set_emax(emax);
+        }
+        assert_eq!(kept, (-5, 150), "the caller's range is put back");
+        assert_eq!(got.ln2, want.ln2);
+        assert_eq!(got.tables, want.tables);
+        assert_eq!(got.coef, want.coef);
     }
 
     /// Outside the domain it declines: 0, tiny and huge arguments, inf, NaN, 53 bits.
