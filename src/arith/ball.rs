@@ -513,10 +513,8 @@ fn logistic_bound(v: &Float, prec: u32, dir: Round) -> Float {
         _ => Round::Down,
     };
     let mut e = Float::with_val(prec, -v);
-    // MPFR's directed exp, by the fixed-point path where it proves it (`exp.rs`)
-    if super::exp::exp_round(&mut e, inner).is_none() {
-        e.exp_round(inner);
-    }
+    // MPFR's directed exp (`exp.rs`: by the fixed-point path where it proves it)
+    super::exp::exp_in(&mut e, inner);
     e.add_assign_round(1u32, inner);
     let mut q = Float::with_val(prec, 1);
     q.div_assign_round(&e, dir);
@@ -707,11 +705,9 @@ impl Arith for Ball {
     }
     fn exp(&self, x: &mut BallReal) {
         let r = x.rad;
-        // MPFR's correctly rounded exp, by the fixed-point path where it proves the
-        // rounding (`exp.rs`: the same bits and ternary value)
-        let dir =
-            super::exp::exp_nearest(&mut x.mid).unwrap_or_else(|| x.mid.exp_round(Round::Nearest));
-        let t = tern(dir);
+        // MPFR's correctly rounded exp (`exp.rs`: by the fixed-point path where it
+        // proves the rounding, the same bits and ternary value)
+        let t = tern(super::exp::exp_in(&mut x.mid, Round::Nearest));
         let e = err(&x.mid, t);
         x.rad = if r.is_zero() {
             e

@@ -39,7 +39,7 @@ use rug::Float;
 use rug::float::Round;
 
 use super::ball::{add_limbs, mul_limbs, shl_limbs, shr_limbs};
-use super::fixed;
+use super::fixed::{self, cmp_limbs};
 
 /// Fraction limbs at most (`F <= 512` bits).
 const MAX_W: usize = 8;
@@ -56,7 +56,6 @@ const LEVELS: usize = 3;
 /// The constants of one limb count `w`, every value truncated to `F = 64 w` fraction
 /// bits in `w + 1` limbs (the last one the integer part).
 struct Consts {
-    w: usize,
     /// ln 2 to `F + 64` fraction bits (`w + 1` limbs, no integer part).
     ln2: Vec<u64>,
     /// `tables[m][j] = exp(j 2^(-8 (m + 1)))`, `w + 1` limbs each.
@@ -109,12 +108,7 @@ impl Consts {
             }
             coef.extend(trunc(Float::with_val(work, 1) / &fact, f, w + 1));
         }
-        Consts {
-            w,
-            ln2,
-            tables,
-            coef,
-        }
+        Consts { ln2, tables, coef }
     }
 
     /// The constants of `w` limbs, made on first use.
@@ -168,11 +162,6 @@ fn sub_limbs(a: &mut [u64], b: &[u64]) -> bool {
     borrow
 }
 
-/// Compare two little-endian numbers of the same length.
-fn cmp_limbs(a: &[u64], b: &[u64]) -> Ordering {
-    a.iter().rev().cmp(b.iter().rev())
-}
-
 /// `v * k` for a small `k` into `out` (`out.len() = v.len() + 1`).
 fn mul_small(v: &[u64], k: u64, out: &mut [u64]) {
     let mut carry = 0u64;
@@ -184,18 +173,19 @@ fn mul_small(v: &[u64], k: u64, out: &mut [u64]) {
     out[v.len()] = carry;
 }
 
-/// `x = exp(x)` rounded to nearest at `x`'s precision, with MPFR's ternary value as an
-/// ordering of the result against the exact value, where the fixed-point evaluation
-/// proves it (module docs); `None`, `x` unchanged, where it does not (outside `64..=`
-/// [`MAX_PREC`] bits, `|x|` outside `[2^-64, 2^21)`, a result outside MPFR's exponent
-/// range, Ziv's test undecided): the caller then calls MPFR.
-pub(super) fn exp_nearest(x: &mut Float) -> Option<Ordering> {
-    exp_round(x, Round::Nearest)
+/// `x = exp(x)` rounded in `mode` at `x`'s precision, with MPFR's ternary value as an
+/// ordering of the result against the exact value: MPFR's `exp_round`, bit for bit, by
+/// the fixed-point evaluation where it proves the rounding, else by MPFR itself.
+pub(super) fn exp_in(x: &mut Float, mode: Round) -> Ordering {
+    exp_round(x, mode).unwrap_or_else(|| x.exp_round(mode))
 }
 
-/// [`exp_nearest`] in any rounding `mode` (MPFR's result and ternary value for that
-/// mode: down and toward zero, up and away from zero coincide for the positive exp).
-pub(super) fn exp_round(x: &mut Float, mode: Round) -> Option<Ordering> {
+/// The fixed-point part of [`exp_in`]: the result where the evaluation proves it (module
+/// docs; down and toward zero, up and away from zero coincide for the positive exp);
+/// `None`, `x` unchanged, where it does not (outside `64..=`[`MAX_PREC`] bits, `|x|`
+/// outside `[2^-64, 2^21)`, a result outside MPFR's exponent range, Ziv's test
+/// undecided).
+fn exp_round(x: &mut Float, mode: Round) -> Option<Ordering> {
     let p = x.prec();
     if !(MIN_PREC..=MAX_PREC).contains(&p) {
         return None;
@@ -206,7 +196,6 @@ pub(super) fn exp_round(x: &mut Float, mode: Round) -> Option<Ordering> {
     }
     let w = (p as usize + 64).div_ceil(64);
     let c = Consts::of(w);
-    debug_assert_eq!(c.w, w);
     let f = 64 * w as i64;
     // |x| in fixed point with F + 64 fraction bits (w + 2 limbs: one integer limb)
     let mut ax = [0u64; MAX_W + 2];
@@ -220,6 +209,9 @@ pub(super) fn exp_round(x: &mut Float, mode: Round) -> Option<Ordering> {
     let mut k = (xf * std::f64::consts::LOG2_E).floor() as i64;
     let mut r = [0u64; MAX_W + 2];
     let mut kl = [0u64; MAX_W + 3];
+    // ln 2 as held (F + 64 fraction bits) in the w + 2 limbs of r
+    let mut ln2 = [0u64; MAX_W + 2];
+    ln2[..w + 1].copy_from_slice(&c.ln2);
     let mut tries = 0;
     loop {
         tries += 1;
@@ -248,9 +240,7 @@ pub(super) fn exp_round(x: &mut Float, mode: Round) -> Option<Ordering> {
         }
         r[..w + 2].copy_from_slice(pp);
         sub_limbs(&mut r[..w + 2], qq);
-        // r < ln 2 (as held: ln2 with F + 64 bits, w + 1 limbs)
-        let mut ln2 = [0u64; MAX_W + 2];
-        ln2[..w + 1].copy_from_slice(&c.ln2);
+        // r < ln 2 (as held)
         if cmp_limbs(&r[..w + 2], &ln2[..w + 2]) != Ordering::Less {
             k += 1;
             continue;
@@ -497,9 +487,15 @@ mod tests {
     fn declines_outside_its_domain() {
         for v in [0.0, 1e-30, 3e6, -3e6, f64::INFINITY, f64::NAN] {
             let mut x = Float::with_val(128, v);
-            assert_eq!(exp_nearest(&mut x), None, "{v}");
+            assert_eq!(exp_round(&mut x, Round::Nearest), None, "{v}");
         }
-        assert_eq!(exp_nearest(&mut Float::with_val(53, 1.5)), None);
-        assert_eq!(exp_nearest(&mut Float::with_val(MAX_PREC + 1, 1.5)), None);
+        assert_eq!(
+            exp_round(&mut Float::with_val(53, 1.5), Round::Nearest),
+            None
+        );
+        assert_eq!(
+            exp_round(&mut Float::with_val(MAX_PREC + 1, 1.5), Round::Nearest),
+            None
+        );
     }
 }

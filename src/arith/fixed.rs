@@ -620,7 +620,7 @@ fn round_slots(slots: &[[u128; MAX_LIMBS + 2]; 2], n: usize, base: i64, out: &mu
 }
 
 /// Compare two little-endian limb numbers of the same length.
-fn cmp_limbs(a: &[u64], b: &[u64]) -> std::cmp::Ordering {
+pub(super) fn cmp_limbs(a: &[u64], b: &[u64]) -> std::cmp::Ordering {
     for (x, y) in a.iter().rev().zip(b.iter().rev()) {
         match x.cmp(y) {
             std::cmp::Ordering::Equal => continue,

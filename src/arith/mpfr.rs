@@ -204,12 +204,11 @@ impl Arith for Mpfr {
     fn exp(&self, x: &mut Float) {
         // the truth twin: the fixed-point exp where it proves MPFR's rounding (`exp.rs`,
         // the same bits and ternary value); the predictor keeps MPFR's (binary64's range)
-        let fast = if self.f64_range {
-            None
+        let dir = if self.f64_range {
+            x.exp_round(Round::Nearest)
         } else {
-            super::exp::exp_nearest(x)
+            super::exp::exp_in(x, Round::Nearest)
         };
-        let dir = fast.unwrap_or_else(|| x.exp_round(Round::Nearest));
         self.fix(x, dir);
     }
     #[inline]
