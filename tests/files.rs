@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 mod common;
-use common::npy::{external_header, f64_bytes, npy, npz};
+use common::npy::{external_header, f64_bytes, npy, npz, zip_of};
 use common::{stderr, tokensel, tokensel_within};
 
 /// How long a command that must refuse its input may take (it must not hang).
@@ -314,7 +314,6 @@ fn npz_with_lying_headers_is_refused() {
 /// twice under two names) are refused the same way.
 #[test]
 fn npz_with_a_member_given_twice_is_refused() {
-    use std::io::Write;
     let tmp = tempfile::tempdir().unwrap();
     let cfg = small(tmp.path(), "small.toml", "steps = 3\n");
     let data = tmp.path().join("data");
@@ -361,24 +360,14 @@ fn npz_with_a_member_given_twice_is_refused() {
             );
         }
         // one array under two member names
-        let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-        let method = if deflate {
-            zip::CompressionMethod::Deflated
-        } else {
-            zip::CompressionMethod::Stored
-        };
-        let opts = zip::write::SimpleFileOptions::default().compression_method(method);
-        for (name, bytes) in [
-            ("header.npy", external_header()),
-            ("steps.npy", steps.clone()),
-            ("p.npy", good_p.clone()),
-            ("p", bent_p.clone()),
-        ] {
-            z.start_file(name, opts).unwrap();
-            z.write_all(&bytes).unwrap();
-        }
+        let members = [
+            ("header.npy".to_string(), external_header()),
+            ("steps.npy".to_string(), steps.clone()),
+            ("p.npy".to_string(), good_p.clone()),
+            ("p".to_string(), bent_p.clone()),
+        ];
         let path = tmp.path().join(format!("two-names{deflate}.npz"));
-        std::fs::write(&path, z.finish().unwrap().into_inner()).unwrap();
+        std::fs::write(&path, zip_of(&members, deflate)).unwrap();
         let o = judge(&path);
         assert_eq!(code(&o), Some(2), "{}", stderr(&o));
         assert!(

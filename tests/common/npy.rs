@@ -23,6 +23,16 @@ pub fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
 
 /// An NPZ archive of `members` (array name, NPY bytes), deflated or stored.
 pub fn npz(members: &[(&str, Vec<u8>)], deflate: bool) -> Vec<u8> {
+    let named: Vec<(String, Vec<u8>)> = members
+        .iter()
+        .map(|(name, bytes)| (format!("{name}.npy"), bytes.clone()))
+        .collect();
+    zip_of(&named, deflate)
+}
+
+/// A zip archive of `members` (member name as written, bytes), deflated or stored: an
+/// NPZ whose member names are not `<array>.npy`.
+pub fn zip_of(members: &[(String, Vec<u8>)], deflate: bool) -> Vec<u8> {
     use std::io::Write;
     let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let method = if deflate {
@@ -32,7 +42,7 @@ pub fn npz(members: &[(&str, Vec<u8>)], deflate: bool) -> Vec<u8> {
     };
     let opts = zip::write::SimpleFileOptions::default().compression_method(method);
     for (name, bytes) in members {
-        z.start_file(format!("{name}.npy"), opts).unwrap();
+        z.start_file(name.as_str(), opts).unwrap();
         z.write_all(bytes).unwrap();
     }
     z.finish().unwrap().into_inner()
