@@ -38,6 +38,20 @@ const OUTPUTS: [&str; 5] = [
     "heatmap.png",
 ];
 
+/// [`GRID`] narrowed to one point (d = 20, 5 steps), written into `dir` and run into
+/// `dir/g` (which must succeed): the output directory and the grid file.
+fn one_point_grid(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let out = dir.join("g");
+    let text = GRID
+        .replace("d = \"20:40:10\"", "d = \"20\"")
+        .replace("steps = 60", "steps = 5");
+    let grid = dir.join("grid.toml");
+    std::fs::write(&grid, text).unwrap();
+    let r = run_grid(&out, &grid, &[]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    (out, grid)
+}
+
 fn run_grid(dir: &Path, grid: &Path, extra: &[&str]) -> std::process::Output {
     let mut args = vec![
         "grid",
@@ -379,14 +393,7 @@ fn repeated_seeds_and_control_characters_in_names_are_refused_before_the_cells()
 #[test]
 fn edited_or_foreign_cells_are_not_merged() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("g");
-    let text = GRID
-        .replace("d = \"20:40:10\"", "d = \"20\"")
-        .replace("steps = 60", "steps = 5");
-    let grid = tmp.path().join("grid.toml");
-    std::fs::write(&grid, text).unwrap();
-    let r = run_grid(&out, &grid, &[]);
-    assert!(r.status.success(), "{}", stderr(&r));
+    let (out, _) = one_point_grid(tmp.path());
     let merge = || tokensel(&["grid", "merge", out.to_str().unwrap()]);
     assert!(merge().status.success());
     let mut cells: Vec<_> = std::fs::read_dir(out.join("cells"))
@@ -435,14 +442,7 @@ fn edited_or_foreign_cells_are_not_merged() {
 #[test]
 fn temporaries_of_dead_writers_are_removed_by_later_runs() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("g");
-    let text = GRID
-        .replace("d = \"20:40:10\"", "d = \"20\"")
-        .replace("steps = 60", "steps = 5");
-    let grid = tmp.path().join("grid.toml");
-    std::fs::write(&grid, text).unwrap();
-    let r = run_grid(&out, &grid, &[]);
-    assert!(r.status.success(), "{}", stderr(&r));
+    let (out, grid) = one_point_grid(tmp.path());
     let cells = out.join("cells");
     let cell = std::fs::read_dir(&cells)
         .unwrap()
