@@ -232,6 +232,20 @@ fn fifos_devices_and_directories_are_refused_before_reading() {
     }
 }
 
+/// The data of a small 3-step run exported into `dir/data`, and its p(0) as the NPY
+/// member of an external trajectory that records p at step 0 (the honest value).
+fn npz_data(dir: &Path) -> (std::path::PathBuf, Vec<u8>) {
+    let cfg = small(dir, "small.toml", "steps = 3\n");
+    let data = dir.join("data");
+    ok(
+        &tokensel(&["data", "--config", s(&cfg), "--out", s(&data)]),
+        "data",
+    );
+    let p0: ndarray::Array1<f64> = ndarray_npy::read_npy(data.join("p0.npy")).unwrap();
+    let good_p = npy("<f8", &[1, 20], &f64_bytes(p0.as_slice().unwrap()));
+    (data, good_p)
+}
+
 /// An NPZ external trajectory whose NPY headers lie (a shape far larger than the data,
 /// a wrong dtype, a truncated member, a header length past the member) is refused with
 /// exit 2 by `judge`; nothing is allocated from a claimed shape (it once aborted, 134).
@@ -239,14 +253,7 @@ fn fifos_devices_and_directories_are_refused_before_reading() {
 #[test]
 fn npz_with_lying_headers_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
-    let cfg = small(tmp.path(), "small.toml", "steps = 3\n");
-    let data = tmp.path().join("data");
-    ok(
-        &tokensel(&["data", "--config", s(&cfg), "--out", s(&data)]),
-        "data",
-    );
-    let p0: ndarray::Array1<f64> = ndarray_npy::read_npy(data.join("p0.npy")).unwrap();
-    let good_p = npy("<f8", &[1, 20], &f64_bytes(p0.as_slice().unwrap()));
+    let (data, good_p) = npz_data(tmp.path());
     let members = |p: Vec<u8>, steps: Vec<u8>| {
         vec![("header", external_header()), ("steps", steps), ("p", p)]
     };
@@ -315,14 +322,7 @@ fn npz_with_lying_headers_is_refused() {
 #[test]
 fn npz_with_a_member_given_twice_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
-    let cfg = small(tmp.path(), "small.toml", "steps = 3\n");
-    let data = tmp.path().join("data");
-    ok(
-        &tokensel(&["data", "--config", s(&cfg), "--out", s(&data)]),
-        "data",
-    );
-    let p0: ndarray::Array1<f64> = ndarray_npy::read_npy(data.join("p0.npy")).unwrap();
-    let good_p = npy("<f8", &[1, 20], &f64_bytes(p0.as_slice().unwrap()));
+    let (data, good_p) = npz_data(tmp.path());
     let bent_p = npy("<f8", &[1, 20], &f64_bytes(&[1.0; 20]));
     let steps = npy("<i8", &[1], &0i64.to_le_bytes());
     let judge = |path: &Path| {
