@@ -422,8 +422,16 @@ mod tests {
                     let want = dot_rows(&mut plain, r.row(i), r.row(j));
                     assert_eq!(got, want, "cols {cols}, rows {i} {j}");
                     assert_eq!(got.prec(), want.prec(), "the same precision");
-                    let portable = slice_sums_portable(&s[i].slices, &s[j].slices, padded);
-                    assert_eq!(kernel()(&s[i].slices, &s[j].slices, padded), portable);
+                    let (si, sj) = (&s[i].slices, &s[j].slices);
+                    let portable = slice_sums_portable(si, sj, padded);
+                    assert_eq!(kernel()(si, sj, padded), portable);
+                    #[cfg(target_arch = "x86_64")]
+                    if std::arch::is_x86_feature_detected!("avx2")
+                        && std::arch::is_x86_feature_detected!("fma")
+                    {
+                        // SAFETY: the CPU has AVX2 and FMA (checked above).
+                        assert_eq!(unsafe { slice_sums_avx2(si, sj, padded) }, portable);
+                    }
                 }
             }
         }
