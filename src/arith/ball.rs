@@ -936,6 +936,18 @@ impl Arith for Ball {
         }
     }
 
+    /// Each output one [`Arith::dot_f64`] over its column: the exact sum of the midpoint
+    /// products rounded once (the trait's fma chain rounds once per row).
+    fn gemv_t_f64(&self, x: &[f64], stride: usize, v: &[BallReal], out: &mut [BallReal]) {
+        let mut column = vec![0.0; v.len()];
+        for (j, o) in out.iter_mut().enumerate() {
+            for (i, c) in column.iter_mut().enumerate() {
+                *c = x[i * stride + j];
+            }
+            self.dot_f64(&column, v, o);
+        }
+    }
+
     /// The values and their fixed-point layout (`fixed.rs`; up to 1,024 bits).
     fn prepare(&self, m: Vec<BallReal>, cols: usize) -> Prepared<BallReal> {
         let fixed = FixedRows::new(&m, |b| &b.mid, |b| b.rad, cols, limbs_for(self.prec));

@@ -38,7 +38,7 @@ use gmp_mpfr_sys::mpfr;
 use rug::Float;
 use rug::float::Round;
 
-use super::ball::{add_limbs, mul_limbs, shl_limbs, shr_limbs};
+use super::ball::{add_limbs, shl_limbs, shr_limbs};
 use super::fixed::{self, cmp_limbs};
 
 /// Fraction limbs at most (`F <= 512` bits).
@@ -141,13 +141,50 @@ impl Consts {
     }
 }
 
-/// `floor(a b / 2^F)` of two `w + 1`-limb fixed-point numbers into `out` (`w + 1` limbs;
-/// the product's integer part below 2^64). `prod`: scratch of `2 w + 2` limbs.
+/// `floor(a b / 2^F)` of two `N`-limb fixed-point numbers (`F = 64 (N - 1)` fraction
+/// bits; the product's integer part below 2^64), by product scanning: column `k` of the
+/// exact product is summed in a 192-bit accumulator, its low limb kept from column `N -
+/// 1` on and the rest carried. Unrolled for each `N`.
 #[inline(always)]
-fn mul_fix(a: &[u64], b: &[u64], w: usize, prod: &mut [u64], out: &mut [u64]) {
-    mul_limbs(a, b, &mut prod[..2 * w + 2]);
-    debug_assert!(prod[2 * w + 1] == 0);
-    out[..w + 1].copy_from_slice(&prod[w..2 * w + 1]);
+fn mul_fix_n<const N: usize>(a: &[u64; N], b: &[u64; N]) -> [u64; N] {
+    let mut out = [0u64; N];
+    let (mut lo, mut hi) = (0u128, 0u64);
+    for k in 0..2 * N - 1 {
+        for i in k.saturating_sub(N - 1)..=k.min(N - 1) {
+            let (sum, carry) = lo.overflowing_add(a[i] as u128 * b[k - i] as u128);
+            lo = sum;
+            hi += u64::from(carry);
+        }
+        if k >= N - 1 {
+            out[k + 1 - N] = lo as u64;
+        }
+        lo = (lo >> 64) | ((hi as u128) << 64);
+        hi = 0;
+    }
+    debug_assert!(lo == 0, "the product's integer part is below 2^64");
+    out
+}
+
+/// The series by Horner's rule and its product with the three table entries (module
+/// docs), in `N = w + 1` limbs: `((T1[j1] T2[j2]) T3[j3]) S`, each product truncated
+/// ([`mul_fix_n`]); the result in the first `N` limbs.
+fn evaluate<const N: usize>(rf: &[u64], idx: [usize; LEVELS], c: &Consts) -> [u64; MAX_W + 1] {
+    let limbs = |v: &[u64]| -> [u64; N] { v[..N].try_into().expect("N limbs") };
+    let n_terms = c.coef.len() / N;
+    let coef = |n: usize| limbs(&c.coef[n * N..(n + 1) * N]);
+    let r = limbs(rf);
+    let mut s = coef(n_terms - 1);
+    for n in (0..n_terms - 1).rev() {
+        s = mul_fix_n(&s, &r);
+        let carry = add_limbs(&mut s, &coef(n));
+        debug_assert!(!carry);
+    }
+    let entry = |m: usize| limbs(&c.tables[m][idx[m] * N..(idx[m] + 1) * N]);
+    let t12 = mul_fix_n(&entry(0), &entry(1));
+    let y = mul_fix_n(&mul_fix_n(&t12, &entry(2)), &s);
+    let mut out = [0u64; MAX_W + 1];
+    out[..N].copy_from_slice(&y);
+    out
 }
 
 /// `a -= b` (same length), the borrow out.
@@ -258,23 +295,15 @@ fn exp_round(x: &mut Float, mode: Round) -> Option<Ordering> {
         ((hi >> 40) & 0xff) as usize,
     ];
     rf[w - 1] = hi & ((1u64 << 40) - 1);
-    let n_terms = c.coef.len() / (w + 1);
-    let coef = |n: usize| &c.coef[n * (w + 1)..(n + 1) * (w + 1)];
-    let mut prod = [0u64; 2 * MAX_W + 2];
-    let mut s = [0u64; MAX_W + 1];
-    s[..w + 1].copy_from_slice(coef(n_terms - 1));
-    let mut t = [0u64; MAX_W + 1];
-    for n in (0..n_terms - 1).rev() {
-        mul_fix(&s[..w + 1], &rf[..w + 1], w, &mut prod, &mut t);
-        let carry = add_limbs(&mut t[..w + 1], coef(n));
-        debug_assert!(!carry);
-        s = t;
-    }
-    let entry = |m: usize| &c.tables[m][idx[m] * (w + 1)..(idx[m] + 1) * (w + 1)];
-    let mut y = [0u64; MAX_W + 1];
-    mul_fix(entry(0), entry(1), w, &mut prod, &mut y);
-    mul_fix(&y[..w + 1], entry(2), w, &mut prod, &mut t);
-    mul_fix(&t[..w + 1], &s[..w + 1], w, &mut prod, &mut y);
+    let y = match w {
+        2 => evaluate::<3>(&rf, idx, c),
+        3 => evaluate::<4>(&rf, idx, c),
+        4 => evaluate::<5>(&rf, idx, c),
+        5 => evaluate::<6>(&rf, idx, c),
+        6 => evaluate::<7>(&rf, idx, c),
+        7 => evaluate::<8>(&rf, idx, c),
+        _ => evaluate::<9>(&rf, idx, c),
+    };
     round_into(&y[..w + 1], f, k, p, mode, x)
 }
 

@@ -53,7 +53,7 @@ pub enum Engine<R> {
     /// [`direct::Direct`].
     Direct(Direct<R>),
     /// [`span::Span`].
-    Span(Span<R>),
+    Span(Box<Span<R>>),
 }
 
 /// Per-sample results of the last forward pass.
@@ -151,7 +151,7 @@ impl<'a, A: Arith> Trainer<'a, A> {
         }
         let x = train_rows(data);
         let engine = match method {
-            Method::Span => Engine::Span(Span::new(&ar, init, cfg.mode, x)),
+            Method::Span => Engine::Span(Box::new(Span::new(&ar, init, cfg.mode, x))),
             _ => Engine::Direct(Direct::new(&ar, init, form, n)),
         };
         let nu = data.head(&ar);

@@ -42,6 +42,10 @@ pub struct Span<R> {
     pub a: Vec<R>,
     /// Basis rows B ((r+1) x d): p(0), then W(0) x_j (p- and joint mode; empty in W-mode).
     basis: Vec<R>,
+    /// The same rows as f64 where they are the f64 data (W(0) = I, arithmetics with
+    /// exact inputs; else empty): p = B^T a through [`Arith::gemv_t_f64`], which the
+    /// ball sums exactly per entry.
+    basis_f64: Vec<f64>,
     /// W(0) (dense), `None` for the identity.
     w0: Option<Vec<R>>,
     /// p(0).
@@ -76,6 +80,7 @@ impl<R: Clone + Send + Sync> Span<R> {
             m: Vec::new(),
             a,
             basis: Vec::new(),
+            basis_f64: Vec::new(),
             w0,
             p0,
             q0: Vec::new(),
@@ -134,6 +139,7 @@ impl<R: Clone + Send + Sync> Span<R> {
                 let rows: Vec<f64> = p0.iter().chain(x).copied().collect();
                 self.g = ar.prepare(round(&exact::gram_f64(&rows, r + 1, d)), r + 1);
                 self.basis = ar.of_slice(&rows);
+                self.basis_f64 = rows;
             }
             (Mode::P | Mode::Joint, Some(w)) => {
                 // B_j = W(0) x_j exactly: (W x_j)_m = <x_j, W[m, :]>, d products of f64
@@ -344,10 +350,15 @@ impl<R: Clone + Send + Sync> Span<R> {
         }
     }
 
-    /// p = B^T a (p- and joint mode).
+    /// p = B^T a (p- and joint mode): from the f64 rows where they are kept (the same
+    /// fma chain in the MPFR twin; one rounding per entry in the ball).
     fn p<A: Arith<Real = R>>(&self, ar: &A) -> Vec<R> {
         let mut p = ar.zeros(self.d);
-        linalg::matvec_t(ar, &self.basis, &self.a, &mut p);
+        if self.basis_f64.is_empty() {
+            linalg::matvec_t(ar, &self.basis, &self.a, &mut p);
+        } else {
+            linalg::matvec_t_f64(ar, &self.basis_f64, &self.a, &mut p);
+        }
         p
     }
 
