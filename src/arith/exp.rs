@@ -142,26 +142,28 @@ impl Consts {
 }
 
 /// `floor(a b / 2^F)` of two `N`-limb fixed-point numbers (`F = 64 (N - 1)` fraction
-/// bits; the product's integer part below 2^64), by product scanning: column `k` of the
-/// exact product is summed in a 192-bit accumulator, its low limb kept from column `N -
-/// 1` on and the rest carried. Unrolled for each `N`.
+/// bits; the product's integer part below 2^64): the exact `2N`-limb product by operand
+/// scanning, its limbs `N - 1 .. 2N - 1` kept. Sized at compile time for each `N` (the
+/// loops unroll; no copy of variable length).
 #[inline(always)]
 fn mul_fix_n<const N: usize>(a: &[u64; N], b: &[u64; N]) -> [u64; N] {
-    let mut out = [0u64; N];
-    let (mut lo, mut hi) = (0u128, 0u64);
-    for k in 0..2 * N - 1 {
-        for i in k.saturating_sub(N - 1)..=k.min(N - 1) {
-            let (sum, carry) = lo.overflowing_add(a[i] as u128 * b[k - i] as u128);
-            lo = sum;
-            hi += u64::from(carry);
+    let mut prod = [[0u64; N]; 2];
+    {
+        let flat: &mut [u64] = prod.as_flattened_mut();
+        for i in 0..N {
+            let mut carry = 0u64;
+            for j in 0..N {
+                let t = a[i] as u128 * b[j] as u128 + flat[i + j] as u128 + carry as u128;
+                flat[i + j] = t as u64;
+                carry = (t >> 64) as u64;
+            }
+            flat[i + N] = carry;
         }
-        if k >= N - 1 {
-            out[k + 1 - N] = lo as u64;
-        }
-        lo = (lo >> 64) | ((hi as u128) << 64);
-        hi = 0;
     }
-    debug_assert!(lo == 0, "the product's integer part is below 2^64");
+    let flat = prod.as_flattened();
+    debug_assert!(flat[2 * N - 1] == 0, "the product's integer part is below 2^64");
+    let mut out = [0u64; N];
+    out.copy_from_slice(&flat[N - 1..2 * N - 1]);
     out
 }
 
