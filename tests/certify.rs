@@ -654,7 +654,8 @@ fn arb_peer_checks_its_arguments_before_any_work() {
 }
 
 /// `plot` (every certificate reader) refuses a certificate that describes an impossible
-/// run (exit 2, naming the field): a NaN or negative radius, a step past the run's
+/// run (exit 2, naming the field): a NaN or negative radius, a largest radius that is not
+/// the largest of its parts or the run's, bits lost that do not match it, a step past the run's
 /// steps in any field that names one, a precision no ball has, a trainer other than the
 /// ball. Each was drawn before. Its `--out` directories are created as every other
 /// command's outputs' are (`run --out`, state files: `io::files::check_output_file`).
@@ -701,6 +702,18 @@ fn plot_refuses_certificates_of_impossible_runs() {
         (
             "`checkpoints[1].radius.q` is NaN",
             Box::new(|v| v["checkpoints"][1]["radius"]["q"] = "nan".into()),
+        ),
+        (
+            "`checkpoints[1].radius.largest` is 5e-1 but the largest of the radii beside it",
+            Box::new(|v| v["checkpoints"][1]["radius"]["largest"] = 0.5.into()),
+        ),
+        (
+            "`checkpoints[1].radius.bits_lost` is 3 but `largest`",
+            Box::new(|v| v["checkpoints"][1]["radius"]["bits_lost"] = 3.0.into()),
+        ),
+        (
+            "exceeds `largest_rel_radius` 1e-300",
+            Box::new(|v| v["largest_rel_radius"] = 1e-300.into()),
         ),
         (
             "`largest_rel_radius` is -0.5",

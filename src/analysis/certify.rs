@@ -695,6 +695,15 @@ impl Certificate {
             if r.bits_lost.is_nan() {
                 return Err(format!("`checkpoints[{i}].radius.bits_lost` is NaN"));
             }
+            r.check_consistent(self.trainer.prec_bits)
+                .map_err(|e| format!("`checkpoints[{i}].radius.{e}"))?;
+            if r.largest > self.largest_rel_radius {
+                return Err(format!(
+                    "`checkpoints[{i}].radius.largest` {:e} exceeds `largest_rel_radius` {:e} \
+                     (the largest over every step)",
+                    r.largest, self.largest_rel_radius
+                ));
+            }
         }
         let steps = self.config.steps;
         let mut named: Vec<(String, u64)> = self
@@ -741,6 +750,45 @@ pub fn bits_lost_of(prec: u32, rel: f64) -> f64 {
         return 0.0;
     }
     (p + core_math::log2(rel)).clamp(0.0, p)
+}
+
+impl Radius {
+    /// `largest` is the largest of the parts and `bits_lost` its bits of `prec`: both are
+    /// derived from the parts when the certificate is written (`radius`), so a reader
+    /// refuses a certificate where they disagree. `bits_lost` comes from the exact radius
+    /// and `largest` is that radius rounded up to f64 (exact for a 32-bit mantissa inside
+    /// f64's normal range): within that range the two agree to 1e-9 bits (the logarithms'
+    /// rounding is ~1e-13); below it `largest` only bounds it (`bits_lost` is at most
+    /// what `largest` gives). The error names the field after `radius.`.
+    fn check_consistent(&self, prec: u32) -> std::result::Result<(), String> {
+        let parts = [
+            self.scores,
+            self.attention,
+            self.rest,
+            self.output,
+            self.loss,
+        ];
+        let max = parts
+            .into_iter()
+            .chain(self.q)
+            .fold(0.0f64, |m, v| if v > m { v } else { m });
+        if self.largest != max {
+            return Err(format!(
+                "largest` is {:e} but the largest of the radii beside it is {max:e}",
+                self.largest
+            ));
+        }
+        let want = bits_lost_of(prec, self.largest);
+        let tol = 1e-9;
+        let normal = self.largest >= f64::MIN_POSITIVE || self.largest == 0.0;
+        if self.bits_lost > want + tol || (normal && self.bits_lost < want - tol) {
+            return Err(format!(
+                "bits_lost` is {} but `largest` {:e} at {prec} bits gives {want}",
+                self.bits_lost, self.largest
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The largest componentwise relative radius rad / |mid| (an exact zero counts 0, a

@@ -161,7 +161,10 @@ fn mul_fix_n<const N: usize>(a: &[u64; N], b: &[u64; N]) -> [u64; N] {
         }
     }
     let flat = prod.as_flattened();
-    debug_assert!(flat[2 * N - 1] == 0, "the product's integer part is below 2^64");
+    debug_assert!(
+        flat[2 * N - 1] == 0,
+        "the product's integer part is below 2^64"
+    );
     let mut out = [0u64; N];
     out.copy_from_slice(&flat[N - 1..2 * N - 1]);
     out
