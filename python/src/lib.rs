@@ -481,13 +481,8 @@ fn supplied_of(cfg: &Config, d: &Bound<'_, PyDict>) -> PyResult<Dataset> {
             reason: reason.into(),
         })
     };
-    if let Some(p0) = floats::<ndarray::Array1<f64>>(d, "p0")?
-        && p0 != init.p
-    {
-        return Err(mismatch(
-            "p0",
-            "differs from the config's p(0) (initial parameters come from its seed and init)",
-        ));
+    if let Some(p0) = floats::<ndarray::Array1<f64>>(d, "p0")? {
+        check_p0(&init, &p0).map_err(|reason| mismatch("p0", &reason))?;
     }
     if let Some(w0) = floats::<ndarray::Array2<f64>>(d, "W0")? {
         check_w0(cfg, &init, &w0).map_err(|reason| mismatch("W0", &reason))?;
@@ -495,14 +490,47 @@ fn supplied_of(cfg: &Config, d: &Bound<'_, PyDict>) -> PyResult<Dataset> {
     if let Some(v) = d.get_item("noisy_train")? {
         let noisy = bools(&v, "noisy_train")?;
         let ours: Vec<bool> = (0..ds.train.len()).map(|i| ds.train.is_noisy(i)).collect();
-        if noisy != ours {
+        if noisy.len() != ours.len() {
             return Err(mismatch(
                 "noisy_train",
-                "differs from y_train != y_true_train",
+                &format!(
+                    "has {} entries for {} training samples",
+                    noisy.len(),
+                    ours.len()
+                ),
+            ));
+        }
+        if let Some(i) = noisy.iter().zip(&ours).position(|(a, b)| a != b) {
+            return Err(mismatch(
+                "noisy_train",
+                &format!(
+                    "differs from y_train != y_true_train at sample {i} ({}, the labels give {})",
+                    noisy[i], ours[i]
+                ),
             ));
         }
     }
     Ok(ds)
+}
+
+/// A supplied `p0` against the config's p(0): `Err` names the shape or the first entry
+/// that differs.
+fn check_p0(init: &Params, p0: &ndarray::Array1<f64>) -> Result<(), String> {
+    if p0.len() != init.p.len() {
+        return Err(format!(
+            "has {} entries, the config's p(0) has d = {}",
+            p0.len(),
+            init.p.len()
+        ));
+    }
+    match p0.iter().zip(&init.p).position(|(a, b)| a != b) {
+        Some(k) => Err(format!(
+            "differs from the config's p(0) (initial parameters come from its seed and \
+             init): p0[{k}] = {:e}, the config's is {:e}",
+            p0[k], init.p[k]
+        )),
+        None => Ok(()),
+    }
 }
 
 /// A supplied `W0` against the W(0) the config implies: its dense initial matrix, or the

@@ -63,7 +63,10 @@ def test_judge_and_compare_take_supplied_data(cfg):
         (lambda a: a.update(groups=["X"] * 8), errors.ConfigError, "groups"),
         (lambda a: a.pop("X_test"), errors.ConfigError, "X_test"),
         (lambda a: a.update(X_valid=a["X_test"]), errors.ConfigError, "unknown key"),
-        (lambda a: a.update(p0=a["p0"] + 1), errors.MismatchError, "p0"),
+        (lambda a: a.update(p0=a["p0"] + 1), errors.MismatchError, "p0[0] = 1e0, the config's is 0e0"),
+        (lambda a: a.update(p0=a["p0"][:3]), errors.MismatchError, "`p0`: has 3 entries, the config's p(0) has d = 40"),
+        (lambda a: a.update(noisy_train=~a["noisy_train"]), errors.MismatchError, "at sample 0"),
+        (lambda a: a.update(noisy_train=a["noisy_train"][:2]), errors.MismatchError, "has 2 entries"),
         (lambda a: a.update(X_train=a["X_train"][0]), errors.ConfigError, "X_train"),
     ],
 )
