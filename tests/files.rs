@@ -977,7 +977,7 @@ fn sweep_outputs_are_one_set() {
 /// Output paths that could only fail when the result is written are refused with exit
 /// 2 before any work (each command would otherwise train for longer than `QUICK`): a
 /// final component `.` or `..` (`DIR/.` cannot be renamed into place), a name whose
-/// temporary (`.NAME.tokensel-tmp-PID-COUNTER-NANOS@HOST`) is longer than the file
+/// temporary (`.NAME.tokensel-tmp-PID-COUNTER-NANOS-START@HOST`) is longer than the file
 /// system's NAME_MAX (255 bytes) although the name itself is not, and a state file equal
 /// to or inside the `--out` directory (the set replaces the directory as a whole).
 #[test]

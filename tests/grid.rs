@@ -438,7 +438,9 @@ fn edited_or_foreign_cells_are_not_merged() {
 /// A later run removes the cell temporaries that writers which died on this host left in
 /// `cells/` (a kill between writing and renaming), also while a dead writer is a zombie
 /// (killed, not yet waited for by its parent: signals still reach it, and such
-/// temporaries were kept forever); the temporaries of live writers are never touched.
+/// temporaries were kept forever), or when its process id now belongs to a process that
+/// started at another time (a reused id); the temporaries of live writers are never
+/// touched.
 #[test]
 fn temporaries_of_dead_writers_are_removed_by_later_runs() {
     let tmp = tempfile::tempdir().unwrap();
@@ -483,8 +485,30 @@ fn temporaries_of_dead_writers_are_removed_by_later_runs() {
     for pid in [reaped.id(), zombie.id(), live.id(), me] {
         std::fs::write(cells.join(temp(pid)), b"partial").unwrap();
     }
+    // temporaries that record their writer's start time (clock ticks since boot): the
+    // live processes' own start times are kept; another start time under a live id is
+    // a writer that ended and whose id was reused (containers give every run the same
+    // ids), removed
+    let start = |pid: u32| -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let rest = stat.rsplit_once(')').unwrap().1;
+        rest.split_whitespace().nth(19).unwrap().parse().unwrap()
+    };
+    let timed = |pid: u32, t: u64| format!(".{cell}.tokensel-tmp-{pid}-0-1-{t}@{host}");
+    for pid in [live.id(), me] {
+        std::fs::write(cells.join(timed(pid, start(pid))), b"partial").unwrap();
+        std::fs::write(cells.join(timed(pid, start(pid) + 1)), b"partial").unwrap();
+    }
     let r = run_grid(&out, &grid, &[]);
     assert!(r.status.success(), "{}", stderr(&r));
+    for pid in [live.id(), me] {
+        let at = |t: u64| cells.join(timed(pid, t)).exists();
+        assert!(at(start(pid)), "a live writer's temporary is kept");
+        assert!(
+            !at(start(pid) + 1),
+            "a reused id's earlier writer's temporary is removed"
+        );
+    }
     let left = |pid: u32| cells.join(temp(pid)).exists();
     assert!(
         !left(reaped.id()),

@@ -261,7 +261,8 @@ pub(crate) fn name_of(path: &Path) -> Result<String> {
 }
 
 /// A fresh temporary path beside `target`, unique to this writer:
-/// `.NAME.tokensel-tmp-PID-COUNTER-NANOS@HOST`.
+/// `.NAME.tokensel-tmp-PID-COUNTER-NANOS-START@HOST` (START: the writer's start time in
+/// clock ticks since boot, left out where /proc cannot give it).
 pub(crate) fn temp_path(target: &Path) -> Result<PathBuf> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -280,8 +281,11 @@ fn temp_with(target: &Path, counter: u64) -> Result<PathBuf> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
+    // the writer's start time, where /proc gives it: a later process with the same id
+    // is told apart from it (`writer_gone`)
+    let start = own_start().map_or(String::new(), |t| format!("-{t}"));
     let name = format!(
-        ".{}{TEMP_TAG}{}-{counter}-{nanos}@{}",
+        ".{}{TEMP_TAG}{}-{counter}-{nanos}{start}@{}",
         name_of(target)?,
         std::process::id(),
         host()
@@ -355,12 +359,41 @@ pub(crate) fn is_temp(name: &str) -> bool {
     name.starts_with('.') && name.contains(TEMP_TAG)
 }
 
-/// The writer (process id and host) a temporary's name records.
-fn writer_of(name: &str) -> Option<(u32, &str)> {
+/// The writer (process id, its start time if the name records it, host) a temporary's
+/// name records.
+fn writer_of(name: &str) -> Option<(u32, Option<u64>, &str)> {
     let (_, rest) = name.split_once(TEMP_TAG)?;
     let (ids, host) = rest.rsplit_once('@')?;
-    let pid = ids.split('-').next()?.parse().ok()?;
-    Some((pid, host))
+    let mut fields = ids.split('-');
+    let pid = fields.next()?.parse().ok()?;
+    let start = fields.nth(2).and_then(|f| f.parse().ok());
+    Some((pid, start, host))
+}
+
+/// Whether the writer `pid` of this host, started at `start` (clock ticks since boot,
+/// where its temporary's name records it), has ended: the process is gone
+/// ([`is_dead`]), or the process now holding that id started at another time (the id
+/// was reused: by a later run in a container, where every run may get the same id, or
+/// by this very process). Start times count ticks since boot, so a change of the
+/// system clock cannot make a live writer look gone.
+fn writer_gone(pid: u32, start: Option<u64>) -> bool {
+    is_dead(pid) || start.is_some_and(|s| start_ticks(pid).is_some_and(|now| now != s))
+}
+
+/// When process `pid` started, in clock ticks since boot (`/proc/PID/stat`, field 22);
+/// `None` where that cannot be read.
+fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `PID (COMMAND) STATE ...`: the command may itself hold `)`; field 22 is the 20th
+    // after it
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// This process's start time ([`start_ticks`]), read once.
+fn own_start() -> Option<u64> {
+    static START: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *START.get_or_init(|| start_ticks(std::process::id()))
 }
 
 /// Whether process `pid` of this host has ended: it no longer exists, or it has exited
@@ -418,7 +451,7 @@ fn remove_dead(dir: &Path, select: &dyn Fn(&str) -> bool) {
             continue;
         }
         match writer_of(&name) {
-            Some((pid, h)) if h == me && pid != std::process::id() && is_dead(pid) => {
+            Some((pid, start, h)) if h == me && writer_gone(pid, start) => {
                 let path = entry.path();
                 let _ = match std::fs::symlink_metadata(&path) {
                     Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
