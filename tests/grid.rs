@@ -439,8 +439,8 @@ fn edited_or_foreign_cells_are_not_merged() {
 /// `cells/` (a kill between writing and renaming), also while a dead writer is a zombie
 /// (killed, not yet waited for by its parent: signals still reach it, and such
 /// temporaries were kept forever), or when its process id now belongs to a process that
-/// started at another time (a reused id); the temporaries of live writers are never
-/// touched.
+/// started at another time (a reused id), and `grid merge` removes them as well; the
+/// temporaries of live writers are never touched.
 #[test]
 fn temporaries_of_dead_writers_are_removed_by_later_runs() {
     let tmp = tempfile::tempdir().unwrap();
@@ -520,6 +520,15 @@ fn temporaries_of_dead_writers_are_removed_by_later_runs() {
     );
     assert!(left(live.id()), "a live writer's temporary is kept");
     assert!(left(me), "a live writer's temporary is kept");
+    // `grid merge` removes them too
+    std::fs::write(cells.join(temp(reaped.id())), b"partial").unwrap();
+    let o = tokensel(&["grid", "merge", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !left(reaped.id()),
+        "grid merge removes a dead writer's temporary"
+    );
+    assert!(left(live.id()), "a live writer's temporary is kept");
     zombie.wait().unwrap();
     live.kill().unwrap();
     live.wait().unwrap();

@@ -808,8 +808,11 @@ pub fn merged_dir(dir: &Path) -> Result<OutputDir> {
 /// Merge `DIR`: read the spec and every cell file, and publish into `out` (see
 /// [`merged_dir`]) as one set `grid.csv`, `summary.csv`, `summary.json` and, for
 /// two-axis grids, `heatmap.svg` and `heatmap.png`. The output depends only on the
-/// files' contents.
+/// files' contents. Cell temporaries of writers that died on this host are removed
+/// first.
 pub fn merge(dir: &Path, out: &OutputDir) -> Result<reduce::Summary> {
+    // a cell temporary that a dead writer left (as a grid run does before its cells)
+    remove_dead_temps_in(&dir.join("cells"));
     let (spec, files) = collect(dir)?;
     let summary = reduce::summarise(&spec, &files);
     let json = serde_json::to_string_pretty(&summary).expect("summary serialises");
