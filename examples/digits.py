@@ -3,7 +3,7 @@
 images shipped inside the package; nothing is downloaded), two classes, label noise
 injected by tokensel at rates eta over several seeds.
 
-    python examples/digits.py [--out FIG.png] [--seeds 5] [--steps 3000]
+    python examples/digits.py [--out FIG.png] [--seeds 5] [--steps 3000] [--token-noise 1]
 
 Tokens: each image is cut into 16 patches of 2x2 pixels; a token is the patch's 4 pixel
 values (scaled to [0, 1]) next to a one-hot code of its position (16), mapped to d = 128
@@ -22,6 +22,7 @@ classes (true labels). It prints a table and draws the figure.
 
 import argparse
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -43,9 +44,10 @@ def tokens(images):
     return np.concatenate([patches / 16.0, pos], axis=2)
 
 
-def data_set(seed):
+def data_set(seed, token_noise=1.0):
     """Train/test split of the two classes (train: N_TRAIN images drawn by `seed`), the
-    projected tokens, labels (+1 for CLASSES[0]), nu and the groups."""
+    projected tokens plus `token_noise` times fixed N(0, I) noise, labels (+1 for
+    CLASSES[0]), nu and the groups."""
     digits = load_digits()
     keep = np.isin(digits.target, CLASSES)
     images, target = digits.images[keep], digits.target[keep]
@@ -56,7 +58,7 @@ def data_set(seed):
     signal -= signal.mean(axis=(0, 1))                    # centred: no common offset
     signal *= SIGNAL / np.sqrt((signal ** 2).sum(axis=2).mean())
     noise = np.random.default_rng(1).standard_normal(signal.shape)
-    x = signal + noise                                    # (m, T, D), float64
+    x = signal + token_noise * noise                      # (m, T, D), float64
     order = np.random.default_rng(1000 + seed).permutation(len(y))
     tr, te = order[:N_TRAIN], order[N_TRAIN:]
     mean_tok = x[tr].mean(axis=1)                         # (n, D)
@@ -90,14 +92,20 @@ def main():
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--step-size", type=float, default=1.0)
     ap.add_argument("--etas", type=str, default="0,0.1,0.2,0.3,0.4")
+    ap.add_argument("--token-noise", type=float, default=1.0,
+                    help="scale of the fixed N(0, I) noise added to every token (0: none)")
     args = ap.parse_args()
+    if not (math.isfinite(args.token_noise) and args.token_noise >= 0):
+        ap.error(f"--token-noise must be a finite number >= 0, not {args.token_noise}")
     etas = [float(e) for e in args.etas.split(",")]
+    # tokensel flipping the supplied labels at rate eta is this example's design
+    warnings.filterwarnings("ignore", category=tokensel.LabelFlipWarning)
 
     rows = []
     print(f"{'eta':>5} {'seed':>4} {'noisy':>5} {'train acc':>9} {'noisy fit':>9} {'test acc':>8} {'R clean':>7} {'R noisy':>7}")
     for eta in etas:
         for seed in range(args.seeds):
-            arrays = data_set(seed)
+            arrays = data_set(seed, args.token_noise)
             r = tokensel.run(config(arrays, eta, seed, args.steps, args.step_size), data=arrays)
             s, cp, lab = r.summary, r.checkpoints, r.labels
             noisy = lab["y_train"] != lab["y_true_train"]

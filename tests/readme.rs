@@ -614,6 +614,14 @@ const BLOCKS: &[Form] = &[
         check: none,
     },
     Form {
+        text: "venv/bin/python examples/digits.py --seeds 5 --steps 10000 --step-size 0.02 --token-noise 0 --out digits0.png",
+        how: How::Elsewhere(
+            "not in CI (needs scikit-learn and matplotlib): run once for the README's numbers without the token noise",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
         text: "cargo run --release -- data --preset balanced --out data-out",
         how: How::AsWritten,
         shrink: &[],
@@ -1643,6 +1651,10 @@ const OTHER_PROGRAMS: &[(&str, &str)] = &[
     ),
     (
         "--step-size",
+        "examples/digits.py's (not in CI: needs scikit-learn and matplotlib)",
+    ),
+    (
+        "--token-noise",
         "examples/digits.py's (not in CI: needs scikit-learn and matplotlib)",
     ),
     (
