@@ -293,21 +293,20 @@ fn dot_rows(acc: &mut Accumulator, a: &[Parts], b: &[Parts]) -> Float {
 }
 
 /// Sliced forms of every row of `r` (the sliced path, `sliced.rs`), or `None` where it
-/// does not apply: rows too long for an exact slice width, or slices that would take
-/// more than [`MAX_SLICED_BYTES`].
-fn sliced_rows(r: &Rows, rows: usize) -> Option<(u32, usize, Vec<sliced::SlicedRow>)> {
+/// does not apply: rows too short to pay for it, too long for an exact slice width, or
+/// slices that would take more than [`MAX_SLICED_BYTES`].
+fn sliced_rows(r: &Rows, rows: usize) -> Option<(sliced::Slicing, Vec<sliced::SlicedRow>)> {
     use rayon::prelude::*;
-    let w = sliced::width(r.cols)?;
-    let padded = sliced::padded(r.cols);
-    let bytes = (rows as u128) * (sliced::SLICES * padded * 8) as u128;
+    let sl = sliced::Slicing::for_cols(r.cols)?;
+    let bytes = rows as u128 * sl.row_bytes() as u128;
     if r.cols < MIN_SLICED_COLS || bytes > MAX_SLICED_BYTES {
         return None;
     }
     let s = (0..rows)
         .into_par_iter()
-        .map(|i| sliced::SlicedRow::new(r.row(i), w, padded))
+        .map(|i| sl.row(r.row(i)))
         .collect();
-    Some((w, padded, s))
+    Some((sl, s))
 }
 
 /// Rows of `a` per block of the sliced cross Gram (their slices stay in the L2 cache).
@@ -323,18 +322,14 @@ pub fn gram_f64(x: &[f64], rows: usize, cols: usize) -> Vec<Float> {
     use rayon::prelude::*;
     let r = Rows::new(&x[..rows * cols], cols);
     let upper: Vec<Vec<Float>> = match sliced_rows(&r, rows) {
-        Some((w, padded, s)) => {
+        Some((sl, s)) => {
             let low = sliced::low_range(s.iter().map(|r| r.low()));
-            let kernel = sliced::kernel();
             (0..rows)
                 .into_par_iter()
                 .map(|i| {
-                    let mut acc = sliced::accumulator(&r, &r, low, low, w);
+                    let mut acc = sl.accumulator(&r, &r, low, low);
                     (i..rows)
-                        .map(|j| {
-                            let (a, b) = (r.row(i), r.row(j));
-                            sliced::dot(&mut acc, kernel, w, padded, a, &s[i], b, &s[j])
-                        })
+                        .map(|j| sl.dot(&mut acc, r.row(i), &s[i], r.row(j), &s[j]))
                         .collect()
                 })
                 .collect()
@@ -361,30 +356,27 @@ pub fn cross_gram_f64(a: &[f64], b: &[f64], cols: usize) -> Vec<Float> {
     let (ra, rb) = (Rows::new(a, cols), Rows::new(b, cols));
     let (na, nb) = (a.len() / cols.max(1), b.len() / cols.max(1));
     // each row of b is sliced once and used na times: worth it from two rows of a
-    if let Some((w, padded, sb)) = (na >= 2).then(|| sliced_rows(&rb, nb)).flatten() {
+    if let Some((sl, sb)) = (na >= 2).then(|| sliced_rows(&rb, nb)).flatten() {
         let lb = sliced::low_range(sb.iter().map(|r| r.low()));
         // the grid bottoms of a's rows, for the accumulator's range
-        let la = sliced::low_range((0..na).map(|i| sliced::SlicedRow::bottom(ra.row(i), w)));
-        let kernel = sliced::kernel();
+        let la = sliced::low_range((0..na).map(|i| sl.bottom(ra.row(i))));
         // blocks of a's rows against each row of b in turn: b's slices are read from
         // memory once per block, not once per row
         let blocks: Vec<usize> = (0..na).step_by(SLICED_BLOCK).collect();
         return blocks
             .into_par_iter()
             .map_init(
-                || (sliced::accumulator(&ra, &rb, la, lb, w), Vec::new()),
+                || (sl.accumulator(&ra, &rb, la, lb), Vec::new()),
                 |(acc, sa), start| {
                     let rows = start..(start + SLICED_BLOCK).min(na);
                     sa.resize_with(rows.len(), sliced::SlicedRow::default);
                     for (s, i) in sa.iter_mut().zip(rows.clone()) {
-                        s.fill(ra.row(i), w, padded);
+                        sl.fill(s, ra.row(i));
                     }
                     let mut out = vec![Float::new(1); rows.len() * nb];
                     for (j, sbj) in sb.iter().enumerate() {
                         for (k, i) in rows.clone().enumerate() {
-                            let (a, b) = (ra.row(i), rb.row(j));
-                            out[k * nb + j] =
-                                sliced::dot(acc, kernel, w, padded, a, &sa[k], b, sbj);
+                            out[k * nb + j] = sl.dot(acc, ra.row(i), &sa[k], rb.row(j), sbj);
                         }
                     }
                     out

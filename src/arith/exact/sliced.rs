@@ -35,7 +35,7 @@ use super::{Accumulator, Parts, Rows};
 use rug::Float;
 
 /// Slices per entry.
-pub(super) const SLICES: usize = 3;
+const SLICES: usize = 3;
 /// Entries per kernel step (zero-padded to a multiple).
 const STEP: usize = 8;
 /// Rows longer than this (ceil(log2 d) > 21, slice width below 16 bits) take the
@@ -44,9 +44,149 @@ const MAX_LOG_COLS: u32 = 21;
 
 /// The slice width for rows of `cols` entries: the largest `w` with `2w + ceil(log2
 /// cols) <= 53` (module docs), or `None` for rows too long (width below 16 bits).
-pub(super) fn width(cols: usize) -> Option<u32> {
+fn width(cols: usize) -> Option<u32> {
     let log = usize::BITS - cols.saturating_sub(1).leading_zeros();
     (log <= MAX_LOG_COLS).then(|| (53 - log) / 2)
+}
+
+/// How rows of one width are sliced and their slice sums formed: the slice width `w`,
+/// the entries per slice run (`padded`, a multiple of the kernel step) and the fastest
+/// kernel this CPU runs.
+#[derive(Clone, Copy)]
+pub(super) struct Slicing {
+    w: u32,
+    padded: usize,
+    kernel: Kernel,
+}
+
+impl Slicing {
+    /// The slicing of rows of `cols` entries, `None` for rows too long ([`width`]).
+    pub(super) fn for_cols(cols: usize) -> Option<Slicing> {
+        Some(Slicing {
+            w: width(cols)?,
+            padded: cols.div_ceil(STEP) * STEP,
+            kernel: kernel(),
+        })
+    }
+
+    /// The bytes of one sliced row's slices.
+    pub(super) fn row_bytes(&self) -> usize {
+        SLICES * self.padded * std::mem::size_of::<f64>()
+    }
+
+    /// `row` sliced (module docs).
+    pub(super) fn row(&self, row: &[Parts]) -> SlicedRow {
+        let mut out = SlicedRow::default();
+        self.fill(&mut out, row);
+        out
+    }
+
+    /// The grid bottom `L = T - SLICES w` of `row` (module docs), `None` for a row of
+    /// zeros.
+    pub(super) fn bottom(&self, row: &[Parts]) -> Option<i64> {
+        let top = row
+            .iter()
+            .filter(|p| p.man != 0)
+            .map(|p| p.exp as i64 + (64 - p.man.leading_zeros()) as i64)
+            .max();
+        top.map(|t| t - SLICES as i64 * self.w as i64)
+    }
+
+    /// [`Slicing::row`] into the buffers of `out`.
+    pub(super) fn fill(&self, out: &mut SlicedRow, row: &[Parts]) {
+        let (w, padded) = (self.w, self.padded);
+        out.slices.clear();
+        out.slices.resize(SLICES * padded, 0.0);
+        out.rems.clear();
+        out.low = self.bottom(row);
+        let Some(low) = out.low else { return };
+        let mask = (1u128 << w) - 1;
+        for (k, x) in row.iter().enumerate() {
+            if x.man == 0 {
+                continue;
+            }
+            let (h, r) = split(*x, low);
+            if r.man != 0 {
+                out.rems.push(k as u32);
+            }
+            if h.man == 0 {
+                continue;
+            }
+            // h = N 2^low with N < 2^(SLICES w): E + bitlen(M) <= top
+            let e = h.exp as i64;
+            let n = if e >= low {
+                (h.man as u128) << (e - low)
+            } else {
+                (h.man >> (low - e)) as u128
+            };
+            let sign = if x.neg { -1.0 } else { 1.0 };
+            for p in 0..SLICES {
+                let piece = (n >> (w as usize * p)) & mask;
+                out.slices[p * padded + k] = sign * piece as f64;
+            }
+        }
+    }
+
+    /// An accumulator that holds every term of [`Slicing::dot`] for rows of `a` and `b`
+    /// (grid bottoms in `la` and `lb`): the products' exponent sums and the slice sums'
+    /// positions.
+    pub(super) fn accumulator(
+        &self,
+        a: &Rows,
+        b: &Rows,
+        la: (i64, i64),
+        lb: (i64, i64),
+    ) -> Accumulator {
+        let lo = (a.emin as i64 + b.emin as i64).min(la.0 + lb.0);
+        // a slice sum is below 2^53 <= 2^106 at position L_a + L_b + w (p + q)
+        let top = la.1 + lb.1 + 2 * (SLICES as i64 - 1) * self.w as i64;
+        let hi = (a.emax as i64 + b.emax as i64).max(top);
+        Accumulator::new(lo, hi, 2 * a.cols + SLICES * SLICES)
+    }
+
+    /// The exact dot product of rows `a` and `b` (their entries, and their sliced forms)
+    /// by the split of the module docs.
+    pub(super) fn dot(
+        &self,
+        acc: &mut Accumulator,
+        a: &[Parts],
+        sa: &SlicedRow,
+        b: &[Parts],
+        sb: &SlicedRow,
+    ) -> Float {
+        acc.clear();
+        let (Some(la), Some(lb)) = (sa.low, sb.low) else {
+            // a row of zeros
+            return acc.value();
+        };
+        let sums = (self.kernel)(&sa.slices, &sb.slices, self.padded);
+        for p in 0..SLICES {
+            for q in 0..SLICES {
+                // an integer below 2^53 in magnitude: exact as i64
+                let v = sums[p * SLICES + q] as i64;
+                if v != 0 {
+                    let at = la + lb + self.w as i64 * (p + q) as i64 - acc.base;
+                    acc.add_wide(v < 0, v.unsigned_abs() as u128, at as usize);
+                }
+            }
+        }
+        for &k in &sa.rems {
+            let k = k as usize;
+            let (_, r) = split(a[k], la);
+            if b[k].man != 0 {
+                acc.add_product(0, r, b[k]);
+            }
+        }
+        for &k in &sb.rems {
+            let k = k as usize;
+            let (_, r) = split(b[k], lb);
+            let (h, _) = split(a[k], la);
+            if h.man != 0 {
+                acc.add_product(0, h, r);
+            }
+        }
+        acc.value()
+    }
 }
 
 /// The sliced form of one row: its slices (`SLICES` runs of `padded` values), its grid
@@ -84,67 +224,15 @@ fn split(x: Parts, low: i64) -> (Parts, Parts) {
 }
 
 impl SlicedRow {
-    /// Slice `row` at width `w` (module docs), `padded >= row.len()` values per slice.
-    pub(super) fn new(row: &[Parts], w: u32, padded: usize) -> SlicedRow {
-        let mut out = SlicedRow::default();
-        out.fill(row, w, padded);
-        out
-    }
-
-    /// The grid bottom `L = T - SLICES w` of `row` (module docs), `None` for a row of
-    /// zeros.
-    pub(super) fn bottom(row: &[Parts], w: u32) -> Option<i64> {
-        let top = row
-            .iter()
-            .filter(|p| p.man != 0)
-            .map(|p| p.exp as i64 + (64 - p.man.leading_zeros()) as i64)
-            .max();
-        top.map(|t| t - SLICES as i64 * w as i64)
-    }
-
     /// The grid bottom (`None` for a row of zeros).
     pub(super) fn low(&self) -> Option<i64> {
         self.low
-    }
-
-    /// [`SlicedRow::new`] into this row's buffers.
-    pub(super) fn fill(&mut self, row: &[Parts], w: u32, padded: usize) {
-        self.slices.clear();
-        self.slices.resize(SLICES * padded, 0.0);
-        self.rems.clear();
-        self.low = SlicedRow::bottom(row, w);
-        let Some(low) = self.low else { return };
-        let mask = (1u128 << w) - 1;
-        for (k, x) in row.iter().enumerate() {
-            if x.man == 0 {
-                continue;
-            }
-            let (h, r) = split(*x, low);
-            if r.man != 0 {
-                self.rems.push(k as u32);
-            }
-            if h.man == 0 {
-                continue;
-            }
-            // h = N 2^low with N < 2^(SLICES w): E + bitlen(M) <= top
-            let e = h.exp as i64;
-            let n = if e >= low {
-                (h.man as u128) << (e - low)
-            } else {
-                (h.man >> (low - e)) as u128
-            };
-            let sign = if x.neg { -1.0 } else { 1.0 };
-            for p in 0..SLICES {
-                let piece = (n >> (w as usize * p)) & mask;
-                self.slices[p * padded + k] = sign * piece as f64;
-            }
-        }
     }
 }
 
 /// The kernel: the nine sums `S_pq` of two sliced rows (`padded` a multiple of
 /// [`STEP`]).
-pub(super) type Kernel = fn(&[f64], &[f64], usize) -> [f64; SLICES * SLICES];
+type Kernel = fn(&[f64], &[f64], usize) -> [f64; SLICES * SLICES];
 
 /// The nine slice sums (module docs: exact in any order), portably.
 fn slice_sums_portable(a: &[f64], b: &[f64], padded: usize) -> [f64; SLICES * SLICES] {
@@ -178,7 +266,7 @@ fn slice_sums_portable(a: &[f64], b: &[f64], padded: usize) -> [f64; SLICES * SL
     acc.map(|s| s.iter().sum())
 }
 
-/// The nine slice sums in explicit vector registers: `$acc` accumulators of `$lanes`
+/// The nine slice sums in explicit vector registers: nine accumulators of `$lanes`
 /// lanes, three slices of each row loaded per step and multiplied pairwise by fma.
 /// Expands to the body of a `#[target_feature]` function of `(a, b, padded)`.
 #[cfg(target_arch = "x86_64")]
@@ -257,7 +345,7 @@ fn slice_sums_avx2(a: &[f64], b: &[f64], padded: usize) -> [f64; SLICES * SLICES
 }
 
 /// The fastest kernel this CPU runs (every kernel gives the same exact sums).
-pub(super) fn kernel() -> Kernel {
+fn kernel() -> Kernel {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f")
@@ -275,11 +363,6 @@ pub(super) fn kernel() -> Kernel {
     slice_sums_portable
 }
 
-/// Entries per slice run of rows of `cols` entries (a multiple of the kernel step).
-pub(super) fn padded(cols: usize) -> usize {
-    cols.div_ceil(STEP) * STEP
-}
-
 /// The grid bottoms' range (smallest, largest) of sliced rows (0 for rows of zeros).
 pub(super) fn low_range(lows: impl Iterator<Item = Option<i64>>) -> (i64, i64) {
     lows.flatten()
@@ -287,70 +370,6 @@ pub(super) fn low_range(lows: impl Iterator<Item = Option<i64>>) -> (i64, i64) {
             Some(acc.map_or((l, l), |(lo, hi)| (lo.min(l), hi.max(l))))
         })
         .unwrap_or((0, 0))
-}
-
-/// An accumulator that holds every term of [`dot`] for rows of `a` and `b` (grid
-/// bottoms in `la` and `lb`, slice width `w`): the products' exponent sums and the
-/// slice sums' positions.
-pub(super) fn accumulator(
-    a: &Rows,
-    b: &Rows,
-    la: (i64, i64),
-    lb: (i64, i64),
-    w: u32,
-) -> Accumulator {
-    let lo = (a.emin as i64 + b.emin as i64).min(la.0 + lb.0);
-    // a slice sum is below 2^53 <= 2^106 at position L_a + L_b + w (p + q)
-    let top = la.1 + lb.1 + 2 * (SLICES as i64 - 1) * w as i64;
-    let hi = (a.emax as i64 + b.emax as i64).max(top);
-    Accumulator::new(lo, hi, 2 * a.cols + SLICES * SLICES)
-}
-
-/// The exact dot product of rows `a` and `b` (their entries, and their sliced forms) by
-/// the split of the module docs.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn dot(
-    acc: &mut Accumulator,
-    kernel: Kernel,
-    w: u32,
-    padded: usize,
-    a: &[Parts],
-    sa: &SlicedRow,
-    b: &[Parts],
-    sb: &SlicedRow,
-) -> Float {
-    acc.clear();
-    let (Some(la), Some(lb)) = (sa.low, sb.low) else {
-        // a row of zeros
-        return acc.value();
-    };
-    let sums = kernel(&sa.slices, &sb.slices, padded);
-    for p in 0..SLICES {
-        for q in 0..SLICES {
-            // an integer below 2^53 in magnitude: exact as i64
-            let v = sums[p * SLICES + q] as i64;
-            if v != 0 {
-                let at = la + lb + w as i64 * (p + q) as i64 - acc.base;
-                acc.add_wide(v < 0, v.unsigned_abs() as u128, at as usize);
-            }
-        }
-    }
-    for &k in &sa.rems {
-        let k = k as usize;
-        let (_, r) = split(a[k], la);
-        if b[k].man != 0 {
-            acc.add_product(0, r, b[k]);
-        }
-    }
-    for &k in &sb.rems {
-        let k = k as usize;
-        let (_, r) = split(b[k], lb);
-        let (h, _) = split(a[k], la);
-        if h.man != 0 {
-            acc.add_product(0, h, r);
-        }
-    }
-    acc.value()
 }
 
 #[cfg(test)]
@@ -394,31 +413,20 @@ mod tests {
         for (cols, n) in [(16usize, 6usize), (33, 6), (1001, 5), (2048, 5), (2049, 5)] {
             let x = rows(cols as u64, n, cols);
             let r = Rows::new(&x, cols);
-            let w = width(cols).expect("a sliced width");
-            assert_eq!(w, (53 - (usize::BITS - (cols - 1).leading_zeros())) / 2);
-            let padded = padded(cols);
-            let s: Vec<SlicedRow> = (0..n)
-                .map(|i| SlicedRow::new(r.row(i), w, padded))
-                .collect();
+            let sl = Slicing::for_cols(cols).expect("a sliced width");
+            assert_eq!(sl.w, (53 - (usize::BITS - (cols - 1).leading_zeros())) / 2);
+            let padded = sl.padded;
+            let s: Vec<SlicedRow> = (0..n).map(|i| sl.row(r.row(i))).collect();
             assert!(
                 s.iter().any(|sr| !sr.rems.is_empty()),
                 "remainders are taken"
             );
             let low = low_range(s.iter().map(|r| r.low()));
-            let mut acc = accumulator(&r, &r, low, low, w);
+            let mut acc = sl.accumulator(&r, &r, low, low);
             let mut plain = accumulator_for(&r, &r);
             for i in 0..n {
                 for j in 0..n {
-                    let got = dot(
-                        &mut acc,
-                        kernel(),
-                        w,
-                        padded,
-                        r.row(i),
-                        &s[i],
-                        r.row(j),
-                        &s[j],
-                    );
+                    let got = sl.dot(&mut acc, r.row(i), &s[i], r.row(j), &s[j]);
                     let want = dot_rows(&mut plain, r.row(i), r.row(j));
                     assert_eq!(got, want, "cols {cols}, rows {i} {j}");
                     assert_eq!(got.prec(), want.prec(), "the same precision");
@@ -463,7 +471,7 @@ mod tests {
         let a = rows(7, n, cols);
         let b = rows(8, m, cols);
         let (ra, rb) = (Rows::new(&a, cols), Rows::new(&b, cols));
-        assert!(width(cols).is_some() && cols >= super::super::MIN_SLICED_COLS);
+        assert!(Slicing::for_cols(cols).is_some() && cols >= super::super::MIN_SLICED_COLS);
         let c = cross_gram_f64(&a, &b, cols);
         let g = gram_f64(&a, n, cols);
         let mut acc = accumulator_for(&ra, &rb);
