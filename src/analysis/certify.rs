@@ -768,10 +768,8 @@ impl Radius {
             self.output,
             self.loss,
         ];
-        let max = parts
-            .into_iter()
-            .chain(self.q)
-            .fold(0.0f64, |m, v| if v > m { v } else { m });
+        // (NaN was refused before this check)
+        let max = parts.into_iter().chain(self.q).fold(0.0, f64::max);
         if self.largest != max {
             return Err(format!(
                 "largest` is {:e} but the largest of the radii beside it is {max:e}",

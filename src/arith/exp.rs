@@ -38,7 +38,7 @@ use gmp_mpfr_sys::mpfr;
 use rug::Float;
 use rug::float::Round;
 
-use super::ball::{add_limbs, shl_limbs, shr_limbs};
+use super::ball::{add_limbs, mul_limbs, shl_limbs, shr_limbs};
 use super::fixed::{self, cmp_limbs};
 
 /// Fraction limbs at most (`F <= 512` bits).
@@ -142,25 +142,14 @@ impl Consts {
 }
 
 /// `floor(a b / 2^F)` of two `N`-limb fixed-point numbers (`F = 64 (N - 1)` fraction
-/// bits; the product's integer part below 2^64): the exact `2N`-limb product by operand
-/// scanning, its limbs `N - 1 .. 2N - 1` kept. Sized at compile time for each `N` (the
-/// loops unroll; no copy of variable length).
+/// bits; the product's integer part below 2^64): the exact `2N`-limb product
+/// (`ball::mul_limbs`), its limbs `N - 1 .. 2N - 1` kept. Sized at compile time for each
+/// `N` (the loops unroll; no copy of variable length).
 #[inline(always)]
 fn mul_fix_n<const N: usize>(a: &[u64; N], b: &[u64; N]) -> [u64; N] {
     let mut prod = [[0u64; N]; 2];
-    {
-        let flat: &mut [u64] = prod.as_flattened_mut();
-        for i in 0..N {
-            let mut carry = 0u64;
-            for j in 0..N {
-                let t = a[i] as u128 * b[j] as u128 + flat[i + j] as u128 + carry as u128;
-                flat[i + j] = t as u64;
-                carry = (t >> 64) as u64;
-            }
-            flat[i + N] = carry;
-        }
-    }
-    let flat = prod.as_flattened();
+    let flat = prod.as_flattened_mut();
+    mul_limbs(a, b, flat);
     debug_assert!(
         flat[2 * N - 1] == 0,
         "the product's integer part is below 2^64"
