@@ -329,6 +329,19 @@ fn joint_mode_with_w_agrees_and_a_perturbed_w_does_not() {
     assert_eq!(r["proof"], Value::Null, "{r:#}");
 }
 
+/// The numbers of a JSON value (nested arrays of numbers) in row-major order.
+fn flat(v: &Value) -> Vec<f64> {
+    fn walk(v: &Value, out: &mut Vec<f64>) {
+        match v {
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            x => out.push(x.as_f64().unwrap()),
+        }
+    }
+    let mut out = vec![];
+    walk(v, &mut out);
+    out
+}
+
 /// The NPZ encoding (float32 or float64 arrays, a uint8 `header`) reads as the JSON one;
 /// this file is of the first version (`tokensel-external/1`), whose key `s` names the
 /// attention.
@@ -341,17 +354,7 @@ fn npz_encoding_reads() {
     let ext = own_trajectory(&cfg);
     let header =
         br#"{"format": "tokensel-external/1", "dtype": "float64", "implementation": "npz test"}"#;
-    let vals = |q: &str| -> Vec<f64> {
-        fn flat(v: &Value, out: &mut Vec<f64>) {
-            match v {
-                Value::Array(a) => a.iter().for_each(|x| flat(x, out)),
-                x => out.push(x.as_f64().unwrap()),
-            }
-        }
-        let mut out = vec![];
-        flat(&ext[q], &mut out);
-        out
-    };
+    let vals = |q: &str| flat(&ext[q]);
     let (k, n, t, d) = (31, cfg.n_train, cfg.tokens(), cfg.d);
     let path = tmp.path().join("ext.npz");
     let mut npz = ndarray_npy::NpzWriter::new(std::fs::File::create(&path).unwrap());
@@ -1289,17 +1292,6 @@ fn npz_own_steps_read_as_json() {
     sparse["attention_steps"] = json!(own);
     let (code, from_json) = judge(&sparse, tmp.path(), &data, "sparse.json");
     assert_eq!(code, 0, "{from_json:#}");
-    let flat = |v: &Value| -> Vec<f64> {
-        fn walk(v: &Value, out: &mut Vec<f64>) {
-            match v {
-                Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
-                x => out.push(x.as_f64().unwrap()),
-            }
-        }
-        let mut out = vec![];
-        walk(v, &mut out);
-        out
-    };
     let (n, t, d) = (cfg.n_train, cfg.tokens(), cfg.d);
     let header = serde_json::to_vec(&json!({
         "format": sparse["format"], "dtype": sparse["dtype"],
