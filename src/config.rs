@@ -25,6 +25,10 @@ pub const MAX_CHECKPOINTS_PER_DECADE: u32 = 1000;
 /// Largest number of gradient steps a config may ask for.
 pub const MAX_STEPS: u64 = 1_000_000_000;
 
+/// Largest number of classes K of the multi-class model (labels are stored as `i8`
+/// class indices; K-class data needs d >= K and K - 1 weakly relevant tokens).
+pub const MAX_CLASSES: usize = 100;
+
 /// A complete description of one training run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -70,6 +74,70 @@ pub struct Config {
     pub init: Init,
     /// What the trajectory records.
     pub record: Record,
+    /// Which model is trained (`[model]`; the binary token-selection model when absent,
+    /// and then not written, so every existing config, trajectory and digest keeps its
+    /// bytes).
+    #[serde(default, skip_serializing_if = "ModelSpec::is_default")]
+    pub model: ModelSpec,
+}
+
+/// Which model a run trains: the `[model]` section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    /// The model.
+    pub kind: ModelKind,
+    /// Number of classes K of the multi-class model (2 ..= [`MAX_CLASSES`]); must be 2
+    /// (the default) for the binary model.
+    #[serde(default = "two")]
+    pub classes: usize,
+}
+
+fn two() -> usize {
+    2
+}
+
+impl Default for ModelSpec {
+    fn default() -> Self {
+        ModelSpec {
+            kind: ModelKind::TokenSelection,
+            classes: 2,
+        }
+    }
+}
+
+impl ModelSpec {
+    /// True for the default (the binary token-selection model).
+    pub fn is_default(&self) -> bool {
+        *self == ModelSpec::default()
+    }
+
+    /// True for the multi-class model.
+    pub fn is_multiclass(&self) -> bool {
+        self.kind == ModelKind::Multiclass
+    }
+}
+
+/// The models a config can name (`[model] kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    /// The paper's binary model: f = nu^T X^T softmax(X W^T p) in R, logistic loss,
+    /// labels in {+1, -1} (SPEC sections 1-3).
+    TokenSelection,
+    /// The multi-class model of the paper's Section F (SPEC section 14): a fixed head nu
+    /// in R^{d x K}, f in R^K, softmax cross-entropy, labels in [0, K).
+    Multiclass,
+}
+
+impl ModelKind {
+    /// The name in configs and outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::TokenSelection => "token-selection",
+            ModelKind::Multiclass => "multiclass",
+        }
+    }
 }
 
 /// Token groups of a sequence, in position order R, W_{Y*}, W_{-Y*}, I.
@@ -577,6 +645,7 @@ impl Config {
                  error is a d-space cancellation that the span step does not perform",
             ));
         }
+        self.validate_model()?;
         if !(1..=MAX_CHECKPOINTS_PER_DECADE).contains(&self.record.checkpoints_per_decade) {
             return Err(Error::config(
                 "record.checkpoints_per_decade",
@@ -604,6 +673,59 @@ impl Config {
                     MAX_DATA_BYTES >> 30
                 ),
             });
+        }
+        Ok(())
+    }
+
+    /// The `[model]` section against the rest: K in range, d >= K signals, K - 1 weakly
+    /// relevant tokens per multiple (one per other class), the stable formulation.
+    fn validate_model(&self) -> Result<()> {
+        let m = &self.model;
+        let k = m.classes;
+        if !m.is_multiclass() {
+            if k != 2 {
+                return Err(Error::config(
+                    "model.classes",
+                    format!(
+                        "the binary token-selection model has 2 classes (got {k}); set \
+                         model.kind = \"multiclass\" for K classes"
+                    ),
+                ));
+            }
+            return Ok(());
+        }
+        if !(2..=MAX_CLASSES).contains(&k) {
+            return Err(Error::config(
+                "model.classes",
+                format!("must lie in 2..={MAX_CLASSES}, got {k}"),
+            ));
+        }
+        if self.d < k {
+            return Err(Error::config(
+                "d",
+                format!(
+                    "K = {k} orthogonal class signals need d >= {k}, got d = {}",
+                    self.d
+                ),
+            ));
+        }
+        if self.layout.weak_opposite % (k - 1) != 0 {
+            return Err(Error::config(
+                "layout.weak_opposite",
+                format!(
+                    "the multi-class data has one weakly relevant token per other class: \
+                     weak_opposite must be a multiple of K - 1 = {} (got {})",
+                    k - 1,
+                    self.layout.weak_opposite
+                ),
+            ));
+        }
+        if self.formulation == Formulation::Naive {
+            return Err(Error::config(
+                "formulation",
+                "the multi-class model is implemented in the stable formulation only (the \
+                 naive one is the binary model's framework comparison)",
+            ));
         }
         Ok(())
     }

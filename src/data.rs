@@ -9,9 +9,9 @@ use ndarray::{Array1, Array2, Array3, ArrayView2};
 
 use crate::arith::{self, Arith, F64};
 use crate::config::{Config, FlipRule, Group, LabelRule, Mode, PInit, Signals, WInit};
-use crate::model;
 use crate::rng::{self, Stream};
 
+pub mod head;
 pub mod supplied;
 
 /// Where a data set's arrays come from.
@@ -38,11 +38,13 @@ impl Source {
 pub struct Split {
     /// Tokens, shape (n, T, d).
     pub x: Array3<f64>,
-    /// True labels Y* in {+1, -1}.
+    /// True labels Y*: in {+1, -1} for the binary model, class indices in [0, K) for the
+    /// multi-class one ([`crate::config::ModelSpec`]).
     pub y_true: Vec<i8>,
     /// Observed labels Y (equal to `y_true` on the test split).
     pub y: Vec<i8>,
-    /// Head values g_{i,t} = <nu, x_{i,t}>, shape (n, T).
+    /// Head values g_{i,t} = <nu, x_{i,t}> of the binary head nu (for K classes: of
+    /// classes 0 and 1's binary head), shape (n, T).
     pub g: Array2<f64>,
 }
 
@@ -112,6 +114,9 @@ pub struct Dataset {
     pub mu_pos: Array1<f64>,
     /// Class signal mu_{-1}.
     pub mu_neg: Array1<f64>,
+    /// Every class signal mu_0, ..., mu_{K-1} (the binary model: mu_{+1}, mu_{-1}; class
+    /// c's signal is the c-th; empty for supplied data).
+    pub class_signals: Vec<Array1<f64>>,
     /// Signal norm ||mu|| (the config's `mu_norm`).
     pub mu_norm: f64,
     /// Fixed linear head nu = (mu_{+1} - mu_{-1}) / (||mu_{+1} - mu_{-1}|| ||mu||).
@@ -136,8 +141,9 @@ impl Dataset {
     /// [`Dataset::generate`], taking the test tokens' noise from `cache` where it holds
     /// it (the same bits).
     pub fn generate_cached(cfg: &Config, cache: Option<&NoiseCache>) -> Dataset {
-        let (mu_pos, mu_neg) = signals(cfg);
-        let nu = Array1::from_vec(model::head(
+        let class_signals = signals(cfg);
+        let (mu_pos, mu_neg) = (class_signals[0].clone(), class_signals[1].clone());
+        let nu = Array1::from_vec(head::head(
             &F64,
             mu_pos.as_slice().expect("contiguous"),
             mu_neg.as_slice().expect("contiguous"),
@@ -151,27 +157,28 @@ impl Dataset {
             Stream::TrainTokens,
             y_true,
             y,
-            &mu_pos,
-            &mu_neg,
+            &class_signals,
             &nu,
             None,
         );
 
         let mut test_labels = rng::stream(cfg.seed, Stream::TestLabels);
-        let y_test: Vec<i8> = (0..cfg.n_test).map(|_| coin(&mut test_labels)).collect();
+        let y_test: Vec<i8> = (0..cfg.n_test)
+            .map(|_| draw_label(cfg, &mut test_labels))
+            .collect();
         let test = draw_split(
             cfg,
             Stream::TestTokens,
             y_test.clone(),
             y_test,
-            &mu_pos,
-            &mu_neg,
+            &class_signals,
             &nu,
             cache,
         );
         Dataset {
             mu_pos,
             mu_neg,
+            class_signals,
             mu_norm: cfg.mu_norm,
             nu,
             groups,
@@ -186,7 +193,7 @@ impl Dataset {
     /// data (exact but in f32).
     pub fn head<A: Arith>(&self, ar: &A) -> Vec<A::Real> {
         match self.source {
-            Source::Generated => model::head(
+            Source::Generated => head::head(
                 ar,
                 self.mu_pos.as_slice().expect("contiguous"),
                 self.mu_neg.as_slice().expect("contiguous"),
@@ -215,18 +222,48 @@ impl Dataset {
 /// first, then the flips), as [`Dataset::generate`] draws them (no token is drawn).
 pub(crate) fn train_labels(cfg: &Config) -> (Vec<i8>, Vec<i8>) {
     let mut labels = rng::stream(cfg.seed, Stream::TrainLabels);
-    let y_true: Vec<i8> = match cfg.labels {
-        LabelRule::Random => (0..cfg.n_train).map(|_| coin(&mut labels)).collect(),
-        LabelRule::HalfSplit => (0..cfg.n_train)
+    let k = cfg.model.classes;
+    let multiclass = cfg.model.is_multiclass();
+    let y_true: Vec<i8> = match (cfg.labels, multiclass) {
+        (LabelRule::Random, _) => (0..cfg.n_train)
+            .map(|_| draw_label(cfg, &mut labels))
+            .collect(),
+        (LabelRule::HalfSplit, false) => (0..cfg.n_train)
             .map(|i| if i < cfg.n_train.div_ceil(2) { 1 } else { -1 })
+            .collect(),
+        // balanced blocks: class floor(i K / n), at K = 2 the first ceil(n/2) in class 0
+        (LabelRule::HalfSplit, true) => (0..cfg.n_train)
+            .map(|i| ((i as u128 * k as u128) / cfg.n_train as u128) as i8)
             .collect(),
     };
     let flipped = flip_positions(cfg, &mut labels, &y_true);
     let mut y = y_true.clone();
     for &i in &flipped {
-        y[i] = -y[i];
+        y[i] = match (multiclass, k) {
+            (false, _) => -y[i],
+            (true, 2) => 1 - y[i],
+            // to a uniformly random other class: (y + 1 + U{0..K-2}) mod K, drawn after the
+            // positions, in position order (the official real-data kernel's (y + randint(1,
+            // K)) mod K)
+            (true, _) => {
+                let shift = 1 + rng::below(&mut labels, (k - 1) as u64) as usize;
+                ((y[i] as usize + shift) % k) as i8
+            }
+        };
     }
     (y_true, y)
+}
+
+/// One true label drawn from `rng`: the binary model's fair coin (+1 on a top bit of 1);
+/// for K classes the class K - 1 - floor(K u) of the same 64-bit word u / 2^64, so that
+/// K = 2 draws class 0 (label +1) exactly where the binary model draws +1.
+fn draw_label<R: rand_core::Rng>(cfg: &Config, rng: &mut R) -> i8 {
+    if !cfg.model.is_multiclass() {
+        return coin(rng);
+    }
+    let k = cfg.model.classes as u128;
+    let c = (rng.next_u64() as u128 * k) >> 64;
+    (k - 1 - c) as i8
 }
 
 /// The training samples whose labels are flipped, by the config's flip rule and
@@ -242,8 +279,13 @@ pub(crate) fn flip_positions<R: rand_core::Rng>(
             .filter(|_| rng::uniform(labels) < cfg.eta)
             .collect(),
         FlipRule::PerClassFirst => {
-            let per_class = cfg.exact_flip_count() / 2;
-            let mut out: Vec<usize> = [1i8, -1]
+            let classes: Vec<i8> = if cfg.model.is_multiclass() {
+                (0..cfg.model.classes as i8).collect()
+            } else {
+                vec![1, -1]
+            };
+            let per_class = cfg.exact_flip_count() / classes.len();
+            let mut out: Vec<usize> = classes
                 .iter()
                 .flat_map(|c| {
                     (0..cfg.n_train)
@@ -262,32 +304,39 @@ fn coin<R: rand_core::Rng>(rng: &mut R) -> i8 {
     if rng.next_u64() >> 63 == 1 { 1 } else { -1 }
 }
 
-fn signals(cfg: &Config) -> (Array1<f64>, Array1<f64>) {
-    let d = cfg.d;
+/// The K class signals (K = 2 for the binary model: mu_{+1}, mu_{-1}): `axis`, ||mu|| e_c;
+/// `random`, Gaussian vectors drawn in class order from the `Signals` stream,
+/// orthonormalised by modified Gram-Schmidt in class order, scaled by ||mu|| (at K = 2
+/// the binary model's operations, bit for bit).
+fn signals(cfg: &Config) -> Vec<Array1<f64>> {
+    let (d, k) = (cfg.d, cfg.model.classes);
     match cfg.signals {
-        Signals::Axis => {
-            let mut a = Array1::zeros(d);
-            let mut b = Array1::zeros(d);
-            a[0] = cfg.mu_norm;
-            b[1] = cfg.mu_norm;
-            (a, b)
-        }
+        Signals::Axis => (0..k)
+            .map(|c| {
+                let mut a = Array1::zeros(d);
+                a[c] = cfg.mu_norm;
+                a
+            })
+            .collect(),
         Signals::Random => {
             let mut r = rng::stream(cfg.seed, Stream::Signals);
-            let mut a = vec![0.0; d];
-            let mut b = vec![0.0; d];
-            rng::fill_normal(&mut r, 1.0, &mut a);
-            rng::fill_normal(&mut r, 1.0, &mut b);
-            let na = arith::norm(&a);
-            a.iter_mut().for_each(|v| *v /= na);
-            let proj = arith::dot(&a, &b);
-            F64.axpy(&-proj, &a, &mut b);
-            let nb = arith::norm(&b);
-            b.iter_mut().for_each(|v| *v /= nb);
-            (
-                Array1::from_iter(a.iter().map(|v| v * cfg.mu_norm)),
-                Array1::from_iter(b.iter().map(|v| v * cfg.mu_norm)),
-            )
+            let mut raw = vec![vec![0.0; d]; k];
+            for v in raw.iter_mut() {
+                rng::fill_normal(&mut r, 1.0, v);
+            }
+            for c in 0..k {
+                let (done, rest) = raw.split_at_mut(c);
+                let v = &mut rest[0];
+                for a in done.iter() {
+                    let proj = arith::dot(a, v);
+                    F64.axpy(&-proj, a, v);
+                }
+                let nv = arith::norm(v);
+                v.iter_mut().for_each(|x| *x /= nv);
+            }
+            raw.iter()
+                .map(|v| Array1::from_iter(v.iter().map(|x| x * cfg.mu_norm)))
+                .collect()
         }
     }
 }
@@ -349,14 +398,33 @@ impl NoiseCache {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The class whose signal token `t` of a sample of true class `y_true` carries (SPEC
+/// sections 2 and 14): R and W_{Y*} carry Y*'s; the j-th weakly relevant token of the
+/// other classes carries the j mod (K - 1)-th class other than Y* (in class order; the
+/// binary model's -Y*); I none. As an index into the class signals (binary: +1 is 0).
+fn token_class(cfg: &Config, y_true: i8, group: Group, j: usize) -> Option<usize> {
+    let own = if cfg.model.is_multiclass() {
+        y_true as usize
+    } else {
+        usize::from(y_true < 0)
+    };
+    let k = cfg.model.classes;
+    match group {
+        Group::R | Group::WSame => Some(own),
+        Group::WOpposite => {
+            let m = j % (k - 1);
+            Some(if m < own { m } else { m + 1 })
+        }
+        Group::I => None,
+    }
+}
+
 fn draw_split(
     cfg: &Config,
     stream: Stream,
     y_true: Vec<i8>,
     y: Vec<i8>,
-    mu_pos: &Array1<f64>,
-    mu_neg: &Array1<f64>,
+    signals: &[Array1<f64>],
     nu: &Array1<f64>,
     cache: Option<&NoiseCache>,
 ) -> Split {
@@ -371,22 +439,15 @@ fn draw_split(
         }
     }
     let nu = nu.as_slice().expect("contiguous");
+    let first_weak = cfg.layout.relevant + cfg.layout.weak_same;
     for (i, yt) in y_true.iter().enumerate() {
-        let (same, other) = if *yt > 0 {
-            (mu_pos, mu_neg)
-        } else {
-            (mu_neg, mu_pos)
-        };
         for (t, group) in groups.iter().enumerate() {
             let mut row = x.slice_mut(ndarray::s![i, t, ..]);
             let row = row.as_slice_mut().expect("contiguous");
             row.iter_mut().for_each(|v| *v *= cfg.sigma);
-            let signal = match group {
-                Group::R => Some((1.0, same)),
-                Group::WSame => Some((cfg.rho, same)),
-                Group::WOpposite => Some((cfg.rho, other)),
-                Group::I => None,
-            };
+            let scale = if *group == Group::R { 1.0 } else { cfg.rho };
+            let signal = token_class(cfg, *yt, *group, t.wrapping_sub(first_weak))
+                .map(|c| (scale, &signals[c]));
             if let Some((c, mu)) = signal {
                 for (v, m) in row.iter_mut().zip(mu) {
                     *v += c * m;
@@ -394,7 +455,7 @@ fn draw_split(
             }
         }
     }
-    let g = Array2::from_shape_vec((n, t_len), model::head_values(&F64, x.view(), nu))
+    let g = Array2::from_shape_vec((n, t_len), head::head_values(&F64, x.view(), nu))
         .expect("n x T head values");
     Split { x, y_true, y, g }
 }

@@ -27,7 +27,6 @@ use super::{Dataset, Source, Split, flip_positions, train_labels};
 use crate::arith::F64;
 use crate::config::{Config, Group};
 use crate::error::{Error, Result};
-use crate::model;
 use crate::rng::{self, Stream};
 
 /// The arrays of a supplied data set.
@@ -136,7 +135,7 @@ fn standard(x: Array3<f64>) -> Array3<f64> {
 /// A split with its head values.
 fn split(x: Array3<f64>, y_true: Vec<i8>, y: Vec<i8>, nu: &[f64]) -> Split {
     let (n, t, _) = x.dim();
-    let g = Array2::from_shape_vec((n, t), model::head_values(&F64, x.view(), nu))
+    let g = Array2::from_shape_vec((n, t), super::head::head_values(&F64, x.view(), nu))
         .expect("n x T head values");
     Split { x, y_true, y, g }
 }
@@ -147,6 +146,13 @@ impl Dataset {
     /// noise either the caller's (`eta = 0`) or the config's flips. Label noise is
     /// injected by the config's rule when no true labels are given.
     pub fn supplied(cfg: &Config, s: Supplied) -> Result<Dataset> {
+        if cfg.model.is_multiclass() {
+            return Err(Error::config(
+                "model.kind",
+                "supplied data is read for the binary model only (labels +-1 and one head \
+                 nu); K-class supplied data is not implemented yet",
+            ));
+        }
         check_tokens("X_train", &s.x_train, cfg.n_train, cfg)?;
         check_tokens("X_test", &s.x_test, cfg.n_test, cfg)?;
         check_labels("y_train", &s.y_train, cfg.n_train)?;
@@ -204,6 +210,7 @@ impl Dataset {
         Ok(Dataset {
             mu_pos: Array1::zeros(cfg.d),
             mu_neg: Array1::zeros(cfg.d),
+            class_signals: Vec::new(),
             mu_norm: f64::NAN,
             nu: Array1::from(nu),
             groups,

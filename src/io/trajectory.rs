@@ -168,11 +168,14 @@ impl<T> ByNoise<T> {
 }
 
 /// State of one training sample at a checkpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SampleState {
-    /// Model output f(X_i).
+    /// Model output f(X_i) (binary); a K-class model's margin f_Y - max_{c != Y} f_c.
     #[serde(with = "crate::io::nonfinite")]
     pub f: f64,
+    /// A K-class model's outputs f_0, ..., f_{K-1} (absent for the binary model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<Vec<f64>>,
     /// Position of the highest-attention token (the lowest one on a tie).
     pub top: usize,
     /// Whether the top token is selected (`decided`), ties another (`tie`), or is

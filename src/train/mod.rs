@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::io::state::State;
 use crate::io::trajectory::{TrainerInfo, Trajectory};
 use crate::linalg;
-use crate::model::{self, Softmax};
+use crate::model::{self, AnyModel, Model, Softmax};
 use crate::quantity::Quantity;
 
 pub mod direct;
@@ -56,18 +56,7 @@ pub enum Engine<R> {
     Span(Box<Span<R>>),
 }
 
-/// Per-sample results of the last forward pass.
-#[derive(Debug, Clone)]
-pub struct Sample<R> {
-    /// Softmax summary (top token, 1 - s_top, score gap).
-    pub softmax: Softmax<R>,
-    /// Output f.
-    pub f: R,
-    /// coef = l'(Y f) Y / n.
-    pub coef: R,
-    /// Loss term l(Y f).
-    pub loss: R,
-}
+pub use crate::model::Sample;
 
 /// The trainer's state; [`Trainer::run`] drives it.
 #[derive(Debug, Clone)]
@@ -80,6 +69,9 @@ pub struct Trainer<'a, A: Arith> {
     pub ar: A,
     /// The formulation of softmax, output and gradient.
     pub form: Formulation,
+    /// The model (the config's `[model]`): head, outputs, loss, backward pass to the
+    /// scores, predictions.
+    pub model: AnyModel,
     /// The step engine.
     pub engine: Engine<A::Real>,
     /// Scores of every training token (n x T, row-major).
@@ -154,28 +146,21 @@ impl<'a, A: Arith> Trainer<'a, A> {
             Method::Span => Engine::Span(Box::new(Span::new(&ar, init, cfg.mode, x))),
             _ => Engine::Direct(Direct::new(&ar, init, form, n)),
         };
-        let nu = data.head(&ar);
+        let model = AnyModel::of(cfg);
         Ok(Trainer {
             cfg,
             data,
             ar,
             form,
+            model,
             engine,
             scores: ar.zeros(n * t),
             attention: ar.zeros(n * t),
             c: ar.zeros(n * t),
-            samples: vec![
-                Sample {
-                    softmax: Softmax::new(&ar),
-                    f: ar.zero(),
-                    coef: ar.zero(),
-                    loss: ar.zero(),
-                };
-                n
-            ],
+            samples: vec![Sample::new(&ar, model.outputs()); n],
             loss: ar.zero(),
-            g_train: model::head_values(&ar, data.train.x.view(), &nu),
-            g_test: model::head_values(&ar, data.test.x.view(), &nu),
+            g_train: model.head_values(&ar, data, data.train.x.view()),
+            g_test: model.head_values(&ar, data, data.test.x.view()),
             test_path: plan::test_path(cfg, ar.kind(), method),
             test_rows: std::sync::OnceLock::new(),
             step: 0,
@@ -202,22 +187,13 @@ impl<'a, A: Arith> Trainer<'a, A> {
         }
         let n = self.samples.len();
         let (form, y, g) = (self.form, &self.data.train.y, &self.g_train);
-        let scores = &self.scores;
+        let (scores, m) = (&self.scores, &self.model);
+        let k = m.outputs();
         let body = |(i, ((si, ci), sample)): SampleItem<'_, A::Real>| {
             let span = i * t..(i + 1) * t;
-            let gi = &g[span.clone()];
+            let gi = &g[span.start * k..span.end * k];
             model::softmax(&ar, &scores[span], si, form, &mut sample.softmax);
-            model::output(&ar, si, gi, sample.softmax.top, form, &mut sample.f);
-            let yi = y[i] as f64;
-            let mut u = sample.f.clone();
-            ar.mul_f64(&mut u, yi);
-            model::loss(&ar, &u, &mut sample.loss);
-            model::loss_derivative(&ar, &u, &mut sample.coef);
-            ar.mul_f64(&mut sample.coef, yi);
-            ar.div_f64(&mut sample.coef, n as f64);
-            if form == Formulation::Stable {
-                model::grad_scores(&ar, si, gi, sample.softmax.top, &sample.f, &sample.coef, ci);
-            }
+            m.sample(&ar, si, gi, y[i], n, form, sample, ci);
         };
         let items = self
             .attention
@@ -234,7 +210,11 @@ impl<'a, A: Arith> Trainer<'a, A> {
         } else {
             items.enumerate().for_each(body);
         }
-        if let Some(i) = self.samples.iter().position(|s| !ar.is_finite(&s.f)) {
+        if let Some(i) = self
+            .samples
+            .iter()
+            .position(|s| !ar.is_finite(&s.f) || !s.outputs.iter().all(|v| ar.is_finite(v)))
+        {
             return Err(self.non_finite(Quantity::Output, Some(i)));
         }
         let mut sum = ar.zero();
@@ -329,30 +309,28 @@ impl<'a, A: Arith> Trainer<'a, A> {
         self.test_metrics(q).0
     }
 
-    /// Test accuracy (as [`Trainer::test_accuracy`]) and test loss (the mean logistic
-    /// loss of Y* f over the test set, each term evaluated in this arithmetic and
-    /// rounded, summed in f64 in sample order).
+    /// Test accuracy (as [`Trainer::test_accuracy`]) and test loss (the mean loss of the
+    /// model's outputs for Y* over the test set: logistic or cross-entropy, each term
+    /// evaluated in this arithmetic and rounded, summed in f64 in sample order).
     pub fn test_metrics(&self, q: &[A::Real]) -> (f64, f64) {
         let ar = self.ar;
         let f = self.test_outputs(Some(q));
         let y_true = &self.data.test.y_true;
+        let k = self.model.outputs();
         let mut correct = 0usize;
         let mut loss = 0.0;
-        for (fi, y) in f.iter().zip(y_true) {
-            let mut margin = fi.clone();
-            if *y < 0 {
-                ar.neg(&mut margin);
-            }
+        for (fi, y) in f.chunks(k).zip(y_true) {
             let mut l = ar.zero();
-            model::loss(&ar, &margin, &mut l);
-            correct += usize::from(model::predict(&ar, fi) == Some(*y));
+            self.model.loss(&ar, fi, *y, &mut l);
+            correct += usize::from(self.model.predict(&ar, fi) == Some(*y));
             loss += ar.to_f64(&l);
         }
-        let n = f.len();
+        let n = y_true.len();
         (correct as f64 / n as f64, loss / n as f64)
     }
 
-    /// The output f of every test sample at the current parameters. The test scores are
+    /// The outputs of every test sample at the current parameters, row-major (n,
+    /// outputs): the binary model's f, a K-class model's f_0, ..., f_{K-1}. The test scores are
     /// `X_test q` (d-space; `q` the current q if given, else rebuilt) or `C a` with the
     /// span step's cross Gram rows, built at the first call ([`TestPath`]); softmax and
     /// output as for the training samples, in this arithmetic.
@@ -382,9 +360,10 @@ impl<'a, A: Arith> Trainer<'a, A> {
                 &rebuilt[..]
             }
         };
-        let mut out = ar.zeros(n);
-        let ops = if scores.is_some() { 4 * t } else { t * d };
-        linalg::for_each_row(&ar, &mut out, 1, ops, |i, fi| {
+        let k = self.model.outputs();
+        let mut out = ar.zeros(n * k);
+        let ops = if scores.is_some() { 4 * t * k } else { t * d };
+        linalg::for_each_row(&ar, &mut out, k, ops, |i, fi| {
             let mut z = ar.zeros(t);
             let mut s = ar.zeros(t);
             let mut att = Softmax::new(&ar);
@@ -397,14 +376,8 @@ impl<'a, A: Arith> Trainer<'a, A> {
                 None => model::scores(&ar, split.tokens(i), q, &mut z),
             }
             model::softmax(&ar, &z, &mut s, self.form, &mut att);
-            model::output(
-                &ar,
-                &s,
-                &g[i * t..(i + 1) * t],
-                att.top,
-                self.form,
-                &mut fi[0],
-            );
+            let gi = &g[i * t * k..(i + 1) * t * k];
+            self.model.forward(&ar, &s, gi, att.top, self.form, fi);
         });
         out
     }

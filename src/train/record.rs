@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::io::trajectory::{
     self, ByNoise, Checkpoint, Cumulative, PerGroup, SampleState, SelectionShare, Trajectory,
 };
-use crate::model::{self, Selection};
+use crate::model::{Model, Selection};
 
 use super::Trainer;
 
@@ -81,15 +81,16 @@ pub fn check_size(cfg: &Config) -> Result<()> {
 }
 
 /// Add one step's Definition 4.1 scores `scores[i]` (training samples in order) to the
-/// sums of each set.
-pub fn accumulate(sums: &mut Cumulative, scores: &[f64], y: &[i8], y_true: &[i8]) {
+/// sums of each set; `first` is the label of the first class (+1 binary; class 0 of K),
+/// whose samples' sum is `class_pos` (the others' `class_neg`).
+pub fn accumulate(sums: &mut Cumulative, scores: &[f64], y: &[i8], y_true: &[i8], first: i8) {
     for ((si, yi), ti) in scores.iter().zip(y).zip(y_true) {
         if yi == ti {
             sums.clean += si;
         } else {
             sums.noisy += si;
         }
-        if *ti > 0 {
+        if *ti == first {
             sums.class_pos += si;
         } else {
             sums.class_neg += si;
@@ -191,13 +192,20 @@ impl<A: Arith> Trainer<'_, A> {
             .collect()
     }
 
-    /// Training samples whose prediction sign(f) (in this arithmetic) is their observed
-    /// label, at the last forward pass.
+    /// Training samples whose prediction (in this arithmetic, proved: [`Model::predict`])
+    /// is their observed label, at the last forward pass.
     pub fn train_correct(&self) -> usize {
         self.samples
             .iter()
             .zip(&self.data.train.y)
-            .filter(|(s, y)| model::predict(&self.ar, &s.f) == Some(**y))
+            .filter(|(s, y)| {
+                let f = if s.outputs.is_empty() {
+                    std::slice::from_ref(&s.f)
+                } else {
+                    &s.outputs[..]
+                };
+                self.model.predict(&self.ar, f) == Some(**y)
+            })
             .count()
     }
 
@@ -225,6 +233,8 @@ impl<A: Arith> Trainer<'_, A> {
             .enumerate()
             .map(|(i, s)| SampleState {
                 f: ar.to_f64(&s.f),
+                outputs: (!s.outputs.is_empty())
+                    .then(|| s.outputs.iter().map(|v| ar.to_f64(v)).collect()),
                 top: s.softmax.top,
                 selection: s.softmax.selection,
                 gap: ar.to_f64(&s.softmax.gap),
@@ -291,7 +301,14 @@ impl Recorder {
     /// step is scheduled.
     pub fn observe<A: Arith>(&mut self, tr: &Trainer<'_, A>) {
         let (y, y_true) = (&tr.data.train.y, &tr.data.train.y_true);
-        accumulate(&mut self.cumulative, &tr.selection_scores(), y, y_true);
+        let first = if tr.cfg.model.is_multiclass() { 0 } else { 1 };
+        accumulate(
+            &mut self.cumulative,
+            &tr.selection_scores(),
+            y,
+            y_true,
+            first,
+        );
         if self.schedule.binary_search(&tr.step).is_ok() {
             self.checkpoints.push(tr.checkpoint(self.cumulative));
         }

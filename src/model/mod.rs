@@ -1,0 +1,197 @@
+//! Models as parts (DESIGN.md, SPEC section 14). Every model here is token selection by
+//! softmax attention ([`attention`]: scores z = X W^T p, s = softmax(z), the softmax
+//! gradient) followed by a fixed head and a loss; a model owns its head values, its
+//! outputs, loss, backward pass to the scores and its predictions, written once over
+//! [`Arith`] (so the f64 trainer, f32, the MPFR twin, the predictor and the balls all
+//! run it), and declares how many outputs a sample has.
+//!
+//! - [`token_selection`]: the paper's binary model (f in R, logistic loss, labels +-1);
+//! - [`multiclass`]: the multi-class model of the paper's Section F (f in R^K, softmax
+//!   cross-entropy, labels in [0, K)).
+//!
+//! The trainer ([`crate::train`]) takes a model through [`Model`]; the engines (direct
+//! and span step) see only the token coefficients c = dL/dz that a model's
+//! [`Model::sample`] writes, so a new head or loss needs no new engine. [`AnyModel`] is
+//! the config's choice (`[model] kind`).
+
+use ndarray::ArrayView3;
+
+use crate::arith::Arith;
+use crate::config::{Config, Formulation, ModelKind};
+use crate::data::Dataset;
+
+pub mod attention;
+pub mod multiclass;
+pub mod token_selection;
+
+pub use attention::{Selection, Softmax, argmax, grad_scores, output, scores, softmax};
+pub use multiclass::Multiclass;
+pub use token_selection::{
+    TokenSelection, grad_q, grad_q_naive, head, head_values, loss, loss_derivative, predict,
+};
+
+/// One sample's results of a forward and backward pass.
+#[derive(Debug, Clone)]
+pub struct Sample<R> {
+    /// Softmax summary (top token, 1 - s_top, score gap).
+    pub softmax: Softmax<R>,
+    /// The binary model's output f; a K-class model's margin f_Y - max_{c != Y} f_c of the
+    /// observed class Y (positive exactly where Y is the predicted class).
+    pub f: R,
+    /// The factor of the token coefficients: binary, coef = l'(Y f) Y / n, so that
+    /// c_t = coef s_t (g_t - f); K classes, 1 / n.
+    pub coef: R,
+    /// Loss term of this sample.
+    pub loss: R,
+    /// The K outputs f_c of a K-class model (empty for the binary one).
+    pub outputs: Vec<R>,
+}
+
+impl<R: Clone> Sample<R> {
+    /// A zero sample of a model with `outputs` outputs, in `ar`.
+    pub fn new<A: Arith<Real = R>>(ar: &A, outputs: usize) -> Self {
+        Sample {
+            softmax: Softmax::new(ar),
+            f: ar.zero(),
+            coef: ar.zero(),
+            loss: ar.zero(),
+            outputs: if outputs > 1 {
+                ar.zeros(outputs)
+            } else {
+                Vec::new()
+            },
+        }
+    }
+}
+
+/// What a model on top of token-selection attention computes, in any arithmetic.
+///
+/// Head values are per token and output (`outputs()` of them per token, the token's
+/// values contiguous); a sample's `s` is its attention, already computed by
+/// [`attention::softmax`] into `Sample::softmax`.
+pub trait Model {
+    /// Outputs per sample: 1 (the binary f) or K.
+    fn outputs(&self) -> usize;
+
+    /// The fixed head values of every token of `x` (n, T, d), row-major (n, T,
+    /// outputs), in `ar` (from `data`'s signals or its supplied head).
+    fn head_values<A: Arith>(&self, ar: &A, data: &Dataset, x: ArrayView3<'_, f64>)
+    -> Vec<A::Real>;
+
+    /// One training sample of n, with label `y`: its outputs (`out.f`, `out.outputs`),
+    /// loss term, coefficient factor, and (stable formulation) the token coefficients
+    /// `c` = (1/n) dl/dz.
+    #[allow(clippy::too_many_arguments)]
+    fn sample<A: Arith>(
+        &self,
+        ar: &A,
+        s: &[A::Real],
+        g: &[A::Real],
+        y: i8,
+        n: usize,
+        form: Formulation,
+        out: &mut Sample<A::Real>,
+        c: &mut [A::Real],
+    );
+
+    /// The outputs `f` (`outputs()` values) of one sample with attention `s` and top
+    /// token `top` (no gradient: the test set).
+    fn forward<A: Arith>(
+        &self,
+        ar: &A,
+        s: &[A::Real],
+        g: &[A::Real],
+        top: usize,
+        form: Formulation,
+        f: &mut [A::Real],
+    );
+
+    /// The loss of outputs `f` for label `y`.
+    fn loss<A: Arith>(&self, ar: &A, f: &[A::Real], y: i8, out: &mut A::Real);
+
+    /// The predicted label where it is proved ([`Arith::decide_sign`],
+    /// [`Arith::decide_cmp`]): binary, sign(f) (0 for f = 0); K classes, the unique
+    /// largest output. `None` where not proved (an enclosure too wide, or a tie of the
+    /// largest outputs), which matches no label: an accuracy counted from a ball's
+    /// predictions is a proved lower bound.
+    fn predict<A: Arith>(&self, ar: &A, f: &[A::Real]) -> Option<i8>;
+}
+
+/// The model a config names (`[model] kind`), dispatched to its implementation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnyModel {
+    /// The binary token-selection model.
+    TokenSelection(TokenSelection),
+    /// The multi-class model.
+    Multiclass(Multiclass),
+}
+
+impl AnyModel {
+    /// The model of `cfg`'s `[model]` section.
+    pub fn of(cfg: &Config) -> AnyModel {
+        match cfg.model.kind {
+            ModelKind::TokenSelection => AnyModel::TokenSelection(TokenSelection),
+            ModelKind::Multiclass => AnyModel::Multiclass(Multiclass {
+                classes: cfg.model.classes,
+            }),
+        }
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $m:ident => $e:expr) => {
+        match $self {
+            AnyModel::TokenSelection($m) => $e,
+            AnyModel::Multiclass($m) => $e,
+        }
+    };
+}
+
+impl Model for AnyModel {
+    fn outputs(&self) -> usize {
+        dispatch!(self, m => m.outputs())
+    }
+
+    fn head_values<A: Arith>(
+        &self,
+        ar: &A,
+        data: &Dataset,
+        x: ArrayView3<'_, f64>,
+    ) -> Vec<A::Real> {
+        dispatch!(self, m => m.head_values(ar, data, x))
+    }
+
+    fn sample<A: Arith>(
+        &self,
+        ar: &A,
+        s: &[A::Real],
+        g: &[A::Real],
+        y: i8,
+        n: usize,
+        form: Formulation,
+        out: &mut Sample<A::Real>,
+        c: &mut [A::Real],
+    ) {
+        dispatch!(self, m => m.sample(ar, s, g, y, n, form, out, c))
+    }
+
+    fn forward<A: Arith>(
+        &self,
+        ar: &A,
+        s: &[A::Real],
+        g: &[A::Real],
+        top: usize,
+        form: Formulation,
+        f: &mut [A::Real],
+    ) {
+        dispatch!(self, m => m.forward(ar, s, g, top, form, f))
+    }
+
+    fn loss<A: Arith>(&self, ar: &A, f: &[A::Real], y: i8, out: &mut A::Real) {
+        dispatch!(self, m => m.loss(ar, f, y, out))
+    }
+
+    fn predict<A: Arith>(&self, ar: &A, f: &[A::Real]) -> Option<i8> {
+        dispatch!(self, m => m.predict(ar, f))
+    }
+}

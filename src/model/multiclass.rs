@@ -1,0 +1,173 @@
+//! The multi-class model of the paper's Section F (SPEC section 14; derivations in
+//! proofs-notes/multiclass.md): K >= 2 classes, the fixed head nu in R^{d x K}
+//! ([`crate::data::head::multiclass_head`]), outputs
+//!
+//! ```text
+//! f_c = nu_c^T X^T s = sum_t s_t G_tc,        G_tc = <nu_c, x_t>
+//! l(f, Y) = -f_Y + log sum_c exp f_c          (softmax cross-entropy)
+//! ```
+//!
+//! by a log-sum-exp with the largest output m subtracted: l = (f_m - f_Y) +
+//! log1p(sum_{c != m} exp(f_c - f_m)), no overflow and no cancellation in any
+//! arithmetic. The backward pass is the binary one with the head value g_t replaced by
+//! h_t = sum_c gamma_c G_tc, gamma = softmax(f) - e_Y: dl/dz_t = s_t (h_t - sum_u s_u h_u),
+//! formed by the same centred [`super::attention::grad_scores`]. gamma_Y = p_Y - 1 is
+//! formed as -(sum_{c != Y} e_c) / (1 + S), without the subtraction.
+//!
+//! K = 2: nu_0 = -nu_1 = nu / 2, so f_0 - f_1 is the binary f, l is log(1 + exp(-Y f))
+//! with class 0 as +1, and the trajectory is the binary one in exact arithmetic (tested
+//! against the binary model in tests/multiclass.rs).
+
+use std::cmp::Ordering;
+
+use ndarray::ArrayView3;
+
+use super::attention::{argmax, grad_scores, output};
+use super::{Model, Sample};
+use crate::arith::Arith;
+use crate::config::Formulation;
+use crate::data::Dataset;
+use crate::data::head::{multiclass_head, multiclass_head_values};
+
+/// The K-class model (`[model] kind = "multiclass"`, `classes = K`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Multiclass {
+    /// Number of classes K >= 2.
+    pub classes: usize,
+}
+
+/// The cross-entropy of outputs `f` for class `y` and what its gradient needs: the
+/// e_c = exp(f_c - f_m) (e_m = 1, not computed: exact in the
+/// reals whatever enclosure f_m is) and 1 + S = sum_c e_c.
+struct Lse<R> {
+    loss: R,
+    e: Vec<R>,
+    den: R,
+}
+
+fn lse<A: Arith>(ar: &A, f: &[A::Real], y: usize) -> Lse<A::Real> {
+    let top = argmax(ar, f);
+    let mut e = ar.zeros(f.len());
+    let mut others = ar.zero();
+    for (c, (ec, fc)) in e.iter_mut().zip(f).enumerate() {
+        if c == top {
+            ar.set_f64(ec, 1.0);
+        } else {
+            ar.diff(ec, fc, &f[top]);
+            ar.exp(ec);
+            ar.add(&mut others, ec);
+        }
+    }
+    let mut den = others.clone();
+    ar.add_f64(&mut den, 1.0);
+    let mut loss = others;
+    ar.ln_1p(&mut loss);
+    if y != top {
+        let mut gap = ar.zero();
+        ar.diff(&mut gap, &f[top], &f[y]);
+        ar.add(&mut gap, &loss);
+        loss = gap;
+    }
+    Lse { loss, e, den }
+}
+
+impl Model for Multiclass {
+    fn outputs(&self) -> usize {
+        self.classes
+    }
+
+    fn head_values<A: Arith>(
+        &self,
+        ar: &A,
+        data: &Dataset,
+        x: ArrayView3<'_, f64>,
+    ) -> Vec<A::Real> {
+        let nu = multiclass_head(ar, &data.class_signals, data.mu_norm);
+        multiclass_head_values(ar, x, &nu)
+    }
+
+    fn sample<A: Arith>(
+        &self,
+        ar: &A,
+        s: &[A::Real],
+        g: &[A::Real],
+        y: i8,
+        n: usize,
+        form: Formulation,
+        out: &mut Sample<A::Real>,
+        c: &mut [A::Real],
+    ) {
+        let (k, top) = (self.classes, out.softmax.top);
+        let y = y as usize;
+        self.forward(ar, s, g, top, form, &mut out.outputs);
+        let f = &out.outputs;
+        let Lse { loss, e, den, .. } = lse(ar, f, y);
+        out.loss = loss;
+        // the margin f_Y - max_{c != Y} f_c
+        let mut best: Option<A::Real> = None;
+        for (_, fc) in f.iter().enumerate().filter(|(cl, _)| *cl != y) {
+            match &mut best {
+                None => best = Some(fc.clone()),
+                Some(m) => ar.max(m, fc),
+            }
+        }
+        ar.diff(&mut out.f, &f[y], &best.expect("K >= 2"));
+        // gamma = softmax(f) - e_Y
+        let mut gamma = ar.zeros(k);
+        let mut rest = ar.zero();
+        for (cl, (gc, ec)) in gamma.iter_mut().zip(&e).enumerate() {
+            if cl != y {
+                ar.set(gc, ec);
+                ar.div(gc, &den);
+                ar.add(&mut rest, ec);
+            }
+        }
+        ar.neg(&mut rest);
+        ar.div(&mut rest, &den);
+        gamma[y] = rest;
+        // h_t = sum_c gamma_c G_tc, then c_t = (1/n) s_t (h_t - hbar)
+        let mut h = ar.zeros(s.len());
+        for (ht, gt) in h.iter_mut().zip(g.chunks(k)) {
+            for (gc, gtc) in gamma.iter().zip(gt) {
+                ar.fma(ht, gc, gtc);
+            }
+        }
+        let mut hbar = ar.zero();
+        output(ar, s, &h, top, Formulation::Stable, &mut hbar);
+        ar.set_f64(&mut out.coef, 1.0);
+        ar.div_f64(&mut out.coef, n as f64);
+        grad_scores(ar, s, &h, top, &hbar, &out.coef, c);
+    }
+
+    fn forward<A: Arith>(
+        &self,
+        ar: &A,
+        s: &[A::Real],
+        g: &[A::Real],
+        top: usize,
+        form: Formulation,
+        f: &mut [A::Real],
+    ) {
+        let k = self.classes;
+        let mut column = ar.zeros(s.len());
+        for (cl, fc) in f.iter_mut().enumerate() {
+            for (v, gt) in column.iter_mut().zip(g.chunks(k)) {
+                ar.set(v, &gt[cl]);
+            }
+            output(ar, s, &column, top, form, fc);
+        }
+    }
+
+    fn loss<A: Arith>(&self, ar: &A, f: &[A::Real], y: i8, out: &mut A::Real) {
+        *out = lse(ar, f, y as usize).loss;
+    }
+
+    fn predict<A: Arith>(&self, ar: &A, f: &[A::Real]) -> Option<i8> {
+        let top = argmax(ar, f);
+        f.iter()
+            .enumerate()
+            .filter(|(c, _)| *c != top)
+            .all(|(_, fc)| ar.decide_cmp(&f[top], fc) == Some(Ordering::Greater))
+            .then_some(top as i8)
+    }
+}
