@@ -418,7 +418,7 @@ pub fn predictor_mismatch(a: &Trainer<'_, F64>, p: &Trainer<'_, Mpfr>) -> Option
         .samples
         .iter()
         .zip(&p.samples)
-        .all(|(x, y)| same(x.f, &y.f));
+        .all(|(x, y)| same(x.f, &y.f) && all(&x.outputs, &y.outputs));
     let engine = match (&a.engine, &p.engine) {
         (Engine::Direct(x), Engine::Direct(y)) => all(&x.q, &y.q) && all(&x.grad_q, &y.grad_q),
         (Engine::Span(x), Engine::Span(y)) => all(&x.a, &y.a) && all(&x.m, &y.m),

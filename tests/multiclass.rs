@@ -1,0 +1,451 @@
+//! The multi-class model (SPEC section 14): its data, and the K = 2 identity as the guard
+//! of the whole gradient path. With nu_0 = -nu_1 = nu / 2 the K = 2 cross-entropy is
+//! log(1 + exp(-Y f)) with class 0 as +1, so in exact arithmetic the K = 2 run IS the
+//! binary run: the same data (drawn from the same streams), the same losses, outputs
+//! (f_0 - f_1 = f) and parameters at every step. The two runs form their gradients in
+//! different orders, so in a finite arithmetic they agree to rounding only; the bounds
+//! are derived where they are asserted. Further: the predictor is bit-identical to the
+//! f64 trainer for K classes, the 1024-bit twin lies inside the 128-bit balls, and the
+//! K-class gradient equals a central difference of the loss.
+
+mod common;
+
+use rug::Float;
+use tokensel::analysis::compare::predictor_mismatch;
+use tokensel::arith::{Arith, Ball, BallReal, F64, Mpfr};
+use tokensel::config::{
+    Config, FlipRule, Formulation, LabelRule, Method, Mode, ModelKind, ModelSpec, PInit, Signals,
+};
+use tokensel::data::{Dataset, Params};
+use tokensel::train::Trainer;
+
+/// `cfg` as the multi-class model with `k` classes (and `k - 1` weak tokens of the other
+/// classes, T grown accordingly).
+fn multiclass(mut cfg: Config, k: usize) -> Config {
+    cfg.model = ModelSpec {
+        kind: ModelKind::Multiclass,
+        classes: k,
+    };
+    let extra = (k - 1) * cfg.layout.weak_opposite.max(1) - cfg.layout.weak_opposite;
+    cfg.layout.weak_opposite += extra;
+    cfg.layout.tokens += extra;
+    cfg.validate().unwrap();
+    cfg
+}
+
+/// A small config where attention moves within a few dozen steps: d = 40, n = 6,
+/// ||mu|| = 6, alpha = 0.5, in `mode` (Gaussian p(0), Kaiming W(0) outside p-mode).
+fn small(seed: u64, mode: Mode, method: Method, steps: u64) -> Config {
+    let cfg = Config {
+        seed,
+        d: 40,
+        n_train: 6,
+        n_test: 20,
+        mu_norm: 6.0,
+        eta: 0.34,
+        step_size: 0.5,
+        steps,
+        method,
+        ..Config::default()
+    };
+    let cfg = if mode == Mode::P {
+        cfg
+    } else {
+        common::with_init(cfg, mode, 0.5, true)
+    };
+    cfg.validate().unwrap();
+    cfg
+}
+
+/// Class 0 is the binary label +1, class 1 is -1.
+fn as_binary(y: &[i8]) -> Vec<i8> {
+    y.iter().map(|c| if *c == 0 { 1 } else { -1 }).collect()
+}
+
+#[test]
+fn k2_draws_the_binary_data() {
+    let mut cases = 0;
+    for seed in 0..4 {
+        for labels in [LabelRule::Random, LabelRule::HalfSplit] {
+            for flips in [
+                FlipRule::Exact,
+                FlipRule::Bernoulli,
+                FlipRule::PerClassFirst,
+            ] {
+                for signals in [Signals::Axis, Signals::Random] {
+                    let bin = Config {
+                        seed,
+                        d: 30,
+                        n_train: 11,
+                        n_test: 13,
+                        eta: 0.4,
+                        labels,
+                        flips,
+                        signals,
+                        ..Config::default()
+                    };
+                    let mc = multiclass(bin.clone(), 2);
+                    let (a, b) = (Dataset::generate(&bin), Dataset::generate(&mc));
+                    assert_eq!(a.train.x, b.train.x, "seed {seed} {labels:?} {flips:?}");
+                    assert_eq!(a.test.x, b.test.x);
+                    assert_eq!(a.train.y, as_binary(&b.train.y));
+                    assert_eq!(a.train.y_true, as_binary(&b.train.y_true));
+                    assert_eq!(a.test.y_true, as_binary(&b.test.y_true));
+                    assert_eq!(a.class_signals, b.class_signals);
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 48);
+}
+
+/// K = 3 and 5 without noise: R carries mu_{Y*}, W_{Y*} rho mu_{Y*}, the j-th weak token
+/// of the other classes rho mu_c for the j-th class c != Y* (in class order), I nothing;
+/// labels cover every class; flips go to another class, exactly ceil(eta n) of them.
+#[test]
+fn k_class_tokens_carry_their_signals_and_flips_go_to_other_classes() {
+    for k in [3usize, 5] {
+        let cfg = multiclass(
+            Config {
+                d: 12,
+                n_train: 40,
+                n_test: 30,
+                sigma: 0.0,
+                eta: 0.3,
+                ..Config::default()
+            },
+            k,
+        );
+        let data = Dataset::generate(&cfg);
+        let mu = |c: usize| &data.class_signals[c];
+        for i in 0..cfg.n_train {
+            let y = data.train.y_true[i] as usize;
+            let x = data.train.tokens(i);
+            assert_eq!(x.row(0), mu(y).view());
+            assert_eq!(x.row(1).to_owned(), mu(y).mapv(|v| v * cfg.rho));
+            let others: Vec<usize> = (0..k).filter(|c| *c != y).collect();
+            for (j, c) in others.iter().enumerate() {
+                assert_eq!(x.row(2 + j).to_owned(), mu(*c).mapv(|v| v * cfg.rho));
+            }
+            assert!(x.row(1 + k).iter().all(|v| *v == 0.0));
+        }
+        let noisy: Vec<usize> = (0..cfg.n_train)
+            .filter(|&i| data.train.is_noisy(i))
+            .collect();
+        assert_eq!(noisy.len(), cfg.exact_flip_count());
+        assert!(
+            data.train
+                .y
+                .iter()
+                .chain(&data.test.y_true)
+                .all(|c| (0..k as i8).contains(c))
+        );
+        for c in 0..k as i8 {
+            assert!(
+                data.test.y_true.contains(&c),
+                "K = {k}: class {c} never drawn"
+            );
+        }
+        // orthogonal signals of norm ||mu||
+        for a in 0..k {
+            for b in 0..k {
+                let dot: f64 = mu(a).iter().zip(mu(b)).map(|(u, v)| u * v).sum();
+                let want = if a == b {
+                    cfg.mu_norm * cfg.mu_norm
+                } else {
+                    0.0
+                };
+                assert_eq!(dot, want);
+            }
+        }
+    }
+}
+
+/// Losses, outputs and q of two trainers in lockstep for `cfg.steps` steps; returns the
+/// largest |difference| of the loss, of the outputs (binary f against f_0 - f_1) and of
+/// q, each relative to the binary value's magnitude (loss, max |f|, max |q_k|).
+fn k2_gap<A: Arith>(bin: &Config, ar: A) -> [f64; 3] {
+    let mc = multiclass(bin.clone(), 2);
+    let (db, dm) = (Dataset::generate(bin), Dataset::generate(&mc));
+    let mut a = Trainer::new(bin, &db, ar, Formulation::Stable).unwrap();
+    let mut b = Trainer::new(&mc, &dm, ar, Formulation::Stable).unwrap();
+    let mut worst = [0.0f64; 3];
+    let val = |x: &A::Real| ar.to_f64(x);
+    for step in 0..=bin.steps {
+        a.forward_backward().unwrap();
+        b.forward_backward().unwrap();
+        let rel = |x: f64, y: f64, scale: f64| (x - y).abs() / scale.max(f64::MIN_POSITIVE);
+        let mut dl = ar.zero();
+        ar.diff(&mut dl, &a.loss, &b.loss);
+        worst[0] = worst[0].max(val(&dl).abs() / val(&a.loss).abs());
+        let fmax = a
+            .samples
+            .iter()
+            .map(|s| val(&s.f).abs())
+            .fold(0.0, f64::max);
+        for (sa, sb) in a.samples.iter().zip(&b.samples) {
+            let mut f2 = ar.zero();
+            ar.diff(&mut f2, &sb.outputs[0], &sb.outputs[1]);
+            let mut d = ar.zero();
+            ar.diff(&mut d, &sa.f, &f2);
+            worst[1] = worst[1].max(rel(val(&d), 0.0, fmax));
+        }
+        let (qa, qb) = (a.q(), b.q());
+        let qmax = qa.iter().map(|v| val(v).abs()).fold(0.0, f64::max);
+        for (x, y) in qa.iter().zip(&qb) {
+            let mut d = ar.zero();
+            ar.diff(&mut d, x, y);
+            worst[2] = worst[2].max(rel(val(&d), 0.0, qmax));
+        }
+        if step < bin.steps {
+            a.update().unwrap();
+            b.update().unwrap();
+        }
+    }
+    // the runs went somewhere: some sample's top token holds most of its attention (from
+    // 1/T at a uniform start, or near it)
+    let rest = a
+        .samples
+        .iter()
+        .map(|s| val(&s.softmax.rest))
+        .fold(1.0, f64::min);
+    assert!(rest < 0.5, "attention did not move: min 1 - s_top = {rest}");
+    worst
+}
+
+/// The bound both K = 2 tests assert, relative: `steps` steps of a local rounding
+/// difference of at most 32 u each (the two runs' gradients differ in their sums over
+/// at most T K + T + 8 = 32 terms here, each rounding at most u relative), under the
+/// assumption tests/twin.rs makes too: the step map does not expand distances along the
+/// path (|I - alpha H| <= 1). Where it did, the gap would grow past this and the test
+/// would fail.
+fn k2_bound(steps: u64, u: f64) -> f64 {
+    steps as f64 * 32.0 * u
+}
+
+/// The 256-bit twins of the binary and the K = 2 run agree over 40 steps in p-, W- and
+/// joint mode, direct and span, to [`k2_bound`] with u = 2^-256 (1.1e-74; measured at
+/// most 9e-77 relative on loss, outputs and q).
+#[test]
+fn k2_twins_agree_with_the_binary_twin() {
+    let twin = Mpfr::truth(256).unwrap();
+    let bound = k2_bound(40, 2f64.powi(-256));
+    for mode in [Mode::P, Mode::W, Mode::Joint] {
+        for method in [Method::Direct, Method::Span] {
+            let cfg = small(3, mode, method, 40);
+            let gap = k2_gap(&cfg, twin);
+            assert!(
+                gap.iter().all(|g| *g <= bound),
+                "{mode:?} {method:?}: {gap:?} > {bound:e}"
+            );
+        }
+    }
+}
+
+/// The f64 runs of the binary and the K = 2 model agree to [`k2_bound`] with u = 2^-53
+/// (1.4e-13; measured at most 7.4e-16 relative).
+#[test]
+fn k2_f64_agrees_with_the_binary_f64() {
+    let bound = k2_bound(40, 2f64.powi(-53));
+    for mode in [Mode::P, Mode::W, Mode::Joint] {
+        for method in [Method::Direct, Method::Span] {
+            let cfg = small(3, mode, method, 40);
+            let gap = k2_gap(&cfg, F64);
+            assert!(
+                gap.iter().all(|g| *g <= bound),
+                "{mode:?} {method:?}: {gap:?} > {bound:e}"
+            );
+        }
+    }
+}
+
+/// The 128-bit enclosures of the binary and the K = 2 run intersect at every step (loss
+/// and q): both contain the one exact trajectory.
+#[test]
+fn k2_balls_intersect_the_binary_balls() {
+    let ball = Ball::new(128).unwrap();
+    for mode in [Mode::P, Mode::W, Mode::Joint] {
+        for method in [Method::Direct, Method::Span] {
+            let bin = small(3, mode, method, 30);
+            let mc = multiclass(bin.clone(), 2);
+            let (db, dm) = (Dataset::generate(&bin), Dataset::generate(&mc));
+            let mut a = Trainer::new(&bin, &db, ball, Formulation::Stable).unwrap();
+            let mut b = Trainer::new(&mc, &dm, ball, Formulation::Stable).unwrap();
+            for step in 0..=bin.steps {
+                a.forward_backward().unwrap();
+                b.forward_backward().unwrap();
+                let meet = |x: &BallReal, y: &BallReal| {
+                    // exact at 256 bits: 128-bit midpoints of close exponents, f64 radii
+                    let gap = Float::with_val(256, x.mid() - y.mid()).abs();
+                    gap <= Float::with_val(256, x.rad_f64()) + y.rad_f64()
+                };
+                assert!(
+                    meet(&a.loss, &b.loss),
+                    "{mode:?} {method:?} step {step}: loss"
+                );
+                for (k, (x, y)) in a.q().iter().zip(&b.q()).enumerate() {
+                    assert!(meet(x, y), "{mode:?} {method:?} step {step}: q[{k}]");
+                }
+                if step < bin.steps {
+                    a.update().unwrap();
+                    b.update().unwrap();
+                }
+            }
+        }
+    }
+}
+
+/// The predictor is bit-identical to the f64 trainer for K = 3 and 4, in every mode and
+/// method, after every forward pass.
+#[test]
+fn the_predictor_predicts_k_class_runs_bit_for_bit() {
+    for k in [3, 4] {
+        for mode in [Mode::P, Mode::W, Mode::Joint] {
+            for method in [Method::Direct, Method::Span] {
+                let cfg = multiclass(small(k as u64, mode, method, 25), k);
+                let data = Dataset::generate(&cfg);
+                let mut a = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
+                let mut p = Trainer::new(&cfg, &data, Mpfr::predictor(), cfg.formulation).unwrap();
+                for step in 0..=cfg.steps {
+                    a.forward_backward().unwrap();
+                    p.forward_backward().unwrap();
+                    assert_eq!(
+                        predictor_mismatch(&a, &p),
+                        None,
+                        "K {k} {mode:?} {method:?} step {step}"
+                    );
+                    if step < cfg.steps {
+                        a.update().unwrap();
+                        p.update().unwrap();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The 1024-bit twin lies inside the 128-bit balls for K = 3: scores, attention, the K
+/// outputs, the margin, every loss term and the loss, and q, at every step.
+#[test]
+fn k_class_balls_enclose_the_twin() {
+    for mode in [Mode::P, Mode::W, Mode::Joint] {
+        for method in [Method::Direct, Method::Span] {
+            let cfg = multiclass(small(5, mode, method, 20), 3);
+            let data = Dataset::generate(&cfg);
+            let ball = Ball::new(128).unwrap();
+            let mut b = Trainer::new(&cfg, &data, ball, cfg.formulation).unwrap();
+            let mut t =
+                Trainer::new(&cfg, &data, Mpfr::truth(1024).unwrap(), cfg.formulation).unwrap();
+            for step in 0..=cfg.steps {
+                b.forward_backward().unwrap();
+                t.forward_backward().unwrap();
+                let inside = |what: &str, bs: &[BallReal], ts: &[Float]| {
+                    assert_eq!(bs.len(), ts.len());
+                    for (k, (x, v)) in bs.iter().zip(ts).enumerate() {
+                        assert!(
+                            x.contains(v),
+                            "{mode:?} {method:?} step {step}: {what}[{k}] = {v} not in {x:?}"
+                        );
+                    }
+                };
+                inside("z", &b.scores, &t.scores);
+                inside("s", &b.attention, &t.attention);
+                inside("c", &b.c, &t.c);
+                for (sb, st) in b.samples.iter().zip(&t.samples) {
+                    inside("outputs", &sb.outputs, &st.outputs);
+                    inside(
+                        "margin",
+                        std::slice::from_ref(&sb.f),
+                        std::slice::from_ref(&st.f),
+                    );
+                    inside(
+                        "loss term",
+                        std::slice::from_ref(&sb.loss),
+                        std::slice::from_ref(&st.loss),
+                    );
+                }
+                inside(
+                    "loss",
+                    std::slice::from_ref(&b.loss),
+                    std::slice::from_ref(&t.loss),
+                );
+                inside("q", &b.q(), &t.q());
+                if step < cfg.steps {
+                    b.update().unwrap();
+                    t.update().unwrap();
+                }
+            }
+        }
+    }
+}
+
+/// The K-class gradient (X^T c from the model's token coefficients) against a central
+/// difference of the loss in the 512-bit twin, at K = 3 and 4, in p-mode (W = I, so
+/// dL/dp = dL/dq) at a Gaussian p. The perturbed p_k +- h (h = 2^-16, 2^-17) are exact
+/// in f64 (asserted), so the twin evaluates L at exactly those points; Richardson's
+/// (4 D(h/2) - D(h)) / 3 cancels the h^2 term, leaving |L^(5)| h^4 / 30 ~ 1e-20 |L^(5)|
+/// truncation and ~2^-512 / h rounding. Asserted to 1e-13 of max |grad|.
+#[test]
+fn k_class_gradient_is_the_derivative_of_the_loss() {
+    let ar = Mpfr::truth(512).unwrap();
+    for k in [3usize, 4] {
+        let mut cfg = multiclass(
+            Config {
+                d: 16,
+                n_train: 5,
+                n_test: 3,
+                mu_norm: 3.0,
+                eta: 0.4,
+                method: Method::Direct,
+                ..Config::default()
+            },
+            k,
+        );
+        cfg.init.p = PInit::Gaussian;
+        cfg.init.p_scale = 0.7;
+        let data = Dataset::generate(&cfg);
+        let p0 = Params::init(&cfg);
+        let loss_at = |p: &ndarray::Array1<f64>| -> Float {
+            let params = Params {
+                p: p.clone(),
+                w: None,
+            };
+            let mut tr = Trainer::from_params(
+                &cfg,
+                &data,
+                ar,
+                Formulation::Stable,
+                Method::Direct,
+                &params,
+            )
+            .unwrap();
+            tr.forward_backward().unwrap();
+            tr.loss.clone()
+        };
+        let mut tr =
+            Trainer::from_params(&cfg, &data, ar, Formulation::Stable, Method::Direct, &p0)
+                .unwrap();
+        tr.forward_backward().unwrap();
+        let grad = tr.grad_q();
+        let gmax = grad.iter().map(|g| g.to_f64().abs()).fold(0.0, f64::max);
+        assert!(gmax > 1e-3, "K {k}: a gradient of {gmax:e} tests nothing");
+        let diff = |kk: usize, h: f64| -> Float {
+            let (mut up, mut down) = (p0.p.clone(), p0.p.clone());
+            up[kk] += h;
+            down[kk] -= h;
+            assert_eq!(up[kk] - p0.p[kk], h, "p_k + h exact");
+            assert_eq!(p0.p[kk] - down[kk], h, "p_k - h exact");
+            (loss_at(&up) - loss_at(&down)) / Float::with_val(512, 2.0 * h)
+        };
+        for (kk, g) in grad.iter().enumerate() {
+            let (h, h2) = (2f64.powi(-16), 2f64.powi(-17));
+            let rich = (Float::with_val(512, 4) * diff(kk, h2) - diff(kk, h)) / 3;
+            let err = Float::with_val(512, &rich - g).to_f64().abs();
+            assert!(
+                err <= 1e-13 * gmax,
+                "K {k}, p_{kk}: {err:e} (|grad| {gmax:e})"
+            );
+        }
+    }
+}
