@@ -419,6 +419,19 @@ fn token_class(cfg: &Config, y_true: i8, group: Group, j: usize) -> Option<usize
     }
 }
 
+/// The class whose signal the token at position `t` of a generated sample of true
+/// class `y_true` carries (as an index into the class signals; the binary model's +1 is
+/// 0), `None` for an irrelevant token.
+pub fn class_of_token(cfg: &Config, y_true: i8, t: usize) -> Option<usize> {
+    let first_weak = cfg.layout.relevant + cfg.layout.weak_same;
+    token_class(
+        cfg,
+        y_true,
+        cfg.layout.group_of(t),
+        t.wrapping_sub(first_weak),
+    )
+}
+
 fn draw_split(
     cfg: &Config,
     stream: Stream,

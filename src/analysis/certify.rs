@@ -30,7 +30,7 @@ use crate::config::{Config, Formulation, Group, Method};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::io::trajectory::{ByNoise, Cumulative, PerGroup, SelectionShare, TrainerInfo};
-use crate::model::{self, Selection};
+use crate::model::{AnyModel, Model, Selection};
 use crate::train::drive::{Control, Event, drive};
 use crate::train::{Trainer, check_memory, record, resolve_method};
 
@@ -344,24 +344,26 @@ pub const DIRECT_WARNING: &str = "the direct step with balls: its radii pass thr
      and the run stops with a non-finite radius near step 480; the span step (default) \
      multiplies by the exact Gram matrix instead";
 
-/// A prediction (the sign of f) against its label.
+/// A prediction (the sign of the binary f; a K-class model's argmax) against its label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
-    /// The sign of f is proved and equals the label.
+    /// The prediction is proved and equals the label.
     Correct,
-    /// The sign of f is proved and differs from the label (a proved zero counts here).
+    /// The prediction is proved and differs from the label (a proved zero f, or a proved
+    /// tie of the largest K-class outputs, counts here).
     Wrong,
     /// The enclosure of f contains 0 (and is not the exact 0).
     Undecided,
 }
 
 impl Decision {
-    /// The decision on `f` against label `y` ([`model::predict`]).
-    fn of(ar: &Ball, f: &BallReal, y: i8) -> Decision {
-        match model::predict(ar, f) {
-            Some(s) if s == y => Decision::Correct,
-            Some(_) => Decision::Wrong,
+    /// The decision on outputs `f` against label `y` ([`Model::decide`]: the sign of the
+    /// binary f; a K-class model's proved unique argmax, a proved tie counting wrong).
+    fn of(ar: &Ball, model: &AnyModel, f: &[BallReal], y: i8) -> Decision {
+        match model.decide(ar, f, y) {
+            Some(true) => Decision::Correct,
+            Some(false) => Decision::Wrong,
             None => Decision::Undecided,
         }
     }
@@ -827,7 +829,12 @@ fn radius(tr: &Trainer<'_, Ball>, q: Option<&[BallReal]>) -> (Radius, Mag) {
         normwise(tr.scores.iter()),
         componentwise(tr.attention.iter()),
         componentwise(tr.samples.iter().map(|s| &s.softmax.rest)),
-        normwise(tr.samples.iter().map(|s| &s.f)),
+        // the binary f; a K-class model's margin and its K outputs
+        normwise(
+            tr.samples
+                .iter()
+                .flat_map(|s| std::iter::once(&s.f).chain(&s.outputs)),
+        ),
         componentwise(std::iter::once(&tr.loss)),
     ];
     let q = q.map(|q| normwise(q.iter()));
@@ -902,7 +909,13 @@ impl Observer {
             .samples
             .iter()
             .zip(y)
-            .map(|(s, yi)| Decision::of(&ar, &s.f, *yi))
+            .map(|(s, yi)| {
+                let f = match s.outputs.is_empty() {
+                    true => std::slice::from_ref(&s.f),
+                    false => &s.outputs[..],
+                };
+                Decision::of(&ar, &tr.model, f, *yi)
+            })
             .collect();
         for (i, (s, p)) in tr.samples.iter().zip(&predictions).enumerate() {
             match s.softmax.selection {
@@ -915,7 +928,8 @@ impl Observer {
             }
             if *p == Decision::Undecided {
                 decisions.train_signs_undecided += 1;
-                self.undecided(step, || format!("sign of f of training sample {i}"));
+                let what = prediction_name(tr.cfg);
+                self.undecided(step, || format!("{what} of training sample {i}"));
             }
         }
         if decisions.ties > 0 {
@@ -927,7 +941,9 @@ impl Observer {
         let scores = tr.selection_score_values();
         for ((si, yi), ti) in scores.iter().zip(y).zip(y_true) {
             let set = if yi == ti { 0 } else { 1 };
-            let class = if *ti > 0 { 2 } else { 3 };
+            // the first class: +1, or class 0 of K (as `train::record::accumulate`)
+            let first = if tr.cfg.model.is_multiclass() { 0 } else { 1 };
+            let class = if *ti == first { 2 } else { 3 };
             ar.add(&mut self.cumulative[set], si);
             ar.add(&mut self.cumulative[class], si);
         }
@@ -980,14 +996,15 @@ impl Observer {
         // the test set
         let f_test = tr.test_outputs(Some(q));
         let test: Vec<Decision> = f_test
-            .iter()
+            .chunks(tr.model.outputs())
             .zip(&tr.data.test.y_true)
-            .map(|(f, y)| Decision::of(&ar, f, *y))
+            .map(|(f, y)| Decision::of(&ar, &tr.model, f, *y))
             .collect();
         for (i, d) in test.iter().enumerate() {
             if *d == Decision::Undecided {
                 decisions.test_signs_undecided += 1;
-                self.undecided(step, || format!("sign of f of test sample {i}"));
+                let what = prediction_name(tr.cfg);
+                self.undecided(step, || format!("{what} of test sample {i}"));
             }
         }
         let correct = |ds: &[Decision]| {
@@ -1053,6 +1070,16 @@ impl Observer {
             radius,
             samples,
         }
+    }
+}
+
+/// What a prediction is called in `cfg`'s model: "sign of f" (binary) or "argmax of f"
+/// (K classes).
+fn prediction_name(cfg: &Config) -> &'static str {
+    if cfg.model.is_multiclass() {
+        "argmax of f"
+    } else {
+        "sign of f"
     }
 }
 
@@ -1296,8 +1323,19 @@ impl std::fmt::Display for Certificate {
             }
         }
         out += &match &self.first_undecided {
-            None => "    every decision proved: each training top token and sign at every step, each test sign at every checkpoint\n".to_string(),
-            Some(u) => format!("    first undecided decision: step {}, {}\n", u.step, u.what),
+            None => {
+                let what = match prediction_name(&self.config) {
+                    "sign of f" => "sign",
+                    _ => "argmax of f",
+                };
+                format!(
+                    "    every decision proved: each training top token and {what} at every step, each test {what} at every checkpoint\n"
+                )
+            }
+            Some(u) => format!(
+                "    first undecided decision: step {}, {}\n",
+                u.step, u.what
+            ),
         };
         out += &format!(
             "    largest relative radius {:.3e} at step {}: {:.0} of {} bits lost{}\n",

@@ -257,6 +257,95 @@ pub struct Checkpoint {
     pub cumulative: Cumulative,
     /// Per training sample.
     pub samples: Vec<SampleState>,
+    /// A K-class run's per-class metrics (absent for the binary model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classes: Option<ClassMetrics>,
+}
+
+/// A K-class run's metrics per class, and its selection groups relative to each sample's
+/// classes (SPEC section 14).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassMetrics {
+    /// Per observed class c: the share of training samples labelled c whose predicted
+    /// class (the proved unique argmax of f) is c (`None`: no sample labelled c).
+    pub train_accuracy: Vec<Option<f64>>,
+    /// Per true class c: the share of test samples of class c predicted c.
+    pub test_accuracy: Vec<Option<f64>>,
+    /// Shares of the test set whose largest output ties another (no class predicted) or
+    /// is not proved (an enclosure).
+    pub test_tie: f64,
+    /// See `test_tie`.
+    pub test_undecided: f64,
+    /// Where the training samples' top tokens lie, for clean and for noisy samples:
+    /// R, W of the true class, W of the observed class (noisy samples only: the weak
+    /// token that carries their label's signal), W of another class, I, tie, undecided.
+    pub selection: ByNoise<ClassSelection>,
+    /// Per true class c: the mean Definition 4.1 score S_i of the training samples of
+    /// class c at this step (`None`: no such sample).
+    pub selection_score: Vec<Option<f64>>,
+}
+
+/// The shares of [`ClassMetrics::selection`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ClassSelection {
+    /// The relevant token (R).
+    #[serde(rename = "R")]
+    pub r: f64,
+    /// A weak token of the true class (W_{Y*}).
+    #[serde(rename = "W_true")]
+    pub w_true: f64,
+    /// A weak token of the observed class Y != Y* (W_Y).
+    #[serde(rename = "W_observed")]
+    pub w_observed: f64,
+    /// A weak token of a class other than Y* and Y.
+    #[serde(rename = "W_other")]
+    pub w_other: f64,
+    /// An irrelevant token (I).
+    #[serde(rename = "I")]
+    pub i: f64,
+    /// The top score ties another.
+    pub tie: f64,
+    /// The top score is not proved the largest.
+    pub undecided: f64,
+}
+
+impl ClassSelection {
+    /// The entries' names, in [`ClassSelection::to_array`] order.
+    pub const NAMES: [&str; 7] = [
+        "R",
+        "W_true",
+        "W_observed",
+        "W_other",
+        "I",
+        "tie",
+        "undecided",
+    ];
+
+    /// The shares in [`ClassSelection::NAMES`] order.
+    pub fn to_array(self) -> [f64; 7] {
+        [
+            self.r,
+            self.w_true,
+            self.w_observed,
+            self.w_other,
+            self.i,
+            self.tie,
+            self.undecided,
+        ]
+    }
+
+    /// From shares in [`ClassSelection::NAMES`] order.
+    pub fn from_array(v: [f64; 7]) -> Self {
+        ClassSelection {
+            r: v[0],
+            w_true: v[1],
+            w_observed: v[2],
+            w_other: v[3],
+            i: v[4],
+            tie: v[5],
+            undecided: v[6],
+        }
+    }
 }
 
 /// Which trainer produced a trajectory.
@@ -317,6 +406,16 @@ impl Checkpoint {
                 s.selection_score,
             ]);
             v.extend(s.mass.to_array());
+            v.extend(s.outputs.iter().flatten());
+        }
+        if let Some(k) = &self.classes {
+            let opt = |x: &Option<f64>| x.unwrap_or(f64::NAN);
+            v.extend(k.train_accuracy.iter().chain(&k.test_accuracy).map(opt));
+            v.extend([k.test_tie, k.test_undecided]);
+            for set in [k.selection.clean, k.selection.noisy] {
+                v.extend(set.map(|s| s.to_array()).unwrap_or([f64::NAN; 7]));
+            }
+            v.extend(k.selection_score.iter().map(opt));
         }
         v
     }
@@ -337,11 +436,36 @@ pub(crate) fn check_checkpoints(
     if checkpoints.windows(2).any(|w| w[0].step >= w[1].step) {
         return Err("checkpoint steps are not strictly increasing".into());
     }
+    let k = config.model.is_multiclass().then_some(config.model.classes);
     for c in checkpoints {
         if c.samples.len() != n || c.samples.iter().any(|s| s.top >= tokens) {
             return Err(format!(
                 "checkpoint {} does not hold n_train = {n} samples with top < T = {tokens}",
                 c.step
+            ));
+        }
+        let outputs_fit = c
+            .samples
+            .iter()
+            .all(|s| s.outputs.as_ref().map(Vec::len) == k);
+        let classes_fit = match (&c.classes, k) {
+            (None, None) => true,
+            (Some(m), Some(k)) => {
+                m.train_accuracy.len() == k
+                    && m.test_accuracy.len() == k
+                    && m.selection_score.len() == k
+            }
+            _ => false,
+        };
+        if !outputs_fit || !classes_fit {
+            return Err(format!(
+                "checkpoint {}: the samples' outputs and the per-class metrics do not fit \
+                 the config's model ({})",
+                c.step,
+                match k {
+                    Some(k) => format!("{k} classes"),
+                    None => "binary: no outputs, no per-class metrics".into(),
+                }
             ));
         }
         check_shares(c).map_err(|m| format!("checkpoint {}: {m}", c.step))?;
@@ -374,6 +498,21 @@ fn check_shares(c: &Checkpoint) -> std::result::Result<(), String> {
         }
         for v in sel.iter().flat_map(|s| s.to_array()) {
             unit(&format!("selection.{set}"), v)?;
+        }
+    }
+    if let Some(m) = &c.classes {
+        for v in m.train_accuracy.iter().chain(&m.test_accuracy).flatten() {
+            unit("classes accuracy", *v)?;
+        }
+        unit("classes.test_tie", m.test_tie)?;
+        unit("classes.test_undecided", m.test_undecided)?;
+        for set in [m.selection.clean, m.selection.noisy].iter().flatten() {
+            for v in set.to_array() {
+                unit("classes.selection", v)?;
+            }
+        }
+        for v in m.selection_score.iter().flatten() {
+            unit("classes.selection_score", *v)?;
         }
     }
     for (i, sample) in c.samples.iter().enumerate() {
@@ -473,6 +612,22 @@ impl Trajectory {
                 head.push(format!("selection_{set}_{name}"));
             }
         }
+        let k = self
+            .config
+            .model
+            .is_multiclass()
+            .then_some(self.config.model.classes);
+        if let Some(k) = k {
+            head.extend((0..k).map(|c| format!("train_accuracy_class_{c}")));
+            head.extend((0..k).map(|c| format!("test_accuracy_class_{c}")));
+            head.extend(["test_tie".to_string(), "test_undecided".to_string()]);
+            for set in ["clean", "noisy"] {
+                for name in ClassSelection::NAMES {
+                    head.push(format!("class_selection_{set}_{name}"));
+                }
+            }
+            head.extend((0..k).map(|c| format!("selection_score_class_{c}")));
+        }
         let mut out = head.join(",") + "\n";
         for c in &self.checkpoints {
             let mut row = vec![
@@ -494,6 +649,16 @@ impl Trajectory {
             for set in [c.selection.clean, c.selection.noisy] {
                 let v = set.map(SelectionShare::to_array);
                 row.extend((0..6).map(|k| v.map(|v| text(v[k])).unwrap_or_default()));
+            }
+            if let Some(m) = &c.classes {
+                let opt = |x: &Option<f64>| x.map(text).unwrap_or_default();
+                row.extend(m.train_accuracy.iter().chain(&m.test_accuracy).map(opt));
+                row.extend([text(m.test_tie), text(m.test_undecided)]);
+                for set in [m.selection.clean, m.selection.noisy] {
+                    let v = set.map(ClassSelection::to_array);
+                    row.extend((0..7).map(|j| v.map(|v| text(v[j])).unwrap_or_default()));
+                }
+                row.extend(m.selection_score.iter().map(opt));
             }
             out += &(row.join(",") + "\n");
         }
@@ -539,6 +704,9 @@ pub struct Summary {
     pub arith: crate::arith::Kind,
     /// The config of the run.
     pub config: Config,
+    /// A K-class run's per-class metrics at the last checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classes: Option<ClassMetrics>,
 }
 
 impl Summary {
@@ -557,6 +725,7 @@ impl Summary {
             trajectory_digest: t.digest(),
             arith: t.trainer.kind,
             config: t.config.clone(),
+            classes: c.classes.clone(),
         }
     }
 }

@@ -115,6 +115,11 @@ pub trait Model {
     /// largest outputs), which matches no label: an accuracy counted from a ball's
     /// predictions is a proved lower bound.
     fn predict<A: Arith>(&self, ar: &A, f: &[A::Real]) -> Option<i8>;
+
+    /// Whether outputs `f` are proved to predict label `y` (`Some(true)`), proved not to
+    /// (`Some(false)`: another label, or a proved tie of the largest outputs, which
+    /// predicts none), or neither (`None`: an enclosure too wide to tell).
+    fn decide<A: Arith>(&self, ar: &A, f: &[A::Real], y: i8) -> Option<bool>;
 }
 
 /// The model a config names (`[model] kind`), dispatched to its implementation.
@@ -193,5 +198,9 @@ impl Model for AnyModel {
 
     fn predict<A: Arith>(&self, ar: &A, f: &[A::Real]) -> Option<i8> {
         dispatch!(self, m => m.predict(ar, f))
+    }
+
+    fn decide<A: Arith>(&self, ar: &A, f: &[A::Real], y: i8) -> Option<bool> {
+        dispatch!(self, m => m.decide(ar, f, y))
     }
 }

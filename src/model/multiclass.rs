@@ -22,7 +22,7 @@ use std::cmp::Ordering;
 
 use ndarray::ArrayView3;
 
-use super::attention::{argmax, grad_scores, output};
+use super::attention::{Selection, argmax, grad_scores, output};
 use super::{Model, Sample};
 use crate::arith::Arith;
 use crate::config::Formulation;
@@ -163,11 +163,40 @@ impl Model for Multiclass {
     }
 
     fn predict<A: Arith>(&self, ar: &A, f: &[A::Real]) -> Option<i8> {
-        let top = argmax(ar, f);
-        f.iter()
-            .enumerate()
-            .filter(|(c, _)| *c != top)
-            .all(|(_, fc)| ar.decide_cmp(&f[top], fc) == Some(Ordering::Greater))
-            .then_some(top as i8)
+        match argmax_status(ar, f) {
+            (top, Selection::Decided) => Some(top as i8),
+            _ => None,
+        }
     }
+
+    fn decide<A: Arith>(&self, ar: &A, f: &[A::Real], y: i8) -> Option<bool> {
+        match argmax_status(ar, f) {
+            (top, Selection::Decided) => Some(top == y as usize),
+            (_, Selection::Tie) => Some(false),
+            (_, Selection::Undecided) => None,
+        }
+    }
+}
+
+/// The largest output's class (lowest index on ties; a ball's midpoints) and whether it
+/// is proved larger than every other output (`Decided`, the predicted class), proved
+/// equal to another (`Tie`: no class predicted) or neither (`Undecided`), through
+/// [`Arith::decide_cmp`].
+pub fn argmax_status<A: Arith>(ar: &A, f: &[A::Real]) -> (usize, Selection) {
+    let top = argmax(ar, f);
+    let mut status = Selection::Decided;
+    for (c, fc) in f.iter().enumerate() {
+        if c != top {
+            match ar.decide_cmp(&f[top], fc) {
+                Some(Ordering::Greater) => {}
+                Some(Ordering::Equal) => {
+                    if status == Selection::Decided {
+                        status = Selection::Tie;
+                    }
+                }
+                _ => status = Selection::Undecided,
+            }
+        }
+    }
+    (top, status)
 }

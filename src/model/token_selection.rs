@@ -78,6 +78,10 @@ impl Model for TokenSelection {
     fn predict<A: Arith>(&self, ar: &A, f: &[A::Real]) -> Option<i8> {
         predict(ar, &f[0])
     }
+
+    fn decide<A: Arith>(&self, ar: &A, f: &[A::Real], y: i8) -> Option<bool> {
+        predict(ar, &f[0]).map(|s| s == y)
+    }
 }
 
 pub use crate::data::head::{head, head_values};

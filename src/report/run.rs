@@ -2,7 +2,9 @@
 //! through `Display` next to their definitions).
 
 use crate::config::{Group, Mode};
-use crate::io::trajectory::{ByNoise, PerGroup, SelectionShare, Summary, TrainerInfo};
+use crate::io::trajectory::{
+    ByNoise, ClassMetrics, ClassSelection, PerGroup, SelectionShare, Summary, TrainerInfo,
+};
 
 fn fmt_row<const N: usize>(label: &str, v: Option<[f64; N]>) -> String {
     match v {
@@ -28,6 +30,41 @@ fn group_table<const N: usize>(
         fmt_row(&format!("clean ({n_clean})"), by.clean),
         fmt_row(&format!("noisy ({n_noisy})"), by.noisy)
     )
+}
+
+/// A K-class run's per-class accuracies and its selection relative to each sample's
+/// classes.
+fn class_tables(m: &ClassMetrics, n_clean: usize, n_noisy: usize) -> String {
+    let cell = |v: &Option<f64>| match v {
+        Some(x) => format!("{x:>8.4}"),
+        None => format!("{:>8}", "-"),
+    };
+    let head: String = (0..m.train_accuracy.len())
+        .map(|c| format!("{:>8}", format!("c{c}")))
+        .collect();
+    let mut out = format!("\n  per class             {head}\n");
+    for (label, v) in [
+        ("train accuracy (Y)", &m.train_accuracy),
+        ("test accuracy (Y*)", &m.test_accuracy),
+        ("mean S_i (Y*)", &m.selection_score),
+    ] {
+        let cells: String = v.iter().map(cell).collect();
+        out += &format!("  {label:<22}{cells}\n");
+    }
+    out += &format!(
+        "  test predictions: {:.4} tied, {:.4} undecided (counted wrong)\n\n",
+        m.test_tie, m.test_undecided
+    );
+    let selection = m.selection.map(ClassSelection::to_array);
+    out += &group_table(
+        "top token, by class",
+        ClassSelection::NAMES,
+        selection,
+        n_clean,
+        n_noisy,
+    );
+    out += "  (W_true: a weak token of Y*; W_observed: of the observed label Y != Y*; W_other: of\n   another class)\n";
+    out
 }
 
 fn trainer_name(t: &TrainerInfo) -> String {
@@ -64,13 +101,18 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
         Mode::Joint => "joint (p and W trained)",
     };
     let mut out = format!(
-        "tokensel {}: {} steps, seed {}, {mode}, {} {:?}, {} step{}\n  d = {}, ||mu|| = {}, T = {}, n = {} ({} noisy), rho = {}, eta = {}, sigma = {}, alpha = {:e}\n\n",
+        "tokensel {}: {} steps, seed {}, {mode}{}, {} {:?}, {} step{}\n  d = {}, ||mu|| = {}, T = {}, n = {} ({} noisy), rho = {}, eta = {}, sigma = {}, alpha = {:e}\n\n",
         match trainer.kind {
             crate::arith::Kind::F64 | crate::arith::Kind::F32 => "run",
             _ => "twin",
         },
         s.steps,
         s.seed,
+        if c.model.is_multiclass() {
+            format!(", multiclass K = {}", c.model.classes)
+        } else {
+            String::new()
+        },
         trainer_name(trainer),
         trainer.formulation,
         trainer.method,
@@ -100,6 +142,9 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
     let attention = s.attention.map(PerGroup::to_array);
     let groups = Group::ALL.map(Group::name);
     out += &group_table("mean attention mass", groups, attention, n_clean, s.n_noisy);
+    if let Some(m) = &s.classes {
+        out += &class_tables(m, n_clean, s.n_noisy);
+    }
     if let Some(line) = figure_3a(s) {
         out += &line;
     }

@@ -313,8 +313,12 @@ impl<'a, A: Arith> Trainer<'a, A> {
     /// model's outputs for Y* over the test set: logistic or cross-entropy, each term
     /// evaluated in this arithmetic and rounded, summed in f64 in sample order).
     pub fn test_metrics(&self, q: &[A::Real]) -> (f64, f64) {
+        self.test_metrics_of(&self.test_outputs(Some(q)))
+    }
+
+    /// [`Trainer::test_metrics`] of the test outputs `f` ([`Trainer::test_outputs`]).
+    pub fn test_metrics_of(&self, f: &[A::Real]) -> (f64, f64) {
         let ar = self.ar;
-        let f = self.test_outputs(Some(q));
         let y_true = &self.data.test.y_true;
         let k = self.model.outputs();
         let mut correct = 0usize;

@@ -7,8 +7,10 @@ use crate::arith::Arith;
 use crate::config::{Config, Group};
 use crate::error::{Error, Result};
 use crate::io::trajectory::{
-    self, ByNoise, Checkpoint, Cumulative, PerGroup, SampleState, SelectionShare, Trajectory,
+    self, ByNoise, Checkpoint, ClassMetrics, ClassSelection, Cumulative, PerGroup, SampleState,
+    SelectionShare, Trajectory,
 };
+use crate::model::multiclass::argmax_status;
 use crate::model::{Model, Selection};
 
 use super::Trainer;
@@ -247,11 +249,17 @@ impl<A: Arith> Trainer<'_, A> {
         let (y, y_true) = (&self.data.train.y, &self.data.train.y_true);
         let mass: Vec<[f64; 4]> = samples.iter().map(|s| s.mass.to_array()).collect();
         let groups = &self.data.groups;
+        let test_f = self.test_outputs(Some(&q));
+        let classes = self
+            .cfg
+            .model
+            .is_multiclass()
+            .then(|| self.class_metrics(&test_f, &scores));
         Checkpoint {
             step: self.step,
             train_loss: ar.to_f64(&self.loss),
             train_accuracy: self.train_correct() as f64 / self.samples.len() as f64,
-            test_accuracy: self.test_accuracy(&q),
+            test_accuracy: self.test_metrics_of(&test_f).0,
             q_norm: norm(ar, &q),
             grad_norm: norm(ar, &self.grad_q()),
             attention: attention_by_noise(&mass, y, y_true),
@@ -262,6 +270,84 @@ impl<A: Arith> Trainer<'_, A> {
             ),
             cumulative,
             samples,
+            classes,
+        }
+    }
+
+    /// A K-class run's [`ClassMetrics`] at the last forward pass: `test_f` the test
+    /// outputs ([`Trainer::test_outputs`]), `scores` the training samples' Definition 4.1
+    /// scores.
+    fn class_metrics(&self, test_f: &[A::Real], scores: &[f64]) -> ClassMetrics {
+        let ar = &self.ar;
+        let k = self.cfg.model.classes;
+        let (y, y_true) = (&self.data.train.y, &self.data.train.y_true);
+        // the share of `hit` over the samples of each class
+        let per_class = |labels: &[i8], hit: &dyn Fn(usize) -> bool| -> Vec<Option<f64>> {
+            (0..k)
+                .map(|c| {
+                    let of: Vec<usize> = (0..labels.len())
+                        .filter(|&i| labels[i] as usize == c)
+                        .collect();
+                    (!of.is_empty())
+                        .then(|| of.iter().filter(|&&i| hit(i)).count() as f64 / of.len() as f64)
+                })
+                .collect()
+        };
+        let train: Vec<(usize, Selection)> = self
+            .samples
+            .iter()
+            .map(|s| argmax_status(ar, &s.outputs))
+            .collect();
+        let test: Vec<(usize, Selection)> =
+            test_f.chunks(k).map(|f| argmax_status(ar, f)).collect();
+        let correct =
+            |p: &(usize, Selection), c: i8| p.1 == Selection::Decided && p.0 == c as usize;
+        let test_true = &self.data.test.y_true;
+        let share = |status: Selection| {
+            test.iter().filter(|p| p.1 == status).count() as f64 / test.len() as f64
+        };
+        let one_hot: Vec<[f64; 7]> = self
+            .samples
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let top = s.softmax.top;
+                let slot = match s.softmax.selection {
+                    Selection::Tie => 5,
+                    Selection::Undecided => 6,
+                    Selection::Decided => match self.data.groups[top] {
+                        Group::R => 0,
+                        Group::WSame => 1,
+                        Group::I => 4,
+                        Group::WOpposite => {
+                            match crate::data::class_of_token(self.cfg, y_true[i], top) {
+                                Some(c) if c == y[i] as usize => 2,
+                                _ => 3,
+                            }
+                        }
+                    },
+                };
+                let mut v = [0.0; 7];
+                v[slot] = 1.0;
+                v
+            })
+            .collect();
+        let per_true_score = (0..k)
+            .map(|c| {
+                let of: Vec<f64> = (0..y_true.len())
+                    .filter(|&i| y_true[i] as usize == c)
+                    .map(|i| scores[i])
+                    .collect();
+                (!of.is_empty()).then(|| of.iter().sum::<f64>() / of.len() as f64)
+            })
+            .collect();
+        ClassMetrics {
+            train_accuracy: per_class(y, &|i| correct(&train[i], y[i])),
+            test_accuracy: per_class(test_true, &|i| correct(&test[i], test_true[i])),
+            test_tie: share(Selection::Tie),
+            test_undecided: share(Selection::Undecided),
+            selection: mean_by_noise(&one_hot, y, y_true).map(ClassSelection::from_array),
+            selection_score: per_true_score,
         }
     }
 }
