@@ -730,6 +730,22 @@ impl Config {
         Ok(())
     }
 
+    /// Refuse a K-class config in `what`, implemented for the binary model only (a
+    /// config error: exit code 2, before any work).
+    pub fn binary_only(&self, what: &str) -> Result<()> {
+        match self.model.is_multiclass() {
+            false => Ok(()),
+            true => Err(Error::config(
+                "model.kind",
+                format!(
+                    "{what} is implemented for the binary token-selection model only; this \
+                     config is the multi-class model with K = {}",
+                    self.model.classes
+                ),
+            )),
+        }
+    }
+
     fn data_bytes_has_w(&self) -> bool {
         !(self.mode == Mode::P && self.init.w == WInit::Identity)
     }

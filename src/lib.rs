@@ -12,10 +12,12 @@
 //!    one description of a run, the range of seeds and lists of them;
 //! 2. [`arith`]: the arithmetic trait and its implementations, with fixed-order kernels;
 //!    [`linalg`]: matrix-vector kernels over any arithmetic;
-//! 3. [`data`]: the synthetic data and the initial parameters (one `init` stream);
-//!    [`model`]: scores, softmax, output, loss and **the softmax gradient**
-//!    (`model::grad_scores`), written once for every arithmetic; [`quantity`]: the one
-//!    name of each quantity that runs record and analyses compare;
+//! 3. [`data`]: the synthetic data (binary or K classes), the fixed heads and the
+//!    initial parameters (one `init` stream); [`model`]: models as parts behind the
+//!    [`model::Model`] trait (the binary token-selection model and the multi-class model
+//!    of Section F) over the shared attention (scores, softmax and **the softmax
+//!    gradient**, `model::grad_scores`), written once for every arithmetic; [`quantity`]:
+//!    the one name of each quantity that runs record and analyses compare;
 //! 4. [`io`]: formats only (the trajectory, the twin's state file, the NPY export, the
 //!    external trajectory, atomic writes); nothing there knows how training works;
 //! 5. [`train`]: the trainer (`train/mod.rs`, "what a step computes"), the one step
@@ -48,3 +50,15 @@ pub mod train;
 
 pub use config::Config;
 pub use error::{Error, Result};
+
+/// The public surface in one import (`use tokensel::prelude::*;`): the run's description,
+/// its data, the models, the arithmetics, the trainer and what it records.
+pub mod prelude {
+    pub use crate::arith::{Arith, Ball, BallReal, F32, F64, Mpfr};
+    pub use crate::config::{Config, Formulation, Method, Mode, ModelKind, ModelSpec, Preset};
+    pub use crate::data::{Dataset, Params};
+    pub use crate::error::{Error, Result};
+    pub use crate::io::trajectory::{Checkpoint, ClassMetrics, Summary, Trajectory};
+    pub use crate::model::{AnyModel, Model, Multiclass, Sample, TokenSelection};
+    pub use crate::train::Trainer;
+}

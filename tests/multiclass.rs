@@ -12,12 +12,8 @@ mod common;
 
 use rug::Float;
 use tokensel::analysis::compare::predictor_mismatch;
-use tokensel::arith::{Arith, Ball, BallReal, F64, Mpfr};
-use tokensel::config::{
-    Config, FlipRule, Formulation, LabelRule, Method, Mode, ModelKind, ModelSpec, PInit, Signals,
-};
-use tokensel::data::{Dataset, Params};
-use tokensel::train::Trainer;
+use tokensel::config::{FlipRule, LabelRule, PInit, Signals};
+use tokensel::prelude::*;
 
 /// `cfg` as the multi-class model with `k` classes (and `k - 1` weak tokens of the other
 /// classes, T grown accordingly).

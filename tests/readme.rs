@@ -283,6 +283,42 @@ fn certificate_text(o: &Output) {
 /// The README's `sh` block lines, each with its check (see the module docs).
 const BLOCKS: &[Form] = &[
     Form {
+        text: "cargo run --release -- run --config examples/multiclass.toml",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |_, o| {
+            run_report(o, "30000");
+            let text = stdout(o);
+            // the README: K = 3, every label fitted, clean on R, noisy on the weak token
+            // of their observed class
+            for needle in [
+                "multiclass K = 3",
+                "per class",
+                "train accuracy (Y)      1.0000  1.0000  1.0000",
+                "test accuracy (Y*)      1.0000  1.0000  1.0000",
+                "test predictions: 0.0000 tied, 0.0000 undecided",
+                "W_true  W_observed     W_other",
+            ] {
+                assert!(text.contains(needle), "no `{needle}`: {text}");
+            }
+            let row = |label: &str| -> Vec<f64> {
+                let at = text
+                    .rfind(label)
+                    .unwrap_or_else(|| panic!("{label}: {text}"));
+                text[at + label.len()..]
+                    .lines()
+                    .next()
+                    .unwrap()
+                    .split_whitespace()
+                    .map(|v| v.parse().unwrap())
+                    .collect()
+            };
+            // the last table: R, W_true, W_observed, W_other, I, tie, undecided
+            assert_eq!(row("clean (24)"), [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+            assert_eq!(row("noisy (6)"), [0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
+        },
+    },
+    Form {
         text: "cargo run --release -- run",
         how: How::AsWritten,
         shrink: &[],

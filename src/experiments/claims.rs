@@ -467,8 +467,11 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
             f64_run(&w_cfg).map_err(memory)?;
             f64_run(&p_cfg).map_err(memory)?;
         }
-        // one training sequence; grid cells over a limit are failed cells of the grid
-        Source::Saturation | Source::Grid => {}
+        Source::Saturation => cfg
+            .binary_only("a saturation claim (the binary head's sweep)")
+            .map_err(|e| ("config", e))?,
+        // grid cells over a limit are failed cells of the grid
+        Source::Grid => {}
     }
     Ok(())
 }

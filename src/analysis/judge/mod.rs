@@ -375,6 +375,7 @@ pub fn judge(
     opts: Options,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Report> {
+    cfg.binary_only("judge (candidate replays of an external f)")?;
     let twin = Trainer::with_method(
         cfg,
         data,

@@ -314,6 +314,8 @@ impl Spec {
     /// over a limit). Returns the number of runs.
     pub fn check(&self) -> Result<usize> {
         self.base.validate()?;
+        self.base
+            .binary_only("grid (its regime metrics are the binary Theorem 4.1's)")?;
         if self.seeds.is_empty() {
             return Err(Error::config("seeds", "a grid needs at least one seed"));
         }
