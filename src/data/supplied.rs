@@ -15,7 +15,7 @@
 //! config's flip rule and rate flip some of them, drawn from the seed's `TrainLabels`
 //! stream (so eta can be swept on real data); a flipped K-class label goes to a uniformly
 //! random other class, drawn after the positions (the generator's rule,
-//! [`super::flipped_labels`]). With `y_true_train` the labels are final: at `eta = 0` the
+//! `data::flipped_labels`). With `y_true_train` the labels are final: at `eta = 0` the
 //! noise is the caller's (any flips); at `eta > 0` they must be what the config's flips
 //! give from `y_true_train`: injected as above (a data set written after tokensel injected
 //! its noise reads back as the same run) or as the generator drew them (the arrays of
