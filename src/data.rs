@@ -119,8 +119,15 @@ pub struct Dataset {
     pub class_signals: Vec<Array1<f64>>,
     /// Signal norm ||mu|| (the config's `mu_norm`).
     pub mu_norm: f64,
-    /// Fixed linear head nu = (mu_{+1} - mu_{-1}) / (||mu_{+1} - mu_{-1}|| ||mu||).
+    /// Fixed linear head nu = (mu_{+1} - mu_{-1}) / (||mu_{+1} - mu_{-1}|| ||mu||) (for K
+    /// classes: nu_0 - nu_1, the binary head of classes 0 and 1; supplied, the difference
+    /// of the supplied head's first two rows, rounded to f64).
     pub nu: Array1<f64>,
+    /// The multi-class head (K, d), class-major (row c is nu_c), in f64: computed from the
+    /// signals ([`head::multiclass_head`]) for generated data, the caller's for supplied
+    /// data; `None` for the binary model. The trainers take it from
+    /// [`Dataset::multiclass_head`] (for generated data in their own arithmetic).
+    pub nu_classes: Option<Array2<f64>>,
     /// Group of each token position.
     pub groups: Vec<Group>,
     /// Training split (with label noise).
@@ -150,6 +157,14 @@ impl Dataset {
             cfg.mu_norm,
         ));
         let groups = cfg.layout.groups();
+        let nu_classes = cfg.model.is_multiclass().then(|| {
+            let k = class_signals.len();
+            Array2::from_shape_vec(
+                (k, cfg.d),
+                head::multiclass_head(&F64, &class_signals, cfg.mu_norm),
+            )
+            .expect("K x d head")
+        });
 
         let (y_true, y) = train_labels(cfg);
         let train = draw_split(
@@ -181,6 +196,7 @@ impl Dataset {
             class_signals,
             mu_norm: cfg.mu_norm,
             nu,
+            nu_classes,
             groups,
             train,
             test,
@@ -211,6 +227,24 @@ impl Dataset {
         }
     }
 
+    /// The multi-class head nu (K x d, class-major: `nu[c * d + k]`) in `ar`, of a data set
+    /// made for a K-class config: computed from the signals in `ar` for generated data (so
+    /// the twin's head is exact to its precision), converted from the supplied f64 array
+    /// ([`Dataset::nu_classes`]) for supplied data.
+    pub fn multiclass_head<A: Arith>(&self, ar: &A) -> Vec<A::Real> {
+        match (self.source, &self.nu_classes) {
+            (Source::Supplied, Some(nu)) => nu
+                .iter()
+                .map(|v| {
+                    let mut r = ar.zero();
+                    ar.set_f64(&mut r, *v);
+                    r
+                })
+                .collect(),
+            _ => head::multiclass_head(ar, &self.class_signals, self.mu_norm),
+        }
+    }
+
     /// Signal of class `y`.
     pub fn mu(&self, y: i8) -> &Array1<f64> {
         if y > 0 { &self.mu_pos } else { &self.mu_neg }
@@ -236,22 +270,37 @@ pub(crate) fn train_labels(cfg: &Config) -> (Vec<i8>, Vec<i8>) {
             .map(|i| ((i as u128 * k as u128) / cfg.n_train as u128) as i8)
             .collect(),
     };
-    let flipped = flip_positions(cfg, &mut labels, &y_true);
-    let mut y = y_true.clone();
+    let y = flipped_labels(cfg, &mut labels, &y_true);
+    (y_true, y)
+}
+
+/// `y_true` with the config's label flips drawn from the `TrainLabels` stream `labels`:
+/// the positions first ([`flip_positions`]), then, for K > 2 classes, each flipped
+/// label's new class in position order. A flipped label goes to the other class (binary:
+/// -Y; K = 2: 1 - Y) or, for K > 2, to a uniformly random other class, (Y + 1 + U{0..K-2})
+/// mod K (the official real-data kernel's (y + randint(1, K)) mod K). The one flip rule of
+/// generated data ([`train_labels`]) and of supplied true labels
+/// ([`Dataset::supplied`]).
+pub(crate) fn flipped_labels<R: rand_core::Rng>(
+    cfg: &Config,
+    labels: &mut R,
+    y_true: &[i8],
+) -> Vec<i8> {
+    let k = cfg.model.classes;
+    let multiclass = cfg.model.is_multiclass();
+    let flipped = flip_positions(cfg, labels, y_true);
+    let mut y = y_true.to_vec();
     for &i in &flipped {
         y[i] = match (multiclass, k) {
             (false, _) => -y[i],
             (true, 2) => 1 - y[i],
-            // to a uniformly random other class: (y + 1 + U{0..K-2}) mod K, drawn after the
-            // positions, in position order (the official real-data kernel's (y + randint(1,
-            // K)) mod K)
             (true, _) => {
-                let shift = 1 + rng::below(&mut labels, (k - 1) as u64) as usize;
+                let shift = 1 + rng::below(labels, (k - 1) as u64) as usize;
                 ((y[i] as usize + shift) % k) as i8
             }
         };
     }
-    (y_true, y)
+    y
 }
 
 /// One true label drawn from `rng`: the binary model's fair coin (+1 on a top bit of 1);

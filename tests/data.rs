@@ -139,7 +139,7 @@ fn supplied_export(dir: &std::path::Path) -> Config {
             y_true_train: Some(data.train.y_true.clone()),
             x_test: data.test.x.clone(),
             y_test: data.test.y_true.clone(),
-            nu: data.nu.clone(),
+            nu: data.nu.clone().into_dyn(),
             groups: Some(data.groups.clone()),
         },
     )
@@ -217,7 +217,7 @@ fn fortran_ordered_supplied_arrays_are_refused_or_converted_never_a_panic() {
         y_true_train: Some(data.train.y_true.clone()),
         x_test: data.test.x.clone(),
         y_test: data.test.y_true.clone(),
-        nu,
+        nu: nu.into_dyn(),
         groups: None,
     };
     let c = Dataset::supplied(&cfg, arrays(data.train.x.clone(), data.nu.clone())).unwrap();

@@ -658,6 +658,22 @@ const BLOCKS: &[Form] = &[
         check: none,
     },
     Form {
+        text: "venv/bin/pip install scikit-learn matplotlib mnist1d",
+        how: How::Elsewhere(
+            "the K-class example's dependencies: not in CI (the example is run by hand; its figure and numbers are in the README)",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "venv/bin/python examples/multiclass_real.py --out multiclass.png",
+        how: How::Elsewhere(
+            "not in CI (needs scikit-learn, mnist1d and matplotlib, minutes of runs): run once for the README's figure and table; python/tests/test_example_multiclass.py runs it at small sizes where those are installed",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
         text: "cargo run --release -- data --preset balanced --out data-out",
         how: How::AsWritten,
         shrink: &[],

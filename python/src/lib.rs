@@ -194,6 +194,12 @@ impl PyConfig {
 
     /// A config key as an attribute (`cfg.steps`, `cfg.layout["tokens"]`).
     fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        if name == "model" {
+            // the section is left out of the serialisation when it is the default; as an
+            // attribute it is always there
+            let model = serde_json::to_string(&self.inner.model).expect("model serialises");
+            return py.import("json")?.call_method1("loads", (model,));
+        }
         let dict = self.to_dict(py)?;
         match dict.get_item(name) {
             Ok(v) => Ok(v),
@@ -219,13 +225,56 @@ impl PyConfig {
 impl PyConfig {
     fn from_base(base: &Config, overrides: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         let over = match overrides {
-            Some(d) => to_json(d.as_any(), "overrides")?,
+            Some(d) => model_shorthand(base, to_json(d.as_any(), "overrides")?)?,
             None => serde_json::Value::Object(Default::default()),
         };
         Ok(PyConfig {
             inner: lib(with_overrides(base, over))?,
         })
     }
+}
+
+/// The keyword shorthand of the `[model]` section: `model="multiclass"` for
+/// `model={"kind": "multiclass"}`, and `classes=K` for `model.classes = K` (with the kind
+/// given beside it, else the base config's kind: a binary base refuses K != 2 with the
+/// library's message). `classes` together with `model={"classes": ...}` is refused.
+fn model_shorthand(base: &Config, over: serde_json::Value) -> PyResult<serde_json::Value> {
+    use serde_json::Value;
+    let Value::Object(mut map) = over else {
+        return Ok(over);
+    };
+    if let Some(Value::String(kind)) = map.get("model") {
+        let kind = kind.clone();
+        map.insert("model".into(), serde_json::json!({ "kind": kind }));
+    }
+    if let Some(classes) = map.remove("classes") {
+        let model = map
+            .entry("model")
+            .or_insert_with(|| serde_json::json!({ "kind": base.model.kind.name() }));
+        match model {
+            Value::Object(m) => {
+                if let Some(other) = m.get("classes") {
+                    return Err(bad_arg(
+                        "classes",
+                        format!("given twice: classes={classes} and model.classes = {other}"),
+                    ));
+                }
+                m.entry("kind")
+                    .or_insert_with(|| Value::String(base.model.kind.name().into()));
+                m.insert("classes".into(), classes);
+            }
+            other => {
+                return Err(bad_arg(
+                    "model",
+                    format!(
+                        "expected a model name (\"token-selection\", \"multiclass\") or a \
+                         table {{\"kind\": ..., \"classes\": K}}, got {other}"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(Value::Object(map))
 }
 
 /// The exact arrays of `config`'s run, the arrays of `tokensel data` by name.
@@ -243,7 +292,11 @@ fn data<'py>(py: Python<'py>, config: &PyConfig) -> PyResult<Bound<'py, PyDict>>
     out.set_item("y_train", labels(&ds.train.y).into_pyarray(py))?;
     out.set_item("y_true_train", labels(&ds.train.y_true).into_pyarray(py))?;
     out.set_item("noisy_train", noisy.into_pyarray(py))?;
-    out.set_item("nu", ds.nu.into_pyarray(py))?;
+    match ds.nu_classes {
+        // the K-class model's head (K, d), class-major
+        Some(nu) => out.set_item("nu", nu.into_pyarray(py))?,
+        None => out.set_item("nu", ds.nu.into_pyarray(py))?,
+    }
     out.set_item("X_test", ds.test.x.into_pyarray(py))?;
     out.set_item("y_test", labels(&ds.test.y_true).into_pyarray(py))?;
     out.set_item("p0", init.p.into_pyarray(py))?;
@@ -365,32 +418,85 @@ impl<D: ndarray::Dimension> FromArrayLike for ndarray::Array<f64, D> {
     }
 }
 
-/// Labels of `key`: real numbers ([`real_array`], rank 1), each exactly +1 or -1
-/// (nothing is truncated).
-fn labels(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<i8>>> {
-    match d.get_item(key)? {
-        None => Ok(None),
-        Some(v) => {
-            let a = real_array(&v, key, Some(1)).map_err(|_| {
-                bad_arg(
-                    key,
-                    "expected labels +1 or -1 (a 1-d array of real numbers)",
-                )
-            })?;
-            a.iter()
-                .enumerate()
-                .map(|(i, &y)| match y {
-                    1.0 => Ok(1i8),
-                    -1.0 => Ok(-1i8),
-                    _ => Err(bad_arg(
+/// Labels of `key` for `cfg`'s model. Binary: real numbers ([`real_array`], rank 1), each
+/// exactly +1 or -1 (nothing is truncated). K classes: a 1-d array of integers (an integer
+/// dtype: floats, booleans and anything else are refused, not rounded), each a class
+/// index in 0..K ([`tokensel::data::supplied::label_of`], checked before it is narrowed).
+fn labels(cfg: &Config, d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<i8>>> {
+    let Some(v) = d.get_item(key)? else {
+        return Ok(None);
+    };
+    let values: Vec<i128> = if cfg.model.is_multiclass() {
+        class_indices(&v, key, cfg.model.classes)?
+    } else {
+        let a = real_array(&v, key, Some(1)).map_err(|_| {
+            bad_arg(
+                key,
+                "expected labels +1 or -1 (a 1-d array of real numbers)",
+            )
+        })?;
+        let mut out = Vec::with_capacity(a.len());
+        for (i, &y) in a.iter().enumerate() {
+            match y {
+                1.0 => out.push(1),
+                -1.0 => out.push(-1),
+                _ => {
+                    return Err(bad_arg(
                         key,
                         format!("label {y} at index {i}: labels are +1 or -1"),
-                    )),
-                })
-                .collect::<PyResult<Vec<i8>>>()
-                .map(Some)
+                    ));
+                }
+            }
         }
+        out
+    };
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, &y)| {
+            tokensel::data::supplied::label_of(cfg, y)
+                .map_err(|rule| bad_arg(key, format!("label {y} at index {i}: {rule}")))
+        })
+        .collect::<PyResult<Vec<i8>>>()
+        .map(Some)
+}
+
+/// The K-class labels of `key`: a 1-d array of an integer dtype (any memory layout), as
+/// exact integers (int64 and uint64 both fit in i128); anything else refused, naming the
+/// dtype or the shape.
+fn class_indices(v: &Bound<'_, PyAny>, key: &str, classes: usize) -> PyResult<Vec<i128>> {
+    let np = v.py().import("numpy")?;
+    let rule = format!(
+        "expected class indices 0 to {} (model.classes = {classes}): a 1-d array of integers",
+        classes - 1
+    );
+    let arr = np
+        .call_method1("asarray", (v,))
+        .map_err(|e: PyErr| bad_arg(key, format!("{rule}; not an array ({e})")))?;
+    let dtype = arr.getattr("dtype")?;
+    let kind: String = dtype.getattr("kind")?.extract()?;
+    let name: String = dtype.str()?.extract()?;
+    if kind != "i" && kind != "u" {
+        let what = match kind.as_str() {
+            "f" => format!(
+                "dtype {name} (floats are not taken as class indices: convert with                  .astype(int) where they are whole numbers)"
+            ),
+            "b" => format!("dtype {name} (booleans are not class indices)"),
+            _ => format!("dtype {name}"),
+        };
+        return Err(bad_arg(key, format!("{rule}, got {what}")));
     }
+    let ndim: usize = arr.getattr("ndim")?.extract()?;
+    if ndim != 1 {
+        let shape = arr.getattr("shape")?.str()?;
+        return Err(bad_arg(
+            key,
+            format!("{rule}, got shape {shape} ({ndim} dimensions)"),
+        ));
+    }
+    arr.call_method0("tolist")?
+        .extract::<Vec<i128>>()
+        .map_err(|e| bad_arg(key, format!("{rule}: {e}")))
 }
 
 /// A 1-d boolean array (argument `key`), in any memory layout; any other dtype is
@@ -466,11 +572,15 @@ fn supplied_of(cfg: &Config, d: &Bound<'_, PyDict>) -> PyResult<Dataset> {
     let need = |key: &str| bad_arg(key, "missing from the data dict");
     let s = Supplied {
         x_train: floats(d, "X_train")?.ok_or_else(|| need("X_train"))?,
-        y_train: labels(d, "y_train")?.ok_or_else(|| need("y_train"))?,
-        y_true_train: labels(d, "y_true_train")?,
+        y_train: labels(cfg, d, "y_train")?.ok_or_else(|| need("y_train"))?,
+        y_true_train: labels(cfg, d, "y_true_train")?,
         x_test: floats(d, "X_test")?.ok_or_else(|| need("X_test"))?,
-        y_test: labels(d, "y_test")?.ok_or_else(|| need("y_test"))?,
-        nu: floats(d, "nu")?.ok_or_else(|| need("nu"))?,
+        y_test: labels(cfg, d, "y_test")?.ok_or_else(|| need("y_test"))?,
+        // any rank: the library checks the model's shape ((d), or (K, d) for K classes)
+        nu: match d.get_item("nu")? {
+            Some(v) => real_array(&v, "nu", None)?,
+            None => return Err(need("nu")),
+        },
         groups: groups(d)?,
     };
     let ds = lib(Dataset::supplied(cfg, s))?;
@@ -756,6 +866,23 @@ fn checkpoint_arrays<'py>(py: Python<'py>, traj: &Trajectory) -> PyResult<Bound<
         Array2::from_shape_fn((k, n), |(i, s)| f(&cps[i].samples[s]))
     };
     out.set_item("output", per_sample(&|s| s.f).into_pyarray(py))?;
+    // the K-class model's outputs f_0, ..., f_{K-1} per sample (k, n, K)
+    if traj.config.model.is_multiclass() {
+        let classes = traj.config.model.classes;
+        let mut flat = Vec::with_capacity(k * n * classes);
+        for sample in cps.iter().flat_map(|c| &c.samples) {
+            match &sample.outputs {
+                Some(o) if o.len() == classes => flat.extend_from_slice(o),
+                _ => {
+                    return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+                        "a K-class trajectory's sample without its {classes} outputs"
+                    )));
+                }
+            }
+        }
+        let outputs = Array3::from_shape_vec((k, n, classes), flat).expect("k x n x K outputs");
+        out.set_item("outputs", outputs.into_pyarray(py))?;
+    }
     out.set_item("gap", per_sample(&|s| s.gap).into_pyarray(py))?;
     out.set_item("rest", per_sample(&|s| s.rest).into_pyarray(py))?;
     out.set_item(

@@ -49,8 +49,10 @@ def data(config: Config) -> dict[str, np.ndarray]:
     """The exact arrays of ``config``'s run, bit for bit the NPY files of ``tokensel data``.
 
     Keys: ``X_train`` (n, T, d), ``y_train`` and ``y_true_train`` (n, int8: observed
-    and true labels), ``noisy_train`` (n, bool), ``nu`` (d), ``X_test`` (n_test, T, d),
-    ``y_test`` (n_test, int8), ``p0`` (d) and, when W is dense, ``W0`` (d, d).
+    and true labels; +1/-1, or class indices 0..K-1 for the K-class model), ``noisy_train``
+    (n, bool), ``nu`` (d; the K-class model's head (K, d), row c is nu_c), ``X_test``
+    (n_test, T, d), ``y_test`` (n_test, int8), ``p0`` (d) and, when W is dense, ``W0``
+    (d, d).
     """
     return _call(_tokensel.data, config)
 
@@ -67,7 +69,10 @@ class Run:
     ``attention_{clean,noisy}`` (k, 4: R, W_same, W_opposite, I; NaN for an empty set);
     ``selection_{clean,noisy}`` (k, 6: the groups, tie, undecided); per training sample
     ``output``, ``gap``, ``rest``, ``selection_score``, ``top`` (int64), ``selection``
-    (int8 code) (k, n) and ``mass`` (k, n, 4).
+    (int8 code) (k, n) and ``mass`` (k, n, 4). For the K-class model (``model =
+    "multiclass"``) ``output`` is the margin f_Y - max_{c != Y} f_c of the observed
+    class Y (positive exactly where Y is predicted) and ``outputs`` (k, n, K) holds the K
+    outputs f_0, ..., f_{K-1} of every training sample.
     ``labels``: ``y_train`` (observed, after any injected noise) and ``y_true_train``.
     """
 
@@ -85,7 +90,10 @@ class Run:
 Data = Mapping[str, Any]
 """Your own tokens: a dict of arrays with the keys of :func:`data` (``X_train`` (n, T, d),
 ``y_train`` (n, +1/-1), optionally ``y_true_train``, ``X_test`` (n_test, T, d), ``y_test``,
-``nu`` (d)), plus optionally ``groups`` (T: each position's group, ``"R"``,
+``nu`` (d)); for the K-class model (``Config(model="multiclass", classes=K)``) the labels
+are integer class indices 0..K-1 (an integer dtype: floats, booleans, +1/-1 and indices
+out of range are refused) and ``nu`` is (K, d), row c the head nu_c of class c (not all
+rows equal); a flipped label goes to a uniformly random other class. Plus optionally ``groups`` (T: each position's group, ``"R"``,
 ``"W_same"``, ``"W_opposite"``, ``"I"`` or 0..3; default: the config's layout). The config
 must agree with the shapes (``n_train``, ``layout``, ``d``, ``n_test``). Without
 ``y_true_train`` the labels are taken as true and the config's flip rule injects label

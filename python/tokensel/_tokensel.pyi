@@ -9,7 +9,11 @@ DEFAULT_BALL_PREC: int
 __version__: str
 
 class Config:
-    """One run's description: a preset with keyword overrides, validated on construction."""
+    """One run's description: a preset with keyword overrides, validated on construction.
+
+    ``model="multiclass", classes=K`` is the shorthand of ``model={"kind": "multiclass",
+    "classes": K}``; ``cfg.model`` is always the section (also when it is the default).
+    """
 
     def __init__(self, preset: str | None = None, **overrides: Any) -> None: ...
     @staticmethod

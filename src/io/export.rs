@@ -2,7 +2,9 @@
 //! to train on the very same data.
 //!
 //! `DIR/` receives `X_train.npy` (n, T, d), `y_train.npy` and `y_true_train.npy` (n,
-//! int8: observed and true labels), `noisy_train.npy` (n, bool), `nu.npy` (d),
+//! int8: observed and true labels; +1/-1, or class indices 0..K-1 for the K-class model),
+//! `noisy_train.npy` (n, bool), `nu.npy` (d; the K-class model's head: (K, d), row c is
+//! nu_c),
 //! `X_test.npy` (n_test, T, d), `y_test.npy` (n_test, int8), `p0.npy` (d) and, when W is
 //! dense, `W0.npy` (d, d) (the config's W = I is not written: the manifest says so),
 //! all float64 unless stated; `config.toml`, the run's full config; and
@@ -106,7 +108,11 @@ fn arrays(data: &Dataset, p0: ArrayView1<'_, f64>, w0: Option<ArrayView2<'_, f64
             npy(labels(&train.y_true).view()),
         ),
         entry("noisy_train", "bool", &[train.len()], npy(noisy.view())),
-        entry("nu", "float64", data.nu.shape(), npy(data.nu.view())),
+        match &data.nu_classes {
+            // the K-class model's head (K, d), class-major
+            Some(nu) => entry("nu", "float64", nu.shape(), npy(nu.view())),
+            None => entry("nu", "float64", data.nu.shape(), npy(data.nu.view())),
+        },
         entry("X_test", "float64", test.x.shape(), npy(test.x.view())),
         entry(
             "y_test",

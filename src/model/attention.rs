@@ -219,7 +219,7 @@ pub fn output<A: Arith>(
 ///
 /// `Stable` only: for t != top, g_t - f is rounded directly (it is of order one); for
 /// the top token, g_top - f is the negated centred sum, so no coefficient cancels
-/// however saturated the attention is. (`Naive` never forms c: see [`grad_q_naive`].)
+/// however saturated the attention is. (`Naive` never forms c: see [`super::grad_q_naive`].)
 pub fn grad_scores<A: Arith>(
     ar: &A,
     s: &[A::Real],

@@ -27,7 +27,7 @@ use super::{Model, Sample};
 use crate::arith::Arith;
 use crate::config::Formulation;
 use crate::data::Dataset;
-use crate::data::head::{multiclass_head, multiclass_head_values};
+use crate::data::head::multiclass_head_values;
 
 /// The K-class model (`[model] kind = "multiclass"`, `classes = K`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,8 +82,7 @@ impl Model for Multiclass {
         data: &Dataset,
         x: ArrayView3<'_, f64>,
     ) -> Vec<A::Real> {
-        let nu = multiclass_head(ar, &data.class_signals, data.mu_norm);
-        multiclass_head_values(ar, x, &nu)
+        multiclass_head_values(ar, x, &data.multiclass_head(ar))
     }
 
     fn sample<A: Arith>(
