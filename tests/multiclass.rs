@@ -445,3 +445,161 @@ fn k_class_gradient_is_the_derivative_of_the_loss() {
         }
     }
 }
+
+/// `certify` on a K = 3 run decides every argmax: at step 0 (p = 0, uniform attention)
+/// every training sample's outputs are the mean head values, proved in the 128-bit
+/// balls, and after 300 steps the certificate's train and test counts equal the f64
+/// run's (no undecided argmax, the counts exact: lo == hi), with the selection counts
+/// of the clean samples proved on R.
+#[test]
+fn certify_decides_k_class_argmaxes() {
+    use tokensel::analysis::certify::{self, Options};
+    let cfg = multiclass(
+        Config {
+            n_train: 12,
+            n_test: 40,
+            steps: 3000,
+            method: Method::Span,
+            ..Config::default()
+        },
+        3,
+    );
+    let data = Dataset::generate(&cfg);
+    let cert = certify::certify(&cfg, &data, &Options::default(), &mut |_, _| {}).unwrap();
+    assert!(cert.first_undecided.is_none(), "{:?}", cert.first_undecided);
+    let run = common::run_f64(&cfg);
+    let end = run.last();
+    let (tr, te) = (&cert.train_correct, &cert.test_correct);
+    assert_eq!((tr.lo, tr.hi), (tr.lo, tr.lo));
+    assert_eq!((te.lo, te.hi), (te.lo, te.lo));
+    assert_eq!(tr.lo as f64 / tr.of as f64, end.train_accuracy);
+    assert_eq!(te.lo as f64 / te.of as f64, end.test_accuracy);
+    // the run moved: some training label is not yet predicted (the noisy ones), and
+    // the test set is
+    assert!(
+        end.train_accuracy < 1.0 && end.test_accuracy > 0.9,
+        "{end:?}"
+    );
+}
+
+/// A K-class trajectory's CSV carries the per-class columns, its JSON the K outputs per
+/// sample and the per-class metrics; a binary trajectory has neither (its files keep
+/// their bytes).
+#[test]
+fn k_class_files_carry_the_per_class_record() {
+    let cfg = multiclass(
+        Config {
+            n_train: 9,
+            n_test: 12,
+            steps: 50,
+            d: 30,
+            ..Config::default()
+        },
+        3,
+    );
+    let t = common::run_f64(&cfg);
+    let csv = t.to_csv();
+    let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    for col in [
+        "train_accuracy_class_2",
+        "test_accuracy_class_0",
+        "test_tie",
+        "class_selection_noisy_W_observed",
+        "selection_score_class_1",
+    ] {
+        assert!(head.contains(&col), "{col}: {head:?}");
+    }
+    for row in csv.lines().skip(1) {
+        assert_eq!(row.split(',').count(), head.len(), "{row}");
+    }
+    let json: serde_json::Value = serde_json::from_str(&t.to_json()).unwrap();
+    let c = &json["checkpoints"][1];
+    assert_eq!(c["samples"][0]["outputs"].as_array().unwrap().len(), 3);
+    assert_eq!(c["classes"]["test_accuracy"].as_array().unwrap().len(), 3);
+    let bin = common::run_f64(&Config {
+        model: ModelSpec::default(),
+        ..small(0, Mode::P, Method::Span, 5)
+    });
+    let text = bin.to_json();
+    assert!(!text.contains("outputs") && !text.contains("\"classes\""));
+    assert!(!bin.to_csv().contains("class_selection"));
+}
+
+/// Bad `[model]` sections are refused before any work, with exit code 2 and the field's
+/// name; K-class configs are refused by the commands that are binary only.
+#[test]
+fn bad_model_sections_are_refused_with_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let k3 =
+        "[model]\nkind = \"multiclass\"\nclasses = 3\n[layout]\ntokens = 9\nweak_opposite = 2\n";
+    for (text, needle) in [
+        (
+            "[model]\nkind = \"multiclass\"\nclasses = 1\n",
+            "model.classes",
+        ),
+        (
+            "[model]\nkind = \"multiclass\"\nclasses = 101\n",
+            "model.classes",
+        ),
+        (
+            "[model]\nkind = \"token-selection\"\nclasses = 3\n",
+            "model.classes",
+        ),
+        (
+            "[model]\nkind = \"multiclass\"\nclasses = 3\n",
+            "layout.weak_opposite",
+        ),
+        ("[model]\nkind = \"softmax\"\n", "kind"),
+        (
+            "[model]\nkind = \"multiclass\"\nclasses = 2\nheads = 2\n",
+            "heads",
+        ),
+        (
+            "d = 2\n[model]\nkind = \"multiclass\"\nclasses = 3\n[layout]\ntokens = 9\nweak_opposite = 2\n",
+            "d",
+        ),
+        (
+            &format!("formulation = \"naive\"\nmethod = \"direct\"\n{k3}"),
+            "formulation",
+        ),
+    ] {
+        let path = file("bad.toml", text);
+        let o = common::tokensel(&["run", "--config", &path, "--steps", "1", "--quiet"]);
+        assert_eq!(o.status.code(), Some(2), "{text}: {}", common::stderr(&o));
+        assert!(
+            common::stderr(&o).contains(needle),
+            "{text}: {}",
+            common::stderr(&o)
+        );
+    }
+    let path = file("k3.toml", k3);
+    let out = dir.path().join("g");
+    let out = out.to_str().unwrap();
+    for args in [
+        vec!["saturation", "--config", &path],
+        vec![
+            "grid",
+            "--config",
+            &path,
+            "--seeds",
+            "0",
+            "--set",
+            "eta=0.1,0.2",
+            "--out",
+            out,
+        ],
+    ] {
+        let o = common::tokensel(&args);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("binary token-selection model only"),
+            "{args:?}: {err}"
+        );
+    }
+}
