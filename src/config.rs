@@ -709,7 +709,7 @@ impl Config {
                 ),
             ));
         }
-        if self.layout.weak_opposite % (k - 1) != 0 {
+        if !self.layout.weak_opposite.is_multiple_of(k - 1) {
             return Err(Error::config(
                 "layout.weak_opposite",
                 format!(
