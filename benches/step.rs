@@ -1,6 +1,7 @@
 //! One gradient step (forward, backward, update) of the one trainer in each arithmetic
 //! and method. Run: `cargo bench --bench step`. The README's cost table comes from
-//! `cargo run --release -- cost` (the same measurement, printed as a ratio table).
+//! `cargo run --release -- cost` (the same measurement, printed as a ratio table; the
+//! K-class groups: `cost --classes 2,4,10`).
 
 use criterion::{
     BenchmarkGroup, Criterion, criterion_group, criterion_main, measurement::WallTime,
@@ -8,6 +9,7 @@ use criterion::{
 use tokensel::arith::{Arith, Ball, F32, F64, Mpfr};
 use tokensel::config::{Config, Method, Preset};
 use tokensel::data::Dataset;
+use tokensel::experiments::cost::with_classes;
 use tokensel::train::Trainer;
 
 /// Bench one step of `ar` in `method` on `cfg` under `name`.
@@ -62,6 +64,39 @@ fn step(c: &mut Criterion) {
             let ar = Ball::new(prec).unwrap();
             let name = format!("ball-{prec}/span");
             bench_step(&mut group, &name, &cfg, &data, ar, Method::Span);
+        }
+    }
+    group.finish();
+}
+
+/// The K-class model (SPEC section 14) at K = 2, 4, 10 on the balanced sizes, T grown
+/// by K - 2 weakly relevant tokens (one per other class: T = K + 6), against the binary
+/// model at the same T (irrelevant tokens added): f64 direct and span, the MPFR twin at
+/// 256 bits (span). Ten test samples (the step does not touch them; the set-up's head
+/// values would).
+fn multiclass(c: &mut Criterion) {
+    let base = Config {
+        n_test: 10,
+        ..Config::default()
+    };
+    let mut group = c.benchmark_group("step/multiclass");
+    group.sample_size(10);
+    for k in [2usize, 4, 10] {
+        let kcfg = with_classes(&base, k);
+        let t = kcfg.layout.tokens;
+        let mut bcfg = base.clone();
+        bcfg.layout.irrelevant += t - bcfg.layout.tokens;
+        bcfg.layout.tokens = t;
+        for (model, cfg) in [(format!("K{k}"), &kcfg), (format!("binary-K{k}"), &bcfg)] {
+            cfg.validate().unwrap();
+            let data = Dataset::generate(cfg);
+            for method in [Method::Direct, Method::Span] {
+                let name = format!("{model}-T{t}/f64/{}", method.name());
+                bench_step(&mut group, &name, cfg, &data, F64, method);
+            }
+            let ar = Mpfr::truth(256).unwrap();
+            let name = format!("{model}-T{t}/mpfr-256/span");
+            bench_step(&mut group, &name, cfg, &data, ar, Method::Span);
         }
     }
     group.finish();
@@ -130,5 +165,5 @@ fn short_run(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, step, joint, span_in_d, short_run);
+criterion_group!(benches, step, multiclass, joint, span_in_d, short_run);
 criterion_main!(benches);

@@ -881,3 +881,67 @@ fn the_53_bit_refusal_names_a_command_line_the_cli_accepts() {
         assert_eq!(o.status.code(), Some(0), "{named}: {}", stderr(&o));
     }
 }
+
+/// examples/numpy_multiclass_step.py (the NumPy peer of the K-class step, README "Cost";
+/// where the CI's NumPy venv is there: TOKENSEL_PYTHON): `--help` answers with its usage,
+/// bad arguments are refused argparse style (exit 2, naming the flag, no traceback),
+/// and a tiny timing (one BLAS thread, `--threads 1` as the README measures) prints one
+/// line per K and method in the documented form.
+#[test]
+fn numpy_multiclass_step_peer_answers_and_checks_its_arguments() {
+    let Ok(python) = std::env::var("TOKENSEL_PYTHON") else {
+        eprintln!("TOKENSEL_PYTHON not set: examples/numpy_multiclass_step.py not run");
+        return;
+    };
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/numpy_multiclass_step.py");
+    let run = |args: &[&str]| {
+        std::process::Command::new(&python)
+            .arg(&script)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["--help"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let help = String::from_utf8_lossy(&o.stdout).to_string();
+    for flag in ["--classes", "--method", "--steps", "--reps", "--threads"] {
+        assert!(help.contains(flag), "{help}");
+    }
+    for (args, says) in [
+        (
+            &["--classes", "1"][..],
+            "--classes: K must lie in 2..100, got 1",
+        ),
+        (&["--classes", "2,x"][..], "--classes"),
+        (&["--steps", "0"][..], "--steps must lie in 1..100000"),
+        (&["--method", "both2"][..], "--method"),
+    ] {
+        let o = run(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(says) && !err.contains("Traceback"),
+            "{args:?}: {err}"
+        );
+    }
+    let o = run(&[
+        "--classes",
+        "3",
+        "--steps",
+        "2",
+        "--reps",
+        "1",
+        "--threads",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    for (line, m) in lines.iter().zip(["direct", "span"]) {
+        let head = format!("numpy_multiclass_step_us K=3 T=9 {m} ");
+        let us: f64 = line.strip_prefix(&head).expect(line).parse().unwrap();
+        assert!(us > 0.0, "{line}");
+    }
+}

@@ -395,6 +395,47 @@ fn sizes_are_refused_before_the_work() {
     }
 }
 
+/// `cost --classes`: a K outside 2..=100, a K no data can have (more classes than d),
+/// a config that already names the K-class model, or a K that is not a number is refused
+/// with exit 2 and a message naming it, before any timing (the default `cost` takes
+/// minutes).
+#[test]
+fn cost_classes_are_checked_before_any_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = |n: &str| tmp.path().join(n).to_str().unwrap().to_string();
+    std::fs::write(p("small.toml"), "d = 5\n").unwrap();
+    std::fs::write(
+        p("k3.toml"),
+        "[model]\nkind = \"multiclass\"\nclasses = 3\n\n[layout]\ntokens = 9\nrelevant = 1\nweak_same = 1\nweak_opposite = 2\nirrelevant = 5\n",
+    )
+    .unwrap();
+    let (small, k3) = (p("small.toml"), p("k3.toml"));
+    for (args, needles) in [
+        (
+            vec!["cost", "--classes", "1"],
+            vec!["classes", "2..=100, got 1"],
+        ),
+        (vec!["cost", "--classes", "4,101"], vec!["got 101"]),
+        (vec!["cost", "--classes", "x"], vec!["--classes"]),
+        (
+            vec!["cost", "--config", &small, "--classes", "2,10"],
+            vec!["d >= 10"],
+        ),
+        (
+            vec!["cost", "--config", &k3, "--classes", "4"],
+            vec!["already names the multi-class model"],
+        ),
+    ] {
+        let t0 = Instant::now();
+        let o = tokensel(&args);
+        assert_exit(&o, 2, &needles, &format!("{args:?}"));
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{args:?} worked before refusing"
+        );
+    }
+}
+
 /// Group sizes whose sum wraps usize (R = W_same = 2^63 - 1, W_opposite = 0, I = 10:
 /// 2^64 + 8 = 8 = tokens modulo 2^64) are refused (they ran with exit 0 in release
 /// builds, every token counted relevant); an integer axis value of 2^63 is refused (it

@@ -852,6 +852,62 @@ const BLOCKS: &[Form] = &[
         check: none,
     },
     Form {
+        text: "cargo run --release -- cost --precs 256 --classes 2,4,10 --twin-reps 3 --reps 30",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |_, o| {
+            let text = stdout(o);
+            assert!(text.contains("n = 20, T = 8, d = 2000"), "{text}");
+            assert!(text.contains("vs binary    vs same T"), "{text}");
+            for row in [
+                "K = 2        8  f64             53  direct",
+                "K = 2        8  mpfr           256    span",
+                "binary      10  f64             53    span",
+                "K = 4       10  f64             53    span",
+                "binary      16  mpfr           256    span",
+                "K = 10      16  f64             53  direct",
+                "K = 10      16  f64             53    span",
+                "K = 10      16  mpfr           256    span",
+            ] {
+                assert!(text.contains(row), "no row `{row}`: {text}");
+            }
+            // every K-class row has both ratios; the binary baselines only the first
+            for line in text.lines().filter(|l| l.starts_with("  K = ")) {
+                let cells: Vec<&str> = line.split_whitespace().collect();
+                let last: Vec<f64> = cells[cells.len() - 2..]
+                    .iter()
+                    .map(|c| c.parse().unwrap())
+                    .collect();
+                assert!(last.iter().all(|r| *r > 0.0), "{line}");
+            }
+            for line in text.lines().filter(|l| l.starts_with("  binary ")) {
+                assert!(line.ends_with(" -"), "{line}");
+            }
+        },
+    },
+    Form {
+        text: "python examples/numpy_multiclass_step.py --classes 2,4,10",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |_, o| {
+            let text = stdout(o);
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len(), 6, "{text}");
+            for (line, (k, t, m)) in lines.iter().zip([
+                (2, 8, "direct"),
+                (2, 8, "span"),
+                (4, 10, "direct"),
+                (4, 10, "span"),
+                (10, 16, "direct"),
+                (10, 16, "span"),
+            ]) {
+                let head = format!("numpy_multiclass_step_us K={k} T={t} {m} ");
+                let us: f64 = line.strip_prefix(&head).expect(line).parse().unwrap();
+                assert!(us > 0.0 && us.is_finite(), "{line}");
+            }
+        },
+    },
+    Form {
         text: "cargo run --release -- cost --precs 53,128,256,1024 --twin-reps 3 --reps 40",
         how: How::AsWritten,
         shrink: &[],
@@ -1676,6 +1732,10 @@ const OTHER_PROGRAMS: &[(&str, &str)] = &[
         "GNU parallel's (examples/grid_parallel.sh's header)",
     ),
     ("--bench", "cargo's (`cargo bench --bench step`)"),
+    (
+        "--threads",
+        "examples/numpy_multiclass_step.py's, run by tests/cli.rs::numpy_multiclass_step_peer_answers_and_checks_its_arguments",
+    ),
     ("--path", "cargo's (`cargo install --path .`)"),
     (
         "--array",

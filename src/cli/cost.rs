@@ -18,6 +18,12 @@ pub(super) struct CostArgs {
     /// none by default.
     #[arg(long, value_name = "BITS", value_delimiter = ',')]
     ball: Vec<u32>,
+    /// Also time the K-class model (SPEC section 14) for each K (2..=100, comma
+    /// separated): the config with `[model] kind = "multiclass"`, `classes = K` and one
+    /// weakly relevant token per other class (T grows by K - 2), f64 and the twin at
+    /// each of --precs in each method; a second table, with ratios to the binary step.
+    #[arg(long, value_name = "K", value_delimiter = ',')]
+    classes: Vec<usize>,
     /// Timed blocks of 20 f64 steps (median reported).
     #[arg(long, value_name = "N", default_value_t = 15)]
     reps: usize,
@@ -35,11 +41,30 @@ pub(super) fn cost(args: &CostArgs) -> Result<i32> {
         Some(m) => vec![m],
         None => vec![Method::Direct, Method::Span],
     };
-    // `measure` checks its arguments (`cost::check`) before any work
-    let r = cost::measure(
+    // every argument is checked (`cost::check`, `cost::check_classes`) before any work
+    cost::check(
         &cfg,
         &args.precs,
         &args.ball,
+        &methods,
+        args.reps,
+        args.twin_reps,
+    )?;
+    cost::check_classes(&cfg, &args.classes, &args.precs, &methods)?;
+    let mut r = cost::measure(
+        &cfg,
+        &args.precs,
+        &args.ball,
+        &methods,
+        args.reps,
+        args.twin_reps,
+        &mut |name| eprintln!("timing {name}"),
+    )?;
+    r.multiclass = cost::measure_classes(
+        &cfg,
+        &r,
+        &args.classes,
+        &args.precs,
         &methods,
         args.reps,
         args.twin_reps,

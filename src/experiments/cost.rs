@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::arith::{Arith, Ball, F32, F64, Kind, Mpfr};
-use crate::config::{Config, Formulation, Method};
+use crate::config::{Config, Formulation, MAX_CLASSES, Method, ModelKind, ModelSpec};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::train::drive::{Control, Event, drive};
@@ -64,6 +64,42 @@ pub struct Report {
     /// Rows: f64, then f32 (each stable in every method asked for, then naive on the
     /// direct step), then each precision in the config's formulation and every method.
     pub rows: Vec<Row>,
+    /// The K-class model's rows (`tokensel cost --classes K,...`; absent without it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub multiclass: Vec<ClassRow>,
+}
+
+/// One row of the K-class table: the step of the K-class model of SPEC section 14 on
+/// the config's sizes with T grown by K - 2 weakly relevant tokens ([`with_classes`]),
+/// or of the binary model at that T ([`with_tokens`]: the baseline that isolates the
+/// model's own cost from the larger T).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassRow {
+    /// The model: `multiclass`, or `token-selection` (the binary baseline at this T).
+    pub model: ModelKind,
+    /// Number of classes K (2 for the binary model).
+    pub classes: usize,
+    /// Tokens per sequence T.
+    pub tokens: usize,
+    /// The arithmetic: `f64`, `predictor` or `mpfr`.
+    pub trainer: Kind,
+    /// Its precision in bits.
+    pub prec_bits: u32,
+    /// The step: `direct` or `span`.
+    pub method: Method,
+    /// Seconds to build the trainer.
+    pub setup_seconds: f64,
+    /// Median seconds per step, wall clock.
+    pub seconds_per_step: f64,
+    /// Median CPU seconds per step (every thread's).
+    pub cpu_per_step_s: f64,
+    /// Ratio of the wall time to the config's own step (the binary model at the
+    /// config's T) in the same arithmetic, precision and method, stable formulation
+    /// (`None` when that was not measured).
+    pub ratio_to_binary: Option<f64>,
+    /// A K-class row's ratio to the binary model at the same T in the same arithmetic,
+    /// precision and method (`None` for the binary rows).
+    pub ratio_to_same_t: Option<f64>,
 }
 
 /// The cost model's flops (an fma counts 2; `train::plan`), to hold against the
@@ -83,6 +119,26 @@ pub struct Model {
 /// the rank-one update, W^T p); the cost model's direct step.
 pub fn flops_per_step(cfg: &Config) -> f64 {
     CostModel::of(cfg).direct_step
+}
+
+/// `cfg` with the K-class model of SPEC section 14 (`[model] kind = "multiclass"`,
+/// `classes = k`) on the same data sizes, except that each weakly relevant token of the
+/// opposite class becomes one per other class: `layout.weak_opposite` is multiplied by
+/// K - 1, so T grows by (K - 2) `weak_opposite` tokens (the balanced setting: T = K + 6).
+/// The formulation is the stable one (the only one the K-class model has). Not
+/// validated here: [`Config::validate`] checks K against [`MAX_CLASSES`] and d.
+/// Saturating: an absurd K gives an absurd (invalid) layout, never a wrapped one.
+pub fn with_classes(cfg: &Config, k: usize) -> Config {
+    let mut c = cfg.clone();
+    let extra = cfg.layout.weak_opposite.saturating_mul(k.saturating_sub(2));
+    c.layout.weak_opposite = cfg.layout.weak_opposite.saturating_mul(k.saturating_sub(1));
+    c.layout.tokens = cfg.layout.tokens.saturating_add(extra);
+    c.model = ModelSpec {
+        kind: ModelKind::Multiclass,
+        classes: k,
+    };
+    c.formulation = Formulation::Stable;
+    c
 }
 
 /// The CPU model of this machine: `/proc/cpuinfo`'s first `model name`, or `unknown`.
@@ -165,12 +221,13 @@ struct Timing {
     method: Method,
 }
 
-/// The (formulation, method) pairs of the hardware rows: stable in each of `methods`,
-/// then naive on the direct step (the naive gradient has no span step).
-fn hardware_steps(methods: &[Method]) -> Vec<(Formulation, Method)> {
+/// The (formulation, method) pairs of the hardware rows of `cfg`: stable in each of
+/// `methods`, then naive on the direct step (the naive gradient has no span step; the
+/// K-class model has only the stable formulation).
+fn hardware_steps(cfg: &Config, methods: &[Method]) -> Vec<(Formulation, Method)> {
     let mut steps: Vec<(Formulation, Method)> =
         methods.iter().map(|m| (Formulation::Stable, *m)).collect();
-    if methods.iter().any(|m| *m != Method::Span) {
+    if !cfg.model.is_multiclass() && methods.iter().any(|m| *m != Method::Span) {
         steps.push((Formulation::Naive, Method::Direct));
     }
     steps
@@ -218,7 +275,7 @@ pub fn check(
         }
         crate::train::check_memory(cfg, Kind::Ball, p, Method::Span)?;
     }
-    for (form, m) in hardware_steps(methods) {
+    for (form, m) in hardware_steps(cfg, methods) {
         let c = Config {
             formulation: form,
             ..cfg.clone()
@@ -265,7 +322,7 @@ pub fn measure(
             ratio_to_f64: f64::NAN,
         });
     };
-    for (form, method) in hardware_steps(methods) {
+    for (form, method) in hardware_steps(cfg, methods) {
         let name = |a: Kind| format!("{} {} {form:?}", a.name(), method.name());
         progress(&name(Kind::F64));
         let t = time_steps(cfg, &data, F64, (form, method), reps, 20)?;
@@ -323,7 +380,166 @@ pub fn measure(
         cpu: cpu_model(),
         threads: rayon::current_num_threads(),
         rows,
+        multiclass: Vec::new(),
     })
+}
+
+/// Check, before any work, the K-class rows [`measure_classes`] would time: `cfg` is
+/// the binary model (the K-class configs are derived from it), each K lies in
+/// 2..=[`MAX_CLASSES`], each derived config ([`with_classes`]) is valid (d >= K) and
+/// its f64 and twin trainers are within the memory limit in each of `methods`.
+pub fn check_classes(
+    cfg: &Config,
+    classes: &[usize],
+    precs: &[u32],
+    methods: &[Method],
+) -> Result<()> {
+    if classes.is_empty() {
+        return Ok(());
+    }
+    if cfg.model.is_multiclass() {
+        return Err(Error::config(
+            "classes",
+            "--classes derives the K-class model from the binary one; the config already \
+             names the multi-class model (time it without --classes)",
+        ));
+    }
+    for &k in classes {
+        if !(2..=MAX_CLASSES).contains(&k) {
+            return Err(Error::config(
+                "classes",
+                format!("K must lie in 2..={MAX_CLASSES}, got {k}"),
+            ));
+        }
+        let c = with_classes(cfg, k);
+        c.validate()?;
+        for &m in methods {
+            crate::train::check_memory(&c, Kind::F64, 53, m)?;
+            for &p in precs {
+                crate::train::check_memory(&c, Mpfr::for_prec(p)?.kind(), p, m)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `cfg` (the binary model) with T = `tokens`, the extra tokens irrelevant (or, when
+/// `tokens` is smaller, with fewer irrelevant tokens; saturating).
+pub fn with_tokens(cfg: &Config, tokens: usize) -> Config {
+    let mut c = cfg.clone();
+    c.layout.irrelevant = (cfg.layout.irrelevant + tokens).saturating_sub(cfg.layout.tokens);
+    c.layout.tokens = tokens;
+    c
+}
+
+/// Time the K-class model ([`with_classes`]) for each of `classes`, and the binary
+/// model at each new T ([`with_tokens`]; at the config's own T `binary`'s rows serve):
+/// the f64 step (stable, `reps` blocks of 20 steps) and the MPFR trainer at each of
+/// `precs` (`twin_reps` single steps), each in every one of `methods`. Ratios are to
+/// `binary`'s rows (the config's own step, measured by [`measure`]) and, for the K-class
+/// rows, to the binary rows of the same T; all of the same arithmetic, precision and
+/// method. The arguments are checked first ([`check_classes`]).
+#[allow(clippy::too_many_arguments)]
+pub fn measure_classes(
+    cfg: &Config,
+    binary: &Report,
+    classes: &[usize],
+    precs: &[u32],
+    methods: &[Method],
+    reps: usize,
+    twin_reps: usize,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<ClassRow>> {
+    check_classes(cfg, classes, precs, methods)?;
+    let mut rows: Vec<ClassRow> = Vec::new();
+    let mut configs: Vec<Config> = Vec::new();
+    for &k in classes {
+        let c = with_classes(cfg, k);
+        let t = c.layout.tokens;
+        let known = |c: &Config| !c.model.is_multiclass() && c.layout.tokens == t;
+        if t != cfg.layout.tokens && !configs.iter().any(known) {
+            configs.push(with_tokens(cfg, t));
+        }
+        configs.push(c);
+    }
+    for c in &configs {
+        let data = Dataset::generate(c);
+        let (k, t) = (c.model.classes, c.layout.tokens);
+        let label = match c.model.kind {
+            ModelKind::Multiclass => format!("K = {k}"),
+            ModelKind::TokenSelection => format!("binary, T = {t}"),
+        };
+        let mut push = |trainer: Kind, prec: u32, tm: Timing| {
+            rows.push(ClassRow {
+                model: c.model.kind,
+                classes: k,
+                tokens: t,
+                trainer,
+                prec_bits: prec,
+                method: tm.method,
+                setup_seconds: tm.setup,
+                seconds_per_step: tm.wall,
+                cpu_per_step_s: tm.cpu,
+                ratio_to_binary: None,
+                ratio_to_same_t: None,
+            });
+        };
+        let stable = Formulation::Stable;
+        for &method in methods {
+            progress(&format!("{label}: f64 {}", method.name()));
+            let tm = time_steps(c, &data, F64, (stable, method), reps, 20)?;
+            push(Kind::F64, 53, tm);
+        }
+        for &prec in precs {
+            let ar = Mpfr::for_prec(prec)?;
+            for &method in methods {
+                let name = format!("{label}: {}-{prec} {}", ar.kind().name(), method.name());
+                progress(&name);
+                let tm = time_steps(c, &data, ar, (stable, method), twin_reps, 1)?;
+                push(ar.kind(), prec, tm);
+            }
+        }
+    }
+    // the binary steps by (T, trainer, bits, method): the config's own, then the new T's
+    let mut base: Vec<(usize, Kind, u32, Method, f64)> = binary
+        .rows
+        .iter()
+        .filter(|r| r.formulation == Formulation::Stable)
+        .map(|r| {
+            (
+                binary.tokens,
+                r.trainer,
+                r.prec_bits,
+                r.method,
+                r.seconds_per_step,
+            )
+        })
+        .collect();
+    base.extend(
+        rows.iter()
+            .filter(|r| r.model == ModelKind::TokenSelection)
+            .map(|r| {
+                (
+                    r.tokens,
+                    r.trainer,
+                    r.prec_bits,
+                    r.method,
+                    r.seconds_per_step,
+                )
+            }),
+    );
+    let find = |t: usize, r: &ClassRow| {
+        base.iter()
+            .find(|b| (b.0, b.1, b.2, b.3) == (t, r.trainer, r.prec_bits, r.method))
+            .map(|b| r.seconds_per_step / b.4)
+    };
+    for r in &mut rows {
+        r.ratio_to_binary = find(binary.tokens, r);
+        if r.model == ModelKind::Multiclass {
+            r.ratio_to_same_t = find(r.tokens, r);
+        }
+    }
+    Ok(rows)
 }
 
 impl std::fmt::Display for Report {
@@ -377,6 +593,43 @@ impl std::fmt::Display for Report {
             "\n  cost model (flops): direct step {:.3e}, span step {:.3e}, span setup {:.3e}; auto runs {} for this config\n",
             m.direct_step, m.span_step, m.span_setup, self.auto
         );
+        if !self.multiclass.is_empty() {
+            out += &format!(
+                "\n  the K-class model (SPEC section 14), n = {}, d = {}: T grown by K - 2 weakly relevant tokens (one per other class); the binary model at that T (irrelevant tokens added) as a baseline; ratios of the time per step to the binary step above (T = {}) and to the binary step at the same T, in the same trainer, bits and method\n\n  {:<10}{:>4}  {:<12}{:>6}{:>8}{:>14}{:>16}{:>16}{:>14}{:>13}\n",
+                self.n,
+                self.d,
+                self.tokens,
+                "model",
+                "T",
+                "trainer",
+                "bits",
+                "method",
+                "setup",
+                "time per step",
+                "CPU per step",
+                "vs binary",
+                "vs same T"
+            );
+            let ratio = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.3}"));
+            for row in &self.multiclass {
+                let model = match row.model {
+                    ModelKind::Multiclass => format!("K = {}", row.classes),
+                    ModelKind::TokenSelection => "binary".to_string(),
+                };
+                out += &format!(
+                    "  {model:<10}{:>4}  {:<12}{:>6}{:>8}{:>12.3} s{:>16}{:>16}{:>14}{:>13}\n",
+                    row.tokens,
+                    row.trainer,
+                    row.prec_bits,
+                    row.method,
+                    row.setup_seconds,
+                    shown(row.seconds_per_step),
+                    shown(row.cpu_per_step_s),
+                    ratio(row.ratio_to_binary),
+                    ratio(row.ratio_to_same_t),
+                );
+            }
+        }
         f.write_str(&out)
     }
 }
@@ -419,6 +672,7 @@ mod tests {
                 row(Kind::Mpfr, 1024, Method::Direct),
                 row(Kind::Ball, 128, Method::Span),
             ],
+            multiclass: vec![],
         };
         let text = r.to_string();
         let lines: Vec<&str> = text.lines().collect();
@@ -444,5 +698,141 @@ mod tests {
             assert_eq!(end_of(line, "stable"), form, "{line}");
             assert_eq!(line[..bits].trim_end().len(), bits, "{line}");
         }
+        assert!(
+            !text.contains("K-class"),
+            "no K-class table without rows: {text}"
+        );
+    }
+
+    /// The K-class table (`--classes`): its header after the binary table, every row's
+    /// cells ending where their header ends, a ratio of `-` where the binary row was not
+    /// measured; the JSON has the rows (and has no `multiclass` key without them).
+    #[test]
+    fn class_table_columns_line_up() {
+        let row = |classes, trainer, prec_bits, method, ratio| ClassRow {
+            model: ModelKind::Multiclass,
+            classes,
+            tokens: classes + 6,
+            trainer,
+            prec_bits,
+            method,
+            setup_seconds: 0.05,
+            seconds_per_step: 2.1e-5,
+            cpu_per_step_s: 2.5e-3,
+            ratio_to_binary: ratio,
+            ratio_to_same_t: ratio.map(|r| r / 2.0),
+        };
+        let mut r = Report {
+            n: 20,
+            tokens: 8,
+            d: 2000,
+            flops_per_step: 1.0,
+            model: Model {
+                direct_step: 1.0,
+                span_step: 1.0,
+                span_setup: 1.0,
+            },
+            auto: Method::Span,
+            f64_gflops: None,
+            cpu: "a CPU".into(),
+            threads: 1,
+            rows: vec![],
+            multiclass: vec![],
+        };
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(json.get("multiclass").is_none(), "{json}");
+        let binary = ClassRow {
+            model: ModelKind::TokenSelection,
+            classes: 2,
+            ratio_to_same_t: None,
+            ..row(10, Kind::F64, 53, Method::Span, Some(3.0))
+        };
+        r.multiclass = vec![
+            row(2, Kind::F64, 53, Method::Span, Some(1.25)),
+            row(10, Kind::Mpfr, 256, Method::Span, Some(4.5)),
+            row(10, Kind::Predictor, 53, Method::Direct, None),
+            binary,
+        ];
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["multiclass"][1]["classes"], 10);
+        assert_eq!(json["multiclass"][1]["tokens"], 16);
+        assert_eq!(json["multiclass"][1]["model"], "multiclass");
+        assert_eq!(json["multiclass"][3]["model"], "token-selection");
+        assert!(json["multiclass"][2]["ratio_to_binary"].is_null());
+        assert!(json["multiclass"][3]["ratio_to_same_t"].is_null());
+        let text = r.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        let title = lines.iter().position(|l| l.contains("K-class")).unwrap();
+        assert!(
+            lines[title]
+                .contains("to the binary step above (T = 8) and to the binary step at the same T"),
+            "{text}"
+        );
+        let header = lines[title + 2];
+        let end_of = |line: &str, word: &str| line.find(word).unwrap() + word.len();
+        let t = end_of(header, " T");
+        let (bits, method) = (end_of(header, "bits"), end_of(header, "method"));
+        let (vs, same) = (end_of(header, "vs binary"), end_of(header, "vs same T"));
+        assert_eq!(
+            lines[title + 3],
+            "  K = 2        8  f64             53    span       0.050 s         21.0 us         2.50 ms         1.250        0.625"
+        );
+        for (line, model, m, ratios) in [
+            (lines[title + 3], "K = 2", "span", ["1.250", "0.625"]),
+            (lines[title + 4], "K = 10", "span", ["4.500", "2.250"]),
+            (lines[title + 5], "K = 10", "direct", ["-", "-"]),
+            (lines[title + 6], "binary", "span", ["3.000", "-"]),
+        ] {
+            assert!(line.starts_with(&format!("  {model} ")), "{line}");
+            assert_eq!(line[..t].trim_end().len(), t, "{line}");
+            assert_eq!(line[..bits].trim_end().len(), bits, "{line}");
+            assert_eq!(end_of(line, m), method, "{line}");
+            assert!(line[..vs].ends_with(ratios[0]), "{line}");
+            assert_eq!(line.len(), same, "{line}");
+            assert!(line.ends_with(ratios[1]), "{line}");
+        }
+        assert_eq!(lines.len(), title + 7, "{text}");
+    }
+
+    /// `with_classes`: the K-class model on the balanced sizes has T = K + 6 (one weakly
+    /// relevant token per other class) and is a valid config; K = 2 keeps the layout.
+    /// `with_tokens`: the binary model at that T, the extra tokens irrelevant.
+    #[test]
+    fn with_classes_grows_the_weak_tokens() {
+        let base = Config::default();
+        for (k, t) in [(2, 8), (4, 10), (10, 16)] {
+            let c = with_classes(&base, k);
+            assert_eq!(
+                (c.layout.tokens, c.layout.weak_opposite),
+                (t, k - 1),
+                "K = {k}"
+            );
+            assert_eq!((c.layout.relevant, c.layout.weak_same), (1, 1));
+            assert_eq!(c.layout.irrelevant, base.layout.irrelevant);
+            assert_eq!(c.model.classes, k);
+            assert!(c.model.is_multiclass());
+            c.validate().unwrap();
+            let b = with_tokens(&base, t);
+            assert_eq!(
+                (b.layout.tokens, b.layout.irrelevant),
+                (t, t - 3),
+                "T = {t}"
+            );
+            assert_eq!(b.model, base.model);
+            b.validate().unwrap();
+        }
+        assert!(check_classes(&base, &[2, 4, 10], &[256], &[Method::Span]).is_ok());
+        for (bad, needle) in [(1usize, "2..=100"), (101, "got 101")] {
+            let e = check_classes(&base, &[4, bad], &[256], &[Method::Span]).unwrap_err();
+            assert!(e.to_string().contains(needle), "{e}");
+        }
+        let small = Config {
+            d: 3,
+            ..base.clone()
+        };
+        let e = check_classes(&small, &[4], &[53], &[Method::Span]).unwrap_err();
+        assert!(e.to_string().contains("d >= 4"), "{e}");
+        let e = check_classes(&with_classes(&base, 3), &[4], &[53], &[Method::Span]).unwrap_err();
+        assert!(e.to_string().contains("already"), "{e}");
     }
 }

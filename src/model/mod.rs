@@ -45,6 +45,10 @@ pub struct Sample<R> {
     pub loss: R,
     /// The K outputs f_c of a K-class model (empty for the binary one).
     pub outputs: Vec<R>,
+    /// Working space a model may keep between steps (the K-class model's per-class and
+    /// per-token intermediates, so a step allocates nothing); empty until first used,
+    /// never read across steps.
+    pub scratch: Vec<R>,
 }
 
 impl<R: Clone> Sample<R> {
@@ -60,6 +64,7 @@ impl<R: Clone> Sample<R> {
             } else {
                 Vec::new()
             },
+            scratch: Vec::new(),
         }
     }
 }

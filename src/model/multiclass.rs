@@ -36,18 +36,11 @@ pub struct Multiclass {
     pub classes: usize,
 }
 
-/// The cross-entropy of outputs `f` for class `y` and what its gradient needs: the
-/// e_c = exp(f_c - f_m) (e_m = 1, not computed: exact in the
-/// reals whatever enclosure f_m is) and 1 + S = sum_c e_c.
-struct Lse<R> {
-    loss: R,
-    e: Vec<R>,
-    den: R,
-}
-
-fn lse<A: Arith>(ar: &A, f: &[A::Real], y: usize) -> Lse<A::Real> {
+/// The cross-entropy of outputs `f` for class `y`, and what its gradient needs: the
+/// e_c = exp(f_c - f_m) into `e` (e_m = 1, not computed: exact in the reals whatever
+/// enclosure f_m is); returns (loss, 1 + S = sum_c e_c).
+fn lse<A: Arith>(ar: &A, f: &[A::Real], y: usize, e: &mut [A::Real]) -> (A::Real, A::Real) {
     let top = argmax(ar, f);
-    let mut e = ar.zeros(f.len());
     let mut others = ar.zero();
     for (c, (ec, fc)) in e.iter_mut().zip(f).enumerate() {
         if c == top {
@@ -68,7 +61,49 @@ fn lse<A: Arith>(ar: &A, f: &[A::Real], y: usize) -> Lse<A::Real> {
         ar.add(&mut gap, &loss);
         loss = gap;
     }
-    Lse { loss, e, den }
+    (loss, den)
+}
+
+/// The outputs f_c = sum_t s_t G_tc of one sample into `f`, with `d` (K values) as
+/// working space. Each class's sum is the one [`output`] forms for the column G_.c (the
+/// same operations in the same order, so the same bits): `Stable`, f_c = G_top,c +
+/// sum_{j != top} s_j (G_jc - G_top,c); `Naive`, the fma chain over t from 0. The
+/// classes run side by side, token by token, as one [`Arith::axpy`] per token (a vector
+/// fma in f64), with no copy of a column.
+fn outputs_into<A: Arith>(
+    ar: &A,
+    s: &[A::Real],
+    g: &[A::Real],
+    top: usize,
+    form: Formulation,
+    f: &mut [A::Real],
+    d: &mut [A::Real],
+) {
+    let k = f.len();
+    let zero = ar.zero();
+    f.iter_mut().for_each(|fc| ar.set(fc, &zero));
+    match form {
+        Formulation::Naive => {
+            for (st, gt) in s.iter().zip(g.chunks(k)) {
+                ar.axpy(st, gt, f);
+            }
+        }
+        Formulation::Stable => {
+            let gtop = &g[top * k..(top + 1) * k];
+            for (j, (sj, gj)) in s.iter().zip(g.chunks(k)).enumerate() {
+                if j != top {
+                    for ((dc, gjc), gtc) in d.iter_mut().zip(gj).zip(gtop) {
+                        ar.diff(dc, gjc, gtc);
+                    }
+                    ar.axpy(sj, d, f);
+                }
+            }
+            // G_top,c + acc_c, as acc_c + G_top,c (a rounded sum is commutative)
+            for (fc, gtc) in f.iter_mut().zip(gtop) {
+                ar.add(fc, gtc);
+            }
+        }
+    }
 }
 
 impl Model for Multiclass {
@@ -96,11 +131,19 @@ impl Model for Multiclass {
         out: &mut Sample<A::Real>,
         c: &mut [A::Real],
     ) {
-        let (k, top) = (self.classes, out.softmax.top);
+        let (k, t, top) = (self.classes, s.len(), out.softmax.top);
         let y = y as usize;
-        self.forward(ar, s, g, top, form, &mut out.outputs);
+        // working space, kept in the sample: e, gamma, d (K each), h (T), G^T (K x T)
+        if out.scratch.len() != 3 * k + t + k * t {
+            out.scratch = ar.zeros(3 * k + t + k * t);
+        }
+        let (e, rest) = out.scratch.split_at_mut(k);
+        let (gamma, rest) = rest.split_at_mut(k);
+        let (d, rest) = rest.split_at_mut(k);
+        let (h, gt) = rest.split_at_mut(t);
+        outputs_into(ar, s, g, top, form, &mut out.outputs, d);
         let f = &out.outputs;
-        let Lse { loss, e, den, .. } = lse(ar, f, y);
+        let (loss, den) = lse(ar, f, y, e);
         out.loss = loss;
         // the margin f_Y - max_{c != Y} f_c
         let mut best: Option<A::Real> = None;
@@ -112,9 +155,8 @@ impl Model for Multiclass {
         }
         ar.diff(&mut out.f, &f[y], &best.expect("K >= 2"));
         // gamma = softmax(f) - e_Y
-        let mut gamma = ar.zeros(k);
         let mut rest = ar.zero();
-        for (cl, (gc, ec)) in gamma.iter_mut().zip(&e).enumerate() {
+        for (cl, (gc, ec)) in gamma.iter_mut().zip(e.iter()).enumerate() {
             if cl != y {
                 ar.set(gc, ec);
                 ar.div(gc, &den);
@@ -124,18 +166,24 @@ impl Model for Multiclass {
         ar.neg(&mut rest);
         ar.div(&mut rest, &den);
         gamma[y] = rest;
-        // h_t = sum_c gamma_c G_tc, then c_t = (1/n) s_t (h_t - hbar)
-        let mut h = ar.zeros(s.len());
-        for (ht, gt) in h.iter_mut().zip(g.chunks(k)) {
-            for (gc, gtc) in gamma.iter().zip(gt) {
-                ar.fma(ht, gc, gtc);
+        // h_t = sum_c gamma_c G_tc, the fma chain over c from 0 for every t at once: one
+        // axpy per class on the column G_.c (G transposed into `gt`)
+        for (tt, gtok) in g.chunks(k).enumerate() {
+            for (cl, v) in gtok.iter().enumerate() {
+                ar.set(&mut gt[cl * t + tt], v);
             }
         }
+        let zero = ar.zero();
+        h.iter_mut().for_each(|ht| ar.set(ht, &zero));
+        for (gc, col) in gamma.iter().zip(gt.chunks(t)) {
+            ar.axpy(gc, col, h);
+        }
+        // c_t = (1/n) s_t (h_t - hbar)
         let mut hbar = ar.zero();
-        output(ar, s, &h, top, Formulation::Stable, &mut hbar);
+        output(ar, s, h, top, Formulation::Stable, &mut hbar);
         ar.set_f64(&mut out.coef, 1.0);
         ar.div_f64(&mut out.coef, n as f64);
-        grad_scores(ar, s, &h, top, &hbar, &out.coef, c);
+        grad_scores(ar, s, h, top, &hbar, &out.coef, c);
     }
 
     fn forward<A: Arith>(
@@ -147,18 +195,13 @@ impl Model for Multiclass {
         form: Formulation,
         f: &mut [A::Real],
     ) {
-        let k = self.classes;
-        let mut column = ar.zeros(s.len());
-        for (cl, fc) in f.iter_mut().enumerate() {
-            for (v, gt) in column.iter_mut().zip(g.chunks(k)) {
-                ar.set(v, &gt[cl]);
-            }
-            output(ar, s, &column, top, form, fc);
-        }
+        let mut d = ar.zeros(self.classes);
+        outputs_into(ar, s, g, top, form, f, &mut d);
     }
 
     fn loss<A: Arith>(&self, ar: &A, f: &[A::Real], y: i8, out: &mut A::Real) {
-        *out = lse(ar, f, y as usize).loss;
+        let mut e = ar.zeros(f.len());
+        *out = lse(ar, f, y as usize, &mut e).0;
     }
 
     fn predict<A: Arith>(&self, ar: &A, f: &[A::Real]) -> Option<i8> {
