@@ -1646,6 +1646,14 @@ const INLINE: &[Form] = &[
         },
     },
     Form {
+        text: "run --data DIR",
+        how: How::Elsewhere(
+            "python/tests/test_multiclass.py (a K-class directory from write_data, run by the CLI with --data to the Python run's summary and digest), run by .ci/run",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
         text: "judge --data DIR",
         how: How::Elsewhere(
             "tests/judge.rs (every judge test reads a data directory) and the inline form `judge EXT --data DIR ...`",
