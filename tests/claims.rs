@@ -58,6 +58,33 @@ fn paper_claims_hold() {
     assert!(held >= 5, "{held} run claims of all seeds");
 }
 
+/// claims/multiclass.toml's machinery on seed 0 (about 1 min of CPU): the file parses,
+/// every K-class quantity it names (`classes/selection/noisy/W_observed`, ...) is in the
+/// run summary's schema and measured for every claim (none missing), and its outcomes
+/// come in file order. What the claims measure over ten seeds is the README's `check
+/// claims/multiclass.toml`, run by hand (it exits 1: proofs-notes/multiclass.md).
+#[test]
+fn multiclass_claims_read_their_k_class_quantities() {
+    let o = tokensel(&["check", "claims/multiclass.toml", "--seeds", "0", "--json"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let outcomes = v.as_array().unwrap();
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("claims/multiclass.toml"),
+    )
+    .unwrap();
+    let file: toml::Value = toml::from_str(&text).unwrap();
+    let claims = file["claim"].as_array().unwrap();
+    assert_eq!(outcomes.len(), claims.len());
+    assert_eq!(outcomes.len(), 18);
+    for (o, c) in outcomes.iter().zip(claims) {
+        assert_eq!(o["name"], c["name"].as_str().unwrap());
+        assert_eq!(o["missing"].as_array().unwrap().len(), 0, "{o}");
+        assert_eq!(o["per_seed"].as_array().unwrap().len(), 1, "{o}");
+    }
+}
+
 /// A claim's lines in `check`'s table: its status and name, then what follows up to the
 /// next claim (measured, bound, paper), joined; empty when the name is not there.
 fn claim_block(out: &str, name: &str) -> String {

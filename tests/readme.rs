@@ -1646,6 +1646,14 @@ const INLINE: &[Form] = &[
         },
     },
     Form {
+        text: "cargo run --release -- check claims/multiclass.toml",
+        how: How::Elsewhere(
+            "tests/claims.rs::multiclass_claims_read_their_k_class_quantities runs `check claims/multiclass.toml --seeds 0 --json` (every claim on one seed, every K-class quantity measured); the ten-seed run, ~17 min here, is this command: a measurement run by hand, which exits 1 (proofs-notes/multiclass.md)",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
         text: "run --data DIR",
         how: How::Elsewhere(
             "python/tests/test_multiclass.py (a K-class directory from write_data, run by the CLI with --data to the Python run's summary and digest), run by .ci/run",
