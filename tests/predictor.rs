@@ -109,7 +109,7 @@ proptest! {
 }
 
 /// The K-class model (K = 2, 3, 4, 10; one weakly relevant token per other class), in
-/// the direct and the span step, at step sizes from gentle to ones that saturate the
+/// the direct and the span step, in p-, W- and joint mode, at step sizes from gentle to ones that saturate the
 /// attention and the class softmax: the predictor matches the f64 trainer bit for bit,
 /// outputs included (the K-class step's per-token fma chains run as one axpy per token
 /// or class, a vector kernel in f64, so this checks that the vector path keeps the
@@ -118,7 +118,10 @@ proptest! {
 fn predictor_matches_the_k_class_model() {
     for (k, seed) in [(2usize, 1u64), (3, 2), (4, 3), (10, 4)] {
         for alpha in [1e-2, 1.0, 30.0] {
-            for method in [Method::Direct, Method::Span] {
+            for (method, mode) in [Method::Direct, Method::Span]
+                .into_iter()
+                .flat_map(|m| [Mode::P, Mode::W, Mode::Joint].map(|w| (m, w)))
+            {
                 let cfg = Config {
                     seed,
                     d: 24,
@@ -134,12 +137,17 @@ fn predictor_matches_the_k_class_model() {
                     },
                     ..Config::default()
                 };
+                // W- and joint mode from a Gaussian p(0) and a Kaiming W(0)
+                let cfg = match mode {
+                    Mode::P => cfg,
+                    _ => common::with_init(cfg, mode, 0.5, true),
+                };
                 cfg.validate().unwrap();
                 let data = Dataset::generate(&cfg);
                 let a = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
                 assert_eq!(a.samples[0].outputs.len(), k, "a K-class trainer");
                 if let Err(e) = lockstep(&cfg, &data) {
-                    panic!("K = {k}, alpha {alpha}, {method:?}: {e}");
+                    panic!("K = {k}, alpha {alpha}, {method:?}, {mode:?}: {e}");
                 }
             }
         }
