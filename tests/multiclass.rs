@@ -573,3 +573,93 @@ fn bad_model_sections_are_refused_with_the_field() {
         );
     }
 }
+
+/// `diff` compares a K-class trajectory's outputs and per-class record: a copy with one
+/// output or one per-class accuracy changed differs (exit 1, naming the quantity); an
+/// unchanged copy agrees bit for bit; a K-class against a binary trajectory is refused
+/// (exit 2: their f and labels mean different things).
+#[test]
+fn diff_reads_the_k_class_record_and_refuses_other_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = multiclass(
+        Config {
+            n_train: 9,
+            n_test: 12,
+            steps: 30,
+            d: 30,
+            ..Config::default()
+        },
+        3,
+    );
+    let t = common::run_f64(&cfg);
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    std::fs::write(path("a.json"), t.to_json()).unwrap();
+    let edit = |name: &str, f: &dyn Fn(&mut serde_json::Value)| {
+        let mut v: serde_json::Value = serde_json::from_str(&t.to_json()).unwrap();
+        f(&mut v);
+        std::fs::write(path(name), v.to_string()).unwrap();
+    };
+    edit("outputs.json", &|v| {
+        let o = &mut v["checkpoints"][2]["samples"][0]["outputs"][1];
+        *o = serde_json::json!(o.as_f64().unwrap() + 0.5);
+    });
+    edit("accuracy.json", &|v| {
+        v["checkpoints"][2]["classes"]["test_accuracy"][0] = serde_json::json!(0.125);
+    });
+    let same = common::tokensel(&["diff", &path("a.json"), &path("a.json")]);
+    assert_eq!(same.status.code(), Some(0), "{}", common::stderr(&same));
+    for (file, quantity) in [
+        ("outputs.json", "samples.outputs"),
+        ("accuracy.json", "classes.test_accuracy"),
+    ] {
+        let o = common::tokensel(&["diff", &path("a.json"), &path(file)]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(1), "{file}: {out}");
+        assert!(out.contains(quantity), "{file}: {out}");
+    }
+    let bin = common::run_f64(&Config {
+        model: ModelSpec::default(),
+        layout: Config::default().layout,
+        ..cfg.clone()
+    });
+    std::fs::write(path("bin.json"), bin.to_json()).unwrap();
+    let o = common::tokensel(&["diff", &path("a.json"), &path("bin.json")]);
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("multiclass (K = 3)"),
+        "{}",
+        common::stderr(&o)
+    );
+}
+
+/// A claim's K-class quantity is checked against the config's model before any work: a
+/// class index at or past K, a non-canonical index, or a K-class path on a binary config
+/// is refused (exit 2) naming the quantity.
+#[test]
+fn k_class_claim_paths_are_checked_before_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let k3 = r#"config = { model = { kind = "multiclass", classes = 3 }, layout = { tokens = 9, weak_opposite = 2 }, steps = 100000 }"#;
+    for (config, quantity, needle) in [
+        (k3, "classes/train_accuracy/3", "class index 0..2"),
+        (k3, "classes/test_accuracy/00", "class index 0..2"),
+        (
+            "config = { steps = 100000 }",
+            "classes/train_accuracy/0",
+            "binary model",
+        ),
+    ] {
+        let text = format!(
+            "[[claim]]\nname = \"x\"\n{config}\nsource = \"run\"\nquantity = \"{quantity}\"\nop = \">=\"\nbound = 0.5\n"
+        );
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, text).unwrap();
+        let o = common::tokensel_within(
+            &["check", path.to_str().unwrap()],
+            std::time::Duration::from_secs(20),
+        )
+        .expect("refused before the 100,000-step run");
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{quantity}: {err}");
+        assert!(err.contains(needle), "{quantity}: {err}");
+    }
+}

@@ -156,6 +156,75 @@ fn quantities(a: &Checkpoint, b: &Checkpoint) -> Vec<(String, f64)> {
             per_sample(&|s| s.mass.get(g)),
         ));
     }
+    // a K-class model's outputs and per-class record (absent on both sides: binary)
+    let outputs = a
+        .samples
+        .iter()
+        .zip(&b.samples)
+        .map(|(x, y)| match (&x.outputs, &y.outputs) {
+            (None, None) => 0.0,
+            (Some(u), Some(v)) if u.len() == v.len() => u
+                .iter()
+                .zip(v)
+                .map(|(p, q)| rel(*p, *q))
+                .fold(0.0, f64::max),
+            _ => f64::INFINITY,
+        })
+        .fold(0.0, f64::max);
+    if a.samples
+        .iter()
+        .chain(&b.samples)
+        .any(|s| s.outputs.is_some())
+    {
+        out.push(("samples.outputs".into(), outputs));
+    }
+    match (&a.classes, &b.classes) {
+        (None, None) => {}
+        (Some(x), Some(y)) => {
+            let lists = |u: &[Option<f64>], v: &[Option<f64>]| {
+                if u.len() != v.len() {
+                    return f64::INFINITY;
+                }
+                u.iter()
+                    .zip(v)
+                    .map(|(p, q)| match (p, q) {
+                        (Some(p), Some(q)) => rel(*p, *q),
+                        (None, None) => 0.0,
+                        _ => f64::INFINITY,
+                    })
+                    .fold(0.0, f64::max)
+            };
+            out.push((
+                "classes.train_accuracy".into(),
+                lists(&x.train_accuracy, &y.train_accuracy),
+            ));
+            out.push((
+                "classes.test_accuracy".into(),
+                lists(&x.test_accuracy, &y.test_accuracy),
+            ));
+            out.push(("classes.test_tie".into(), rel(x.test_tie, y.test_tie)));
+            out.push((
+                "classes.test_undecided".into(),
+                rel(x.test_undecided, y.test_undecided),
+            ));
+            let sel = |k: &crate::io::trajectory::ClassMetrics| {
+                k.selection
+                    .map(crate::io::trajectory::ClassSelection::to_array)
+            };
+            by_noise(
+                "classes.selection",
+                crate::io::trajectory::ClassSelection::NAMES,
+                sel(x),
+                sel(y),
+                &mut out,
+            );
+            out.push((
+                "classes.selection_score".into(),
+                lists(&x.selection_score, &y.selection_score),
+            ));
+        }
+        _ => out.push(("classes".into(), f64::INFINITY)),
+    }
     out
 }
 

@@ -33,6 +33,22 @@ fn load(path: &Path) -> Result<Trajectory> {
 pub(super) fn diff(args: &DiffArgs) -> Result<i32> {
     crate::analysis::check_tol("rtol", args.rtol)?;
     let (a, b) = (load(&args.a)?, load(&args.b)?);
+    if a.config.model != b.config.model {
+        let name = |t: &Trajectory| match t.config.model.is_multiclass() {
+            true => format!("multiclass (K = {})", t.config.model.classes),
+            false => "token-selection (binary)".to_string(),
+        };
+        return Err(crate::Error::config(
+            "model",
+            format!(
+                "A is {} and B is {}: their outputs f and labels mean different things \
+                 (the binary f against a K-class margin; labels +-1 against class indices), \
+                 so they are not compared number by number",
+                name(&a),
+                name(&b)
+            ),
+        ));
+    }
     let r = crate::analysis::diff::diff(&a, &b, args.rtol, args.common_only);
     print_report(&r, args.json);
     Ok(if r.diverged { EXIT_FAILED } else { EXIT_OK })

@@ -453,6 +453,7 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
     schema
         .check(&c.quantity)
         .map_err(|m| ("quantity", Error::config("quantity", m)))?;
+    check_classes(&c.quantity, cfg).map_err(|m| ("quantity", Error::config("quantity", m)))?;
     let memory = |e| ("config", e);
     let f64_run = |cfg: &Config| crate::train::check_memory(cfg, F64.kind(), 53, cfg.method);
     match c.source {
@@ -472,6 +473,34 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
             .map_err(|e| ("config", e))?,
         // grid cells over a limit are failed cells of the grid
         Source::Grid => {}
+    }
+    Ok(())
+}
+
+/// A K-class quantity (`classes/...`) names a record the config's model has, and a
+/// class index below its K (the schema knows the record's shape, not K).
+fn check_classes(quantity: &str, cfg: &Config) -> std::result::Result<(), String> {
+    let Some(rest) = quantity.strip_prefix("classes/") else {
+        return Ok(());
+    };
+    if !cfg.model.is_multiclass() {
+        return Err(format!(
+            "`{quantity}` is a K-class record; this claim's config is the binary model"
+        ));
+    }
+    let k = cfg.model.classes;
+    let parts: Vec<&str> = rest.split('/').collect();
+    let per_class = ["train_accuracy", "test_accuracy", "selection_score"];
+    if let (true, Some(ix)) = (per_class.contains(&parts[0]), parts.get(1)) {
+        let canonical = ix
+            .parse::<usize>()
+            .is_ok_and(|i| i < k && i.to_string() == *ix);
+        if !canonical {
+            return Err(format!(
+                "`{ix}` in `{quantity}` is not a class index 0..{} (K = {k})",
+                k - 1
+            ));
+        }
     }
     Ok(())
 }
