@@ -1,64 +1,38 @@
-//! `run`: train in the arithmetic asked for; the summary, the trainer, the checkpoints as
-//! arrays and the labels.
+//! `run`: train in the arithmetic chosen (the library's [`Choice`]); the summary, the
+//! trainer, the checkpoints as arrays and the labels.
 
 use ndarray::{Array1, Array2, Array3};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use tokensel::arith::{Arith, Ball, DEFAULT_BALL_PREC, DEFAULT_PREC, F32, F64, Mpfr};
+use tokensel::arith::{Arith, ArithVisitor, Choice};
 use tokensel::config::Config;
 use tokensel::data::Dataset;
 use tokensel::io::trajectory::{Checkpoint, SampleState, Summary, Trajectory};
 use tokensel::train::{Trainer, check_memory};
 
 use crate::config::PyConfig;
-use crate::errors::{bad_arg, lib};
+use crate::errors::lib;
 use crate::supplied::{data_of, or_generate};
-
-/// The arithmetic a run is asked for.
-enum Arithmetic {
-    F64,
-    F32,
-    Mpfr(Mpfr),
-    Ball(Ball),
-}
-
-impl Arithmetic {
-    fn of(name: &str, prec: Option<u32>) -> PyResult<Arithmetic> {
-        let no_prec = |a| match prec {
-            Some(_) => Err(bad_arg(
-                "prec",
-                format!("`{name}` has a fixed precision (prec is for mpfr and ball)"),
-            )),
-            None => Ok(a),
-        };
-        match name {
-            "f64" => no_prec(Arithmetic::F64),
-            "f32" => no_prec(Arithmetic::F32),
-            "predictor" => no_prec(Arithmetic::Mpfr(Mpfr::predictor())),
-            "mpfr" => Ok(Arithmetic::Mpfr(lib(Mpfr::truth(
-                prec.unwrap_or(DEFAULT_PREC),
-            ))?)),
-            "ball" => Ok(Arithmetic::Ball(lib(Ball::new(
-                prec.unwrap_or(DEFAULT_BALL_PREC),
-            ))?)),
-            _ => Err(bad_arg(
-                "arithmetic",
-                format!("`{name}` is not one of f64, f32, mpfr, predictor, ball"),
-            )),
-        }
-    }
-}
 
 /// What `run` returns: summary JSON, trainer JSON, checkpoint arrays, labels.
 type RunOut<'py> = (String, String, Bound<'py, PyDict>, Bound<'py, PyDict>);
 
-/// Train `cfg` in `ar` (the config's formulation and method), memory checked first.
-fn train<A: Arith>(cfg: &Config, data: Option<Dataset>, ar: A) -> tokensel::Result<Trajectory> {
-    check_memory(cfg, ar.kind(), ar.prec(), cfg.method)?;
-    let data = or_generate(cfg, data);
-    Trainer::run(cfg, &data, ar, &mut |_| {})
+/// Train `cfg` on `data` (`None`: generated) in the arithmetic visited (the config's
+/// formulation and method), memory checked first.
+struct Train<'a> {
+    cfg: &'a Config,
+    data: Option<Dataset>,
+}
+
+impl ArithVisitor for Train<'_> {
+    type Output = Trajectory;
+    fn visit<A: Arith>(self, ar: A) -> tokensel::Result<Trajectory> {
+        check_memory(self.cfg, ar.kind(), ar.prec(), self.cfg.method)?;
+        let data = or_generate(self.cfg, self.data);
+        Trainer::run(self.cfg, &data, ar, &mut |_| {})
+    }
 }
 
 /// Train `config` in `arithmetic` (f64, f32, mpfr, predictor, ball; `prec` bits for mpfr
@@ -73,15 +47,10 @@ pub(crate) fn run<'py>(
     prec: Option<u32>,
     data: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<RunOut<'py>> {
-    let ar = Arithmetic::of(arithmetic, prec)?;
+    let ar = lib(Choice::parse(arithmetic, prec))?;
     let cfg = config.inner.clone();
     let data = data_of(&cfg, data)?;
-    let traj = lib(py.detach(|| match ar {
-        Arithmetic::F64 => train(&cfg, data, F64),
-        Arithmetic::F32 => train(&cfg, data, F32),
-        Arithmetic::Mpfr(a) => train(&cfg, data, a),
-        Arithmetic::Ball(a) => train(&cfg, data, a),
-    }))?;
+    let traj = lib(py.detach(|| ar.with(Train { cfg: &cfg, data })))?;
     // a Ctrl-C that arrived while the GIL was released is raised here, before any
     // NumPy call (which would otherwise find the exception pending)
     py.check_signals()?;
