@@ -18,6 +18,10 @@
 //!   r]` whose every result contains the exact result for every point of its inputs; the
 //!   span step's Gram matrices enter it exactly (`exact.rs`).
 //!
+//! Which of them a run computes in is a [`Choice`] (`choice.rs`): parsed once from a name
+//! and an optional precision (the command line and the Python binding share it), it builds
+//! the arithmetic and runs code written over any [`Arith`] in it ([`ArithVisitor`]).
+//!
 //! # Kernels and their fixed order
 //! Every reduction goes through a kernel with a documented order that does not depend on
 //! the vector width or the thread count:
@@ -152,6 +156,7 @@ macro_rules! hardware_scalar_ops {
 }
 
 mod ball;
+mod choice;
 pub mod exact;
 mod exp;
 mod f32;
@@ -162,6 +167,7 @@ mod mpfr;
 mod predictor;
 
 pub use self::ball::{Ball, BallReal, DEFAULT_BALL_PREC, MIN_BALL_PREC};
+pub use self::choice::{ArithVisitor, Choice};
 pub use self::f32::F32;
 pub use self::f64::{F64, dot, norm};
 pub use self::mag::Mag;

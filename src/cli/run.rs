@@ -8,7 +8,7 @@ use super::{
     ConfigArgs, DataDir, EXIT_OK, RunOutput, finish, progress_bar, report_trajectory,
     trajectory_dir,
 };
-use crate::arith::{Arith, F32, F64, Kind};
+use crate::arith::{Arith, ArithVisitor, Choice};
 use crate::config::Config;
 use crate::data::Dataset;
 use crate::error::Result;
@@ -22,7 +22,7 @@ pub(super) struct RunArgs {
     /// The arithmetic to train in: f64 (binary64, the default) or f32 (binary32, the
     /// data rounded to binary32 on entry: what a float32 implementation computes).
     #[arg(long, value_name = "f64|f32", default_value = "f64", value_parser = parse_arith)]
-    arith: Kind,
+    arith: Choice,
     #[command(flatten)]
     data: DataDir,
     #[command(flatten)]
@@ -30,38 +30,44 @@ pub(super) struct RunArgs {
 }
 
 /// The arithmetic named on the command line (the hardware ones).
-fn parse_arith(s: &str) -> std::result::Result<Kind, String> {
-    match s {
-        "f64" => Ok(Kind::F64),
-        "f32" => Ok(Kind::F32),
+fn parse_arith(s: &str) -> std::result::Result<Choice, String> {
+    match Choice::parse(s, None) {
+        Ok(c @ (Choice::F64 | Choice::F32)) => Ok(c),
         _ => Err(format!("`{s}` is not a run arithmetic (f64, f32)")),
     }
 }
 
-/// Train `cfg` in `ar`, the progress on `bar`.
-fn train<A: Arith>(cfg: &Config, data: &Dataset, ar: A, quiet: bool) -> Result<Trajectory> {
-    let bar = progress_bar(cfg.steps, quiet, "steps");
-    let traj = Trainer::run(cfg, data, ar, &mut |s| bar.set_position(s))?;
-    bar.finish_and_clear();
-    Ok(traj)
+/// Train `cfg` on `data` in the arithmetic visited, the progress on a bar (hidden when
+/// `quiet`).
+struct Train<'a> {
+    cfg: &'a Config,
+    data: &'a Dataset,
+    quiet: bool,
+}
+
+impl ArithVisitor for Train<'_> {
+    type Output = Trajectory;
+    fn visit<A: Arith>(self, ar: A) -> Result<Trajectory> {
+        let bar = progress_bar(self.cfg.steps, self.quiet, "steps");
+        let traj = Trainer::run(self.cfg, self.data, ar, &mut |s| bar.set_position(s))?;
+        bar.finish_and_clear();
+        Ok(traj)
+    }
 }
 
 pub(super) fn run(args: &RunArgs) -> Result<i32> {
     let (cfg, data) = args.data.load(&args.config)?;
-    let prec = match args.arith {
-        Kind::F32 => F32.prec(),
-        _ => F64.prec(),
-    };
-    crate::train::check_memory(&cfg, args.arith, prec, cfg.method)?;
+    crate::train::check_memory(&cfg, args.arith.kind(), args.arith.prec(), cfg.method)?;
     crate::train::record::check_size(&cfg)?;
     let out = trajectory_dir(args.output.out.as_deref())?;
     let t0 = Instant::now();
     let data = data.unwrap_or_else(|| Dataset::generate(&cfg));
     let quiet = args.output.quiet;
-    let traj = match args.arith {
-        Kind::F32 => train(&cfg, &data, F32, quiet)?,
-        _ => train(&cfg, &data, F64, quiet)?,
-    };
+    let traj = args.arith.with(Train {
+        cfg: &cfg,
+        data: &data,
+        quiet,
+    })?;
     report_trajectory(&traj, out.as_ref(), args.output.json)?;
     finish(t0, Some(cfg.steps));
     Ok(EXIT_OK)

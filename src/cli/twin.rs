@@ -9,10 +9,12 @@ use super::{
     ConfigArgs, DataDir, EXIT_OK, RunOutput, finish, progress_bar, report_trajectory,
     trajectory_dir,
 };
-use crate::arith::{Arith, Mpfr};
+use crate::arith::{Arith, ArithVisitor, Choice};
+use crate::config::Config;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::io::state::{self, Saver, Start};
+use crate::io::state::{self, Saver, Start, State};
+use crate::io::trajectory::Trajectory;
 use crate::train::Trainer;
 
 #[derive(Args, Debug)]
@@ -45,12 +47,12 @@ pub(super) struct TwinArgs {
 
 pub(super) fn twin(args: &TwinArgs) -> Result<i32> {
     let (cfg, data) = args.data.load(&args.config)?;
-    let ar = if args.predictor {
-        Mpfr::predictor()
+    let arith = if args.predictor {
+        Choice::Predictor
     } else {
-        Mpfr::truth(args.prec)?
+        Choice::mpfr(args.prec)?
     };
-    crate::train::check_memory(&cfg, ar.kind(), ar.prec(), cfg.method)?;
+    crate::train::check_memory(&cfg, arith.kind(), arith.prec(), cfg.method)?;
     crate::train::record::check_size(&cfg)?;
     if args.save_every == 0 {
         return Err(Error::config("save-every", "must be at least 1"));
@@ -93,20 +95,52 @@ pub(super) fn twin(args: &TwinArgs) -> Result<i32> {
         path,
         every: args.save_every,
     });
-    let stop = args.stop_after;
-    let mut tr = Trainer::new(&cfg, &data, ar, cfg.formulation)?;
-    let traj = tr.record(resume.as_deref(), &mut |tr, rec| {
-        if let Some(s) = saver.filter(|s| s.due(tr.step, cfg.steps)) {
-            tr.state(rec).save(s.path)?;
-        }
-        bar.set_position(tr.step);
-        if stop == Some(tr.step) {
-            std::process::exit(3);
-        }
-        Ok(())
+    let traj = arith.with(Twin {
+        cfg: &cfg,
+        data: &data,
+        resume: resume.as_deref(),
+        saver,
+        bar: &bar,
+        stop: args.stop_after,
     })?;
     bar.finish_and_clear();
     report_trajectory(&traj, out.as_ref(), args.output.json)?;
     finish(t0, None);
     Ok(EXIT_OK)
+}
+
+/// The twin's run in the arithmetic visited: from `resume` (or step 0), the state saved
+/// by `saver`, the progress on `bar`, an abrupt exit (code 3) after step `stop`.
+struct Twin<'a> {
+    cfg: &'a Config,
+    data: &'a Dataset,
+    resume: Option<&'a State>,
+    saver: Option<Saver<'a>>,
+    bar: &'a indicatif::ProgressBar,
+    stop: Option<u64>,
+}
+
+impl ArithVisitor for Twin<'_> {
+    type Output = Trajectory;
+    fn visit<A: Arith>(self, ar: A) -> Result<Trajectory> {
+        let Twin {
+            cfg,
+            data,
+            resume,
+            saver,
+            bar,
+            stop,
+        } = self;
+        let mut tr = Trainer::new(cfg, data, ar, cfg.formulation)?;
+        tr.record(resume, &mut |tr, rec| {
+            if let Some(s) = saver.filter(|s| s.due(tr.step, cfg.steps)) {
+                tr.state(rec).save(s.path)?;
+            }
+            bar.set_position(tr.step);
+            if stop == Some(tr.step) {
+                std::process::exit(3);
+            }
+            Ok(())
+        })
+    }
 }

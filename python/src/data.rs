@@ -1,0 +1,75 @@
+//! `data` and `write_data`: a run's exact arrays, as NumPy arrays or as the NPY set of
+//! `tokensel data`.
+
+use ndarray::Array1;
+use numpy::IntoPyArray;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use tokensel::data::{Dataset, Params};
+
+use crate::config::PyConfig;
+use crate::errors::lib;
+use crate::supplied::{data_of, or_generate};
+
+/// The exact arrays of `config`'s run, the arrays of `tokensel data` by name.
+#[pyfunction]
+pub(crate) fn data<'py>(py: Python<'py>, config: &PyConfig) -> PyResult<Bound<'py, PyDict>> {
+    let cfg = config.inner.clone();
+    let (ds, init) = py.detach(|| (Dataset::generate(&cfg), Params::init(&cfg)));
+    // a Ctrl-C that arrived while the GIL was released is raised here, before any
+    // NumPy call (which would otherwise find the exception pending)
+    py.check_signals()?;
+    let out = PyDict::new(py);
+    let labels = |y: &[i8]| Array1::from_vec(y.to_vec());
+    let noisy: Array1<bool> = (0..ds.train.len()).map(|i| ds.train.is_noisy(i)).collect();
+    out.set_item("X_train", ds.train.x.into_pyarray(py))?;
+    out.set_item("y_train", labels(&ds.train.y).into_pyarray(py))?;
+    out.set_item("y_true_train", labels(&ds.train.y_true).into_pyarray(py))?;
+    out.set_item("noisy_train", noisy.into_pyarray(py))?;
+    match ds.nu_classes {
+        // the K-class model's head (K, d), class-major
+        Some(nu) => out.set_item("nu", nu.into_pyarray(py))?,
+        None => out.set_item("nu", ds.nu.into_pyarray(py))?,
+    }
+    out.set_item("X_test", ds.test.x.into_pyarray(py))?;
+    out.set_item("y_test", labels(&ds.test.y_true).into_pyarray(py))?;
+    out.set_item("p0", init.p.into_pyarray(py))?;
+    if let Some(w) = init.w {
+        out.set_item("W0", w.into_pyarray(py))?;
+    }
+    Ok(out)
+}
+
+/// Write the exact arrays of a run into `directory` (the layout of `tokensel data`, NPY
+/// files, config.toml, the manifest last): `config`'s generated data, or supplied `data`
+/// (the manifest then says `"source": "supplied"` and adds `groups.npy`). Any command's
+/// `--data DIR` reads it back. Returns the manifest as JSON.
+#[pyfunction]
+#[pyo3(signature = (directory, config, data=None))]
+pub(crate) fn write_data(
+    py: Python<'_>,
+    directory: std::path::PathBuf,
+    config: &PyConfig,
+    data: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    use tokensel::io::publish::{OutputDir, SetKind};
+    let cfg = config.inner.clone();
+    let out = lib(OutputDir::prepare(&directory, SetKind::Data))?;
+    let data = data_of(&cfg, data)?;
+    let manifest = lib(py.detach(|| {
+        let data = or_generate(&cfg, data);
+        let init = Params::init(&cfg);
+        let (manifest, files) = tokensel::io::export::files(
+            &cfg,
+            &data,
+            init.p.view(),
+            init.w.as_ref().map(|w| w.view()),
+        );
+        out.publish(&files).map(|()| manifest)
+    }))?;
+    // a Ctrl-C that arrived while the GIL was released is raised here, before any
+    // NumPy call (which would otherwise find the exception pending)
+    py.check_signals()?;
+    Ok(serde_json::to_string(&manifest).expect("manifest serialises"))
+}

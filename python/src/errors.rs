@@ -1,0 +1,47 @@
+//! The one mapping from the library's typed errors to Python exceptions: each
+//! [`Error`] kind raises its class of `tokensel.errors` (the classes are defined once,
+//! in `python/tokensel/errors.py`; every refusal of this crate goes through [`py_err`]),
+//! carrying the command line's message.
+
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+use tokensel::error::Error;
+
+/// The `tokensel.errors` class that stands for a library error.
+fn error_class(e: &Error) -> &'static str {
+    match e {
+        Error::InvalidConfig { .. } => "ConfigError",
+        Error::Parse { .. } => "ParseError",
+        Error::Mismatch { .. } => "MismatchError",
+        Error::Io { .. } => "TokenselIOError",
+        Error::Path { .. } => "PathError",
+        Error::TooLarge { .. } => "RefusedError",
+        Error::NonFinite { .. } => "NonFiniteError",
+        Error::NotPublished { .. } => "TokenselIOError",
+    }
+}
+
+/// A library error as the Python exception of its kind, carrying the CLI's message.
+pub(crate) fn py_err(e: Error) -> PyErr {
+    Python::attach(|py| {
+        let class = py
+            .import("tokensel.errors")
+            .and_then(|m| m.getattr(error_class(&e)))
+            .and_then(|c| c.cast_into::<PyType>().map_err(PyErr::from));
+        match class {
+            Ok(class) => PyErr::from_type(class, e.to_string()),
+            Err(import) => import,
+        }
+    })
+}
+
+/// Map a library result into a Python one.
+pub(crate) fn lib<T>(r: tokensel::Result<T>) -> PyResult<T> {
+    r.map_err(py_err)
+}
+
+/// A keyword-argument error (raised as `tokensel.errors.ConfigError`, a ValueError).
+pub(crate) fn bad_arg(field: &str, reason: impl Into<String>) -> PyErr {
+    py_err(Error::config(field, reason))
+}
