@@ -207,7 +207,7 @@ fn class_indices(v: &Bound<'_, PyAny>, key: &str, classes: usize) -> PyResult<Ve
     if kind != "i" && kind != "u" {
         let what = match kind.as_str() {
             "f" => format!(
-                "dtype {name} (floats are not taken as class indices: convert with                  .astype(int) where they are whole numbers)"
+                "dtype {name} (floats are not taken as class indices: convert with .astype(int) where they are whole numbers)"
             ),
             "b" => format!("dtype {name} (booleans are not class indices)"),
             _ => format!("dtype {name}"),
