@@ -116,6 +116,12 @@ impl ModelSpec {
     pub fn is_multiclass(&self) -> bool {
         self.kind == ModelKind::Multiclass
     }
+
+    /// The label of the first class: +1 for the binary model, class 0 of K (the class
+    /// whose samples' Definition 4.1 sum is `class_pos`, the rest's `class_neg`).
+    pub fn first_label(&self) -> i8 {
+        if self.is_multiclass() { 0 } else { 1 }
+    }
 }
 
 /// The models a config can name (`[model] kind`).

@@ -909,13 +909,7 @@ impl Observer {
             .samples
             .iter()
             .zip(y)
-            .map(|(s, yi)| {
-                let f = match s.outputs.is_empty() {
-                    true => std::slice::from_ref(&s.f),
-                    false => &s.outputs[..],
-                };
-                Decision::of(&ar, &tr.model, f, *yi)
-            })
+            .map(|(s, yi)| Decision::of(&ar, &tr.model, s.model_outputs(), *yi))
             .collect();
         for (i, (s, p)) in tr.samples.iter().zip(&predictions).enumerate() {
             match s.softmax.selection {
@@ -939,10 +933,9 @@ impl Observer {
         }
         // Definition 4.1 sums (ball sums over the steps so far)
         let scores = tr.selection_score_values();
+        let first = tr.cfg.model.first_label();
         for ((si, yi), ti) in scores.iter().zip(y).zip(y_true) {
             let set = if yi == ti { 0 } else { 1 };
-            // the first class: +1, or class 0 of K (as `train::record::accumulate`)
-            let first = if tr.cfg.model.is_multiclass() { 0 } else { 1 };
             let class = if *ti == first { 2 } else { 3 };
             ar.add(&mut self.cumulative[set], si);
             ar.add(&mut self.cumulative[class], si);

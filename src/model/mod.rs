@@ -67,6 +67,15 @@ impl<R: Clone> Sample<R> {
             scratch: Vec::new(),
         }
     }
+
+    /// The model's outputs as [`Model::predict`] and [`Model::decide`] take them: the K
+    /// outputs, or the binary f alone.
+    pub fn model_outputs(&self) -> &[R] {
+        match self.outputs.is_empty() {
+            true => std::slice::from_ref(&self.f),
+            false => &self.outputs,
+        }
+    }
 }
 
 /// What a model on top of token-selection attention computes, in any arithmetic.

@@ -200,14 +200,7 @@ impl<A: Arith> Trainer<'_, A> {
         self.samples
             .iter()
             .zip(&self.data.train.y)
-            .filter(|(s, y)| {
-                let f = if s.outputs.is_empty() {
-                    std::slice::from_ref(&s.f)
-                } else {
-                    &s.outputs[..]
-                };
-                self.model.predict(&self.ar, f) == Some(**y)
-            })
+            .filter(|(s, y)| self.model.predict(&self.ar, s.model_outputs()) == Some(**y))
             .count()
     }
 
@@ -387,7 +380,7 @@ impl Recorder {
     /// step is scheduled.
     pub fn observe<A: Arith>(&mut self, tr: &Trainer<'_, A>) {
         let (y, y_true) = (&tr.data.train.y, &tr.data.train.y_true);
-        let first = if tr.cfg.model.is_multiclass() { 0 } else { 1 };
+        let first = tr.cfg.model.first_label();
         accumulate(
             &mut self.cumulative,
             &tr.selection_scores(),
