@@ -663,3 +663,54 @@ fn k_class_claim_paths_are_checked_before_work() {
         assert!(err.contains(needle), "{quantity}: {err}");
     }
 }
+
+/// The trainer generic over its model: `Trainer<F64, Multiclass>` and
+/// `Trainer<F64, TokenSelection>`, built with `Trainer::with_model`, record the same
+/// trajectory, bit for bit, as the config's dispatched `Trainer<F64, AnyModel>` (the
+/// same operations in the same order: any difference is a bug of the generic path, so
+/// the comparison is exact), in p- and joint mode, direct and span; a model whose
+/// outputs differ from the config's is refused before any work.
+#[test]
+fn the_trainer_generic_over_the_model_equals_the_dispatched_one() {
+    fn same<M: Model>(cfg: &Config, model: M) {
+        let data = Dataset::generate(cfg);
+        let init = Params::init(cfg);
+        let run = |mut tr: Trainer<'_, F64, M>| {
+            let t = tr.record(None, &mut |_, _| Ok(())).unwrap();
+            serde_json::to_string(&t).unwrap()
+        };
+        let dispatched = Trainer::from_params(cfg, &data, F64, cfg.formulation, cfg.method, &init)
+            .unwrap()
+            .record(None, &mut |_, _| Ok(()))
+            .unwrap();
+        let generic =
+            Trainer::with_model(cfg, &data, F64, cfg.formulation, cfg.method, &init, model)
+                .unwrap();
+        assert_eq!(
+            run(generic),
+            serde_json::to_string(&dispatched).unwrap(),
+            "{:?} {:?} {:?}",
+            model,
+            cfg.mode,
+            cfg.method
+        );
+    }
+    for (mode, method) in [(Mode::P, Method::Direct), (Mode::Joint, Method::Span)] {
+        let bin = small(3, mode, method, 30);
+        same(&bin, TokenSelection);
+        let k3 = multiclass(bin.clone(), 3);
+        same(&k3, Multiclass { classes: 3 });
+        let data = Dataset::generate(&k3);
+        let err = Trainer::with_model(
+            &k3,
+            &data,
+            F64,
+            k3.formulation,
+            k3.method,
+            &Params::init(&k3),
+            Multiclass { classes: 4 },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("model"), "{err}");
+    }
+}

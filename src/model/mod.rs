@@ -83,7 +83,10 @@ impl<R: Clone> Sample<R> {
 /// Head values are per token and output (`outputs()` of them per token, the token's
 /// values contiguous); a sample's `s` is its attention, already computed by
 /// [`attention::softmax`] into `Sample::softmax`.
-pub trait Model {
+///
+/// A model is a small value (its head's shape: the class count), shared by the
+/// trainer's threads, so it is `Copy + Send + Sync`.
+pub trait Model: std::fmt::Debug + Copy + Send + Sync {
     /// Outputs per sample: 1 (the binary f) or K.
     fn outputs(&self) -> usize;
 

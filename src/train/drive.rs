@@ -17,6 +17,7 @@
 
 use crate::arith::Arith;
 use crate::error::Result;
+use crate::model::Model;
 
 use super::Trainer;
 
@@ -35,7 +36,7 @@ pub trait Clocked: Stepper {
     fn step(&self) -> u64;
 }
 
-impl<A: Arith> Stepper for Trainer<'_, A> {
+impl<A: Arith, M: Model> Stepper for Trainer<'_, A, M> {
     fn forward_backward(&mut self) -> Result<()> {
         Trainer::forward_backward(self)
     }
@@ -45,7 +46,7 @@ impl<A: Arith> Stepper for Trainer<'_, A> {
     }
 }
 
-impl<A: Arith> Clocked for Trainer<'_, A> {
+impl<A: Arith, M: Model> Clocked for Trainer<'_, A, M> {
     fn step(&self) -> u64 {
         self.step
     }

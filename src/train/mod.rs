@@ -59,8 +59,12 @@ pub enum Engine<R> {
 pub use crate::model::Sample;
 
 /// The trainer's state; [`Trainer::run`] drives it.
+///
+/// Generic over the arithmetic `A` and the model `M`: `Trainer<'_, F64, Multiclass>` is
+/// the K-class model's fast trainer, monomorphised; the default `M = AnyModel` is the
+/// config's choice, dispatched per sample (what the commands build from a config).
 #[derive(Debug, Clone)]
-pub struct Trainer<'a, A: Arith> {
+pub struct Trainer<'a, A: Arith, M: Model = AnyModel> {
     /// The run's config.
     pub cfg: &'a Config,
     /// The run's data.
@@ -71,7 +75,7 @@ pub struct Trainer<'a, A: Arith> {
     pub form: Formulation,
     /// The model (the config's `[model]`): head, outputs, loss, backward pass to the
     /// scores, predictions.
-    pub model: AnyModel,
+    pub model: M,
     /// The step engine.
     pub engine: Engine<A::Real>,
     /// Scores of every training token (n x T, row-major).
@@ -125,6 +129,43 @@ impl<'a, A: Arith> Trainer<'a, A> {
         method: Method,
         init: &Params,
     ) -> Result<Self> {
+        Trainer::with_model(cfg, data, ar, form, method, init, AnyModel::of(cfg))
+    }
+
+    /// Train for `cfg.steps` steps in the config's formulation and method, recording the
+    /// checkpoints of [`record::schedule`]. `progress(step)` is called after each update.
+    pub fn run(
+        cfg: &Config,
+        data: &Dataset,
+        ar: A,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<Trajectory> {
+        let mut tr = Trainer::new(cfg, data, ar, cfg.formulation)?;
+        tr.record(None, &mut |tr, _| {
+            progress(tr.step);
+            Ok(())
+        })
+    }
+}
+
+impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
+    /// [`Trainer::from_params`] with the model `model` given as a type (its outputs must
+    /// be those of `cfg`'s `[model]` section, as the data's labels and records are).
+    pub fn with_model(
+        cfg: &'a Config,
+        data: &'a Dataset,
+        ar: A,
+        form: Formulation,
+        method: Method,
+        init: &Params,
+        model: M,
+    ) -> Result<Self> {
+        if model.outputs() != AnyModel::of(cfg).outputs() {
+            return Err(Error::config(
+                "model",
+                "the model given does not have the outputs of the config's [model] section",
+            ));
+        }
         let method = resolve_method(cfg, form, ar.kind(), ar.prec(), method);
         if method == Method::Span && form == Formulation::Naive {
             return Err(Error::config(
@@ -146,24 +187,24 @@ impl<'a, A: Arith> Trainer<'a, A> {
             Method::Span => Engine::Span(Box::new(Span::new(&ar, init, cfg.mode, x))),
             _ => Engine::Direct(Direct::new(&ar, init, form, n)),
         };
-        let model = AnyModel::of(cfg);
+        let k = model.outputs();
         Ok(Trainer {
             cfg,
             data,
             ar,
             form,
-            model,
             engine,
             scores: ar.zeros(n * t),
             attention: ar.zeros(n * t),
             c: ar.zeros(n * t),
-            samples: vec![Sample::new(&ar, model.outputs()); n],
+            samples: vec![Sample::new(&ar, k); n],
             loss: ar.zero(),
             g_train: model.head_values(&ar, data, data.train.x.view()),
             g_test: model.head_values(&ar, data, data.test.x.view()),
             test_path: plan::test_path(cfg, ar.kind(), method),
             test_rows: std::sync::OnceLock::new(),
             step: 0,
+            model,
         })
     }
 
@@ -394,21 +435,6 @@ impl<'a, A: Arith> Trainer<'a, A> {
             formulation: self.form,
             method: self.method(),
         }
-    }
-
-    /// Train for `cfg.steps` steps in the config's formulation and method, recording the
-    /// checkpoints of [`record::schedule`]. `progress(step)` is called after each update.
-    pub fn run(
-        cfg: &Config,
-        data: &Dataset,
-        ar: A,
-        progress: &mut dyn FnMut(u64),
-    ) -> Result<Trajectory> {
-        let mut tr = Trainer::new(cfg, data, ar, cfg.formulation)?;
-        tr.record(None, &mut |tr, _| {
-            progress(tr.step);
-            Ok(())
-        })
     }
 
     /// Drive the trainer to `cfg.steps`, recording its trajectory ([`Recorder`]): from

@@ -151,7 +151,7 @@ pub fn selection_by_noise(
     mean_by_noise(&one_hot, y, y_true).map(SelectionShare::from_array)
 }
 
-impl<A: Arith> Trainer<'_, A> {
+impl<A: Arith, M: Model> Trainer<'_, A, M> {
     /// Group masses of training sample `i` (last forward pass), in [`Group::ALL`] order,
     /// summed in this arithmetic in token order.
     pub fn group_mass(&self, i: usize) -> [A::Real; 4] {
@@ -378,7 +378,7 @@ impl Recorder {
 
     /// Observe a forward pass: add its S_i to the sums, and record a checkpoint when the
     /// step is scheduled.
-    pub fn observe<A: Arith>(&mut self, tr: &Trainer<'_, A>) {
+    pub fn observe<A: Arith, M: Model>(&mut self, tr: &Trainer<'_, A, M>) {
         let (y, y_true) = (&tr.data.train.y, &tr.data.train.y_true);
         let first = tr.cfg.model.first_label();
         accumulate(
@@ -394,7 +394,7 @@ impl Recorder {
     }
 
     /// The trajectory recorded by `tr`'s run.
-    pub fn trajectory<A: Arith>(self, tr: &Trainer<'_, A>) -> Trajectory {
+    pub fn trajectory<A: Arith, M: Model>(self, tr: &Trainer<'_, A, M>) -> Trajectory {
         Trajectory {
             format: trajectory::FORMAT.to_string(),
             trainer: tr.info(),

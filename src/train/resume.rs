@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 use crate::arith::Arith;
 use crate::error::Result;
 use crate::io::state::{STATE_FORMAT, State};
+use crate::model::Model;
 
 use super::record::Recorder;
 use super::{Engine, Trainer};
 
-impl<A: Arith> Trainer<'_, A> {
+impl<A: Arith, M: Model> Trainer<'_, A, M> {
     /// The resumable state after the last update: step, the engine's parameters (exact
     /// text), and the recorder's Definition 4.1 sums and checkpoints so far.
     pub fn state(&self, rec: &Recorder) -> State {
