@@ -79,6 +79,91 @@ pub struct Config {
     /// bytes).
     #[serde(default, skip_serializing_if = "ModelSpec::is_default")]
     pub model: ModelSpec,
+    /// How each step's length is chosen (`[optimizer]`; constant-step gradient descent
+    /// when absent, and then not written, so every existing config, trajectory and
+    /// digest keeps its bytes).
+    #[serde(default, skip_serializing_if = "Optimizer::is_default")]
+    pub optimizer: Optimizer,
+}
+
+/// The step rule: the `[optimizer]` section.
+///
+/// Every parameter block B (p; W) with gradient G_B = dL/dB takes the step
+/// B <- B - alpha G_B (`kind = "gd"`) or B <- B - alpha G_B / (||G_B|| + eps)
+/// (`kind = "normalized-gd"`, the norm Euclidean for p and Frobenius for W, each
+/// block normalised by its own norm as the max-margin literature's public code does,
+/// which adds eps = 1e-9). Normalised GD is stateless, so resumed runs stay
+/// bit-identical.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Optimizer {
+    /// The rule.
+    pub kind: OptimizerKind,
+    /// Normalised GD's eps >= 0 (finite), added to each block's gradient norm; 0 (the
+    /// default) for the exact rule, which stops a run whose gradient is exactly 0 with
+    /// a non-finite error. Must be 0 for `gd`.
+    #[serde(default)]
+    pub eps: f64,
+}
+
+/// The step rules a config can name (`[optimizer] kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OptimizerKind {
+    /// Constant-step full-batch gradient descent (the paper's).
+    Gd,
+    /// Normalised full-batch gradient descent: each block's step has length alpha
+    /// (alpha ||G|| / (||G|| + eps) with eps > 0).
+    NormalizedGd,
+}
+
+impl Default for Optimizer {
+    fn default() -> Self {
+        Optimizer {
+            kind: OptimizerKind::Gd,
+            eps: 0.0,
+        }
+    }
+}
+
+impl Optimizer {
+    /// True for the default (constant-step gradient descent).
+    pub fn is_default(&self) -> bool {
+        *self == Optimizer::default()
+    }
+
+    /// True for normalised gradient descent.
+    pub fn is_normalized(&self) -> bool {
+        self.kind == OptimizerKind::NormalizedGd
+    }
+
+    /// Its name in outputs: `gd`, or `normalized-gd` (with `eps` when it is not 0).
+    pub fn name(&self) -> String {
+        match (self.kind, self.eps) {
+            (OptimizerKind::Gd, _) => "gd".to_string(),
+            (OptimizerKind::NormalizedGd, 0.0) => "normalized-gd".to_string(),
+            (OptimizerKind::NormalizedGd, e) => format!("normalized-gd (eps = {e:e})"),
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if !(self.eps.is_finite() && self.eps >= 0.0) {
+            return Err(Error::config(
+                "optimizer.eps",
+                format!("must be finite and >= 0, got {}", self.eps),
+            ));
+        }
+        if self.kind == OptimizerKind::Gd && self.eps != 0.0 {
+            return Err(Error::config(
+                "optimizer.eps",
+                format!(
+                    "applies to kind = \"normalized-gd\" only (got {} with kind = \"gd\")",
+                    self.eps
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Which model a run trains: the `[model]` section.
@@ -566,6 +651,7 @@ impl Config {
             return Err(Error::config("d", "two orthogonal signals need d >= 2"));
         }
         crate::seeds::check("seed", self.seed)?;
+        self.optimizer.validate()?;
         let l = &self.layout;
         if l.tokens == 0 {
             return Err(Error::config("layout.tokens", "must be at least 1"));

@@ -83,6 +83,22 @@ pub enum Error {
         /// Training sample index, where the quantity belongs to one.
         sample: Option<usize>,
     },
+    /// Normalised GD with eps = 0 met a gradient block whose squared norm evaluates to
+    /// exactly 0 in the run's arithmetic (the block is 0, or its square underflowed),
+    /// where its step G / ||G|| is 0 / 0.
+    #[error(
+        "the squared norm of the gradient with respect to {block} is exactly 0 at step {step} \
+         in this arithmetic (the gradient is 0, or its square underflowed), so normalised \
+         GD's step G / ||G|| is 0 / 0 (optimizer.eps = 0): training stopped; optimizer.eps \
+         > 0 (the max-margin code's 1e-9) takes a step of alpha ||G|| / (||G|| + eps) there \
+         instead"
+    )]
+    ZeroGradient {
+        /// The step (number of updates done) at which it was found.
+        step: u64,
+        /// The parameter block: "p" or "W".
+        block: &'static str,
+    },
 }
 
 fn sample_text(sample: &Option<usize>) -> String {
@@ -125,7 +141,10 @@ impl Error {
     pub fn is_stopped_run(&self) -> bool {
         matches!(
             self,
-            Error::NonFinite { .. } | Error::TooLarge { .. } | Error::NotPublished { .. }
+            Error::NonFinite { .. }
+                | Error::ZeroGradient { .. }
+                | Error::TooLarge { .. }
+                | Error::NotPublished { .. }
         )
     }
 }

@@ -12,6 +12,7 @@ use tokensel::analysis::exact::rat_mpfr;
 use tokensel::arith::{self as arith, Arith, Mpfr};
 use tokensel::config::{Config, Mode, PInit, WInit};
 use tokensel::data::{Dataset, Params};
+use tokensel::train::step_rule::StepRule;
 use tokensel::train::{Engine, Trainer};
 
 mod common;
@@ -184,8 +185,10 @@ fn one_step_is_exact_through_the_trainers_update() {
     }
     // SAFETY: plain calls to MPFR's (thread-local) flag functions.
     unsafe { mpfr::clear_inexflag() };
-    we.update(&ar, wc.mode, wc.step_size);
-    pe.update(&ar, pc.mode, pc.step_size);
+    we.update(&ar, wc.mode, &StepRule::constant(wc.step_size))
+        .unwrap();
+    pe.update(&ar, pc.mode, &StepRule::constant(pc.step_size))
+        .unwrap();
     let inexact = unsafe { mpfr::inexflag_p() } != 0;
     assert!(
         !inexact,

@@ -3,14 +3,16 @@
 //! random small configs (p-, W- and joint mode, both formulations, direct and span
 //! steps, step sizes large enough to drive exp into the subnormal range and to
 //! underflow), on the K-class model (SPEC section 14), and on the paper's default
-//! setting.
+//! setting; under constant-step and normalised gradient descent (`[optimizer]`).
 
 use proptest::prelude::*;
 
 mod common;
 use tokensel::analysis::compare::predictor_mismatch;
 use tokensel::arith::{F64, Mpfr};
-use tokensel::config::{Config, Formulation, Method, Mode, ModelKind, ModelSpec, PInit, WInit};
+use tokensel::config::{
+    Config, Formulation, Method, Mode, ModelKind, ModelSpec, Optimizer, OptimizerKind, PInit, WInit,
+};
 use tokensel::data::Dataset;
 use tokensel::train::Trainer;
 
@@ -66,6 +68,7 @@ prop_compose! {
         mode in 0u8..3,
         naive in any::<bool>(),
         span in any::<bool>(),
+        rule in 0u8..3,
     ) -> Config {
         let mut sizes = sizes;
         if sizes.iter().sum::<usize>() == 0 {
@@ -88,6 +91,14 @@ prop_compose! {
             layout: common::layout(sizes),
             ..Config::default()
         };
+        // constant-step GD, normalised GD (eps = 0), normalised GD with the public
+        // code's eps = 1e-9
+        if rule > 0 {
+            c.optimizer = Optimizer {
+                kind: OptimizerKind::NormalizedGd,
+                eps: if rule == 2 { 1e-9 } else { 0.0 },
+            };
+        }
         if mode > 0 {
             c.init.p = PInit::Gaussian;
             c.init.p_scale = 1.0;
@@ -117,7 +128,8 @@ proptest! {
 #[test]
 fn predictor_matches_the_k_class_model() {
     for (k, seed) in [(2usize, 1u64), (3, 2), (4, 3), (10, 4)] {
-        for alpha in [1e-2, 1.0, 30.0] {
+        // the last: normalised GD
+        for (alpha, ngd) in [(1e-2, false), (1.0, false), (30.0, false), (0.5, true)] {
             for (method, mode) in [Method::Direct, Method::Span]
                 .into_iter()
                 .flat_map(|m| [Mode::P, Mode::W, Mode::Joint].map(|w| (m, w)))
@@ -135,6 +147,13 @@ fn predictor_matches_the_k_class_model() {
                         kind: ModelKind::Multiclass,
                         classes: k,
                     },
+                    optimizer: Optimizer {
+                        kind: match ngd {
+                            true => OptimizerKind::NormalizedGd,
+                            false => OptimizerKind::Gd,
+                        },
+                        eps: 0.0,
+                    },
                     ..Config::default()
                 };
                 // W- and joint mode from a Gaussian p(0) and a Kaiming W(0)
@@ -147,7 +166,7 @@ fn predictor_matches_the_k_class_model() {
                 let a = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
                 assert_eq!(a.samples[0].outputs.len(), k, "a K-class trainer");
                 if let Err(e) = lockstep(&cfg, &data) {
-                    panic!("K = {k}, alpha {alpha}, {method:?}, {mode:?}: {e}");
+                    panic!("K = {k}, alpha {alpha}, ngd {ngd}, {method:?}, {mode:?}: {e}");
                 }
             }
         }

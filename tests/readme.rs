@@ -283,6 +283,22 @@ fn certificate_text(o: &Output) {
 /// The README's `sh` block lines, each with its check (see the module docs).
 const BLOCKS: &[Form] = &[
     Form {
+        text: "cargo run --release -- run --config examples/normalized_gd.toml",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |_, o| {
+            run_report(o, "2000");
+            let text = stdout(o);
+            for needle in [
+                "normalized-gd (eps = 1e-9)",
+                "alpha = 1e-1",
+                "train accuracy   1.0000",
+            ] {
+                assert!(text.contains(needle), "{needle}: {text}");
+            }
+        },
+    },
+    Form {
         text: "cargo run --release -- run --config examples/multiclass.toml",
         how: How::AsWritten,
         shrink: &[],

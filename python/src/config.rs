@@ -108,11 +108,16 @@ impl PyConfig {
 
     /// A config key as an attribute (`cfg.steps`, `cfg.layout["tokens"]`).
     fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        if name == "model" {
-            // the section is left out of the serialisation when it is the default; as an
-            // attribute it is always there
-            let model = serde_json::to_string(&self.inner.model).expect("model serialises");
-            return py.import("json")?.call_method1("loads", (model,));
+        // the `[model]` and `[optimizer]` sections are left out of the serialisation when
+        // they are the default; as attributes they are always there
+        let section = match name {
+            "model" => Some(serde_json::to_string(&self.inner.model)),
+            "optimizer" => Some(serde_json::to_string(&self.inner.optimizer)),
+            _ => None,
+        };
+        if let Some(text) = section {
+            let text = text.expect("sections serialise");
+            return py.import("json")?.call_method1("loads", (text,));
         }
         let dict = self.to_dict(py)?;
         match dict.get_item(name) {

@@ -1,5 +1,6 @@
 //! Lemma A.6 in f64 (a `lemma_a6` claim's computation): a W-mode run and its p-mode twin
-//! (W = I, p(0) = q(0) of the W-mode run, step size scaled by |p(0)|^2) in lockstep, and
+//! (W = I, p(0) = q(0) of the W-mode run, step size scaled by |p(0)|^2; under normalised
+//! GD by |p(0)|, with eps divided by |p(0)|) in lockstep, and
 //! how far their q = W^T p drift apart (proofs-notes/lemma-a6.md).
 
 use serde::{Deserialize, Serialize};
@@ -37,6 +38,21 @@ pub fn configs(cfg: &Config) -> (Config, Config) {
     (w_cfg, p_cfg)
 }
 
+/// Set the p-mode twin's step (in `p_cfg`) from the W-mode run's (`w_cfg`, p(0) = `p0`)
+/// so that both move q alike: constant steps, dq = -alpha |p|^2 g in W-mode, so
+/// alpha' = alpha |p|^2; normalised GD, dq = -alpha |p|^2 g / (|p| |g| + eps) =
+/// -(alpha |p|) g / (|g| + eps / |p|), so alpha' = alpha |p| and eps' = eps / |p|
+/// (proofs-notes/lemma-a6.md). Each factor is rounded once in f64.
+pub fn scale_step(w_cfg: &Config, p_cfg: &mut Config, p0: &ndarray::Array1<f64>) {
+    let pp = p0.dot(p0);
+    if w_cfg.optimizer.is_normalized() {
+        p_cfg.step_size = w_cfg.step_size * pp.sqrt();
+        p_cfg.optimizer.eps = w_cfg.optimizer.eps / pp.sqrt();
+    } else {
+        p_cfg.step_size = w_cfg.step_size * pp;
+    }
+}
+
 /// Run the W-mode run of `cfg` and its p-mode twin in lockstep on `data` (the direct
 /// step, as the lemma's rounding budget assumes) and measure [`LemmaA6`].
 pub fn lemma_a6(cfg: &Config, data: &Dataset) -> Result<LemmaA6> {
@@ -47,7 +63,7 @@ pub fn lemma_a6(cfg: &Config, data: &Dataset) -> Result<LemmaA6> {
     let direct = crate::config::Method::Direct;
     let w_run = Trainer::with_method(&w_cfg, data, F64, w_cfg.formulation, direct)?;
     let p = w_init.p.clone();
-    p_cfg.step_size = w_cfg.step_size * p.dot(&p);
+    scale_step(&w_cfg, &mut p_cfg, &p);
     // the p-run starts from p(0) = q(0) of the W-run, with W = I
     let q0 = Params {
         p: w_run.q().into(),

@@ -101,7 +101,7 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
         Mode::Joint => "joint (p and W trained)",
     };
     let mut out = format!(
-        "tokensel {}: {} steps, seed {}, {mode}{}, {} {:?}, {} step{}\n  d = {}, ||mu|| = {}, T = {}, n = {} ({} noisy), rho = {}, eta = {}, sigma = {}, alpha = {:e}\n\n",
+        "tokensel {}: {} steps, seed {}, {mode}{}{}, {} {:?}, {} step{}\n  d = {}, ||mu|| = {}, T = {}, n = {} ({} noisy), rho = {}, eta = {}, sigma = {}, alpha = {:e}\n\n",
         match trainer.kind {
             crate::arith::Kind::F64 | crate::arith::Kind::F32 => "run",
             _ => "twin",
@@ -112,6 +112,11 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
             format!(", multiclass K = {}", c.model.classes)
         } else {
             String::new()
+        },
+        if c.optimizer.is_default() {
+            String::new()
+        } else {
+            format!(", {}", c.optimizer.name())
         },
         trainer_name(trainer),
         trainer.formulation,

@@ -12,6 +12,8 @@ use crate::arith::Arith;
 use crate::config::{Formulation, Mode};
 use crate::data::Params;
 use crate::linalg;
+
+use super::step_rule::StepRule;
 use crate::model;
 
 /// Parameters and d-space buffers of the direct step.
@@ -115,9 +117,16 @@ impl<R: Clone + Send + Sync> Direct<R> {
         }
     }
 
-    /// One gradient step from the last backward pass (module docs), then q = W^T p.
-    pub fn update<A: Arith<Real = R>>(&mut self, ar: &A, mode: Mode, alpha: f64) {
-        let neg_alpha = ar.of(-alpha);
+    /// One gradient step from the last backward pass (module docs), each block by
+    /// `rule` (constant or normalised: [`StepRule`]), then q = W^T p.
+    /// `Err(block)` ("p" or "W") where normalised GD meets an exactly zero block
+    /// ([`StepRule::neg_factor`]); nothing moves then.
+    pub fn update<A: Arith<Real = R>>(
+        &mut self,
+        ar: &A,
+        mode: Mode,
+        rule: &StepRule,
+    ) -> Result<(), &'static str> {
         let d = self.q.len();
         let g = &self.grad_q;
         // W dL/dq at the old W (p- and joint mode)
@@ -130,18 +139,45 @@ impl<R: Clone + Send + Sync> Direct<R> {
                 Some(dp)
             }
         };
-        if mode != Mode::P {
+        // both factors before any parameter moves (a zero block leaves them as they were)
+        let neg_w = match mode {
+            Mode::P => None,
+            // dL/dW = p (dL/dq)^T: its squared Frobenius norm is |p|^2 |dL/dq|^2
+            _ => Some(
+                rule.neg_factor(ar, || {
+                    let (mut pp, mut gg) = (ar.zero(), ar.zero());
+                    ar.dot(&self.p, &self.p, &mut pp);
+                    ar.dot(g, g, &mut gg);
+                    ar.mul(&mut pp, &gg);
+                    pp
+                })
+                .map_err(|_| "W")?,
+            ),
+        };
+        let neg_p = match &dp {
+            None => None,
+            Some(dp) => Some(
+                rule.neg_factor(ar, || {
+                    let mut pp = ar.zero();
+                    ar.dot(dp, dp, &mut pp);
+                    pp
+                })
+                .map_err(|_| "p")?,
+            ),
+        };
+        if let Some(neg_w) = neg_w {
             let w = self.w.as_mut().expect("W- and joint mode store W");
             let p = &self.p;
             linalg::for_each_row(ar, w, d, d, |m, row| {
                 let mut a = ar.zero();
-                ar.prod(&mut a, &neg_alpha, &p[m]);
+                ar.prod(&mut a, &neg_w, &p[m]);
                 ar.axpy(&a, g, row);
             });
         }
-        if let Some(dp) = dp {
-            ar.axpy(&neg_alpha, &dp, &mut self.p);
+        if let (Some(dp), Some(neg_p)) = (dp, neg_p) {
+            ar.axpy(&neg_p, &dp, &mut self.p);
         }
         self.compute_q(ar);
+        Ok(())
     }
 }

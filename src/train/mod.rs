@@ -39,6 +39,7 @@ pub mod plan;
 pub mod record;
 pub mod resume;
 pub mod span;
+pub mod step_rule;
 
 pub use plan::{MAX_STATE_BYTES, TestPath, check_memory, resolve_method, state_bytes};
 
@@ -287,17 +288,16 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
     /// One gradient step from the last [`Trainer::forward_backward`].
     pub fn update(&mut self) -> Result<()> {
         let ar = self.ar;
-        let alpha = self.cfg.step_size;
-        let finite = match &mut self.engine {
-            Engine::Direct(e) => {
-                e.update(&ar, self.cfg.mode, alpha);
-                e.q.iter().all(|v| ar.is_finite(v))
-            }
-            Engine::Span(e) => {
-                e.update(&ar, alpha, &self.c);
-                e.a.iter().chain(&e.m).all(|v| ar.is_finite(v))
-            }
+        let rule = step_rule::StepRule::of(self.cfg);
+        let moved = match &mut self.engine {
+            Engine::Direct(e) => e
+                .update(&ar, self.cfg.mode, &rule)
+                .map(|_| e.q.iter().all(|v| ar.is_finite(v))),
+            Engine::Span(e) => e
+                .update(&ar, &rule, &self.c)
+                .map(|_| e.a.iter().chain(&e.m).all(|v| ar.is_finite(v))),
         };
+        let finite = moved.map_err(|block| step_rule::ZeroBlock::error(block, self.step))?;
         self.step += 1;
         if !finite {
             return Err(self.non_finite(Quantity::Q, None));

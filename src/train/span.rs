@@ -25,6 +25,8 @@ use crate::config::Mode;
 use crate::data::Params;
 use crate::linalg;
 
+use super::step_rule::StepRule;
+
 /// Coefficients, Gram matrices and what it takes to rebuild p, W and q.
 #[derive(Debug, Clone)]
 pub struct Span<R> {
@@ -276,31 +278,91 @@ impl<R: Clone + Send + Sync> Span<R> {
         linalg::matvec_prepared(ar, rows, 0, &self.a, out);
     }
 
-    /// One gradient step from the token coefficients `c` (module docs).
-    pub fn update<A: Arith<Real = R>>(&mut self, ar: &A, alpha: f64, c: &[R]) {
-        let neg_alpha = ar.of(-alpha);
+    /// One gradient step from the token coefficients `c` (module docs), each block by
+    /// `rule` (constant or normalised: [`StepRule`]).
+    /// `Err(block)` ("p" or "W") where normalised GD meets an exactly zero block
+    /// ([`StepRule::neg_factor`]); nothing moves then.
+    pub fn update<A: Arith<Real = R>>(
+        &mut self,
+        ar: &A,
+        rule: &StepRule,
+        c: &[R],
+    ) -> Result<(), &'static str> {
         let r = self.r;
         match self.mode {
-            Mode::P | Mode::W => ar.axpy(&neg_alpha, c, &mut self.a[1..]),
+            Mode::P | Mode::W => {
+                // p-mode: dL/dp = B[1..]^T c; W-mode: dL/dW = p(0) (X^T c)^T. Either
+                // squared norm is c^T G[1.., 1..] c (G[1.., 1..] = B[1..] B[1..]^T, or
+                // |p(0)|^2 K in W-mode)
+                let block = if self.mode == Mode::P { "p" } else { "W" };
+                let neg = rule
+                    .neg_factor(ar, || self.quad_g(ar, None, c))
+                    .map_err(|_| block)?;
+                ar.axpy(&neg, c, &mut self.a[1..])
+            }
             Mode::Joint => {
                 let mut kc = ar.zeros(r);
                 linalg::matvec_prepared(ar, &self.k, 0, c, &mut kc);
                 let mut mkc = ar.zeros(r + 1);
                 linalg::matvec(ar, &self.m, &kc, &mut mkc);
+                // dL/dW = p (X^T c)^T, |.|_F^2 = (a^T G a) (c^T K c); dL/dp = B^T e with
+                // e = (0, c) + M K c, |.|^2 = e^T G e
+                let neg_w = rule
+                    .neg_factor(ar, || {
+                        let (mut pp, mut gg) = (self.quad_g(ar, Some(&self.a), &[]), ar.zero());
+                        ar.dot(c, &kc, &mut gg);
+                        ar.mul(&mut pp, &gg);
+                        pp
+                    })
+                    .map_err(|_| "W")?;
+                let neg_p = rule
+                    .neg_factor(ar, || {
+                        let mut e = mkc.clone();
+                        for (ej, cj) in e[1..].iter_mut().zip(c) {
+                            ar.add(ej, cj);
+                        }
+                        self.quad_g(ar, Some(&e), &[])
+                    })
+                    .map_err(|_| "p")?;
                 let a = &self.a;
                 linalg::for_each_row(ar, &mut self.m, r, r, |i, mi| {
                     let mut t = ar.zero();
-                    ar.prod(&mut t, &neg_alpha, &a[i]);
+                    ar.prod(&mut t, &neg_w, &a[i]);
                     ar.axpy(&t, c, mi);
                 });
-                ar.fma(&mut self.a[0], &neg_alpha, &mkc[0]);
+                ar.fma(&mut self.a[0], &neg_p, &mkc[0]);
                 for ((aj, cj), mj) in self.a[1..].iter_mut().zip(c).zip(&mkc[1..]) {
                     let mut e = cj.clone();
                     ar.add(&mut e, mj);
-                    ar.fma(aj, &neg_alpha, &e);
+                    ar.fma(aj, &neg_p, &e);
                 }
             }
         }
+        Ok(())
+    }
+
+    /// v^T G v for v = `full` (r + 1 entries), or v = (0, `c`) when `full` is `None`
+    /// (normalised GD's squared gradient norms).
+    fn quad_g<A: Arith<Real = R>>(&self, ar: &A, full: Option<&[R]>, c: &[R]) -> R {
+        let r = self.r;
+        let mut out = ar.zero();
+        match full {
+            Some(v) => {
+                let mut gv = ar.zeros(r + 1);
+                linalg::matvec_prepared(ar, &self.g, 0, v, &mut gv);
+                ar.dot(v, &gv, &mut out);
+            }
+            None => {
+                let mut v = ar.zeros(r + 1);
+                for (vj, cj) in v[1..].iter_mut().zip(c) {
+                    ar.set(vj, cj);
+                }
+                let mut gc = ar.zeros(r);
+                linalg::matvec_prepared(ar, &self.g, 1, &v, &mut gc);
+                ar.dot(c, &gc, &mut out);
+            }
+        }
+        out
     }
 
     /// p and W at the current coefficients (W `None` for the identity).
