@@ -40,6 +40,10 @@ import numpy as np
 
 def load(data_dir: Path, dtype):
     cfg = tomllib.loads((data_dir / "config.toml").read_text())
+    if cfg.get("model", {}).get("kind", "token-selection") != "token-selection":
+        sys.exit(f"numpy_reference.py trains the binary token-selection model; the data's config has [model] kind = {cfg['model']['kind']!r}")
+    if cfg.get("optimizer", {}).get("kind", "gd") != "gd":
+        sys.exit(f"numpy_reference.py takes constant gradient steps; the data's config has [optimizer] kind = {cfg['optimizer']['kind']!r}")
     if cfg.get("mode", "p") != "p":
         sys.exit(f"numpy_reference.py trains p only (mode = 'p'); the data's config has mode = {cfg['mode']!r}")
     arr = lambda name: np.load(data_dir / f"{name}.npy")

@@ -131,6 +131,10 @@ def main():
 
     official = import_official(args.official)
     cfg = tomllib.loads((args.data_dir / "config.toml").read_text())
+    if cfg.get("model", {}).get("kind", "token-selection") != "token-selection":
+        sys.exit(f"official_adapter.py trains the binary token-selection model; the data's config has [model] kind = {cfg['model']['kind']!r}")
+    if cfg.get("optimizer", {}).get("kind", "gd") != "gd":
+        sys.exit(f"official_adapter.py takes constant gradient steps; the data's config has [optimizer] kind = {cfg['optimizer']['kind']!r}")
     if cfg.get("mode") != "joint":
         sys.exit(
             f"the official code trains W and p together (mode = 'joint'); the data's config has "

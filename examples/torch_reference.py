@@ -65,6 +65,10 @@ def main():
     torch.use_deterministic_algorithms(True)
     dtype = torch.float32 if args.float32 else torch.float64
     cfg = tomllib.loads((args.data_dir / "config.toml").read_text())
+    if cfg.get("model", {}).get("kind", "token-selection") != "token-selection":
+        sys.exit(f"torch_reference.py trains the binary token-selection model; the data's config has [model] kind = {cfg['model']['kind']!r}")
+    if cfg.get("optimizer", {}).get("kind", "gd") != "gd":
+        sys.exit(f"torch_reference.py takes constant gradient steps; the data's config has [optimizer] kind = {cfg['optimizer']['kind']!r}")
     if cfg.get("mode", "p") != "p":
         sys.exit(f"torch_reference.py trains p only (mode = 'p'); the data's config has mode = {cfg['mode']!r}")
     arr = lambda name: torch.from_numpy(np.load(args.data_dir / f"{name}.npy")).to(dtype)

@@ -319,3 +319,54 @@ fn a_zero_gradient_stops_exactly_normalized_gd() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("normalized-gd (eps = 1e-9)"), "{out}");
 }
+
+/// The NumPy peer (examples/numpy_reference.py) takes constant steps of the binary
+/// model: given a data directory whose config asks for normalised GD, or the K-class
+/// model, it refuses with a message naming the section instead of writing a
+/// constant-step trajectory that `judge` would then call wrong (NumPy venv only:
+/// TOKENSEL_PYTHON, as `.ci/run` sets it).
+#[test]
+fn the_numpy_peer_refuses_what_it_does_not_implement() {
+    let Ok(python) = std::env::var("TOKENSEL_PYTHON") else {
+        eprintln!("TOKENSEL_PYTHON not set: the NumPy peer's refusals skipped");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/numpy_reference.py");
+    for (name, body, needle) in [
+        (
+            "ngd",
+            "steps = 10\n[optimizer]\nkind = \"normalized-gd\"\n",
+            "[optimizer] kind = 'normalized-gd'",
+        ),
+        (
+            "k3",
+            "steps = 10\n[model]\nkind = \"multiclass\"\nclasses = 3\n[layout]\ntokens = 9\nrelevant = 1\nweak_same = 1\nweak_opposite = 2\nirrelevant = 5\n",
+            "[model] kind = 'multiclass'",
+        ),
+    ] {
+        let cfg = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&cfg, body).unwrap();
+        let data = dir.path().join(name);
+        let o = common::tokensel(&[
+            "data",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            data.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        let out = dir.path().join(format!("{name}.json"));
+        let o = std::process::Command::new(&python)
+            .arg(&script)
+            .arg(&data)
+            .args(["--out", out.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        assert!(err.contains(needle), "{name}: {err}");
+        assert!(!out.exists(), "{name}: no trajectory written");
+    }
+}
