@@ -16,8 +16,8 @@
 //!
 //! The naive (d-space) gradient, which only judge's naive candidates run (a K-class
 //! config trains in the stable formulation): the binary one with g_t -> h_t and
-//! f -> sum_t s_t h_t ([`Model::naive_terms`]), so that it cancels where the attention
-//! saturates as the binary one does.
+//! f -> sum_t s_t h_t ([`Model::naive_terms`]): the binary form, with its d-space
+//! cancellation where the attention saturates.
 //!
 //! K = 2: nu_0 = -nu_1 = nu / 2, so f_0 - f_1 is the binary f, l is log(1 + exp(-Y f))
 //! with class 0 as +1, and the trajectory is the binary one in exact arithmetic (tested
