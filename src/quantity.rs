@@ -15,7 +15,7 @@
 //! | `rest` | (n) | 1 - s_top of each training sample |
 //! | `output` | (n), or (n, K) | the model's outputs of each training sample: the binary f, or a K-class model's f_0, ..., f_{K-1} |
 //! | `grad_q` | (d) | the gradient with respect to q: dL/dq (df/dq for one sequence in the saturation sweep) |
-//! | `loss` | () | the empirical logistic risk |
+//! | `loss` | () | the empirical risk (logistic; the cross-entropy for K classes) |
 
 use serde::{Deserialize, Serialize};
 
