@@ -815,8 +815,9 @@ impl Config {
         if self.formulation == Formulation::Naive {
             return Err(Error::config(
                 "formulation",
-                "the multi-class model is implemented in the stable formulation only (the \
-                 naive one is the binary model's framework comparison)",
+                "the multi-class model trains in the stable formulation only (its naive \
+                 gradient is replayed by judge as a candidate explanation, not a run's \
+                 formulation)",
             ));
         }
         Ok(())

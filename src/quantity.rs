@@ -13,13 +13,14 @@
 //! | `scores` | (n, T) | scores z_t = <x_t, q> of the training tokens |
 //! | `attention` | (n, T) | softmax of the scores |
 //! | `rest` | (n) | 1 - s_top of each training sample |
-//! | `output` | (n) | the model's output f of each training sample |
+//! | `output` | (n), or (n, K) | the model's outputs of each training sample: the binary f, or a K-class model's f_0, ..., f_{K-1} |
 //! | `grad_q` | (d) | the gradient with respect to q: dL/dq (df/dq for one sequence in the saturation sweep) |
-//! | `loss` | () | the empirical logistic risk |
+//! | `loss` | () | the empirical risk (logistic; the cross-entropy for K classes) |
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
+use crate::model::{AnyModel, Model};
 
 /// A quantity of the model, by its one name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -42,7 +43,8 @@ pub enum Quantity {
     /// 1 - s_top of each training sample (n).
     #[serde(rename = "rest")]
     Rest,
-    /// The output f of each training sample (n).
+    /// The outputs of each training sample: the binary f (n), a K-class model's K
+    /// outputs f_c (n, K).
     #[serde(rename = "output")]
     Output,
     /// The gradient with respect to q (d).
@@ -92,14 +94,19 @@ impl Quantity {
         Quantity::ALL.map(Quantity::name).join(", ")
     }
 
-    /// Shape of one step's value in a run of `cfg`.
+    /// Shape of one step's value in a run of `cfg`; the outputs per sample are the
+    /// model's ([`Model::outputs`]: (n) for the binary model, (n, K) for K classes).
     pub fn shape(self, cfg: &Config) -> Vec<usize> {
         let (n, t, d) = (cfg.n_train, cfg.tokens(), cfg.d);
         match self {
             Quantity::P | Quantity::Q | Quantity::GradQ => vec![d],
             Quantity::W => vec![d, d],
             Quantity::Scores | Quantity::Attention => vec![n, t],
-            Quantity::Rest | Quantity::Output => vec![n],
+            Quantity::Rest => vec![n],
+            Quantity::Output => match AnyModel::of(cfg).outputs() {
+                1 => vec![n],
+                k => vec![n, k],
+            },
             Quantity::Loss => vec![],
         }
     }

@@ -287,3 +287,51 @@ def test_w_recorded_sparser_than_p_is_judged_in_one_call(cfg):
     assert bent["quantities"]["p"]["first_over_tol"] is None
     dep = bent["diagnosis"]["departure"]
     assert (dep["step"], dep["quantity"], dep["updates"]) == (50, "W", [21, 50]), dep
+
+
+def numpy_run_k_class(cfg, steps, record):
+    """Full-batch gradient descent on p (W = I) for the K-class model (SPEC section 14) in
+    float64 on tokensel's data: f_c = sum_t s_t <nu_c, x_t>, softmax cross-entropy, the
+    centred softmax gradient with h_t = sum_c gamma_c G_tc. Records the K outputs per
+    sample, (n, K) per step."""
+    d = tokensel.data(cfg)
+    x, y, nu, p = d["X_train"], d["y_train"], d["nu"], d["p0"].copy()
+    n, k = x.shape[0], nu.shape[0]
+    g = np.einsum("ntd,kd->ntk", x, nu)
+    onehot = np.eye(k)[y]
+    for t in range(max(steps) + 1):
+        z = x @ p
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        s = e / e.sum(axis=1, keepdims=True)
+        f = np.einsum("nt,ntk->nk", s, g)
+        m = f.max(axis=1, keepdims=True)
+        lse = m[:, 0] + np.log(np.exp(f - m).sum(axis=1))
+        loss = (lse - f[np.arange(n), y]).mean()
+        gamma = np.exp(f - lse[:, None]) - onehot
+        h = np.einsum("ntk,nk->nt", g, gamma)
+        c = s * (h - (s * h).sum(axis=1, keepdims=True)) / n
+        grad = np.einsum("nt,ntd->d", c, x)
+        if t in steps:
+            record(t, p=p, scores=z, attention=s, output=f, loss=loss, grad_q=grad)
+        p = p - cfg.step_size * grad
+
+
+def test_k_class_outputs_are_judged_per_class():
+    """A K = 3 config's `output` is (steps, n, K): a NumPy K-class implementation in float64
+    is explained by float64 rounding with no departure, and its outputs of the binary
+    shape (steps, n) are refused before any work (MismatchError naming both shapes)."""
+    layout = {"tokens": 6, "relevant": 1, "weak_same": 1, "weak_opposite": 2, "irrelevant": 2}
+    cfg = tokensel.Config(model="multiclass", classes=3, d=30, n_train=9, n_test=9, steps=20, layout=layout)
+    steps = [0, 1, 2, 5, 10, 20]
+    rec = tt.Recorder(steps=steps, implementation="test_judge.py K = 3", config={"step_size": cfg.step_size})
+    numpy_run_k_class(cfg, steps, rec.record)
+    traj = rec.to_dict()
+    assert traj["output"].shape == (len(steps), 9, 3)
+    report = tokensel.judge(cfg, traj)
+    assert report["within_tolerance"], report["diagnosis"]
+    assert report["quantities"]["output"]["max_rel_err"] < 1e-13
+    assert set(report["diagnosis"]["explained_by"]) == {"f64-stable", "f64-naive"}, report["diagnosis"]
+    assert report["diagnosis"]["departure"] is None
+    margins = dict(traj, output=traj["output"][:, :, 0])
+    with pytest.raises(tokensel.errors.MismatchError, match=r"`output`.*\[9\] per step.*\[9, 3\]"):
+        tokensel.judge(cfg, margins)

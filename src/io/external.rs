@@ -18,8 +18,9 @@
 //! The quantities, at step t (after t updates; the forward pass at the parameters of
 //! step t), named as everywhere in tokensel ([`Quantity`]): `p` (d), `q` = W^T p (d), `W`
 //! (d, d, the paper's W: scores = X W^T p), the `scores` (n, T), `attention` (n, T) and
-//! `rest` = 1 - s_top (n) of the training samples, their `output`s f (n), the empirical
-//! `loss` (a scalar), and `grad_q` = dL/dq (d). Any non-empty subset may be present.
+//! `rest` = 1 - s_top (n) of the training samples, their `output`s (n: the binary f;
+//! (n, K) for a K-class config: the K outputs f_c of each sample), the empirical `loss`
+//! (a scalar), and `grad_q` = dL/dq (d). Any non-empty subset may be present.
 //! Shapes are checked against the run's config by [`External::check_against`].
 //!
 //! A quantity may be recorded at fewer steps than the others: `<name>_steps` (e.g.

@@ -126,6 +126,14 @@ pub trait Model: std::fmt::Debug + Copy + Send + Sync {
     /// The loss of outputs `f` for label `y`.
     fn loss<A: Arith>(&self, ar: &A, f: &[A::Real], y: i8, out: &mut A::Real);
 
+    /// The terms of one sample's naive (d-space, framework) gradient after its
+    /// [`Model::sample`] in the `Naive` formulation, with `g` the sample's head values:
+    /// per-token values v (T) and a centre vbar such that coef (sum_t (s_t v_t) x_t -
+    /// vbar sum_t s_t x_t) is its dL/dq ([`token_selection::grad_q_naive`]). Binary:
+    /// v = g, vbar = f. K classes: v = h (h_t = sum_c gamma_c G_tc), vbar = sum_t s_t h_t
+    /// (SPEC section 14: the binary gradient with g_t -> h_t).
+    fn naive_terms<'s, R>(&self, g: &'s [R], out: &'s Sample<R>) -> (&'s [R], &'s R);
+
     /// The predicted label where it is proved ([`Arith::decide_sign`],
     /// [`Arith::decide_cmp`]): binary, sign(f) (0 for f = 0); K classes, the unique
     /// largest output. `None` where not proved (an enclosure too wide, or a tie of the
@@ -211,6 +219,10 @@ impl Model for AnyModel {
 
     fn loss<A: Arith>(&self, ar: &A, f: &[A::Real], y: i8, out: &mut A::Real) {
         dispatch!(self, m => m.loss(ar, f, y, out))
+    }
+
+    fn naive_terms<'s, R>(&self, g: &'s [R], out: &'s Sample<R>) -> (&'s [R], &'s R) {
+        dispatch!(self, m => m.naive_terms(g, out))
     }
 
     fn predict<A: Arith>(&self, ar: &A, f: &[A::Real]) -> Option<i8> {

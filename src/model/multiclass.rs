@@ -14,6 +14,11 @@
 //! formed by the same centred [`super::attention::grad_scores`]. gamma_Y = p_Y - 1 is
 //! formed as -(sum_{c != Y} e_c) / (1 + S), without the subtraction.
 //!
+//! The naive (d-space) gradient, which only judge's naive candidates run (a K-class
+//! config trains in the stable formulation): the binary one with g_t -> h_t and
+//! f -> sum_t s_t h_t ([`Model::naive_terms`]): the binary form, with its d-space
+//! cancellation where the attention saturates.
+//!
 //! K = 2: nu_0 = -nu_1 = nu / 2, so f_0 - f_1 is the binary f, l is log(1 + exp(-Y f))
 //! with class 0 as +1, and the trajectory is the binary one in exact arithmetic (tested
 //! against the binary model in tests/multiclass.rs).
@@ -106,6 +111,12 @@ fn outputs_into<A: Arith>(
     }
 }
 
+/// Length of a sample's working space ([`Sample::scratch`]) for K classes and T tokens:
+/// e, gamma, d (K each), h (T), G^T (K x T) and the naive gradient's centre (1).
+fn scratch_len(k: usize, t: usize) -> usize {
+    3 * k + t + k * t + 1
+}
+
 impl Model for Multiclass {
     fn outputs(&self) -> usize {
         self.classes
@@ -133,14 +144,16 @@ impl Model for Multiclass {
     ) {
         let (k, t, top) = (self.classes, s.len(), out.softmax.top);
         let y = y as usize;
-        // working space, kept in the sample: e, gamma, d (K each), h (T), G^T (K x T)
-        if out.scratch.len() != 3 * k + t + k * t {
-            out.scratch = ar.zeros(3 * k + t + k * t);
+        // working space, kept in the sample: e, gamma, d (K each), h (T), G^T (K x T),
+        // the naive centre (1; [`scratch_len`])
+        if out.scratch.len() != scratch_len(k, t) {
+            out.scratch = ar.zeros(scratch_len(k, t));
         }
         let (e, rest) = out.scratch.split_at_mut(k);
         let (gamma, rest) = rest.split_at_mut(k);
         let (d, rest) = rest.split_at_mut(k);
-        let (h, gt) = rest.split_at_mut(t);
+        let (h, rest) = rest.split_at_mut(t);
+        let (gt, centre) = rest.split_at_mut(k * t);
         outputs_into(ar, s, g, top, form, &mut out.outputs, d);
         let f = &out.outputs;
         let (loss, den) = lse(ar, f, y, e);
@@ -181,6 +194,11 @@ impl Model for Multiclass {
         // c_t = (1/n) s_t (h_t - hbar)
         let mut hbar = ar.zero();
         output(ar, s, h, top, Formulation::Stable, &mut hbar);
+        if form == Formulation::Naive {
+            // the naive gradient's centre sum_t s_t h_t, the fma chain over t from 0 (as
+            // the binary naive f): [`Model::naive_terms`]
+            output(ar, s, h, top, Formulation::Naive, &mut centre[0]);
+        }
         ar.set_f64(&mut out.coef, 1.0);
         ar.div_f64(&mut out.coef, n as f64);
         grad_scores(ar, s, h, top, &hbar, &out.coef, c);
@@ -202,6 +220,16 @@ impl Model for Multiclass {
     fn loss<A: Arith>(&self, ar: &A, f: &[A::Real], y: i8, out: &mut A::Real) {
         let mut e = ar.zeros(f.len());
         *out = lse(ar, f, y as usize, &mut e).0;
+    }
+
+    fn naive_terms<'s, R>(&self, _g: &'s [R], out: &'s Sample<R>) -> (&'s [R], &'s R) {
+        let k = self.classes;
+        let t = (out.scratch.len() - 1 - 3 * k) / (k + 1);
+        debug_assert_eq!(out.scratch.len(), scratch_len(k, t), "after a sample");
+        (
+            &out.scratch[3 * k..3 * k + t],
+            &out.scratch[scratch_len(k, t) - 1],
+        )
     }
 
     fn predict<A: Arith>(&self, ar: &A, f: &[A::Real]) -> Option<i8> {

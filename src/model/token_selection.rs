@@ -75,6 +75,10 @@ impl Model for TokenSelection {
         loss(ar, &margin, out);
     }
 
+    fn naive_terms<'s, R>(&self, g: &'s [R], out: &'s Sample<R>) -> (&'s [R], &'s R) {
+        (g, &out.f)
+    }
+
     fn predict<A: Arith>(&self, ar: &A, f: &[A::Real]) -> Option<i8> {
         predict(ar, &f[0])
     }

@@ -14,7 +14,7 @@ use crate::data::Params;
 use crate::linalg;
 
 use super::step_rule::StepRule;
-use crate::model;
+use crate::model::{self, Model};
 
 /// Parameters and d-space buffers of the direct step.
 #[derive(Debug, Clone)]
@@ -70,12 +70,14 @@ impl<R: Clone + Send + Sync> Direct<R> {
     }
 
     /// dL/dq from the last forward pass: `Stable`: X^T c; `Naive`: per-sample
-    /// [`model::grad_q_naive`], summed in sample order.
+    /// [`model::grad_q_naive`] of model `m`'s [`Model::naive_terms`] (`g`: the head
+    /// values, `m.outputs()` per token), summed in sample order.
     #[allow(clippy::too_many_arguments)]
-    pub fn backward<A: Arith<Real = R>>(
+    pub fn backward<A: Arith<Real = R>, M: Model>(
         &mut self,
         ar: &A,
         form: Formulation,
+        m: &M,
         x: &[f64],
         tokens: usize,
         s: &[R],
@@ -83,7 +85,7 @@ impl<R: Clone + Send + Sync> Direct<R> {
         samples: &[Sample<R>],
         c: &[R],
     ) {
-        let d = self.q.len();
+        let (d, k) = (self.q.len(), m.outputs());
         match form {
             Formulation::Stable => linalg::matvec_t_f64(ar, x, c, &mut self.grad_q),
             Formulation::Naive => {
@@ -95,12 +97,14 @@ impl<R: Clone + Send + Sync> Direct<R> {
                     )
                     .expect("token block");
                     let mut b = ar.zeros(d);
+                    let gi = &g[span.start * k..span.end * k];
+                    let (values, centre) = m.naive_terms(gi, &samples[i]);
                     model::grad_q_naive(
                         ar,
                         xi,
-                        &s[span.clone()],
-                        &g[span],
-                        &samples[i].f,
+                        &s[span],
+                        values,
+                        centre,
                         &samples[i].coef,
                         &mut b,
                         v,

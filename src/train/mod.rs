@@ -269,7 +269,17 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
             return Err(self.non_finite(Quantity::Loss, None));
         }
         if let Engine::Direct(e) = &mut self.engine {
-            e.backward(&ar, form, x, t, &self.attention, g, &self.samples, &self.c);
+            e.backward(
+                &ar,
+                form,
+                m,
+                x,
+                t,
+                &self.attention,
+                g,
+                &self.samples,
+                &self.c,
+            );
             if !e.grad_q.iter().all(|v| ar.is_finite(v)) {
                 return Err(self.non_finite(Quantity::GradQ, None));
             }

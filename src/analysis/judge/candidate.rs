@@ -215,7 +215,11 @@ pub fn values<A: Arith>(tr: &Trainer<'_, A>, q: Quantity, identity: &[f64]) -> V
             .iter()
             .map(|s| ar.to_f64(&s.softmax.rest))
             .collect(),
-        Quantity::Output => tr.samples.iter().map(|s| ar.to_f64(&s.f)).collect(),
+        Quantity::Output => tr
+            .samples
+            .iter()
+            .flat_map(|s| s.model_outputs().iter().map(|v| ar.to_f64(v)))
+            .collect(),
         Quantity::GradQ => conv(&e.grad_q),
         Quantity::Loss => vec![ar.to_f64(&tr.loss)],
     }

@@ -50,7 +50,11 @@ pub fn intervals(tr: &Trainer<'_, Ball>, q: Quantity) -> Option<Vec<(f64, f64)>>
             .iter()
             .map(|s| ar.enclose(&s.softmax.rest))
             .collect(),
-        Quantity::Output => tr.samples.iter().map(|s| ar.enclose(&s.f)).collect(),
+        Quantity::Output => tr
+            .samples
+            .iter()
+            .flat_map(|s| s.model_outputs().iter().map(|v| ar.enclose(v)))
+            .collect(),
         Quantity::GradQ => enclose(&tr.grad_q()),
         Quantity::Loss => vec![ar.enclose(&tr.loss)],
     })

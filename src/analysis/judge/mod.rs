@@ -292,7 +292,12 @@ impl<'t, 'a> Twin<'t, 'a> {
             Quantity::Scores => mpfr(b.scores.clone()),
             Quantity::Attention => mpfr(b.attention.clone()),
             Quantity::Rest => mpfr(b.samples.iter().map(|s| s.softmax.rest.clone()).collect()),
-            Quantity::Output => mpfr(b.samples.iter().map(|s| s.f.clone()).collect()),
+            Quantity::Output => mpfr(
+                b.samples
+                    .iter()
+                    .flat_map(|s| s.model_outputs().iter().cloned())
+                    .collect(),
+            ),
             Quantity::GradQ => mpfr(b.grad_q()),
             Quantity::Loss => mpfr(vec![b.loss.clone()]),
         }
@@ -375,7 +380,6 @@ pub fn judge(
     opts: Options,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Report> {
-    cfg.binary_only("judge (candidate replays of an external f)")?;
     let twin = Trainer::with_method(
         cfg,
         data,
