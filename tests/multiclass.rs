@@ -666,9 +666,9 @@ fn k_class_claim_paths_are_checked_before_work() {
 
 /// `plot` draws a K-class trajectory in four panels under a title naming the model: the
 /// attention per token group, the test accuracy per true class (one line per class for
-/// K = 3; min, mean and max across classes for K = 9 > 8), and the top token of the clean
-/// and of the noisy samples by the K-class groups; SVG and PNG. A binary trajectory's
-/// plot stays one chart, titled with its model.
+/// K = 3; min, mean and max across the classes tested for K = 9 > 8), and the top token
+/// of the clean and of the noisy samples by the K-class groups; SVG and PNG. A binary
+/// trajectory's plot stays one chart, titled with its model.
 #[test]
 fn plot_draws_the_k_class_panels() {
     let dir = tempfile::tempdir().unwrap();
@@ -680,8 +680,15 @@ fn plot_draws_the_k_class_panels() {
         d: 30,
         ..Config::default()
     };
-    for k in [3, 9] {
-        let t = common::run_f64(&multiclass(base.clone(), k));
+    // K = 9 with every class in the test set, and with 4 test samples (5 classes without)
+    for (k, n_test) in [(3, 40), (9, 40), (9, 4)] {
+        let t = common::run_f64(&multiclass(
+            Config {
+                n_test,
+                ..base.clone()
+            },
+            k,
+        ));
         let noisy = t.y.iter().zip(&t.y_true).filter(|(a, b)| a != b).count();
         assert!(noisy > 0 && noisy < t.y.len(), "both panels drawn: {noisy}");
         std::fs::write(path("t.json"), t.to_json()).unwrap();
@@ -692,9 +699,13 @@ fn plot_draws_the_k_class_panels() {
             "multiclass, K = {k}: f64 53 bits, d = 30, ||mu|| = 20, n = 10 ({noisy} noisy), seed 0"
         );
         assert!(svg.contains(&title), "K = {k}: {svg}");
-        let accuracy = match k {
-            3 => "test accuracy per true class".to_string(),
-            _ => format!("test accuracy: min, mean, max over the {k} true classes"),
+        let m = t.last().classes.as_ref().unwrap();
+        let tested = m.test_accuracy.iter().flatten().count();
+        assert_eq!(tested == k, n_test == 40, "K = {k}, n_test = {n_test}");
+        let accuracy = match (k, tested) {
+            (3, _) => "test accuracy per true class".to_string(),
+            (_, 9) => format!("test accuracy: min, mean, max over the {k} true classes"),
+            _ => format!("test accuracy: min, mean, max over the {tested} of {k} classes tested"),
         };
         for panel in [
             "attention per token group (W_opposite: other classes' weak tokens)".to_string(),

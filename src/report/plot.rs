@@ -366,7 +366,7 @@ pub fn trajectory_svg(t: &crate::io::trajectory::Trajectory) -> String {
 /// (the shares of R, W_true, W_observed, W_other, I, tie and undecided, as the run
 /// report's "top token, by class" table), and the test accuracy per true class (one line
 /// per class up to [`CLASS_LINES`] classes, else the minimum, mean and maximum across
-/// classes) with the accuracy on the whole test set ("all classes"). The shares' and
+/// the classes that have a test sample) with the accuracy on the whole test set ("all classes"). The shares' and
 /// accuracies' legend labels give their last value ([`value_label`]). Steps > 0 on a log
 /// axis, as in [`attention_chart`]; checkpoints without per-class metrics are left out.
 pub fn multiclass_figure(t: &crate::io::trajectory::Trajectory) -> Figure {
@@ -490,7 +490,20 @@ pub fn multiclass_figure(t: &crate::io::trajectory::Trajectory) -> Figure {
     let accuracy = chart(
         match k <= CLASS_LINES {
             true => "test accuracy per true class".into(),
-            false => format!("test accuracy: min, mean, max over the {k} true classes"),
+            false => {
+                // the classes with a test sample (the test set is the same at every step)
+                let present = t
+                    .last()
+                    .classes
+                    .as_ref()
+                    .map_or(0, |m| m.test_accuracy.iter().flatten().count());
+                match present == k {
+                    true => format!("test accuracy: min, mean, max over the {k} true classes"),
+                    false => format!(
+                        "test accuracy: min, mean, max over the {present} of {k} classes tested"
+                    ),
+                }
+            }
         },
         "test accuracy",
         accuracy,
