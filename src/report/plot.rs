@@ -366,9 +366,10 @@ pub fn trajectory_svg(t: &crate::io::trajectory::Trajectory) -> String {
 /// (the shares of R, W_true, W_observed, W_other, I, tie and undecided, as the run
 /// report's "top token, by class" table), and the test accuracy per true class (one line
 /// per class up to [`CLASS_LINES`] classes, else the minimum, mean and maximum across
-/// the classes that have a test sample) with the accuracy on the whole test set ("all classes"). The shares' and
-/// accuracies' legend labels give their last value ([`value_label`]). Steps > 0 on a log
-/// axis, as in [`attention_chart`]; checkpoints without per-class metrics are left out.
+/// the classes that have a test sample) with the accuracy on the whole test set ("all
+/// classes"). The shares' and accuracies' legend labels give their value: "R = 0.5" for
+/// a line constant at 0.5, "R → 1" for one that ends at 1. Steps > 0 on a log axis, as
+/// in [`attention_chart`]; checkpoints without per-class metrics are left out.
 pub fn multiclass_figure(t: &crate::io::trajectory::Trajectory) -> Figure {
     use crate::io::trajectory::ClassSelection;
     let cfg = &t.config;
@@ -454,7 +455,8 @@ pub fn multiclass_figure(t: &crate::io::trajectory::Trajectory) -> Figure {
                 })
                 .collect()
         };
-        let parts: [(&str, fn(&[f64]) -> f64); 3] = [
+        type Across = fn(&[f64]) -> f64;
+        let parts: [(&str, Across); 3] = [
             ("min", |v| v.iter().copied().fold(f64::INFINITY, f64::min)),
             ("mean", |v| v.iter().sum::<f64>() / v.len() as f64),
             ("max", |v| {
