@@ -1,11 +1,17 @@
 //! Fuzzing every file tokensel reads. In process: random text to the config and
-//! trajectory parsers. Through the command line, one target per file-reading command
-//! and file kind (config, claims, grid TOML, grid directory and cell files, trajectory,
-//! compare report, external JSON, external NPZ with lying headers, data directory and
-//! manifest, twin state): random files, valid files with bytes replaced, numbers
-//! replaced by extreme ones, cut short, or cut out; every exit must be 0-3 (never a
-//! panic, 101, or an abort, 134) and no process may hang (each is killed after
-//! [`HANG`]).
+//! trajectory parsers, and configs with a generated `[model]` section. Through the
+//! command line, one target per file-reading command and file kind (config, claims, grid
+//! TOML, grid directory and cell files, trajectory, compare report, external JSON,
+//! external NPZ with lying headers, data directory and manifest, twin state), and for
+//! the K-class model (SPEC section 14) one per kind again: configs whose `[model]`
+//! section is generated (kinds, class counts in and out of range, of other types,
+//! missing, beside binary-only keys and layouts), K-class trajectories (`diff`, `plot`)
+//! and twin states (`twin --resume`), and supplied K-class data directories (`run
+//! --data`) whose labels, head or groups are replaced, the manifest re-signed. The edits:
+//! random files, valid files with bytes replaced, numbers replaced by extreme ones, cut
+//! short, or cut out, and for the K-class files a field of the JSON replaced or removed;
+//! every exit must be 0-3 (never a panic, 101, or an abort, 134) and no process may hang
+//! (each is killed after [`HANG`]).
 //!
 //! `TOKENSEL_FUZZ_CASES=N` runs N cases per command-line target (default
 //! [`CI_CASES`], a few dozen: about a minute for all targets on 2 cores).
@@ -263,10 +269,44 @@ struct Fixtures {
     /// A data export (file name, bytes).
     data: BTreeMap<String, Vec<u8>>,
     state: Vec<u8>,
+    /// A K-class run's trajectory ([`TINY_K`]).
+    k_trajectory: Vec<u8>,
+    /// A K-class twin state, stopped after 2 of 6 steps.
+    k_state: Vec<u8>,
+    /// A supplied K-class data directory (file name, bytes): [`TINY_K`]'s arrays.
+    k_data: BTreeMap<String, Vec<u8>>,
 }
 
 /// A tiny run: every command on it takes well under a second.
 const TINY: &str = "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 3\n";
+
+/// A tiny K = 3 run (one weak token per other class: T = 9).
+const TINY_K: &str = "d = 20\nn_train = 6\nn_test = 6\nmu_norm = 5.0\nsteps = 3\n[model]\nkind = \"multiclass\"\nclasses = 3\n[layout]\ntokens = 9\nweak_opposite = 2\n";
+
+/// [`TINY_K`]'s generated arrays as a supplied data directory (the labels final: true
+/// and observed; the head (K, d)), as `tokensel.write_data` writes one.
+fn supplied_k_export() -> BTreeMap<String, Vec<u8>> {
+    use tokensel::data::supplied::Supplied;
+    use tokensel::data::{Dataset, Params};
+    let cfg = Config::from_toml_str(TINY_K, Path::new("tiny_k")).unwrap();
+    let data = Dataset::generate(&cfg);
+    let sup = Dataset::supplied(
+        &cfg,
+        Supplied {
+            x_train: data.train.x.clone(),
+            y_train: data.train.y.clone(),
+            y_true_train: Some(data.train.y_true.clone()),
+            x_test: data.test.x.clone(),
+            y_test: data.test.y_true.clone(),
+            nu: data.nu_classes.clone().unwrap().into_dyn(),
+            groups: Some(data.groups.clone()),
+        },
+    )
+    .unwrap();
+    let p0 = Params::init(&cfg).p;
+    let (_, files) = tokensel::io::export::files(&cfg, &sup, p0.view(), None);
+    files.into_iter().collect()
+}
 
 fn ok(o: &std::process::Output) {
     assert!(o.status.success(), "fixture: {}", stderr(o));
@@ -359,6 +399,34 @@ fn fixtures() -> &'static Fixtures {
             ],
             true,
         );
+        let cfg_k = p(dir, "tiny_k.toml");
+        std::fs::write(&cfg_k, TINY_K).unwrap();
+        ok(&tokensel(&[
+            "run",
+            "--quiet",
+            "--config",
+            &cfg_k,
+            "--out",
+            &p(dir, "tk"),
+        ]));
+        let k_state = p(dir, "k_state.json");
+        let o = tokensel(&[
+            "twin",
+            "--quiet",
+            "--prec",
+            "64",
+            "--config",
+            &cfg_k,
+            "--steps",
+            "6",
+            "--state",
+            &k_state,
+            "--save-every",
+            "2",
+            "--stop-after",
+            "2",
+        ]);
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
         let claims = "[[claim]]\nname = \"tiny\"\nconfig = { d = 20, n_train = 4, n_test = 4, steps = 3 }\nsource = \"run\"\nquantity = \"train_accuracy\"\nop = \">=\"\nbound = 0.0\n";
         let f = Fixtures {
             config: TINY.as_bytes().to_vec(),
@@ -371,6 +439,9 @@ fn fixtures() -> &'static Fixtures {
             external_npz,
             data: files_under(&dir.join("data")),
             state: std::fs::read(&state).unwrap(),
+            k_trajectory: std::fs::read(dir.join("tk/trajectory.json")).unwrap(),
+            k_state: std::fs::read(&k_state).unwrap(),
+            k_data: supplied_k_export(),
         };
         // every fixture is valid: the targets start from accepted input
         let check = tempfile::tempdir().unwrap();
@@ -389,6 +460,17 @@ fn fixtures() -> &'static Fixtures {
         }
         std::fs::write(c.join("claims.toml"), &f.claims).unwrap();
         ok(&tokensel(&["check", &p(c, "claims.toml")]));
+        write_all(c, "k_data", &f.k_data);
+        ok(&tokensel(&[
+            "run",
+            "--quiet",
+            "--data",
+            &p(c, "k_data"),
+            "--steps",
+            "2",
+        ]));
+        std::fs::write(c.join("tk.json"), &f.k_trajectory).unwrap();
+        ok(&tokensel(&["plot", &p(c, "tk.json"), "--out", &p(c, "tk.svg")]));
         f
     })
 }
@@ -572,5 +654,522 @@ proptest! {
             "twin", "--quiet", "--prec", "64", "--config", &cfg, "--steps", "6", "--state", &f,
             "--resume",
         ])?;
+    }
+}
+
+/// `kind` values of a generated `[model]` section (`None`: the key left out).
+const KINDS: [Option<&str>; 10] = [
+    Some("\"multiclass\""),
+    Some("\"token-selection\""),
+    Some("\"Multiclass\""),
+    Some("\"multi-class\""),
+    Some("\"binary\""),
+    Some("\"\""),
+    Some("3"),
+    Some("[]"),
+    Some("{}"),
+    None,
+];
+
+/// `classes` values: in and out of 2..=100, huge, negative, float, other types, missing.
+const CLASSES: [Option<&str>; 17] = [
+    Some("0"),
+    Some("1"),
+    Some("2"),
+    Some("3"),
+    Some("4"),
+    Some("100"),
+    Some("101"),
+    Some("127"),
+    Some("-1"),
+    Some("18446744073709551616"),
+    Some("9223372036854775807"),
+    Some("1e30"),
+    Some("3.0"),
+    Some("2.5"),
+    Some("\"3\""),
+    Some("true"),
+    None,
+];
+
+/// Top-level keys put beside the model: the binary model's only formulation, label and
+/// flip rules that differ by model, the noise rate, modes, methods, and sizes where d < K
+/// or a split is empty.
+const MODEL_EXTRAS: [&str; 16] = [
+    "formulation = \"naive\"",
+    "labels = \"half_split\"",
+    "flips = \"per_class_first\"",
+    "flips = \"bernoulli\"",
+    "eta = 0.0",
+    "eta = 0.9",
+    "signals = \"random\"",
+    "mode = \"joint\"",
+    "mode = \"W\"",
+    "method = \"direct\"",
+    "d = 2",
+    "d = 3",
+    "d = 100",
+    "n_train = 1",
+    "n_test = 0",
+    "steps = 0",
+];
+
+/// Keys inside `[model]` beside `kind` and `classes`: foreign ones, and duplicates.
+const MODEL_KEYS: [&str; 4] = [
+    "heads = 2",
+    "nu = [1.0, 2.0]",
+    "classes = 3",
+    "kind = \"multiclass\"",
+];
+
+/// `layout.weak_opposite` values (T follows, or stays 9): multiples of K - 1 and not;
+/// `None`: K - 1 of the section's `classes` (2 when it names no number of classes).
+const WEAK_OPPOSITE: [Option<i64>; 9] = [
+    None,
+    Some(0),
+    Some(1),
+    Some(2),
+    Some(3),
+    Some(4),
+    Some(9),
+    Some(99),
+    Some(-1),
+];
+
+/// A config with a generated `[model]` section (see [`model_config`]).
+#[derive(Debug, Clone)]
+struct ModelCase {
+    kind: usize,
+    classes: usize,
+    extras: Vec<usize>,
+    model_key: Option<usize>,
+    weak_opposite: usize,
+    tokens_follow: bool,
+    /// d = max(20, K): room for K signals.
+    d_follows: bool,
+    section: bool,
+}
+
+/// Mostly a K-class section that may be valid (kind "multiclass", K of 2-4 or 100, the
+/// layout and d following K), so that the runs are reached; else any values.
+fn model_case() -> impl Strategy<Value = ModelCase> {
+    (
+        prop_oneof![3 => Just(0usize), 2 => 0..KINDS.len()],
+        prop_oneof![3 => prop::sample::select(vec![2usize, 3, 4, 5]), 2 => 0..CLASSES.len()],
+        proptest::collection::vec(0..MODEL_EXTRAS.len(), 0..3),
+        proptest::option::weighted(0.15, 0..MODEL_KEYS.len()),
+        prop_oneof![3 => Just(0usize), 2 => 0..WEAK_OPPOSITE.len()],
+        prop::bool::weighted(0.85),
+        prop::bool::weighted(0.5),
+        prop::bool::weighted(0.95),
+    )
+        .prop_map(
+            |(
+                kind,
+                classes,
+                extras,
+                model_key,
+                weak_opposite,
+                tokens_follow,
+                d_follows,
+                section,
+            )| {
+                ModelCase {
+                    kind,
+                    classes,
+                    extras,
+                    model_key,
+                    weak_opposite,
+                    tokens_follow,
+                    d_follows,
+                    section,
+                }
+            },
+        )
+}
+
+/// The config text of a [`ModelCase`]: [`TINY_K`]'s sizes with the extras' keys in place
+/// of its own, then `[model]` (or none) and `[layout]`.
+fn model_config(c: &ModelCase) -> String {
+    let mut top: Vec<(String, String)> = [
+        ("d", "20"),
+        ("n_train", "6"),
+        ("n_test", "6"),
+        ("mu_norm", "5.0"),
+        ("steps", "3"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    for &e in &c.extras {
+        let (k, v) = MODEL_EXTRAS[e].split_once(" = ").unwrap();
+        match top.iter_mut().find(|(key, _)| key == k) {
+            Some(slot) => slot.1 = v.to_string(),
+            None => top.push((k.to_string(), v.to_string())),
+        }
+    }
+    // K as a number, where the section names one in range
+    let k = CLASSES[c.classes]
+        .and_then(|v| v.parse::<i64>().ok())
+        .filter(|k| (2..=100).contains(k));
+    if let (true, Some(k)) = (c.d_follows, k) {
+        top[0].1 = k.max(20).to_string();
+    }
+    let mut text: String = top.iter().map(|(k, v)| format!("{k} = {v}\n")).collect();
+    if c.section {
+        text += "[model]\n";
+        if let Some(kind) = KINDS[c.kind] {
+            text += &format!("kind = {kind}\n");
+        }
+        if let Some(classes) = CLASSES[c.classes] {
+            text += &format!("classes = {classes}\n");
+        }
+        if let Some(k) = c.model_key {
+            text += MODEL_KEYS[k];
+            text += "\n";
+        }
+    }
+    let w = WEAK_OPPOSITE[c.weak_opposite].unwrap_or(k.unwrap_or(3) - 1);
+    let tokens = if c.tokens_follow { 7 + w } else { 9 };
+    text + &format!("[layout]\ntokens = {tokens}\nweak_opposite = {w}\n")
+}
+
+/// A JSON path in a K-class trajectory or twin state (`*`: an index, modulo the array's
+/// length): the model, the per-class metrics, the K outputs, the labels.
+const K_PATHS: [&str; 16] = [
+    "config/model/classes",
+    "config/model/kind",
+    "config/model",
+    "config/layout/weak_opposite",
+    "checkpoints/*/classes",
+    "checkpoints/*/classes/test_accuracy",
+    "checkpoints/*/classes/train_accuracy/*",
+    "checkpoints/*/classes/selection/noisy",
+    "checkpoints/*/classes/selection/clean/W_observed",
+    "checkpoints/*/classes/selection_score",
+    "checkpoints/*/classes/test_tie",
+    "checkpoints/*/samples/*/outputs",
+    "checkpoints/*/samples/*/outputs/*",
+    "y/*",
+    "y_true",
+    "values",
+];
+
+/// Values put at a [`K_PATHS`] path (`None`: the field removed).
+const K_VALUES: [Option<&str>; 18] = [
+    Some("null"),
+    Some("[]"),
+    Some("[0.5]"),
+    Some("[null, null, null]"),
+    Some("[0.5, 0.5, 0.5, 0.5]"),
+    Some("[1, 2, 3]"),
+    Some("0"),
+    Some("-1"),
+    Some("3"),
+    Some("100"),
+    Some("1e308"),
+    Some("\"nan\""),
+    Some("\"multiclass\""),
+    Some("\"token-selection\""),
+    Some("{}"),
+    Some("{\"kind\": \"multiclass\", \"classes\": 100}"),
+    Some("2"),
+    None,
+];
+
+/// Set (or remove) the field at `path` (see [`K_PATHS`]; `*` takes index `pick` modulo
+/// the length) of the JSON `bytes`; unchanged when the path is not there.
+fn json_edit(bytes: &[u8], path: &str, pick: usize, value: Option<&str>) -> Vec<u8> {
+    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return bytes.to_vec();
+    };
+    // the path with each `*` resolved to an index, as a JSON pointer to the parent
+    let mut parent = String::new();
+    let mut at = &v;
+    let keys: Vec<&str> = path.split('/').collect();
+    let mut resolved = Vec::new();
+    for key in &keys {
+        let (next, name) = match (*key, at) {
+            ("*", serde_json::Value::Array(a)) if !a.is_empty() => {
+                let k = pick % a.len();
+                (&a[k], k.to_string())
+            }
+            (k, serde_json::Value::Object(m)) if m.contains_key(k) => (&m[k], k.to_string()),
+            _ => return bytes.to_vec(),
+        };
+        at = next;
+        resolved.push(name);
+    }
+    let last = resolved.pop().unwrap();
+    for name in &resolved {
+        parent += "/";
+        parent += name;
+    }
+    let value = value.map(|t| serde_json::from_str(t).unwrap());
+    match (v.pointer_mut(&parent), value) {
+        (Some(serde_json::Value::Array(a)), Some(x)) => a[last.parse::<usize>().unwrap()] = x,
+        (Some(serde_json::Value::Array(a)), None) => {
+            a.remove(last.parse::<usize>().unwrap());
+        }
+        (Some(serde_json::Value::Object(m)), Some(x)) => {
+            m.insert(last, x);
+        }
+        (Some(serde_json::Value::Object(m)), None) => {
+            m.remove(&last);
+        }
+        _ => return bytes.to_vec(),
+    }
+    v.to_string().into_bytes()
+}
+
+/// One change to a K-class JSON file: an [`Edit`] of its bytes, or a field replaced.
+#[derive(Debug, Clone)]
+enum KEdit {
+    Bytes(Edit),
+    Field(usize, usize, usize),
+}
+
+fn k_edit() -> impl Strategy<Value = KEdit> {
+    prop_oneof![
+        1 => edit().prop_map(KEdit::Bytes),
+        2 => (0..K_PATHS.len(), any::<usize>(), 0..K_VALUES.len())
+            .prop_map(|(a, b, c)| KEdit::Field(a, b, c)),
+    ]
+}
+
+impl KEdit {
+    fn apply(&self, valid: &[u8]) -> Vec<u8> {
+        match self {
+            KEdit::Bytes(e) => e.apply(valid),
+            KEdit::Field(path, pick, value) => {
+                json_edit(valid, K_PATHS[*path], *pick, K_VALUES[*value])
+            }
+        }
+    }
+}
+
+/// An array put in place of one of a supplied K = 3 directory's ([`TINY_K`]: n = 6, T =
+/// 9, d = 20): labels out of [0, K) or of another length, float or int64 labels, a head
+/// of the wrong shape (the binary (d), K +- 1 rows, transposed, too few columns), a
+/// degenerate or non-finite head, group codes out of range, tokens of the wrong shape.
+fn k_array_lie() -> impl Strategy<Value = (&'static str, Vec<u8>)> {
+    let label_file = prop::sample::select(vec!["y_train", "y_true_train", "y_test"]);
+    let labels = (
+        label_file.clone(),
+        prop::sample::select(vec![0usize, 5, 6, 7]),
+        0usize..8,
+        prop::sample::select(vec![-1i8, 3, 127, -128, 2, 0]),
+    )
+        .prop_map(|(name, n, at, v)| {
+            let mut y: Vec<u8> = (0..n).map(|i| (i % 3) as u8).collect();
+            if n > 0 {
+                y[at % n] = v as u8;
+            }
+            (name, npy("|i1", &[n], &y))
+        });
+    let float_labels = (
+        label_file,
+        prop::sample::select(vec![0.0, 1.5, 2.0, -0.0, 1e300]),
+    )
+        .prop_map(|(name, v)| (name, npy("<f8", &[6], &f64_bytes(&[v; 6]))));
+    let wide_labels = Just(("y_train", npy("<i8", &[6], &[0u8; 48])));
+    let head = (
+        prop::sample::select(vec![
+            vec![20],
+            vec![3, 20],
+            vec![2, 20],
+            vec![4, 20],
+            vec![20, 3],
+            vec![3, 19],
+            vec![1, 20],
+            vec![0, 20],
+            vec![3, 0],
+            vec![100, 20],
+            vec![3, 20, 1],
+        ]),
+        prop::sample::select(vec![0.0, 1.0, -1e308, f64::NAN, f64::INFINITY, 1e-320]),
+        any::<bool>(),
+    )
+        .prop_map(|(shape, v, ramp)| {
+            let n: usize = shape.iter().product();
+            let vals: Vec<f64> = (0..n)
+                .map(|i| if ramp { v + i as f64 } else { v })
+                .collect();
+            ("nu", npy("<f8", &shape, &f64_bytes(&vals)))
+        });
+    let groups = (prop::sample::select(vec![8usize, 9, 10]), -2i8..6)
+        .prop_map(|(n, code)| ("groups", npy("|i1", &[n], &vec![code as u8; n])));
+    let tokens = prop::sample::select(vec![
+        vec![6, 9, 20],
+        vec![6, 8, 20],
+        vec![6, 9],
+        vec![7, 9, 20],
+    ])
+    .prop_map(|shape| {
+        let n: usize = shape.iter().product();
+        ("X_train", npy("<f8", &shape, &f64_bytes(&vec![0.5; n])))
+    });
+    prop_oneof![
+        3 => labels,
+        1 => float_labels,
+        1 => wide_labels,
+        3 => head,
+        1 => groups,
+        1 => tokens,
+    ]
+}
+
+/// The manifest of a data directory with `name`'s SHA-256 (and, when `header`, its
+/// shape and dtype) made those of `bytes`, so the reading gets past the digest check.
+fn resign_manifest(manifest: &[u8], name: &str, bytes: &[u8], header: bool) -> Vec<u8> {
+    let Ok(mut m) = serde_json::from_slice::<serde_json::Value>(manifest) else {
+        return manifest.to_vec();
+    };
+    let digest: String = Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let entry = &mut m["arrays"][name];
+    entry["sha256"] = digest.into();
+    if header {
+        if let Ok(a) = ndarray_npy::ReadNpyExt::read_npy(bytes) {
+            let a: ndarray::ArrayD<f64> = a;
+            entry["shape"] = serde_json::json!(a.shape());
+            entry["dtype"] = "float64".into();
+        } else if let Ok(a) = <ndarray::ArrayD<i8> as ndarray_npy::ReadNpyExt>::read_npy(bytes) {
+            entry["shape"] = serde_json::json!(a.shape());
+            entry["dtype"] = "int8".into();
+        }
+    }
+    serde_json::to_vec_pretty(&m).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// A generated `[model]` section gives a config or a typed input error, in process;
+    /// whatever parses survives a round trip through `to_toml` unchanged.
+    #[test]
+    fn model_sections_parse_or_fail_cleanly(c in model_case()) {
+        let text = model_config(&c);
+        match Config::from_toml_str(&text, Path::new("fuzz")) {
+            Ok(cfg) => {
+                let again = Config::from_toml_str(&cfg.to_toml(), Path::new("again"));
+                prop_assert_eq!(again.ok(), Some(cfg));
+            }
+            Err(e) => prop_assert!(e.is_input_error(), "{}\n{}", text, e),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// `run --config FILE`, `compare --config FILE`, `certify --config FILE` (and `plot`
+    /// of its certificate), `data --config FILE --out DIR` and `run --data DIR` on a
+    /// config whose `[model]` section is generated ([`model_config`]), or a K-class config
+    /// edited byte by byte.
+    #[test]
+    fn fuzz_model_config(c in model_case(), e in proptest::option::weighted(0.25, edit())) {
+        let tmp = tempfile::tempdir().unwrap();
+        let f = p(tmp.path(), "c.toml");
+        let text = match &e {
+            Some(e) => e.apply(TINY_K.as_bytes()),
+            None => model_config(&c).into_bytes(),
+        };
+        std::fs::write(&f, text).unwrap();
+        run(&["run", "--quiet", "--config", &f])?;
+        run(&["compare", "--quiet", "--json", "--prec", "64", "--config", &f])?;
+        let cert = p(tmp.path(), "cert");
+        run(&["certify", "--quiet", "--config", &f, "--out", &cert])?;
+        if tmp.path().join("cert/certificate.json").exists() {
+            run(&["plot", &format!("{cert}/certificate.json"), "--out", &p(tmp.path(), "c.svg")])?;
+        }
+        let d = p(tmp.path(), "data");
+        run(&["data", "--config", &f, "--out", &d])?;
+        if tmp.path().join("data/manifest.json").exists() {
+            run(&["run", "--quiet", "--data", &d, "--steps", "2"])?;
+        }
+    }
+
+    /// `diff` (against the valid K-class and a binary trajectory) and `plot` on a fuzzed
+    /// K-class trajectory.
+    #[test]
+    fn fuzz_k_trajectory(e in k_edit()) {
+        let tmp = tempfile::tempdir().unwrap();
+        let f = p(tmp.path(), "t.json");
+        let good = p(tmp.path(), "good.json");
+        let bin = p(tmp.path(), "bin.json");
+        std::fs::write(&f, e.apply(&fixtures().k_trajectory)).unwrap();
+        std::fs::write(&good, &fixtures().k_trajectory).unwrap();
+        std::fs::write(&bin, &fixtures().trajectory).unwrap();
+        run(&["diff", &f, &good])?;
+        run(&["diff", "--json", &bin, &f])?;
+        run(&["plot", &f, "--out", &p(tmp.path(), "t.png")])?;
+    }
+
+    /// `twin --resume` from a fuzzed K-class state (re-signed or not), with the K-class
+    /// config or the binary one.
+    #[test]
+    fn fuzz_k_state(e in k_edit(), signed in prop::bool::weighted(0.8), binary in prop::bool::weighted(0.1)) {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = p(tmp.path(), "tiny_k.toml");
+        std::fs::write(&cfg, if binary { TINY } else { TINY_K }).unwrap();
+        let mut bytes = e.apply(&fixtures().k_state);
+        if signed {
+            bytes = resign(&bytes);
+        }
+        let f = p(tmp.path(), "state.json");
+        std::fs::write(&f, bytes).unwrap();
+        run(&[
+            "twin", "--quiet", "--prec", "64", "--config", &cfg, "--steps", "6", "--state", &f,
+            "--resume",
+        ])?;
+    }
+
+    /// `run --data DIR` on a supplied K-class directory: one array replaced by a lying one
+    /// (labels out of range, float labels, a head of the wrong shape, ...) with the
+    /// manifest re-signed, or its manifest, config.toml or one array edited; or its
+    /// config.toml given a generated `[model]` section.
+    #[test]
+    fn fuzz_k_data_dir(
+        lie in proptest::option::weighted(0.6, (k_array_lie(), any::<bool>())),
+        e in edit(),
+        which in any::<usize>(),
+        model in proptest::option::weighted(0.2, model_case()),
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        let files = &fixtures().k_data;
+        write_all(tmp.path(), "data", files);
+        let dir = tmp.path().join("data");
+        match (lie, model) {
+            (Some(((name, bytes), header)), _) => {
+                let manifest = resign_manifest(&files["manifest.json"], name, &bytes, header);
+                std::fs::write(dir.join(format!("{name}.npy")), bytes).unwrap();
+                std::fs::write(dir.join("manifest.json"), manifest).unwrap();
+            }
+            (None, Some(c)) => {
+                let text = model_config(&c);
+                let section = text.find("[model]").or_else(|| text.find("[layout]")).unwrap();
+                let own = String::from_utf8_lossy(&files["config.toml"]).into_owned();
+                let kept: String = own
+                    .split("\n[")
+                    .filter(|part| !part.starts_with("model]") && !part.starts_with("layout]"))
+                    .collect::<Vec<_>>()
+                    .join("\n[");
+                std::fs::write(dir.join("config.toml"), format!("{kept}\n{}", &text[section..])).unwrap();
+            }
+            (None, None) => {
+                let name = files.keys().nth(which % files.len()).unwrap();
+                let bytes = e.apply(&files[name]);
+                // an edited array re-signed half of the time, to reach its reader
+                if let (Some(array), 0) = (name.strip_suffix(".npy"), which / files.len() % 2) {
+                    let manifest = resign_manifest(&files["manifest.json"], array, &bytes, false);
+                    std::fs::write(dir.join("manifest.json"), manifest).unwrap();
+                }
+                std::fs::write(dir.join(name), bytes).unwrap();
+            }
+        }
+        run(&["run", "--quiet", "--data", &p(tmp.path(), "data"), "--steps", "2"])?;
     }
 }

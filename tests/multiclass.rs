@@ -759,4 +759,102 @@ fn the_trainer_generic_over_the_model_equals_the_dispatched_one() {
         .unwrap_err();
         assert!(err.to_string().contains("model"), "{err}");
     }
+
+/// `plot` draws a K-class trajectory in four panels under a title naming the model: the
+/// attention per token group, the test accuracy per true class (one line per class for
+/// K = 3; min, mean and max across the classes tested for K = 9 > 8), and the top token
+/// of the clean and of the noisy samples by the K-class groups; SVG and PNG. A binary
+/// trajectory's plot stays one chart, titled with its model.
+#[test]
+fn plot_draws_the_k_class_panels() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let base = Config {
+        n_train: 10,
+        n_test: 12,
+        steps: 30,
+        d: 30,
+        ..Config::default()
+    };
+    // K = 9 with every class in the test set, and with 4 test samples (5 classes without)
+    for (k, n_test) in [(3, 40), (9, 40), (9, 4)] {
+        let t = common::run_f64(&multiclass(
+            Config {
+                n_test,
+                ..base.clone()
+            },
+            k,
+        ));
+        let noisy = t.y.iter().zip(&t.y_true).filter(|(a, b)| a != b).count();
+        assert!(noisy > 0 && noisy < t.y.len(), "both panels drawn: {noisy}");
+        std::fs::write(path("t.json"), t.to_json()).unwrap();
+        let o = common::tokensel(&["plot", &path("t.json"), "--out", &path("k.svg")]);
+        assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+        let svg = std::fs::read_to_string(path("k.svg")).unwrap();
+        let title = format!(
+            "multiclass, K = {k}: f64 53 bits, d = 30, ||mu|| = 20, n = 10 ({noisy} noisy), seed 0"
+        );
+        assert!(svg.contains(&title), "K = {k}: {svg}");
+        let m = t.last().classes.as_ref().unwrap();
+        let tested = m.test_accuracy.iter().flatten().count();
+        assert_eq!(tested == k, n_test == 40, "K = {k}, n_test = {n_test}");
+        let accuracy = match (k, tested) {
+            (3, _) => "test accuracy per true class".to_string(),
+            (_, 9) => format!("test accuracy: min, mean, max over the {k} true classes"),
+            _ => format!("test accuracy: min, mean, max over the {tested} of {k} classes tested"),
+        };
+        for panel in [
+            "attention per token group (W_opposite: other classes' weak tokens)".to_string(),
+            accuracy,
+            format!("top token of the {} clean training samples", 10 - noisy),
+            format!("top token of the {noisy} noisy training samples"),
+        ] {
+            assert!(
+                svg.contains(&format!(">{panel}</text>")),
+                "K = {k}: {panel}"
+            );
+        }
+        assert_eq!(svg.matches("<g transform").count(), 4, "four panels");
+        // attention 4 groups x clean/noisy, accuracy 3 lines and the whole test set, the
+        // 7 K-class groups for clean and for noisy samples
+        assert_eq!(svg.matches("<polyline").count(), 8 + 4 + 7 + 7, "K = {k}");
+        let lines: &[&str] = match k {
+            3 => &["class 0", "class 1", "class 2"],
+            _ => &["min", "mean", "max"],
+        };
+        for name in lines
+            .iter()
+            .chain(&["R", "W_true", "W_observed", "W_other", "tie"])
+        {
+            assert!(
+                svg.contains(&format!(">{name} = ")) || svg.contains(&format!(">{name} → ")),
+                "K = {k}: {name}"
+            );
+        }
+        // the legend gives the last value: the whole test set's accuracy
+        let last = format!("{:.3}", t.last().test_accuracy);
+        let last = last.trim_end_matches('0').trim_end_matches('.');
+        assert!(
+            svg.contains(&format!(">all classes = {last}<"))
+                || svg.contains(&format!(">all classes → {last}<")),
+            "K = {k}: {last}"
+        );
+        let o = common::tokensel(&["plot", &path("t.json"), "--out", &path("k.png")]);
+        assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+        let png = std::fs::read(path("k.png")).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        let size = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().unwrap());
+        assert_eq!(
+            (size(16), size(20)),
+            (2 * 720, 36 + 2 * 440),
+            "2 x 2 panels"
+        );
+    }
+    let bin = common::run_f64(&base);
+    std::fs::write(path("b.json"), bin.to_json()).unwrap();
+    let o = common::tokensel(&["plot", &path("b.json"), "--out", &path("b.svg")]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let svg = std::fs::read_to_string(path("b.svg")).unwrap();
+    assert!(svg.contains("attention per token group (binary token selection, f64 53 bits"));
+    assert!(!svg.contains("<g transform") && !svg.contains("W_observed"));
 }

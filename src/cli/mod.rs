@@ -110,7 +110,8 @@ enum Command {
     Check(check::CheckArgs),
     /// Compare two saved trajectories; exit 0 when they agree within --rtol, 1 if not.
     Diff(diff::DiffArgs),
-    /// Draw a trajectory (attention per group), a compare report (error) or a certificate (bits lost), SVG or PNG.
+    /// Draw a trajectory (attention per group; a K-class one also top tokens and per-class
+    /// accuracy), a compare report (error) or a certificate (bits lost), SVG or PNG.
     Plot(plot::PlotArgs),
     /// Measure one gradient step: f64 vs the twin at several precisions (a benchmark).
     Cost(cost::CostArgs),

@@ -13,7 +13,9 @@ use crate::report::plot;
 
 #[derive(Args, Debug)]
 pub(super) struct PlotArgs {
-    /// A trajectory.json (from `run --out` / `twin --out`), a compare report
+    /// A trajectory.json (from `run --out` / `twin --out`; a K-class run's in four
+    /// panels: attention, test accuracy per class, top token of clean and of noisy
+    /// samples), a compare report
     /// (`compare --json > report.json`) or a certificate (`certify --out DIR`: its
     /// certificate.json; drawn as bits lost against step).
     input: PathBuf,
@@ -32,22 +34,22 @@ pub(super) fn plot(args: &PlotArgs) -> Result<i32> {
     // a file that names the certificate format is read as one, with its own errors
     if names_format(&text, crate::analysis::certify::FORMAT) {
         let c = crate::analysis::certify::Certificate::from_json(&text, &args.input)?;
-        return draw(&plot::radius_chart(&c), &args.out, ext);
+        return draw(plot::radius_chart(&c).to_svg(), &args.out, ext);
     }
     if names_format(&text, "tokensel-certificate/") {
         // another version of the certificate format
         crate::analysis::certify::Certificate::from_json(&text, &args.input)?;
     }
-    let chart = match Trajectory::from_json(&text, &args.input) {
-        Ok(t) => plot::attention_chart(&t),
+    let svg = match Trajectory::from_json(&text, &args.input) {
+        Ok(t) => plot::trajectory_svg(&t),
         Err(first) => match Report::from_json(&text, &args.input) {
-            Ok(r) => plot::error_chart(&r),
+            Ok(r) => plot::error_chart(&r).to_svg(),
             // a report whose checks failed says why
             Err(e) if serde_json::from_str::<Report>(&text).is_ok() => return Err(e),
             Err(_) => return Err(first),
         },
     };
-    draw(&chart, &args.out, ext)
+    draw(svg, &args.out, ext)
 }
 
 /// True when the JSON object `text` has a string `format` that starts with `prefix`.
@@ -63,9 +65,8 @@ fn names_format(text: &str, prefix: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// Write `chart` to `out` as SVG or PNG (`ext`), atomically.
-fn draw(chart: &plot::Chart, out: &std::path::Path, ext: &str) -> Result<i32> {
-    let svg = chart.to_svg();
+/// Write the SVG document `svg` to `out` as SVG or PNG (`ext`), atomically.
+fn draw(svg: String, out: &std::path::Path, ext: &str) -> Result<i32> {
     let bytes = if ext == "png" {
         plot::svg_to_png(&svg).map_err(|e| Error::Io {
             path: out.to_path_buf(),

@@ -76,10 +76,17 @@ impl Chart {
             r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">"#
         );
         let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
+        self.write_body(&mut s);
+        s + "</svg>\n"
+    }
+
+    /// The chart's elements (title, frame, ticks, markers, labels, lines and legend) in a
+    /// W x H box at the origin, without the document around them.
+    fn write_body(&self, s: &mut String) {
+        let (x, size) = title_place(&self.title);
         let _ = writeln!(
             s,
-            r#"<text x="{}" y="22" text-anchor="middle" font-size="14">{}</text>"#,
-            (L + W - R) / 2.0,
+            r#"<text x="{x}" y="22" text-anchor="middle" font-size="{size}">{}</text>"#,
             esc(&self.title)
         );
         let (x0, x1, y0, y1) = (L, W - R, T, H - B);
@@ -180,7 +187,70 @@ impl Chart {
                 esc(&ser.label)
             );
         }
+    }
+}
+
+/// Charts in a grid (row by row) under one title.
+#[derive(Debug, Clone)]
+pub struct Figure {
+    /// Title above the charts.
+    pub title: String,
+    /// The charts, each drawn as by [`Chart::to_svg`] with its own title.
+    pub charts: Vec<Chart>,
+    /// Charts per row.
+    pub columns: usize,
+}
+
+/// Height of a figure's title band.
+const FIGURE_TOP: f64 = 36.0;
+
+impl Figure {
+    /// The figure as an SVG document.
+    pub fn to_svg(&self) -> String {
+        let cols = self.columns.clamp(1, self.charts.len().max(1));
+        let rows = self.charts.len().div_ceil(cols);
+        let (w, h) = (cols as f64 * W, FIGURE_TOP + rows as f64 * H);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
+        );
+        let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="24" text-anchor="middle" font-size="16">{}</text>"#,
+            w / 2.0,
+            esc(&self.title)
+        );
+        for (k, chart) in self.charts.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                r#"<g transform="translate({} {})">"#,
+                (k % cols) as f64 * W,
+                FIGURE_TOP + (k / cols) as f64 * H
+            );
+            chart.write_body(&mut s);
+            let _ = writeln!(s, "</g>");
+        }
         s + "</svg>\n"
+    }
+}
+
+/// Where a chart's title is centred and its font size: over the plot area at 14 px when
+/// it fits there, else over the whole chart, at a smaller size when it does not fit
+/// either (its width estimated at 0.55 em a character: DejaVu Sans's average is about
+/// 0.5 em).
+fn title_place(title: &str) -> (f64, f64) {
+    let width = |size: f64| 0.55 * size * title.chars().count() as f64;
+    let margin = 10.0;
+    if width(14.0) <= W - R - 2.0 * margin {
+        ((L + W - R) / 2.0, 14.0)
+    } else if width(14.0) <= W - 2.0 * margin {
+        (W / 2.0, 14.0)
+    } else {
+        // at least 8 px; a longer title is cut by the frame
+        let size = (14.0 * (W - 2.0 * margin) / width(14.0)).max(8.0);
+        (W / 2.0, (size * 10.0).floor() / 10.0)
     }
 }
 
@@ -249,8 +319,13 @@ pub fn attention_chart(t: &crate::io::trajectory::Trajectory) -> Chart {
     let last = t.last().step.max(10) as f64;
     Chart {
         title: format!(
-            "attention per token group ({} {} bits, d = {}, ||mu|| = {}, seed {})",
-            t.trainer.kind, t.trainer.prec_bits, t.config.d, t.config.mu_norm, t.config.seed
+            "attention per token group ({}, {} {} bits, d = {}, ||mu|| = {}, seed {})",
+            model_name(&t.config),
+            t.trainer.kind,
+            t.trainer.prec_bits,
+            t.config.d,
+            t.config.mu_norm,
+            t.config.seed
         ),
         x_label: "step".into(),
         y_label: "mean attention mass".into(),
@@ -259,6 +334,216 @@ pub fn attention_chart(t: &crate::io::trajectory::Trajectory) -> Chart {
         log_x: true,
         series,
         markers: vec![],
+    }
+}
+
+/// The model a config trains, as figure titles name it: "binary token selection" or
+/// "multiclass, K = ...".
+pub fn model_name(cfg: &crate::config::Config) -> String {
+    match cfg.model.is_multiclass() {
+        true => format!("multiclass, K = {}", cfg.model.classes),
+        false => "binary token selection".into(),
+    }
+}
+
+/// Largest K drawn with one test-accuracy line per class (one colour each); above it
+/// the panel draws the minimum, mean and maximum across classes.
+pub const CLASS_LINES: usize = 8;
+
+/// A trajectory's drawing: the attention chart ([`attention_chart`]) for the binary
+/// model, the K-class figure ([`multiclass_figure`]) for the multi-class one.
+pub fn trajectory_svg(t: &crate::io::trajectory::Trajectory) -> String {
+    match t.config.model.is_multiclass() {
+        true => multiclass_figure(t).to_svg(),
+        false => attention_chart(t).to_svg(),
+    }
+}
+
+/// A K-class trajectory in four panels under a title naming the model ("multiclass, K
+/// = ..."), the arithmetic and the setting: the attention per token group
+/// ([`attention_chart`]: `W_same` the true class's weak token, `W_opposite` the other
+/// classes'), where the top token of the clean and of the noisy training samples lies
+/// (the shares of R, W_true, W_observed, W_other, I, tie and undecided, as the run
+/// report's "top token, by class" table), and the test accuracy per true class (one line
+/// per class up to [`CLASS_LINES`] classes, else the minimum, mean and maximum across
+/// the classes that have a test sample) with the accuracy on the whole test set ("all
+/// classes"). The shares' and accuracies' legend labels give their value: "R = 0.5" for
+/// a line constant at 0.5, "R → 1" for one that ends at 1. Steps > 0 on a log axis, as
+/// in [`attention_chart`]; checkpoints without per-class metrics are left out.
+pub fn multiclass_figure(t: &crate::io::trajectory::Trajectory) -> Figure {
+    use crate::io::trajectory::ClassSelection;
+    let cfg = &t.config;
+    let k = cfg.model.classes;
+    let last = t.last().step.max(10) as f64;
+    let steps = || {
+        t.checkpoints
+            .iter()
+            .filter(|c| c.step > 0)
+            .filter_map(|c| c.classes.as_ref().map(|m| (c.step as f64, m)))
+    };
+    let chart = |title: String, y_label: &str, series: Vec<Series>| Chart {
+        title,
+        x_label: "step".into(),
+        y_label: y_label.into(),
+        x_range: (1.0, last),
+        y_range: (0.0, 1.0),
+        log_x: true,
+        series,
+        markers: vec![],
+    };
+    let mut attention = attention_chart(t);
+    attention.title = "attention per token group (W_opposite: other classes' weak tokens)".into();
+    let n_noisy = t.y.iter().zip(&t.y_true).filter(|(y, y0)| y != y0).count();
+    let selection = |noisy: bool| {
+        let series = ClassSelection::NAMES
+            .iter()
+            .enumerate()
+            .filter_map(|(g, name)| {
+                let points: Vec<(f64, f64)> = steps()
+                    .filter_map(|(x, m)| {
+                        let by = if noisy {
+                            m.selection.noisy
+                        } else {
+                            m.selection.clean
+                        };
+                        by.map(|s| (x, s.to_array()[g]))
+                    })
+                    .collect();
+                (!points.is_empty()).then(|| Series {
+                    label: value_label(name, &points),
+                    points,
+                    color: COLORS[g],
+                    dashed: noisy,
+                })
+            })
+            .collect();
+        let (set, n) = match noisy {
+            true => ("noisy", n_noisy),
+            false => ("clean", cfg.n_train - n_noisy),
+        };
+        chart(
+            format!("top token of the {n} {set} training samples"),
+            "share of samples",
+            series,
+        )
+    };
+    let per_class: Vec<Vec<(f64, f64)>> = (0..k)
+        .map(|c| {
+            steps()
+                .filter_map(|(x, m)| m.test_accuracy.get(c).copied().flatten().map(|a| (x, a)))
+                .collect()
+        })
+        .collect();
+    let mut accuracy: Vec<Series> = if k <= CLASS_LINES {
+        per_class
+            .into_iter()
+            .enumerate()
+            .map(|(c, points)| Series {
+                label: value_label(&format!("class {c}"), &points),
+                points,
+                color: COLORS[c],
+                dashed: false,
+            })
+            .collect()
+    } else {
+        // the classes with a test sample, at every step
+        let across = |pick: fn(&[f64]) -> f64| -> Vec<(f64, f64)> {
+            steps()
+                .filter_map(|(x, m)| {
+                    let v: Vec<f64> = m.test_accuracy.iter().flatten().copied().collect();
+                    (!v.is_empty()).then(|| (x, pick(&v)))
+                })
+                .collect()
+        };
+        type Across = fn(&[f64]) -> f64;
+        let parts: [(&str, Across); 3] = [
+            ("min", |v| v.iter().copied().fold(f64::INFINITY, f64::min)),
+            ("mean", |v| v.iter().sum::<f64>() / v.len() as f64),
+            ("max", |v| {
+                v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+            }),
+        ];
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(j, (label, pick))| {
+                let points = across(pick);
+                Series {
+                    label: value_label(label, &points),
+                    points,
+                    color: COLORS[j],
+                    dashed: false,
+                }
+            })
+            .collect()
+    };
+    let all: Vec<(f64, f64)> = t
+        .checkpoints
+        .iter()
+        .filter(|c| c.step > 0)
+        .map(|c| (c.step as f64, c.test_accuracy))
+        .collect();
+    accuracy.push(Series {
+        label: value_label("all classes", &all),
+        points: all,
+        color: "#000",
+        dashed: true,
+    });
+    let accuracy = chart(
+        match k <= CLASS_LINES {
+            true => "test accuracy per true class".into(),
+            false => {
+                // the classes with a test sample (the test set is the same at every step)
+                let present = t
+                    .last()
+                    .classes
+                    .as_ref()
+                    .map_or(0, |m| m.test_accuracy.iter().flatten().count());
+                match present == k {
+                    true => format!("test accuracy: min, mean, max over the {k} true classes"),
+                    false => format!(
+                        "test accuracy: min, mean, max over the {present} of {k} classes tested"
+                    ),
+                }
+            }
+        },
+        "test accuracy",
+        accuracy,
+    );
+    Figure {
+        title: format!(
+            "{}: {} {} bits, d = {}, ||mu|| = {}, n = {} ({} noisy), seed {}",
+            model_name(cfg),
+            t.trainer.kind,
+            t.trainer.prec_bits,
+            cfg.d,
+            cfg.mu_norm,
+            cfg.n_train,
+            n_noisy,
+            cfg.seed
+        ),
+        charts: vec![attention, accuracy, selection(false), selection(true)],
+        columns: 2,
+    }
+}
+
+/// A share's legend label with its value, so that lines drawn over each other (shares
+/// constant at 0, two at 0.5) are told apart: "name = v" for a line constant at v,
+/// "name → v" for one that ends at v (its finite points; v to three decimals).
+fn value_label(name: &str, points: &[(f64, f64)]) -> String {
+    let ys: Vec<f64> = points
+        .iter()
+        .map(|&(_, y)| y)
+        .filter(|y| y.is_finite())
+        .collect();
+    let short = |v: f64| {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    match (ys.first(), ys.last()) {
+        (Some(&a), Some(&b)) if ys.iter().all(|&y| y == a) => format!("{name} = {}", short(b)),
+        (_, Some(&b)) => format!("{name} → {}", short(b)),
+        _ => name.to_string(),
     }
 }
 
@@ -391,7 +676,32 @@ pub fn svg_to_png(svg: &str) -> Result<Vec<u8>, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::fmt_tick;
+    use super::{L, R, W, fmt_tick, title_place, value_label};
+
+    /// A legend's value: constant lines say "= v", others where they end, non-finite
+    /// points ignored.
+    #[test]
+    fn value_labels_tell_overlapping_lines_apart() {
+        assert_eq!(value_label("R", &[(1.0, 0.0), (2.0, 0.0)]), "R = 0");
+        assert_eq!(value_label("R", &[(1.0, 0.5), (2.0, 1.0)]), "R → 1");
+        assert_eq!(
+            value_label("tie", &[(1.0, 0.25), (2.0, f64::NAN), (3.0, 1.0 / 3.0)]),
+            "tie → 0.333"
+        );
+        assert_eq!(value_label("I", &[(1.0, f64::NAN)]), "I");
+        assert_eq!(value_label("I", &[]), "I");
+    }
+
+    /// A short title sits over the plot area at 14 px; a longer one over the whole chart;
+    /// a title too long for the chart at 14 px gets a smaller font.
+    #[test]
+    fn titles_fit_the_chart() {
+        assert_eq!(title_place("short"), ((L + W - R) / 2.0, 14.0));
+        assert_eq!(title_place(&"x".repeat(80)), (W / 2.0, 14.0));
+        let (x, size) = title_place(&"x".repeat(120));
+        assert_eq!(x, W / 2.0);
+        assert!(size < 14.0 && 0.55 * size * 120.0 <= W, "{size}");
+    }
 
     /// Five ticks across a narrow range get distinct labels (they all read "1e-3" with a
     /// fixed one-digit format), and wide ranges keep short labels.
