@@ -759,6 +759,7 @@ fn the_trainer_generic_over_the_model_equals_the_dispatched_one() {
         .unwrap_err();
         assert!(err.to_string().contains("model"), "{err}");
     }
+}
 
 /// `plot` draws a K-class trajectory in four panels under a title naming the model: the
 /// attention per token group, the test accuracy per true class (one line per class for
