@@ -748,7 +748,26 @@ struct ModelCase {
     /// d = max(20, K): room for K signals.
     d_follows: bool,
     section: bool,
+    /// An `[optimizer]` section ([`OPTIMIZERS`]), or none.
+    optimizer: Option<usize>,
 }
+
+/// `[optimizer]` sections, valid (normalised GD, with and without eps) and not.
+const OPTIMIZERS: &[&str] = &[
+    "kind = \"normalized-gd\"",
+    "kind = \"normalized-gd\"\neps = 1e-9",
+    "kind = \"gd\"",
+    "kind = \"gd\"\neps = 1e-9",
+    "kind = \"normalized-gd\"\neps = -1.0",
+    "kind = \"normalized-gd\"\neps = nan",
+    "kind = \"normalized-gd\"\neps = inf",
+    "kind = \"normalized-gd\"\neps = 1e308",
+    "kind = \"normalized-gd\"\neps = \"x\"",
+    "kind = \"adam\"",
+    "kind = 3",
+    "eps = 0.0",
+    "kind = \"normalized-gd\"\nbeta = 0.9",
+];
 
 /// Mostly a K-class section that may be valid (kind "multiclass", K of 2-4 or 100, the
 /// layout and d following K), so that the runs are reached; else any values.
@@ -762,6 +781,7 @@ fn model_case() -> impl Strategy<Value = ModelCase> {
         prop::bool::weighted(0.85),
         prop::bool::weighted(0.5),
         prop::bool::weighted(0.95),
+        proptest::option::weighted(0.3, 0..OPTIMIZERS.len()),
     )
         .prop_map(
             |(
@@ -773,6 +793,7 @@ fn model_case() -> impl Strategy<Value = ModelCase> {
                 tokens_follow,
                 d_follows,
                 section,
+                optimizer,
             )| {
                 ModelCase {
                     kind,
@@ -783,13 +804,14 @@ fn model_case() -> impl Strategy<Value = ModelCase> {
                     tokens_follow,
                     d_follows,
                     section,
+                    optimizer,
                 }
             },
         )
 }
 
 /// The config text of a [`ModelCase`]: [`TINY_K`]'s sizes with the extras' keys in place
-/// of its own, then `[model]` (or none) and `[layout]`.
+/// of its own, then `[model]` (or none), `[optimizer]` (or none) and `[layout]`.
 fn model_config(c: &ModelCase) -> String {
     let mut top: Vec<(String, String)> = [
         ("d", "20"),
@@ -828,6 +850,9 @@ fn model_config(c: &ModelCase) -> String {
             text += MODEL_KEYS[k];
             text += "\n";
         }
+    }
+    if let Some(o) = c.optimizer {
+        text += &format!("[optimizer]\n{}\n", OPTIMIZERS[o]);
     }
     let w = WEAK_OPPOSITE[c.weak_opposite].unwrap_or(k.unwrap_or(3) - 1);
     let tokens = if c.tokens_follow { 7 + w } else { 9 };
