@@ -396,7 +396,8 @@ fn sizes_are_refused_before_the_work() {
 }
 
 /// `cost --classes`: a K outside 2..=100, a K no data can have (more classes than d),
-/// a config that already names the K-class model, or a K that is not a number is refused
+/// a config that already names the K-class model, a K that is not a number, or a K,
+/// precision or ball precision named twice is refused
 /// with exit 2 and a message naming it, before any timing (the default `cost` takes
 /// minutes).
 #[test]
@@ -424,6 +425,19 @@ fn cost_classes_are_checked_before_any_work() {
         (
             vec!["cost", "--config", &k3, "--classes", "4"],
             vec!["already names the multi-class model"],
+        ),
+        // a value named twice would time and print its row twice
+        (
+            vec!["cost", "--classes", "3,4,3"],
+            vec!["classes", "names 3 twice"],
+        ),
+        (
+            vec!["cost", "--precs", "53,53"],
+            vec!["precs", "names 53 twice"],
+        ),
+        (
+            vec!["cost", "--ball", "128,128"],
+            vec!["ball", "names 128 twice"],
         ),
     ] {
         let t0 = Instant::now();

@@ -248,6 +248,8 @@ pub fn check(
     reps: usize,
     twin_reps: usize,
 ) -> Result<()> {
+    distinct("precs", precs)?;
+    distinct("ball", ball_precs)?;
     for (field, n) in [("reps", reps), ("twin-reps", twin_reps)] {
         if n == 0 {
             return Err(Error::config(field, "must be at least 1"));
@@ -384,6 +386,15 @@ pub fn measure(
     })
 }
 
+/// Refuse a list that names a value twice (a table row would be timed and printed twice).
+fn distinct<T: Ord + Copy + std::fmt::Display>(field: &str, values: &[T]) -> Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    match values.iter().find(|v| !seen.insert(**v)) {
+        None => Ok(()),
+        Some(v) => Err(Error::config(field, format!("names {v} twice"))),
+    }
+}
+
 /// Check, before any work, the K-class rows [`measure_classes`] would time: `cfg` is
 /// the binary model (the K-class configs are derived from it), each K lies in
 /// 2..=[`MAX_CLASSES`], each derived config ([`with_classes`]) is valid (d >= K) and
@@ -397,6 +408,7 @@ pub fn check_classes(
     if classes.is_empty() {
         return Ok(());
     }
+    distinct("classes", classes)?;
     if cfg.model.is_multiclass() {
         return Err(Error::config(
             "classes",
