@@ -327,3 +327,15 @@ fn bad_input_exits_2_and_sizes_are_refused() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("over the limit"), "{}", stderr(&o));
 }
+
+/// The exact re-solve is refused before its work past MAX_SUPPORT support constraints
+/// (TooLarge: exit code 3 from the command).
+#[test]
+fn exact_work_past_the_limit_is_refused() {
+    let (x, pattern) = hand();
+    let g = Gram::of_tokens(&x, 2, None);
+    let cons = Constraints::new(3, pattern);
+    assert!(svm::exact_size(&g, &cons, &[1, 2]).is_ok());
+    let e = svm::exact_size(&g, &cons, &vec![1; svm::MAX_SUPPORT + 1]).unwrap_err();
+    assert!(e.is_stopped_run(), "{e}");
+}
