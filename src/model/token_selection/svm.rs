@@ -226,6 +226,9 @@ pub enum F64Outcome {
     },
     /// The iteration limit was reached (cycling on a degenerate instance).
     NoConvergence,
+    /// The free set grew past the limit given to [`solve_f64`] (the exact re-solve
+    /// would refuse it: [`MAX_SUPPORT`]).
+    SupportOverLimit,
 }
 
 /// Dual gradient tolerance of [`solve_f64`]: stop when 1 - (Q l)_c <= this for all c.
@@ -314,8 +317,10 @@ pub struct F64Solution {
 /// set; step back to the boundary and free the constraints whose multiplier reaches 0
 /// while some s_j <= 0. A constraint that is (numerically) dependent on the free set's
 /// is exchanged against the first one to reach 0 along the null direction, or, with no
-/// such one, reported as infeasibility. Deterministic (lowest index on ties).
-pub fn solve_f64(q: &[f64], m: usize) -> F64Solution {
+/// such one, reported as infeasibility. Deterministic (lowest index on ties). Stops with
+/// [`F64Outcome::SupportOverLimit`] when the free set would exceed `max_free`
+/// constraints, so every Cholesky factorisation is of at most `max_free` rows.
+pub fn solve_f64(q: &[f64], m: usize, max_free: usize) -> F64Solution {
     let max_iter = 20 * m + 1000;
     let mut lam = vec![0.0; m];
     let mut free: Vec<usize> = Vec::new();
@@ -375,6 +380,9 @@ pub fn solve_f64(q: &[f64], m: usize) -> F64Solution {
                 None => return done(F64Outcome::NoConvergence, it, &ch),
             }
             continue;
+        }
+        if free.len() >= max_free {
+            return done(F64Outcome::SupportOverLimit, it, &ch);
         }
         ch.push(l, piv2.sqrt());
         free.push(c);
@@ -505,7 +513,8 @@ pub struct Certificate {
 pub struct ExactSize {
     /// Support constraints |S|.
     pub support: usize,
-    /// Bits of the largest |Q_cc'| 2^scale over the support.
+    /// Bits of the largest entry of the augmented system: |Q_cc'| 2^scale over the
+    /// support (at most the largest diagonal one's) and the right-hand side 2^scale.
     pub entry_bits: u64,
     /// |S| (b + ceil log2 |S|): a bound on the bits of every minor (Hadamard).
     pub minor_bits: u64,
@@ -529,7 +538,9 @@ pub fn exact_size(g: &Gram, cons: &Constraints, support: &[usize]) -> Result<Exa
         .iter()
         .map(|&c| cons.q(g, c, c).significant_bits() as u64)
         .max()
-        .unwrap_or(0);
+        .unwrap_or(0)
+        // the right-hand side 2^scale
+        .max(g.scale as u64 + 1);
     let log_k = (usize::BITS - k.leading_zeros()) as u64;
     let size = ExactSize {
         support: k,
@@ -550,7 +561,7 @@ pub fn exact_size(g: &Gram, cons: &Constraints, support: &[usize]) -> Result<Exa
 }
 
 /// The exact solution of the KKT system of `support` (constraint indices): Q_SS l_S = 1
-/// solved over the integers ([`solve_psd`]), l = 0 off the support, a = D^T l. `None`
+/// solved over the integers (fraction-free elimination), l = 0 off the support, a = D^T l. `None`
 /// when Q_SS is found not positive semidefinite (cannot happen for an exact Gram matrix).
 pub fn certificate_for(g: &Gram, cons: &Constraints, support: &[usize]) -> Option<Certificate> {
     let k = support.len();
@@ -930,7 +941,7 @@ pub fn solve(
     let cons = Constraints::new(t, pattern);
     let m = cons.count();
     let q = q_f64(&gram, &cons);
-    let sol = solve_f64(&q, m);
+    let sol = solve_f64(&q, m, MAX_SUPPORT);
     let (support, exact, verdict) = match &sol.outcome {
         F64Outcome::Optimal { lambda } => {
             let support: Vec<usize> = (0..m).filter(|c| lambda[*c] > 0.0).collect();
@@ -962,6 +973,15 @@ pub fn solve(
                 },
             };
             (set.clone(), Some(size), verdict)
+        }
+        F64Outcome::SupportOverLimit => {
+            return Err(Error::TooLarge {
+                field: "support".into(),
+                reason: format!(
+                    "the f64 active set grew past {MAX_SUPPORT} constraints, the exact \
+                     re-solve's limit (refused before the exact work)"
+                ),
+            });
         }
         F64Outcome::NoConvergence => (
             Vec::new(),
@@ -1185,6 +1205,7 @@ impl Report {
                 F64Outcome::Optimal { .. } => "optimal",
                 F64Outcome::Infeasible { .. } => "infeasible",
                 F64Outcome::NoConvergence => "no convergence",
+                F64Outcome::SupportOverLimit => "support over the limit",
             },
             f64_iterations: solved.f64.iterations,
             f64_support: solved.support.len(),
