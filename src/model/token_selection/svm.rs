@@ -14,7 +14,8 @@
 //! ||p||^2 = a^T H a. With v_c = W (x_{i,alpha_i} - x_{i,t}) and Q = D H D^T (Q_cc' =
 //! v_c^T v_c'), the f64 solver ([`solve_f64`]) is an active-set method on the dual
 //! (min 1/2 l^T Q l - 1^T l, l >= 0). Its support S is then re-solved EXACTLY
-//! (Q_SS l_S = 1 by fraction-free elimination over the integers, [`certificate_for`]) and
+//! (Q_SS l_S = 1 over the integers by p-adic lifting, checked exactly; fraction-free
+//! elimination as the fallback; [`certificate_for`]) and
 //! the certificate (a, l) is checked exactly ([`check`]): stationarity a = D^T l (so
 //! p = sum_c l_c v_c), dual feasibility l >= 0, primal feasibility D H a >= 1 and
 //! complementary slackness l_c ((D H a)_c - 1) = 0. These four make p optimal (convex
@@ -37,13 +38,18 @@ use crate::error::{Error, Result};
 pub const MAX_TOKENS: usize = 1200;
 /// The most products r d^2 the exact W(0) X^T of a dense W(0) may take (r = n T).
 pub const MAX_DENSE_W_PRODUCTS: u128 = 4_000_000_000;
-/// The most support constraints the exact re-solve takes (fraction-free elimination costs
-/// about |S|^3 / 6 products of integers of up to |S| b bits; measured on 2 shared cores,
-/// d = 2000, b ~ 160: |S| = 101 in 2.3 s, 167 in 15 s, 202 in about 40 s).
-pub const MAX_SUPPORT: usize = 250;
+/// The most support constraints the exact re-solve takes (p-adic lifting, [`MAX_MINOR_BITS`]
+/// / 30 digits of about |S|^2 products each; measured on 2 shared cores, d = 2000,
+/// balanced layout: |S| = 101 in 0.12 s, 202 in 1.8 s, 338 in 8 s).
+pub const MAX_SUPPORT: usize = 600;
+/// The most support constraints the fraction-free fallback of the exact re-solve takes
+/// (about |S|^3 / 6 products of integers of up to |S| b bits: 101 in 2.3 s, 202 in about
+/// 40 s); past it, a failed p-adic solve (an unlucky prime) gives no certificate.
+const MAX_FRACTION_FREE: usize = 150;
 /// The largest bound |S| (b + log2 |S|) on the bits of a minor of Q_SS the exact
-/// re-solve takes (b: the bits of Q's largest entry); past it the exact work is refused.
-pub const MAX_MINOR_BITS: u64 = 45_000;
+/// re-solve takes (b: the bits of the augmented system's largest entry); past it the
+/// exact work is refused.
+pub const MAX_MINOR_BITS: u64 = 100_000;
 
 /// Refuse an instance past the size limits, before any work: [`MAX_TOKENS`] tokens, and
 /// [`MAX_DENSE_W_PRODUCTS`] for a dense W(0). `n`, `t`, `d`: samples, tokens per sample,
@@ -495,6 +501,228 @@ fn solve_psd(a: Vec<Integer>, k: usize, b: Vec<Integer>) -> Option<(Vec<Integer>
     Some((x, det))
 }
 
+/// `a x = b` exactly: [`solve_dixon`], or where it fails (an unlucky prime) and the
+/// system is small enough, [`solve_psd`].
+fn solve_exact(a: Vec<Integer>, k: usize, b: Vec<Integer>) -> Option<(Vec<Integer>, Integer)> {
+    solve_dixon(&a, k, &b).or_else(|| {
+        (k <= MAX_FRACTION_FREE)
+            .then(|| solve_psd(a, k, b))
+            .flatten()
+    })
+}
+
+/// The prime of [`solve_dixon`]: 2^61 - 1.
+const DIXON_P: u64 = (1 << 61) - 1;
+
+fn mulmod(a: u64, b: u64) -> u64 {
+    ((a as u128 * b as u128) % DIXON_P as u128) as u64
+}
+
+fn powmod(mut a: u64, mut e: u64) -> u64 {
+    let mut r = 1;
+    while e > 0 {
+        if e & 1 == 1 {
+            r = mulmod(r, a);
+        }
+        a = mulmod(a, a);
+        e >>= 1;
+    }
+    r
+}
+
+/// `v` modulo `m` (> 0), in [0, m).
+fn modulo(v: &Integer, m: &Integer) -> Integer {
+    let mut r = Integer::from(v % m);
+    if r < 0 {
+        r += m;
+    }
+    r
+}
+
+fn residue(v: &Integer, p: &Integer) -> u64 {
+    modulo(v, p).to_u64().expect("a residue below p")
+}
+
+/// The inverse of a k x k matrix modulo [`DIXON_P`] by Gauss-Jordan elimination, `None`
+/// when it is singular modulo p.
+fn inverse_mod(mut m: Vec<u64>, k: usize) -> Option<Vec<u64>> {
+    let mut inv = vec![0u64; k * k];
+    for i in 0..k {
+        inv[i * k + i] = 1;
+    }
+    for col in 0..k {
+        let piv = (col..k).find(|&r| m[r * k + col] != 0)?;
+        if piv != col {
+            for j in 0..k {
+                m.swap(piv * k + j, col * k + j);
+                inv.swap(piv * k + j, col * k + j);
+            }
+        }
+        let f = powmod(m[col * k + col], DIXON_P - 2);
+        for j in 0..k {
+            m[col * k + j] = mulmod(m[col * k + j], f);
+            inv[col * k + j] = mulmod(inv[col * k + j], f);
+        }
+        for r in (0..k).filter(|&r| r != col) {
+            let g = m[r * k + col];
+            if g == 0 {
+                continue;
+            }
+            let ng = DIXON_P - g;
+            for j in 0..k {
+                m[r * k + j] = (m[r * k + j] + mulmod(ng, m[col * k + j])) % DIXON_P;
+                inv[r * k + j] = (inv[r * k + j] + mulmod(ng, inv[col * k + j])) % DIXON_P;
+            }
+        }
+    }
+    Some(inv)
+}
+
+/// Rational reconstruction of `y` modulo `m`: (u, v) with u = v y (mod m), |u| <
+/// 2^`bits`, 0 < v, by the extended Euclidean algorithm stopped at the first remainder
+/// below 2^`bits` (unique when m > 2^(2 bits + 1) and such u, v with v < 2^bits exist).
+fn reconstruct(y: &Integer, m: &Integer, bits: u32) -> Option<(Integer, Integer)> {
+    let bound = Integer::from(1) << bits;
+    let (mut r0, mut r1) = (m.clone(), modulo(y, m));
+    let (mut t0, mut t1) = (Integer::new(), Integer::from(1));
+    while r1.clone().abs() >= bound {
+        if r1.is_zero_int() {
+            return None;
+        }
+        let (q, r) = r0.div_rem_floor_ref(&r1).into();
+        let q: Integer = q;
+        r0 = std::mem::replace(&mut r1, r);
+        let t: Integer = &t0 - Integer::from(&q * &t1);
+        t0 = std::mem::replace(&mut t1, t);
+    }
+    if t1.is_zero_int() {
+        return None;
+    }
+    if t1 < 0 {
+        Some((-r1, -t1))
+    } else {
+        Some((r1, t1))
+    }
+}
+
+/// Solve `a x = b` exactly for a symmetric positive semidefinite integer matrix `a` (k x
+/// k, row-major) by p-adic (Dixon) lifting: the rows are kept in order unless their
+/// pivot vanishes modulo p = 2^61 - 1 (a dependent constraint: its unknown is 0), the
+/// kept submatrix A_KK is inverted modulo p once (O(k^3) word operations), the solution
+/// is lifted one p-adic digit at a time (residual r <- (r - A_KK x_i) / p, exact), until
+/// p^N exceeds 2^(2 H + 2) with H the Hadamard bound on the bits of Cramer's numerators
+/// and denominator, and each entry is recovered as a rational with one common
+/// denominator. The result is returned only when A_KK x = b_K holds EXACTLY (checked over
+/// the integers); `None` otherwise (an unlucky prime: the caller falls back to
+/// fraction-free elimination). Same contract as [`solve_psd`].
+fn solve_dixon(a: &[Integer], k: usize, b: &[Integer]) -> Option<(Vec<Integer>, Integer)> {
+    use rayon::prelude::*;
+    let pbig = Integer::from(DIXON_P);
+    // the kept rows: elimination modulo p in order, skipping zero pivots
+    let mut m: Vec<u64> = a.iter().map(|v| residue(v, &pbig)).collect();
+    let mut kept = Vec::new();
+    for piv in 0..k {
+        let d = m[piv * k + piv];
+        if d == 0 {
+            continue;
+        }
+        kept.push(piv);
+        let inv = powmod(d, DIXON_P - 2);
+        for i in piv + 1..k {
+            let f = mulmod(m[i * k + piv], inv);
+            if f == 0 {
+                continue;
+            }
+            let nf = DIXON_P - f;
+            for j in piv..k {
+                m[i * k + j] = (m[i * k + j] + mulmod(nf, m[piv * k + j])) % DIXON_P;
+            }
+        }
+    }
+    let kk = kept.len();
+    let sub: Vec<Integer> = kept
+        .iter()
+        .flat_map(|&i| kept.iter().map(move |&j| a[i * k + j].clone()))
+        .collect();
+    let sub_mod: Vec<u64> = sub.iter().map(|v| residue(v, &pbig)).collect();
+    let c = inverse_mod(sub_mod, kk)?;
+    let rhs: Vec<Integer> = kept.iter().map(|&i| b[i].clone()).collect();
+    // Hadamard: every minor of [A_KK | b_K] has at most kk (bits + log2 kk / 2) bits
+    let bits = sub
+        .iter()
+        .chain(&rhs)
+        .map(|v| v.significant_bits())
+        .max()
+        .unwrap_or(0) as u64;
+    let log_k = (usize::BITS - kk.leading_zeros()) as u64;
+    let h = kk as u64 * (bits + log_k) + 1;
+    let digits = (2 * h + 2).div_ceil(61) + 1;
+    let mut r = rhs.clone();
+    let mut digit_rows: Vec<Vec<u64>> = Vec::with_capacity(digits as usize);
+    let mut pp = Integer::from(1);
+    let mut xi = vec![0u64; kk];
+    for _ in 0..digits {
+        let rm: Vec<u64> = r.iter().map(|v| residue(v, &pbig)).collect();
+        for (i, out) in xi.iter_mut().enumerate() {
+            let row = &c[i * kk..(i + 1) * kk];
+            let mut acc: u128 = 0;
+            for (cv, rv) in row.iter().zip(&rm) {
+                acc = (acc + *cv as u128 * *rv as u128) % DIXON_P as u128;
+            }
+            *out = acc as u64;
+        }
+        r.par_iter_mut().enumerate().for_each(|(i, ri)| {
+            for (aij, xj) in sub[i * kk..(i + 1) * kk].iter().zip(&xi) {
+                *ri -= aij * *xj;
+            }
+            // exact: r - A x_i = 0 modulo p
+            ri.div_exact_mut(&pbig);
+        });
+        digit_rows.push(xi.clone());
+        pp *= &pbig;
+    }
+    // x = sum_i x_i p^i, by Horner from the last digit
+    let mut x = vec![Integer::new(); kk];
+    for row in digit_rows.iter().rev() {
+        for (xv, d) in x.iter_mut().zip(row) {
+            *xv *= &pbig;
+            *xv += *d;
+        }
+    }
+    // one common denominator: reconstruct where the current one does not suffice
+    let half = Integer::from(&pp >> 1);
+    let sym = |v: Integer| if v > half { v - &pp } else { v };
+    let hb = Integer::from(1) << (h as u32);
+    let mut den = Integer::from(1);
+    for xv in &x {
+        let y = sym(modulo(&Integer::from(&den * xv), &pp));
+        if y.clone().abs() < hb {
+            continue;
+        }
+        let (_, v) = reconstruct(&y, &pp, h as u32)?;
+        den *= v;
+    }
+    let num: Vec<Integer> = x
+        .iter()
+        .map(|xv| sym(modulo(&Integer::from(&den * xv), &pp)))
+        .collect();
+    // the exact check: A_KK num = den b_K
+    for i in 0..kk {
+        let mut s = Integer::new();
+        for (aij, nj) in sub[i * kk..(i + 1) * kk].iter().zip(&num) {
+            s += Integer::from(aij * nj);
+        }
+        if s != Integer::from(&den * &rhs[i]) {
+            return None;
+        }
+    }
+    let mut out = vec![Integer::new(); k];
+    for (&i, v) in kept.iter().zip(num) {
+        out[i] = v;
+    }
+    Some((out, den))
+}
+
 /// An exact KKT certificate: multipliers l = `lambda` / `den` (one per constraint) and
 /// span coefficients a = `a` / `den` (one per token), p = W X^T a.
 #[derive(Debug, Clone, PartialEq)]
@@ -561,7 +789,8 @@ pub fn exact_size(g: &Gram, cons: &Constraints, support: &[usize]) -> Result<Exa
 }
 
 /// The exact solution of the KKT system of `support` (constraint indices): Q_SS l_S = 1
-/// solved over the integers (fraction-free elimination), l = 0 off the support, a = D^T l. `None`
+/// solved over the integers (p-adic lifting, or fraction-free elimination where that
+/// fails), l = 0 off the support, a = D^T l. `None`
 /// when Q_SS is found not positive semidefinite (cannot happen for an exact Gram matrix).
 pub fn certificate_for(g: &Gram, cons: &Constraints, support: &[usize]) -> Option<Certificate> {
     let k = support.len();
@@ -573,7 +802,7 @@ pub fn certificate_for(g: &Gram, cons: &Constraints, support: &[usize]) -> Optio
     }
     // Q = Qint 2^-scale: Qint l = 2^scale 1
     let rhs = vec![Integer::from(1) << g.scale; k];
-    let (x, den) = solve_psd(a, k, rhs)?;
+    let (x, den) = solve_exact(a, k, rhs)?;
     let mut lambda = vec![Integer::new(); cons.count()];
     for (&c, v) in support.iter().zip(x) {
         lambda[c] = v;
@@ -747,7 +976,7 @@ pub fn farkas_for(g: &Gram, cons: &Constraints, set: &[usize], c: usize) -> Opti
         }
     }
     let rhs: Vec<Integer> = set.iter().map(|&i| cons.q(g, i, c)).collect();
-    let (beta, den) = solve_psd(a, k, rhs)?;
+    let (beta, den) = solve_exact(a, k, rhs)?;
     let mut y = vec![Integer::new(); cons.count()];
     y[c] = den;
     for (&j, b) in set.iter().zip(beta) {
@@ -1356,5 +1585,68 @@ trait IsZero {
 impl IsZero for Integer {
     fn is_zero_int(&self) -> bool {
         self.cmp0() == std::cmp::Ordering::Equal
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ints(v: &[i64]) -> Vec<Integer> {
+        v.iter().map(|x| Integer::from(*x)).collect()
+    }
+
+    fn ratios(x: &(Vec<Integer>, Integer)) -> Vec<Rational> {
+        x.0.iter()
+            .map(|n| Rational::from((n.clone(), x.1.clone())))
+            .collect()
+    }
+
+    /// Both exact solvers give the same rational solution: on a Gram matrix of rank 2
+    /// with a dependent third row (its unknown 0), and on a full-rank one whose solution
+    /// has a large common denominator (checked by substitution).
+    #[test]
+    fn p_adic_and_fraction_free_solvers_agree() {
+        // V = (1, 0), (0, 1), (1, 1): Q = V V^T, b = Q (1, 1, 0)
+        let q = ints(&[1, 0, 1, 0, 1, 1, 1, 1, 2]);
+        let b = ints(&[1, 1, 2]);
+        let dixon = solve_dixon(&q, 3, &b).unwrap();
+        let ff = solve_psd(q.clone(), 3, b.clone()).unwrap();
+        assert_eq!(ratios(&dixon), ratios(&ff));
+        assert_eq!(ratios(&dixon), [1, 1, 0].map(Rational::from));
+        // V: 5 rows of width 5 with entries up to 2^40, Q = V V^T, b = 2^60 1
+        let v: Vec<i64> = (0..25)
+            .map(|k| ((k * 7919 + 13) % 1_000_003) * (1 << (k % 40)) - (1 << 39))
+            .collect();
+        let q: Vec<Integer> = (0..25)
+            .map(|e| {
+                let (i, j) = (e / 5, e % 5);
+                (0..5)
+                    .map(|k| Integer::from(v[i * 5 + k]) * v[j * 5 + k])
+                    .sum()
+            })
+            .collect();
+        let b = vec![Integer::from(1) << 60; 5];
+        let dixon = solve_dixon(&q, 5, &b).unwrap();
+        let ff = solve_psd(q.clone(), 5, b.clone()).unwrap();
+        assert_eq!(ratios(&dixon), ratios(&ff));
+        for i in 0..5 {
+            let s: Integer = (0..5)
+                .map(|j| Integer::from(&q[i * 5 + j] * &dixon.0[j]))
+                .sum();
+            assert_eq!(s, Integer::from(&dixon.1 * &b[i]));
+        }
+    }
+
+    /// Decimal text rounded toward zero, at both ends of the point.
+    #[test]
+    fn decimals_round_toward_zero() {
+        let q = |n: i64, d: i64| Rational::from((n, d));
+        assert_eq!(decimal_down(&q(2, 3), 5), "0.66666");
+        assert_eq!(decimal_down(&q(-2, 3), 5), "-0.66666");
+        assert_eq!(decimal_down(&q(5, 1), 3), "5.00");
+        assert_eq!(decimal_down(&q(123_456, 1), 3), "123000");
+        assert_eq!(decimal_down(&q(1, 1000), 2), "0.0010");
+        assert_eq!(decimal_down(&q(0, 1), 2), "0");
     }
 }
