@@ -339,3 +339,33 @@ fn exact_work_past_the_limit_is_refused() {
     let e = svm::exact_size(&g, &cons, &vec![1; svm::MAX_SUPPORT + 1]).unwrap_err();
     assert!(e.is_stopped_run(), "{e}");
 }
+
+/// Degenerate instances (d = 3 with 14 constraints; d = 10 with 140): the active-set
+/// method ends on every seed tried (no cycling: an exchange along a dependent
+/// constraint is followed by the re-solve on the new free set), and every verdict is a
+/// proof, of optimality or of infeasibility.
+#[test]
+fn degenerate_instances_end_with_a_proof() {
+    for (d, n) in [(3, 2), (10, 20)] {
+        for seed in 0..8 {
+            let cfg = Config {
+                d,
+                n_train: n,
+                n_test: 2,
+                seed,
+                ..Config::default()
+            };
+            for choice in [PatternChoice::Optimal, PatternChoice::Theorem] {
+                let (_, s) = solve_cfg(&cfg, &choice);
+                assert!(
+                    matches!(
+                        s.verdict,
+                        Verdict::ProvedOptimal { .. } | Verdict::Infeasible { .. }
+                    ),
+                    "d {d} n {n} seed {seed} {choice:?}: {:?}",
+                    s.verdict
+                );
+            }
+        }
+    }
+}

@@ -385,14 +385,14 @@ pub fn solve_f64(q: &[f64], m: usize, max_free: usize) -> F64Solution {
                 Some(f) => ch = f,
                 None => return done(F64Outcome::NoConvergence, it, &ch),
             }
-            continue;
+        } else {
+            if free.len() >= max_free {
+                return done(F64Outcome::SupportOverLimit, it, &ch);
+            }
+            ch.push(l, piv2.sqrt());
+            free.push(c);
+            in_free[c] = true;
         }
-        if free.len() >= max_free {
-            return done(F64Outcome::SupportOverLimit, it, &ch);
-        }
-        ch.push(l, piv2.sqrt());
-        free.push(c);
-        in_free[c] = true;
         // the inner loop: the unconstrained minimiser on the free set, stepping back
         loop {
             it += 1;
@@ -1135,7 +1135,8 @@ pub struct Solved {
     pub constraints: Constraints,
     /// The f64 stage.
     pub f64: F64Solution,
-    /// The f64 support (constraints with a positive multiplier).
+    /// The f64 support (constraints with a positive multiplier), or the free set of an
+    /// infeasibility report.
     pub support: Vec<usize>,
     /// The size of the exact re-solve.
     pub exact: Option<ExactSize>,
@@ -1345,7 +1346,8 @@ pub struct Report {
     pub f64_outcome: &'static str,
     /// Its iterations.
     pub f64_iterations: usize,
-    /// Its support size.
+    /// Its support size (optimal), or the size of its free set when it stopped
+    /// (infeasible: the constraints the Farkas vector is sought on).
     pub f64_support: usize,
     /// Its ||p||^2 = sum of multipliers (f64), where it ended optimal.
     pub f64_norm2: Option<f64>,
@@ -1514,9 +1516,13 @@ impl fmt::Display for Report {
         for g in &self.groups {
             writeln!(f, "  {:<10} {:>5} / {}", g.group, g.clean, g.noisy)?;
         }
+        let set = match self.f64_outcome {
+            "optimal" => "support constraints",
+            _ => "constraints in the free set",
+        };
         write!(
             f,
-            "f64 active set: {} after {} iterations, {} support constraints",
+            "f64 active set: {} after {} iterations, {} {set}",
             self.f64_outcome, self.f64_iterations, self.f64_support
         )?;
         if let Some(v) = self.f64_norm2 {
