@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::{ConfigArgs, EXIT_FAILED, EXIT_OK, print_report};
+use crate::config::WInit;
 use crate::data::{Dataset, Params};
 use crate::error::{Error, Result};
 use crate::io::files::{check_output_file, write_atomic};
@@ -55,14 +56,15 @@ pub(super) fn svm_cmd(args: &SvmArgs) -> Result<i32> {
         check_output_file(out)?;
     }
     let choice = choice(&args.pattern)?;
-    let init = Params::init(&cfg);
     let d = cfg.d;
-    // W(0) = I is the identity map whether or not it is stored
+    let dense = cfg.init.w == WInit::KaimingUniform;
+    svm::check_sizes(cfg.n_train, cfg.layout.tokens, d, dense)?;
+    let init = Params::init(&cfg);
+    // W(0) = I is the identity map whether or not it is stored (W- and joint mode)
     let w = init.w.as_ref().filter(|w| {
         !w.indexed_iter()
             .all(|((i, j), v)| *v == if i == j { 1.0 } else { 0.0 })
     });
-    svm::check_sizes(cfg.n_train, cfg.layout.tokens, d, w.is_some())?;
     let data = Dataset::generate(&cfg);
     let pattern = svm::pattern(&data, &choice)?;
     let x = data.train.x.as_slice().expect("standard layout");
