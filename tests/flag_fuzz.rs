@@ -220,6 +220,18 @@ const COMMANDS: &[(&str, Flags, bool)] = &[
         true,
     ),
     (
+        "svm",
+        &[
+            (
+                "--pattern",
+                Some(&["optimal", "theorem", "", "c.toml", "/nonexistent.json", "."]),
+            ),
+            ("--out", Some(&["o.json", "", ".", "/nonexistent/o.json"])),
+            ("--json", None),
+        ],
+        true,
+    ),
+    (
         "diff",
         &[
             ("--rtol", Some(REALS)),

@@ -625,6 +625,33 @@ const BLOCKS: &[Form] = &[
         check: none,
     },
     Form {
+        text: "cargo run --release -- svm",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |_, o| {
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert!(out.contains("verdict: proved optimal"), "{out}");
+            assert!(out.contains("||p_mm||^2 = 0.00571836160652954..."), "{out}");
+            assert!(out.contains("101 support constraints"), "{out}");
+            assert!(out.contains("R             16 / 0"), "{out}");
+            assert!(out.contains("W_opposite     0 / 4"), "{out}");
+        },
+    },
+    Form {
+        text: "cargo run --release -- svm --pattern theorem --json --out svm.json",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |dir, o| {
+            let v = json_out(o);
+            assert_eq!(v["verdict"], "proved optimal", "{v}");
+            assert_eq!(v["pattern"], "theorem", "{v}");
+            assert_eq!(v["min_margin"]["num"], "1", "{v}");
+            assert_eq!(v["norm2_decimal_down"], "0.00571836160652954", "{v}");
+            assert!(v["f64_relative_error"].as_f64().unwrap() < 1e-10, "{v}");
+            assert_eq!(json_file(&dir.join("svm.json")), v);
+        },
+    },
+    Form {
         text: "cargo run --release -- cost --method span --precs 128,256 --ball 128,256 --twin-reps 30 --reps 5",
         how: How::AsWritten,
         shrink: &[],

@@ -76,6 +76,7 @@ mod judge;
 mod plot;
 mod run;
 mod saturation;
+mod svm;
 mod sweep;
 mod twin;
 
@@ -102,6 +103,9 @@ enum Command {
     /// decision proved or undecided (exit 0 all decided, 1 undecided, 3 stopped: the
     /// enclosure blew up, and the certificate holds the checkpoints before it).
     Certify(certify::CertifyArgs),
+    /// The attention SVM of a selection pattern, solved in f64 and proved optimal exactly
+    /// (exit 0 proved optimal, 1 not proved or infeasible, 2 bad input, 3 refused).
+    Svm(svm::SvmArgs),
     /// Sweep the score gap on one sequence: where does each f64 formulation break?
     Saturation(saturation::SaturationArgs),
     /// Train at several label-noise rates and seeds; CSV, JSON and an SVG plot.
@@ -213,6 +217,7 @@ where
         Command::Diff(args) => diff::diff(&args),
         Command::Plot(args) => plot::plot(&args),
         Command::Saturation(args) => saturation::saturation(&args),
+        Command::Svm(args) => svm::svm_cmd(&args),
         Command::Config(args) => config::config(&args),
         Command::Data(args) => data::data(&args),
         Command::Judge(args) => judge::judge(&args),

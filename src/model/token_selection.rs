@@ -90,6 +90,8 @@ impl Model for TokenSelection {
 
 pub use crate::data::head::{head, head_values};
 
+pub mod svm;
+
 /// `out = coef * df/dq` for one sequence in the `Naive` formulation (backprop through
 /// softmax as frameworks do it): (sum_t (s_t g_t) x_t - f sum_t s_t x_t) coef, which
 /// cancels catastrophically once 1 - s_top < ~1e-8. `scratch` has length d.

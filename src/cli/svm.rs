@@ -1,0 +1,85 @@
+//! `tokensel svm`: the attention SVM of a selection pattern, solved in f64 and proved
+//! optimal exactly (`model::token_selection::svm`).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{ConfigArgs, EXIT_FAILED, EXIT_OK, print_report};
+use crate::config::WInit;
+use crate::data::{Dataset, Params};
+use crate::error::{Error, Result};
+use crate::io::files::{check_output_file, write_atomic};
+use crate::model::token_selection::svm::{self, PatternChoice, Report};
+
+#[derive(Args, Debug)]
+pub(super) struct SvmArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// The selection pattern: optimal (alpha_i = argmax_t Y_i nu^T x_it, proved by
+    /// balls; ties refused), theorem (clean samples their R token, noisy samples their
+    /// W_{-Y*} token), or a JSON file with one token index per training sample.
+    #[arg(long, value_name = "optimal|theorem|FILE", default_value = "optimal")]
+    pattern: String,
+    /// Print exactly one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON report to FILE (atomically).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+/// Most bytes of a pattern file (a JSON list of MAX_TOKENS indices fits easily).
+const MAX_PATTERN_BYTES: u64 = 1 << 20;
+
+fn choice(s: &str) -> Result<PatternChoice> {
+    Ok(match s {
+        "optimal" => PatternChoice::Optimal,
+        "theorem" => PatternChoice::Theorem,
+        file => {
+            let path = PathBuf::from(file);
+            let text = crate::io::files::read_text(&path, MAX_PATTERN_BYTES)?;
+            let list: Vec<usize> = serde_json::from_str(&text).map_err(|e| Error::Parse {
+                what: "pattern (a JSON list of token indices)",
+                path,
+                message: e.to_string(),
+            })?;
+            PatternChoice::Given(list)
+        }
+    })
+}
+
+pub(super) fn svm_cmd(args: &SvmArgs) -> Result<i32> {
+    let cfg = args.config.load()?;
+    cfg.binary_only("svm (the attention SVM of the binary model)")?;
+    if let Some(out) = &args.out {
+        check_output_file(out)?;
+    }
+    let choice = choice(&args.pattern)?;
+    let d = cfg.d;
+    let dense = cfg.init.w == WInit::KaimingUniform;
+    svm::check_sizes(cfg.n_train, cfg.layout.tokens, d, dense)?;
+    let init = Params::init(&cfg);
+    // W(0) = I is the identity map whether or not it is stored (W- and joint mode)
+    let w = init.w.as_ref().filter(|w| {
+        !w.indexed_iter()
+            .all(|((i, j), v)| *v == if i == j { 1.0 } else { 0.0 })
+    });
+    let data = Dataset::generate(&cfg);
+    let pattern = svm::pattern(&data, &choice)?;
+    let x = data.train.x.as_slice().expect("standard layout");
+    let w_slice = w.map(|w| w.as_slice().expect("standard layout"));
+    let solved = svm::solve(x, cfg.layout.tokens, d, w_slice, pattern)?;
+    let report = Report::new(&data, &choice, d, w.is_some(), &solved);
+    if let Some(out) = &args.out {
+        let mut bytes = serde_json::to_vec_pretty(&report).expect("reports serialise");
+        bytes.push(b'\n');
+        write_atomic(out, &bytes)?;
+    }
+    print_report(&report, args.json);
+    Ok(if report.proved() {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    })
+}
