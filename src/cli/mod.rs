@@ -510,6 +510,7 @@ mod tests {
             "FIG.svg|png" => &["a.svg", "a.png"],
             "EXT" => &["ext.json"],
             "A" | "B" | "INPUT" => &["t.json"],
+            "optimal|theorem|FILE" => &["optimal", "theorem", "pattern.json"],
             _ => return None,
         })
     }
