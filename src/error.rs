@@ -83,21 +83,24 @@ pub enum Error {
         /// Training sample index, where the quantity belongs to one.
         sample: Option<usize>,
     },
-    /// Normalised GD with eps = 0 met a gradient block whose squared norm evaluates to
-    /// exactly 0 in the run's arithmetic (the block is 0, or its square underflowed),
-    /// where its step G / ||G|| is 0 / 0.
+    /// Normalised GD could not form a block's factor alpha / (||G|| + eps): with eps = 0
+    /// its gradient norm is 0 in the run's arithmetic, or the factor is beyond the
+    /// arithmetic's range (a norm near 0 in f64 or f32, or a ball enclosing 0).
     #[error(
-        "the squared norm of the gradient with respect to {block} is exactly 0 at step {step} \
-         in this arithmetic (the gradient is 0, or its square underflowed), so normalised \
-         GD's step G / ||G|| is 0 / 0 (optimizer.eps = 0): training stopped; optimizer.eps \
-         > 0 (the max-margin code's 1e-9) takes a step of alpha ||G|| / (||G|| + eps) there \
-         instead"
+        "normalised GD stopped at step {step}: the gradient with respect to {block} has norm \
+         {norm} in this arithmetic, so the factor alpha / (||G|| + eps) with \
+         optimizer.eps = {eps} is not a finite number; a larger optimizer.eps (the \
+         max-margin code's 1e-9) bounds it by alpha / eps"
     )]
-    ZeroGradient {
+    NormalizedStep {
         /// The step (number of updates done) at which it was found.
         step: u64,
         /// The parameter block: "p" or "W".
         block: &'static str,
+        /// The norm as the arithmetic holds it (a value, or an enclosure).
+        norm: String,
+        /// The config's eps, as written in the message.
+        eps: String,
     },
 }
 
@@ -142,7 +145,7 @@ impl Error {
         matches!(
             self,
             Error::NonFinite { .. }
-                | Error::ZeroGradient { .. }
+                | Error::NormalizedStep { .. }
                 | Error::TooLarge { .. }
                 | Error::NotPublished { .. }
         )

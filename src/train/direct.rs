@@ -13,7 +13,7 @@ use crate::config::{Formulation, Mode};
 use crate::data::Params;
 use crate::linalg;
 
-use super::step_rule::StepRule;
+use super::step_rule::{StepRule, Stopped, scaled_norm};
 use crate::model::{self, Model};
 
 /// Parameters and d-space buffers of the direct step.
@@ -123,14 +123,14 @@ impl<R: Clone + Send + Sync> Direct<R> {
 
     /// One gradient step from the last backward pass (module docs), each block by
     /// `rule` (constant or normalised: [`StepRule`]), then q = W^T p.
-    /// `Err(block)` ("p" or "W") where normalised GD meets an exactly zero block
+    /// `Err` where normalised GD cannot form a block's factor
     /// ([`StepRule::neg_factor`]); nothing moves then.
     pub fn update<A: Arith<Real = R>>(
         &mut self,
         ar: &A,
         mode: Mode,
         rule: &StepRule,
-    ) -> Result<(), &'static str> {
+    ) -> Result<(), Stopped> {
         let d = self.q.len();
         let g = &self.grad_q;
         // W dL/dq at the old W (p- and joint mode)
@@ -146,28 +146,27 @@ impl<R: Clone + Send + Sync> Direct<R> {
         // both factors before any parameter moves (a zero block leaves them as they were)
         let neg_w = match mode {
             Mode::P => None,
-            // dL/dW = p (dL/dq)^T: its squared Frobenius norm is |p|^2 |dL/dq|^2
-            _ => Some(
-                rule.neg_factor(ar, || {
-                    let (mut pp, mut gg) = (ar.zero(), ar.zero());
-                    ar.dot(&self.p, &self.p, &mut pp);
-                    ar.dot(g, g, &mut gg);
-                    ar.mul(&mut pp, &gg);
-                    pp
-                })
-                .map_err(|_| "W")?,
-            ),
+            // dL/dW = p (dL/dq)^T: its Frobenius norm is |p| |dL/dq|
+            _ => Some(rule.neg_factor(ar, "W", || {
+                let dot = |v: &[R]| {
+                    let mut s = ar.zero();
+                    ar.dot(v, v, &mut s);
+                    s
+                };
+                let mut n = scaled_norm(ar, &self.p, dot);
+                ar.mul(&mut n, &scaled_norm(ar, g, dot));
+                n
+            })?),
         };
         let neg_p = match &dp {
             None => None,
-            Some(dp) => Some(
-                rule.neg_factor(ar, || {
-                    let mut pp = ar.zero();
-                    ar.dot(dp, dp, &mut pp);
-                    pp
+            Some(dp) => Some(rule.neg_factor(ar, "p", || {
+                scaled_norm(ar, dp, |v| {
+                    let mut s = ar.zero();
+                    ar.dot(v, v, &mut s);
+                    s
                 })
-                .map_err(|_| "p")?,
-            ),
+            })?),
         };
         if let Some(neg_w) = neg_w {
             let w = self.w.as_mut().expect("W- and joint mode store W");

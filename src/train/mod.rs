@@ -307,7 +307,7 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
                 .update(&ar, &rule, &self.c)
                 .map(|_| e.a.iter().chain(&e.m).all(|v| ar.is_finite(v))),
         };
-        let finite = moved.map_err(|block| step_rule::ZeroBlock::error(block, self.step))?;
+        let finite = moved.map_err(|stopped| stopped.error(self.step))?;
         self.step += 1;
         if !finite {
             return Err(self.non_finite(Quantity::Q, None));

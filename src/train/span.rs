@@ -25,7 +25,7 @@ use crate::config::Mode;
 use crate::data::Params;
 use crate::linalg;
 
-use super::step_rule::StepRule;
+use super::step_rule::{StepRule, Stopped, scaled_norm};
 
 /// Coefficients, Gram matrices and what it takes to rebuild p, W and q.
 #[derive(Debug, Clone)]
@@ -280,14 +280,14 @@ impl<R: Clone + Send + Sync> Span<R> {
 
     /// One gradient step from the token coefficients `c` (module docs), each block by
     /// `rule` (constant or normalised: [`StepRule`]).
-    /// `Err(block)` ("p" or "W") where normalised GD meets an exactly zero block
+    /// `Err` where normalised GD cannot form a block's factor
     /// ([`StepRule::neg_factor`]); nothing moves then.
     pub fn update<A: Arith<Real = R>>(
         &mut self,
         ar: &A,
         rule: &StepRule,
         c: &[R],
-    ) -> Result<(), &'static str> {
+    ) -> Result<(), Stopped> {
         let r = self.r;
         match self.mode {
             Mode::P | Mode::W => {
@@ -295,9 +295,9 @@ impl<R: Clone + Send + Sync> Span<R> {
                 // squared norm is c^T G[1.., 1..] c (G[1.., 1..] = B[1..] B[1..]^T, or
                 // |p(0)|^2 K in W-mode)
                 let block = if self.mode == Mode::P { "p" } else { "W" };
-                let neg = rule
-                    .neg_factor(ar, || self.quad_g(ar, None, c))
-                    .map_err(|_| block)?;
+                let neg = rule.neg_factor(ar, block, || {
+                    scaled_norm(ar, c, |v| self.quad_g(ar, None, v))
+                })?;
                 ar.axpy(&neg, c, &mut self.a[1..])
             }
             Mode::Joint => {
@@ -305,25 +305,27 @@ impl<R: Clone + Send + Sync> Span<R> {
                 linalg::matvec_prepared(ar, &self.k, 0, c, &mut kc);
                 let mut mkc = ar.zeros(r + 1);
                 linalg::matvec(ar, &self.m, &kc, &mut mkc);
-                // dL/dW = p (X^T c)^T, |.|_F^2 = (a^T G a) (c^T K c); dL/dp = B^T e with
-                // e = (0, c) + M K c, |.|^2 = e^T G e
-                let neg_w = rule
-                    .neg_factor(ar, || {
-                        let (mut pp, mut gg) = (self.quad_g(ar, Some(&self.a), &[]), ar.zero());
-                        ar.dot(c, &kc, &mut gg);
-                        ar.mul(&mut pp, &gg);
-                        pp
-                    })
-                    .map_err(|_| "W")?;
-                let neg_p = rule
-                    .neg_factor(ar, || {
-                        let mut e = mkc.clone();
-                        for (ej, cj) in e[1..].iter_mut().zip(c) {
-                            ar.add(ej, cj);
-                        }
-                        self.quad_g(ar, Some(&e), &[])
-                    })
-                    .map_err(|_| "p")?;
+                // dL/dW = p (X^T c)^T, |.|_F = |p| |X^T c| = sqrt(a^T G a) sqrt(c^T K c);
+                // dL/dp = B^T e with e = (0, c) + M K c, |.| = sqrt(e^T G e)
+                let neg_w = rule.neg_factor(ar, "W", || {
+                    let mut n = scaled_norm(ar, &self.a, |v| self.quad_g(ar, Some(v), &[]));
+                    let xc = scaled_norm(ar, c, |v| {
+                        let mut kv = ar.zeros(r);
+                        linalg::matvec_prepared(ar, &self.k, 0, v, &mut kv);
+                        let mut q = ar.zero();
+                        ar.dot(v, &kv, &mut q);
+                        q
+                    });
+                    ar.mul(&mut n, &xc);
+                    n
+                })?;
+                let neg_p = rule.neg_factor(ar, "p", || {
+                    let mut e = mkc.clone();
+                    for (ej, cj) in e[1..].iter_mut().zip(c) {
+                        ar.add(ej, cj);
+                    }
+                    scaled_norm(ar, &e, |v| self.quad_g(ar, Some(v), &[]))
+                })?;
                 let a = &self.a;
                 linalg::for_each_row(ar, &mut self.m, r, r, |i, mi| {
                     let mut t = ar.zero();
