@@ -154,11 +154,13 @@ fn exponent(m: f64) -> i32 {
     }
 }
 
-/// x <- x 2^k, by factors that are normal f64 powers of two (|k| <= 2 x 1022 here).
+/// x <- x 2^k, by factors 2^j with |j| <= 126: powers of two that are normal numbers in
+/// binary32 too (F32 rounds the factor to binary32), so each product is exact wherever
+/// it stays in range.
 fn scale_pow2<A: Arith>(ar: &A, x: &mut A::Real, k: i32) {
     let mut k = k;
     while k != 0 {
-        let step = k.clamp(-1022, 1022);
+        let step = k.clamp(-126, 126);
         ar.mul_f64(x, f64::from_bits(((step + 1023) as u64) << 52));
         k -= step;
     }
@@ -194,6 +196,14 @@ mod tests {
             };
             assert!(ulps <= tol, "scale {scale:e}: {n:e} vs {want:e}");
         }
+        // f32: squares of 3e-30 underflow; 3e-44 and 4e-44 are subnormal (scaled by
+        // 2^149 > binary32's largest power of two, in steps)
+        let n = scaled_norm(&F32, &[3.0 * 2f32.powi(-147), 4.0 * 2f32.powi(-147)], |v| {
+            let mut s = 0.0f32;
+            F32.dot(v, v, &mut s);
+            s
+        });
+        assert_eq!(n, 5.0 * 2f32.powi(-147));
         let v32 = [3e-30f32, 4e-30];
         let n = scaled_norm(&F32, &v32, |v| {
             let mut s = 0.0f32;
