@@ -758,6 +758,30 @@ fn the_trainer_generic_over_the_model_equals_the_dispatched_one() {
         )
         .unwrap_err();
         assert!(err.to_string().contains("model"), "{err}");
+        // a model the config does not name, and data made for another config, are
+        // refused (they indexed past the head's end, or trained silently)
+        let bin_data = Dataset::generate(&bin);
+        let init = Params::init(&bin);
+        let form = bin.formulation;
+        let e = Trainer::with_model(
+            &bin,
+            &bin_data,
+            F64,
+            form,
+            method,
+            &init,
+            Multiclass { classes: 1 },
+        );
+        assert!(e.unwrap_err().to_string().contains("[model]"));
+        let k2 = multiclass(bin.clone(), 2);
+        for (cfg, data) in [
+            (&k2, &bin_data),
+            (&k3, &Dataset::generate(&k2)),
+            (&bin, &data),
+        ] {
+            let e = Trainer::from_params(cfg, data, F64, form, method, &Params::init(cfg));
+            assert!(e.unwrap_err().to_string().contains("data"));
+        }
     }
 }
 

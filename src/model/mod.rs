@@ -90,6 +90,10 @@ pub trait Model: std::fmt::Debug + Copy + Send + Sync {
     /// Outputs per sample: 1 (the binary f) or K.
     fn outputs(&self) -> usize;
 
+    /// The config section that describes this model (`[model]`): a trainer takes a
+    /// model only with a config that names it.
+    fn spec(&self) -> crate::config::ModelSpec;
+
     /// The fixed head values of every token of `x` (n, T, d), row-major (n, T,
     /// outputs), in `ar` (from `data`'s signals or its supplied head).
     fn head_values<A: Arith>(&self, ar: &A, data: &Dataset, x: ArrayView3<'_, f64>)
@@ -180,6 +184,10 @@ macro_rules! dispatch {
 impl Model for AnyModel {
     fn outputs(&self) -> usize {
         dispatch!(self, m => m.outputs())
+    }
+
+    fn spec(&self) -> crate::config::ModelSpec {
+        dispatch!(self, m => m.spec())
     }
 
     fn head_values<A: Arith>(

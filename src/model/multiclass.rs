@@ -122,6 +122,13 @@ impl Model for Multiclass {
         self.classes
     }
 
+    fn spec(&self) -> crate::config::ModelSpec {
+        crate::config::ModelSpec {
+            kind: crate::config::ModelKind::Multiclass,
+            classes: self.classes,
+        }
+    }
+
     fn head_values<A: Arith>(
         &self,
         ar: &A,

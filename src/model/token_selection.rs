@@ -22,6 +22,10 @@ impl Model for TokenSelection {
         1
     }
 
+    fn spec(&self) -> crate::config::ModelSpec {
+        crate::config::ModelSpec::default()
+    }
+
     fn head_values<A: Arith>(
         &self,
         ar: &A,

@@ -161,12 +161,17 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
         init: &Params,
         model: M,
     ) -> Result<Self> {
-        if model.outputs() != AnyModel::of(cfg).outputs() {
+        if model.spec() != cfg.model {
             return Err(Error::config(
                 "model",
-                "the model given does not have the outputs of the config's [model] section",
+                format!(
+                    "the model given ({:?}) is not the config's [model] section ({:?})",
+                    model.spec(),
+                    cfg.model
+                ),
             ));
         }
+        check_data(cfg, data)?;
         let method = resolve_method(cfg, form, ar.kind(), ar.prec(), method);
         if method == Method::Span && form == Formulation::Naive {
             return Err(Error::config(
@@ -475,6 +480,46 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
 
 /// One sample's slot in the per-sample loop: index, (attention, coefficients), results.
 type SampleItem<'b, R> = (usize, ((&'b mut [R], &'b mut [R]), &'b mut Sample<R>));
+
+/// `data` has the shapes, labels and head of `cfg`'s model: (n, T, d) tokens for both
+/// splits, labels +-1 (binary) or class indices below K, and a (K, d) head exactly for
+/// the K-class model (a data set made for another config is refused, not indexed past
+/// its end).
+fn check_data(cfg: &Config, data: &Dataset) -> Result<()> {
+    let bad = |what: String| Err(Error::config("data", what));
+    let (t, d) = (cfg.tokens(), cfg.d);
+    for (name, split, n) in [
+        ("train", &data.train, cfg.n_train),
+        ("test", &data.test, cfg.n_test),
+    ] {
+        if split.x.dim() != (n, t, d) || split.y.len() != n || split.y_true.len() != n {
+            return bad(format!(
+                "the {name} split has tokens {:?} and {} labels, the config ({n}, {t}, {d}) \
+                 and {n}",
+                split.x.dim(),
+                split.y.len()
+            ));
+        }
+        let k = cfg.model.classes as i8;
+        let label_ok = |y: &i8| match cfg.model.is_multiclass() {
+            true => (0..k).contains(y),
+            false => *y == 1 || *y == -1,
+        };
+        if let Some(y) = split.y.iter().chain(&split.y_true).find(|y| !label_ok(y)) {
+            return bad(format!(
+                "the {name} split has label {y}, not a label of the config's model"
+            ));
+        }
+    }
+    let rows = data.nu_classes.as_ref().map(|nu| nu.dim());
+    let want = cfg.model.is_multiclass().then_some((cfg.model.classes, d));
+    if rows != want {
+        return bad(format!(
+            "the data's K-class head is {rows:?}, the config's model needs {want:?}"
+        ));
+    }
+    Ok(())
+}
 
 /// The nT x d training rows of `data`, row-major.
 pub fn train_rows(data: &Dataset) -> &[f64] {
