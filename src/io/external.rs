@@ -348,13 +348,15 @@ impl External {
                     ),
                 ));
             };
+            // float64, else float32; where neither reads, the error of the type the
+            // header declares (the other one's is only the dtype mismatch)
             let a: ArrayD<f64> = match npz.array::<f64>(&name) {
                 Ok(a) => a.expect("listed"),
-                Err(_) => npz
-                    .array::<f32>(&name)
-                    .map_err(|e| bad(path, format!("array `{name}` (float32 or float64): {e}")))?
-                    .expect("listed")
-                    .mapv(f64::from),
+                Err(e64) => match npz.array::<f32>(&name) {
+                    Ok(a) => a.expect("listed").mapv(f64::from),
+                    Err(e32) if e32.to_string().contains(DTYPE_MISMATCH) => return Err(e64),
+                    Err(e32) => return Err(e32),
+                },
             };
             let Some((&k, shape)) = a.shape().split_first() else {
                 return Err(bad(
@@ -753,6 +755,9 @@ fn central_names(file: &mut std::fs::File, start: u64) -> std::io::Result<Vec<Ve
     Ok(names)
 }
 
+/// The start of [`check_npy_len`]'s message for a header of another element size.
+const DTYPE_MISMATCH: &str = "its header declares dtype";
+
 /// Check an NPY file's header against its length for elements of type `T`: the header
 /// length field must fit in the bytes, and the shape's element count times
 /// `size_of::<T>()` must equal the data that follows the header.
@@ -779,6 +784,18 @@ fn check_npy_len<T>(bytes: &[u8]) -> std::result::Result<(), String> {
     }
     let mut reader = bytes;
     let header = Header::from_reader(&mut reader).map_err(|e| e.to_string())?;
+    // the element size the header declares ('<f8': 8), where it names one
+    let descr = header.type_descriptor.to_string();
+    let declared: Option<usize> = descr
+        .trim_matches(|c| c == '\'' || c == '"')
+        .get(2..)
+        .and_then(|n| n.parse().ok());
+    if declared.is_some_and(|n| n != std::mem::size_of::<T>()) {
+        return Err(format!(
+            "{DTYPE_MISMATCH} {descr}, not a {}-byte element",
+            std::mem::size_of::<T>()
+        ));
+    }
     let data = reader.len();
     let want = header
         .shape
