@@ -316,7 +316,11 @@ fn npz_with_lying_headers_is_refused() {
             if what == "truncated member" {
                 let err = stderr(&o);
                 assert!(err.contains("of 8-byte elements"), "{err}");
-                assert_eq!(err.matches("cannot parse external trajectory").count(), 1, "{err}");
+                assert_eq!(
+                    err.matches("cannot parse external trajectory").count(),
+                    1,
+                    "{err}"
+                );
             }
         }
     }

@@ -429,8 +429,9 @@ fn first_version_files_still_read() {
 }
 
 /// Bad input exits 2 before any replay: shapes that do not fit the data, no quantity,
-/// a header config that differs from the data's, an edited config.toml or NPY file,
-/// unknown keys, steps out of order or past the run.
+/// a header config that differs from the data's (its model and optimizer sections
+/// included), an edited config.toml or NPY file, unknown keys, steps out of order or
+/// past the run; a header naming the data's default sections is judged.
 #[test]
 fn bad_inputs_exit_2() {
     let tmp = tempfile::tempdir().unwrap();
@@ -470,6 +471,14 @@ fn bad_inputs_exit_2() {
             "unknown config key",
             Box::new(|e| e["config"]["lr"] = json!(0.5)),
         ),
+        (
+            "another model",
+            Box::new(|e| e["config"]["model"] = json!({"kind": "multiclass", "classes": 2})),
+        ),
+        (
+            "another optimizer",
+            Box::new(|e| e["config"]["optimizer"] = json!({"kind": "normalized-gd"})),
+        ),
         ("unknown key", Box::new(|e| e["P"] = json!([]))),
         ("format", Box::new(|e| e["format"] = json!("other/1"))),
         ("dtype", Box::new(|e| e["dtype"] = json!("bfloat16"))),
@@ -495,6 +504,12 @@ fn bad_inputs_exit_2() {
     let good = tmp.path().join("good.json");
     std::fs::write(&good, serde_json::to_string(&ext).unwrap()).unwrap();
     assert_eq!(judge_file(&good, &data).0, 0);
+    // the default sections, left out of the data's config.toml, are still keys a header
+    // may name with the data's values
+    let mut named = ext.clone();
+    named["config"]["model"] = json!({"kind": "token-selection"});
+    named["config"]["optimizer"] = json!({"kind": "gd", "eps": 0.0});
+    assert_eq!(judge(&named, tmp.path(), &data, "named.json").0, 0);
     assert_eq!(judge_file(&good, &tmp.path().join("missing")).0, 2);
     assert_eq!(judge_file(&tmp.path().join("missing.json"), &data).0, 2);
     std::fs::write(tmp.path().join("garbage.npz"), b"not a zip").unwrap();

@@ -545,7 +545,11 @@ impl External {
                 });
             }
         }
-        let ours = serde_json::to_value(cfg).expect("config serialises");
+        let mut ours = serde_json::to_value(cfg).expect("config serialises");
+        // the sections a config leaves out when they are the default are still keys a
+        // header may give (`"model": {"kind": "token-selection"}`)
+        ours["model"] = serde_json::to_value(cfg.model).expect("model serialises");
+        ours["optimizer"] = serde_json::to_value(cfg.optimizer).expect("optimizer serialises");
         for (key, theirs) in &self.header.config {
             let Some(mine) = ours.get(key) else {
                 return Err(Error::Mismatch {
