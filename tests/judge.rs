@@ -1343,3 +1343,29 @@ fn npz_own_steps_read_as_json() {
         .collect();
     assert_eq!(with_attention, own);
 }
+
+/// Under normalised GD (eps = 0) a candidate replay whose own arithmetic cannot form
+/// the step (the naive f64 and f32 replays, whose gradients vanish at step 29, and the
+/// f32 stable one at step 52) is marked stopped, and the judge goes on with the others:
+/// tokensel's own f64 run over 60 steps gets its verdict (it leaves the twin's 1e-8 at
+/// step 25, where the attention saturates: exit 1, explained by the f64 stable replay)
+/// instead of the judge stopping with exit 3.
+#[test]
+fn a_candidate_that_stops_under_normalized_gd_is_dropped_not_fatal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = "d = 30\nn_train = 6\nn_test = 6\nmu_norm = 5.0\nstep_size = 5.0\nsteps = 60\nseed = 2\n\n[optimizer]\nkind = \"normalized-gd\"\n";
+    let data = export(tmp.path(), config);
+    let cfg = Config::from_file(&data.join("config.toml")).unwrap();
+    let ext = own_trajectory(&cfg);
+    let (code, r) = judge(&ext, tmp.path(), &data, "ngd.json");
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(departure(&r), None, "{r:#}");
+    assert!(explained_by(&r).contains(&"f64-stable"), "{r:#}");
+    let text = r.to_string();
+    assert!(
+        text.contains(
+            "normalised GD stopped at step 29: the gradient with respect to p has norm 0 in"
+        ),
+        "{r:#}"
+    );
+}

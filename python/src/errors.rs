@@ -17,7 +17,7 @@ fn error_class(e: &Error) -> &'static str {
         Error::Io { .. } => "TokenselIOError",
         Error::Path { .. } => "PathError",
         Error::TooLarge { .. } => "RefusedError",
-        Error::NonFinite { .. } => "NonFiniteError",
+        Error::NonFinite { .. } | Error::NormalizedStep { .. } => "NonFiniteError",
         Error::NotPublished { .. } => "TokenselIOError",
     }
 }

@@ -1144,6 +1144,12 @@ fn run_at(
             sample.map_or(String::new(), |i| format!(" of training sample {i}")),
             obs.checkpoints.last().map_or(0, |k| k.step)
         )),
+        // normalised GD's factor alpha / (||G|| + eps) unbounded: a norm's ball reaches 0
+        Err(e @ Error::NormalizedStep { .. }) if !obs.checkpoints.is_empty() => Some(format!(
+            "the enclosure stopped: {e}; the checkpoints to step {} are certified, the rest \
+             of the run is not",
+            obs.checkpoints.last().map_or(0, |k| k.step)
+        )),
         Err(e) => return Err(e),
     };
     let last = obs
@@ -1216,7 +1222,7 @@ pub fn certify(
                 continue;
             }
             Ok(cert) => cert,
-            Err(e @ Error::NonFinite { .. }) if !last => {
+            Err(e @ (Error::NonFinite { .. } | Error::NormalizedStep { .. })) if !last => {
                 attempts.push(Attempt {
                     prec_bits: prec,
                     decided: false,

@@ -89,9 +89,13 @@ pub struct Stopped {
 impl Stopped {
     /// The trainer's error at step `step`.
     pub fn error(self, step: u64) -> crate::error::Error {
+        let num = |v: f64| match v {
+            0.0 => "0".to_string(),
+            v => format!("{v:e}"),
+        };
         let norm = match self.norm {
-            (lo, hi) if lo == hi => format!("{lo:e}"),
-            (lo, hi) => format!("enclosed in [{lo:e}, {hi:e}]"),
+            (lo, hi) if lo == hi => num(lo),
+            (lo, hi) => format!("enclosed in [{}, {}]", num(lo), num(hi)),
         };
         let eps = match self.eps {
             0.0 => "0".to_string(),

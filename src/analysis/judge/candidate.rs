@@ -143,10 +143,11 @@ impl<'a, A: Arith> Replay<'a, A> {
         }
     }
 
-    /// Keep a non-finite stop, pass every other error on.
+    /// Keep a non-finite stop (or normalised GD's stop where its factor is not finite:
+    /// the candidate's arithmetic cannot take the step), pass every other error on.
     fn guard(&mut self, r: Result<()>) -> Result<()> {
         match r {
-            Err(e @ Error::NonFinite { .. }) => {
+            Err(e @ (Error::NonFinite { .. } | Error::NormalizedStep { .. })) => {
                 self.stopped = Some((self.tr.step, e.to_string()));
                 Ok(())
             }
