@@ -1256,11 +1256,15 @@ impl std::fmt::Display for Certificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let c = &self.config;
         let mut out = format!(
-            "tokensel certify: ball arithmetic at {} bits, {} step, {} steps, seed {}, {}-mode, d = {}, n = {}, n_test = {}\n\
+            "tokensel certify: ball arithmetic at {} bits, {} step, {} steps{}, seed {}, {}-mode, d = {}, n = {}, n_test = {}\n\
              every interval encloses the exact-arithmetic value (ends rounded outward to f64)\n\n",
             self.trainer.prec_bits,
             self.trainer.method.name(),
             c.steps,
+            match c.optimizer.is_default() {
+                true => String::new(),
+                false => format!(" of {}", c.optimizer.name()),
+            },
             c.seed,
             c.mode.name(),
             c.d,

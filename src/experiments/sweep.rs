@@ -279,12 +279,16 @@ impl std::fmt::Display for Report {
         seeds.sort_unstable();
         seeds.dedup();
         let mut out = format!(
-            "tokensel sweep: d = {}, ||mu|| = {}, rho = {}, n = {}, {} steps, seeds {:?}\n\n  {:>7}{:>12}{:>10}{:>10}{:>12}{:>12}\n",
+            "tokensel sweep: d = {}, ||mu|| = {}, rho = {}, n = {}, {} steps{}, seeds {:?}\n\n  {:>7}{:>12}{:>10}{:>10}{:>12}{:>12}\n",
             c.d,
             c.mu_norm,
             c.rho,
             c.n_train,
             c.steps,
+            match c.optimizer.is_default() {
+                true => String::new(),
+                false => format!(" of {}", c.optimizer.name()),
+            },
             seeds,
             "eta",
             "test mean",

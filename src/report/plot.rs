@@ -338,11 +338,16 @@ pub fn attention_chart(t: &crate::io::trajectory::Trajectory) -> Chart {
 }
 
 /// The model a config trains, as figure titles name it: "binary token selection" or
-/// "multiclass, K = ...".
+/// "multiclass, K = ...", followed by the step rule where it is not constant-step GD
+/// (", normalized-gd").
 pub fn model_name(cfg: &crate::config::Config) -> String {
-    match cfg.model.is_multiclass() {
+    let model = match cfg.model.is_multiclass() {
         true => format!("multiclass, K = {}", cfg.model.classes),
         false => "binary token selection".into(),
+    };
+    match cfg.optimizer.is_default() {
+        true => model,
+        false => format!("{model}, {}", cfg.optimizer.name()),
     }
 }
 
