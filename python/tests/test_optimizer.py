@@ -28,5 +28,5 @@ def test_bad_optimizer_values_are_refused():
         tokensel.Config(optimizer={"kind": "normalized-gd", "eps": -1.0})
     with pytest.raises(errors.ConfigError, match="optimizer.eps"):
         tokensel.Config(optimizer={"kind": "gd", "eps": 1e-9})
-    with pytest.raises(errors.ConfigError, match="adam"):
+    with pytest.raises(errors.ParseError, match="unknown variant `adam`"):
         tokensel.Config(optimizer={"kind": "adam"})
