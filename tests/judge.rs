@@ -4,7 +4,7 @@
 //! variants and faults (where the CI's NumPy venv is there: TOKENSEL_PYTHON), among
 //! them every misdiagnosis of issue 19, and on examples/torch_reference.py's flag
 //! combinations (only where TOKENSEL_TORCH_PYTHON names a Python with PyTorch: not in
-//! CI).
+//! CI); K-class runs (`output` (n, K)), and runs of normalised GD.
 
 use std::path::{Path, PathBuf};
 
@@ -82,7 +82,16 @@ fn own_trajectory(cfg: &Config) -> Value {
                 .map(|x| x.softmax.rest)
                 .collect::<Vec<f64>>(),
         );
-        f.push(t.samples.iter().map(|x| x.f).collect::<Vec<f64>>());
+        // the binary f (n), or a K-class model's K outputs per sample (n, K)
+        f.push(
+            t.samples
+                .iter()
+                .map(|x| match cfg.model.is_multiclass() {
+                    true => json!(x.outputs),
+                    false => json!(x.f),
+                })
+                .collect::<Vec<Value>>(),
+        );
         loss.push(t.loss);
         grad.push(t.grad_q());
         if t.step == cfg.steps {
@@ -105,12 +114,16 @@ fn judge(ext: &Value, dir: &Path, data: &Path, name: &str) -> (i32, Value) {
     judge_file(&path, data)
 }
 
-fn judge_file(path: &Path, data: &Path) -> (i32, Value) {
-    judge_with(path, data, &[])
+/// [`judge`] with the command's stderr as well (the messages of refusals).
+fn judge_err(ext: &Value, dir: &Path, data: &Path, name: &str) -> (i32, Value, String) {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string(ext).unwrap()).unwrap();
+    run_judge(&path, data, &[])
 }
 
-/// `tokensel judge PATH --data DATA --json --quiet EXTRA...`: exit code and report.
-fn judge_with(path: &Path, data: &Path, extra: &[&str]) -> (i32, Value) {
+/// `tokensel judge PATH --data DATA --json --quiet EXTRA...`: exit code, report (Null
+/// where none is printed) and stderr.
+fn run_judge(path: &Path, data: &Path, extra: &[&str]) -> (i32, Value, String) {
     let mut args = vec![
         "judge",
         path.to_str().unwrap(),
@@ -122,10 +135,20 @@ fn judge_with(path: &Path, data: &Path, extra: &[&str]) -> (i32, Value) {
     args.extend_from_slice(extra);
     let o = tokensel(&args);
     let code = o.status.code().unwrap();
-    let report = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
     assert!(code != 2 || o.stdout.is_empty(), "exit 2 prints no report");
+    let report = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    (code, report, stderr(&o))
+}
+
+fn judge_file(path: &Path, data: &Path) -> (i32, Value) {
+    judge_with(path, data, &[])
+}
+
+/// `tokensel judge PATH --data DATA --json --quiet EXTRA...`: exit code and report.
+fn judge_with(path: &Path, data: &Path, extra: &[&str]) -> (i32, Value) {
+    let (code, report, err) = run_judge(path, data, extra);
     if code == 2 {
-        assert!(stderr(&o).starts_with("error: "), "{}", stderr(&o));
+        assert!(err.starts_with("error: "), "{err}");
     }
     (code, report)
 }
@@ -1368,4 +1391,133 @@ fn a_candidate_that_stops_under_normalized_gd_is_dropped_not_fatal() {
         ),
         "{r:#}"
     );
+}
+
+/// A small K = 3 p-mode run (d = 30, n = 9, T = 6, 20 steps at step size 0.5: far from
+/// saturation, so the naive softmax gradient is as accurate as the stable one).
+const SMALL_K3: &str = "d = 30\nn_train = 9\nn_test = 9\nmu_norm = 5.0\nstep_size = 0.5\n\
+steps = 20\nseed = 2\n[model]\nkind = \"multiclass\"\nclasses = 3\n[layout]\ntokens = 6\n\
+relevant = 1\nweak_same = 1\nweak_opposite = 2\nirrelevant = 2\n";
+
+/// tokensel's own K = 3 f64 trajectory, its outputs (n, K), agrees with the twin (f64
+/// rounding over 20 steps: far below 1e-12 in every quantity) and is the f64-stable
+/// replay itself, bit for bit (its errors equal the replay's: a ratio of at most
+/// 1/FACTOR to the limit, which fails if any quantity of the K-class model, the outputs
+/// among them, were measured at other entries or in another order than the external's);
+/// the run does not saturate, so the f64-naive replay (the K-class naive gradient)
+/// explains it too and no value is proved wrong. The same trajectory with one output
+/// f_1 of sample 4 off by a relative 1e-6 from step 7 on (a float64 bug) departs from
+/// rounding at step 7 in `output`, from update 7, the records before explained by the
+/// f64 replays, and the enclosure proves it wrong there.
+#[test]
+fn own_k3_trajectory_agrees_and_a_perturbed_output_departs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = export(tmp.path(), SMALL_K3);
+    let cfg = Config::from_file(&data.join("config.toml")).unwrap();
+    assert_eq!(cfg.model.classes, 3);
+    let ext = own_trajectory(&cfg);
+
+    let (code, r, err) = judge_err(&ext, tmp.path(), &data, "own.json");
+    assert_eq!(code, 0, "{err}{r:#}");
+    assert_eq!(r["within_tolerance"], true);
+    for q in ALL {
+        let e = r["quantities"][q]["max_rel_err"].as_f64().unwrap();
+        assert!(e < 1e-12, "{q}: {e}");
+    }
+    assert_eq!(r["rows"].as_array().unwrap().len(), 21);
+    assert_eq!(departure(&r), None, "{}", r["diagnosis"]);
+    assert_eq!(
+        explained_by(&r),
+        ["f64-stable", "f64-naive"],
+        "{}",
+        r["diagnosis"]
+    );
+    let factor = r["envelope_factor"].as_f64().unwrap();
+    let stable = &r["candidates"][0];
+    assert_eq!(stable["candidate"], "f64-stable");
+    assert!(
+        stable["max_ratio"].as_f64().unwrap() <= 1.0 / factor,
+        "{stable}"
+    );
+    assert!(r["proof"]["first"].is_null(), "{}", r["proof"]);
+    assert!(
+        r["proof"]["enclosed"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("output")),
+        "{}",
+        r["proof"]
+    );
+
+    let mut bug = ext.clone();
+    for k in 7..=20 {
+        let v = bug["output"][k][4][1].as_f64().unwrap();
+        bug["output"][k][4][1] = json!(v * (1.0 + 1e-6));
+    }
+    let (code, r, err) = judge_err(&bug, tmp.path(), &data, "bug.json");
+    assert_eq!(code, 1, "{err}{r:#}");
+    assert_eq!(departure(&r), Some(("wrong-model", 7, "output")), "{r:#}");
+    assert_eq!(r["diagnosis"]["departure"]["updates"], json!([7, 7]));
+    assert_eq!(r["diagnosis"]["departure"]["quantities"], json!(["output"]));
+    assert_eq!(explained_by(&r), ["f64-stable", "f64-naive"]);
+    assert_eq!(r["diagnosis"]["explained_until"], 6);
+    let first = &r["proof"]["first"];
+    assert_eq!(
+        (&first["step"], &first["quantity"]),
+        (&json!(7), &json!("output"))
+    );
+}
+
+/// A K-class config's `output` must be (n, K) per step: the binary shape (n), and a
+/// wrong K, are refused with exit 2, the shapes named, before any replay (no report).
+#[test]
+fn k_class_outputs_of_the_wrong_shape_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = export(tmp.path(), SMALL_K3);
+    let cfg = Config::from_file(&data.join("config.toml")).unwrap();
+    let ext = own_trajectory(&cfg);
+    let margins: Vec<Vec<f64>> = ext["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| {
+            step.as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o[0].as_f64().unwrap())
+                .collect()
+        })
+        .collect();
+    let two: Vec<Vec<Vec<f64>>> = ext["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| {
+            step.as_array()
+                .unwrap()
+                .iter()
+                .map(|o| vec![o[0].as_f64().unwrap(), o[1].as_f64().unwrap()])
+                .collect()
+        })
+        .collect();
+    for (name, output, found) in [
+        ("binary-shape.json", json!(margins), "[9]"),
+        ("two-classes.json", json!(two), "[9, 2]"),
+    ] {
+        let mut bad = json!({
+            "format": ext["format"], "dtype": "float64", "steps": ext["steps"],
+            "p": ext["p"],
+        });
+        bad["output"] = output;
+        let (code, r, err) = judge_err(&bad, tmp.path(), &data, name);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(r.is_null(), "{name}: exit 2 prints no report");
+        assert!(
+            err.starts_with("error: ")
+                && err.contains("`output`")
+                && err.contains(&format!("shape {found} per step"))
+                && err.contains("[9, 3]"),
+            "{name}: {err}"
+        );
+    }
 }

@@ -306,14 +306,9 @@ fn k_class_balls_enclose_the_twin() {
             for step in 0..=cfg.steps {
                 b.forward_backward().unwrap();
                 t.forward_backward().unwrap();
-                let inside = |what: &str, bs: &[BallReal], ts: &[Float]| {
-                    assert_eq!(bs.len(), ts.len());
-                    for (k, (x, v)) in bs.iter().zip(ts).enumerate() {
-                        assert!(
-                            x.contains(v),
-                            "{mode:?} {method:?} step {step}: {what}[{k}] = {v} not in {x:?}"
-                        );
-                    }
+                let at = |q: &str| format!("{mode:?} {method:?} step {step}: {q}");
+                let inside = |q: &str, bs: &[BallReal], ts: &[Float]| {
+                    common::assert_enclosed(&at(q), bs, ts)
                 };
                 inside("z", &b.scores, &t.scores);
                 inside("s", &b.attention, &t.attention);

@@ -229,21 +229,10 @@ fn balls_enclose_the_twin() {
             for step in 0..=cfg.steps {
                 b.forward_backward().unwrap();
                 t.forward_backward().unwrap();
-                let inside = |what: &str, bs: &[BallReal], ts: &[Float]| {
-                    for (k, (x, v)) in bs.iter().zip(ts).enumerate() {
-                        assert!(
-                            x.contains(v),
-                            "{mode:?} {method:?} step {step}: {what}[{k}] = {v} not in {x:?}"
-                        );
-                    }
-                };
-                inside("z", &b.scores, &t.scores);
-                inside(
-                    "loss",
-                    std::slice::from_ref(&b.loss),
-                    std::slice::from_ref(&t.loss),
-                );
-                inside("q", &b.q(), &t.q());
+                let at = |q: &str| format!("{mode:?} {method:?} step {step}: {q}");
+                common::assert_enclosed(&at("z"), &b.scores, &t.scores);
+                common::assert_enclosed(&at("loss"), &[b.loss.clone()], &[t.loss.clone()]);
+                common::assert_enclosed(&at("q"), &b.q(), &t.q());
                 if step < cfg.steps {
                     b.update().unwrap();
                     t.update().unwrap();

@@ -151,3 +151,12 @@ pub fn tokensel_within(args: &[&str], limit: std::time::Duration) -> Option<Outp
         stderr,
     })
 }
+
+/// Every ball of `bs` contains the twin's value at the same index of `ts` (`what` names
+/// the quantity and step in the message).
+pub fn assert_enclosed(what: &str, bs: &[tokensel::arith::BallReal], ts: &[rug::Float]) {
+    assert_eq!(bs.len(), ts.len(), "{what}");
+    for (k, (x, v)) in bs.iter().zip(ts).enumerate() {
+        assert!(x.contains(v), "{what}[{k}] = {v} not in {x:?}");
+    }
+}
