@@ -389,3 +389,32 @@ fn the_numpy_peer_refuses_what_it_does_not_implement() {
         assert!(!out.exists(), "{name}: no trajectory written");
     }
 }
+
+/// The reports of a normalised-GD run name its step rule: `run`, `compare` (text, and
+/// its JSON's `optimizer`) and `certify`.
+#[test]
+fn reports_name_the_step_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ngd.toml");
+    std::fs::write(
+        &path,
+        "d = 30\nn_train = 6\nn_test = 6\nmu_norm = 5.0\nstep_size = 0.5\nsteps = 20\n\n[optimizer]\nkind = \"normalized-gd\"\neps = 1e-9\n",
+    )
+    .unwrap();
+    let f = path.to_str().unwrap();
+    let text = |args: &[&str]| {
+        let o = common::tokensel(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", common::stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let rule = "normalized-gd (eps = 1e-9)";
+    assert!(text(&["run", "--config", f, "--quiet"]).contains(rule));
+    assert!(text(&["compare", "--config", f, "--quiet"]).contains(&format!("20 steps of {rule}")));
+    let json: serde_json::Value =
+        serde_json::from_str(&text(&["compare", "--config", f, "--quiet", "--json"])).unwrap();
+    assert_eq!(
+        json["optimizer"],
+        serde_json::json!({"kind": "normalized-gd", "eps": 1e-9})
+    );
+    assert!(text(&["certify", "--config", f, "--quiet"]).contains(&format!("20 steps of {rule}")));
+}

@@ -281,6 +281,10 @@ pub struct Report {
     /// `train::plan`) rather than asked for.
     #[serde(default)]
     pub method_auto: bool,
+    /// The step rule both runs take (the config's `[optimizer]`; constant-step GD in
+    /// reports written before it was recorded).
+    #[serde(default)]
+    pub optimizer: crate::config::Optimizer,
     /// The truth twin's method (`auto` resolved).
     pub twin_method: Method,
     /// Steps at which q and grad_q were compared: "every step" or "checkpoints".
@@ -588,6 +592,7 @@ pub fn compare(
         formulation: cfg.formulation,
         method,
         method_auto: cfg.method == Method::Auto,
+        optimizer: cfg.optimizer,
         twin_method,
         d_space_compared_at: if every_step {
             "every step"
@@ -623,7 +628,7 @@ impl std::fmt::Display for Report {
     /// The readable error table and verdicts of `tokensel compare`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut out = format!(
-            "tokensel compare: f64 ({:?}, {}{}) vs {}-bit twin (stable, {}), {} steps, tolerance {:e}\n  q and grad_q compared at {}; relative errors of q and grad_q are normwise (per vector), the\n  others per value\n\n",
+            "tokensel compare: f64 ({:?}, {}{}) vs {}-bit twin (stable, {}), {} steps{}, tolerance {:e}\n  q and grad_q compared at {}; relative errors of q and grad_q are normwise (per vector), the\n  others per value\n\n",
             self.formulation,
             self.method.name(),
             if self.method_auto {
@@ -634,6 +639,10 @@ impl std::fmt::Display for Report {
             self.prec_bits,
             self.twin_method.name(),
             self.steps,
+            match self.optimizer.is_default() {
+                true => String::new(),
+                false => format!(" of {}", self.optimizer.name()),
+            },
             self.tolerance,
             self.d_space_compared_at
         );
