@@ -13,7 +13,7 @@ use crate::config::{Formulation, Mode};
 use crate::data::Params;
 use crate::linalg;
 
-use super::step_rule::{StepRule, Stopped, scaled_norm};
+use super::step_rule::{StepRule, Stopped, euclidean_norm};
 use crate::model::{self, Model};
 
 /// Parameters and d-space buffers of the direct step.
@@ -148,25 +148,14 @@ impl<R: Clone + Send + Sync> Direct<R> {
             Mode::P => None,
             // dL/dW = p (dL/dq)^T: its Frobenius norm is |p| |dL/dq|
             _ => Some(rule.neg_factor(ar, "W", || {
-                let dot = |v: &[R]| {
-                    let mut s = ar.zero();
-                    ar.dot(v, v, &mut s);
-                    s
-                };
-                let mut n = scaled_norm(ar, &self.p, dot);
-                ar.mul(&mut n, &scaled_norm(ar, g, dot));
+                let mut n = euclidean_norm(ar, &self.p);
+                ar.mul(&mut n, &euclidean_norm(ar, g));
                 n
             })?),
         };
         let neg_p = match &dp {
             None => None,
-            Some(dp) => Some(rule.neg_factor(ar, "p", || {
-                scaled_norm(ar, dp, |v| {
-                    let mut s = ar.zero();
-                    ar.dot(v, v, &mut s);
-                    s
-                })
-            })?),
+            Some(dp) => Some(rule.neg_factor(ar, "p", || euclidean_norm(ar, dp))?),
         };
         if let Some(neg_w) = neg_w {
             let w = self.w.as_mut().expect("W- and joint mode store W");

@@ -150,8 +150,9 @@ impl<'a, A: Arith> Trainer<'a, A> {
 }
 
 impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
-    /// [`Trainer::from_params`] with the model `model` given as a type (its outputs must
-    /// be those of `cfg`'s `[model]` section, as the data's labels and records are).
+    /// [`Trainer::from_params`] with the model `model` given as a type: it must be the
+    /// model `cfg`'s `[model]` section names ([`Model::spec`]), and `data` must have that
+    /// config's shapes, labels and head; either mismatch is a config error.
     pub fn with_model(
         cfg: &'a Config,
         data: &'a Dataset,

@@ -148,6 +148,15 @@ pub fn scaled_norm<A: Arith>(
     norm
 }
 
+/// The Euclidean norm |v|, by [`scaled_norm`] of the dot product.
+pub fn euclidean_norm<A: Arith>(ar: &A, v: &[A::Real]) -> A::Real {
+    scaled_norm(ar, v, |w| {
+        let mut s = ar.zero();
+        ar.dot(w, w, &mut s);
+        s
+    })
+}
+
 /// floor(log2 m) of a finite m > 0 (subnormals included), exactly.
 fn exponent(m: f64) -> i32 {
     let bits = m.to_bits();
