@@ -84,6 +84,33 @@ pub struct Config {
     /// digest keeps its bytes).
     #[serde(default, skip_serializing_if = "Optimizer::is_default")]
     pub optimizer: Optimizer,
+    /// Track the run's direction against the attention SVM of a selection pattern
+    /// (`[direction]`, SPEC section 15; binary model only). Absent: nothing is tracked
+    /// (and nothing written, so every existing config, trajectory and digest keeps its
+    /// bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<Direction>,
+}
+
+/// The `[direction]` section: which pattern's attention SVM solution a run's direction
+/// is compared with at every checkpoint (`model::token_selection::limit`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Direction {
+    /// `"theorem"` (clean samples their R token, noisy samples their W_{-Y*} token),
+    /// `"optimal"` (alpha_i = argmax_t Y_i nu^T x_it) or a list of one token index per
+    /// training sample (e.g. a run's final pattern).
+    pub pattern: PatternSpec,
+}
+
+/// A selection pattern in a config: a name or the token indices.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PatternSpec {
+    /// "theorem" or "optimal".
+    Named(String),
+    /// One token index per training sample.
+    Given(Vec<usize>),
 }
 
 /// The step rule: the `[optimizer]` section.
@@ -738,6 +765,7 @@ impl Config {
             ));
         }
         self.validate_model()?;
+        self.validate_direction()?;
         if !(1..=MAX_CHECKPOINTS_PER_DECADE).contains(&self.record.checkpoints_per_decade) {
             return Err(Error::config(
                 "record.checkpoints_per_decade",
@@ -767,6 +795,46 @@ impl Config {
             });
         }
         Ok(())
+    }
+
+    /// The `[direction]` section: the binary model, a known pattern name, or one token
+    /// index below T per training sample.
+    fn validate_direction(&self) -> Result<()> {
+        let Some(dir) = &self.direction else {
+            return Ok(());
+        };
+        if self.model.is_multiclass() {
+            return Err(Error::config(
+                "direction",
+                "direction tracking compares with the attention SVM of the binary model; \
+                 remove [direction] for a K-class run",
+            ));
+        }
+        match &dir.pattern {
+            PatternSpec::Named(s) if s == "theorem" || s == "optimal" => Ok(()),
+            PatternSpec::Named(s) => Err(Error::config(
+                "direction.pattern",
+                format!("must be \"theorem\", \"optimal\" or a list of token indices, got {s:?}"),
+            )),
+            PatternSpec::Given(v) if v.len() != self.n_train => Err(Error::config(
+                "direction.pattern",
+                format!(
+                    "has {} entries; the training set has {} samples",
+                    v.len(),
+                    self.n_train
+                ),
+            )),
+            PatternSpec::Given(v) => match v.iter().position(|a| *a >= self.layout.tokens) {
+                Some(i) => Err(Error::config(
+                    "direction.pattern",
+                    format!(
+                        "entry {i} is {}, not a token index below T = {}",
+                        v[i], self.layout.tokens
+                    ),
+                )),
+                None => Ok(()),
+            },
+        }
     }
 
     /// The `[model]` section against the rest: K in range, d >= K signals, K - 1 weakly

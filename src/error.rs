@@ -55,6 +55,10 @@ pub enum Error {
         /// The size asked for and the limit.
         reason: String,
     },
+    /// Work refused because what it needs was not proved (e.g. a run's direction is
+    /// compared only with an attention SVM solution proved optimal).
+    #[error("refused: {0}")]
+    Refused(String),
     /// Two inputs that must describe the same run do not (an external trajectory's
     /// shapes or config against a data export, a data export against its manifest).
     #[error("mismatch: {what}: {reason}")]
@@ -147,6 +151,7 @@ impl Error {
             Error::NonFinite { .. }
                 | Error::NormalizedStep { .. }
                 | Error::TooLarge { .. }
+                | Error::Refused(_)
                 | Error::NotPublished { .. }
         )
     }

@@ -16,7 +16,7 @@ fn error_class(e: &Error) -> &'static str {
         Error::Mismatch { .. } => "MismatchError",
         Error::Io { .. } => "TokenselIOError",
         Error::Path { .. } => "PathError",
-        Error::TooLarge { .. } => "RefusedError",
+        Error::TooLarge { .. } | Error::Refused(_) => "RefusedError",
         Error::NonFinite { .. } | Error::NormalizedStep { .. } => "NonFiniteError",
         Error::NotPublished { .. } => "TokenselIOError",
     }

@@ -19,6 +19,14 @@ pub(super) struct PlotArgs {
     /// (`compare --json > report.json`) or a certificate (`certify --out DIR`: its
     /// certificate.json; drawn as bits lost against step).
     input: PathBuf,
+    /// More trajectories, drawn with INPUT by --direction (one curve each).
+    #[arg(value_name = "MORE")]
+    more: Vec<PathBuf>,
+    /// Draw the direction of INPUT (and MORE) against the attention SVM: log10(1 -
+    /// corr) and the normalised margin against step, one curve per trajectory (runs
+    /// with a `[direction]` section; e.g. the f64 run beside the twin).
+    #[arg(long)]
+    direction: bool,
     /// Output file: .svg or .png.
     #[arg(long, value_name = "FIG.svg|png")]
     out: PathBuf,
@@ -30,6 +38,15 @@ pub(super) fn plot(args: &PlotArgs) -> Result<i32> {
         return Err(Error::config("out", "must end in .svg or .png"));
     }
     check_output_file(&args.out)?;
+    if args.direction {
+        return direction(args, ext);
+    }
+    if !args.more.is_empty() {
+        return Err(Error::config(
+            "input",
+            "more than one input is drawn only with --direction",
+        ));
+    }
     let text = read_large(&args.input)?;
     // a file that names the certificate format is read as one, with its own errors
     if names_format(&text, crate::analysis::certify::FORMAT) {
@@ -50,6 +67,39 @@ pub(super) fn plot(args: &PlotArgs) -> Result<i32> {
         },
     };
     draw(svg, &args.out, ext)
+}
+
+/// Most trajectories one direction figure draws.
+const MAX_DIRECTION_INPUTS: usize = 8;
+
+/// `--direction`: every input a trajectory with direction records.
+fn direction(args: &PlotArgs, ext: &str) -> Result<i32> {
+    let inputs: Vec<&PathBuf> = std::iter::once(&args.input).chain(&args.more).collect();
+    if inputs.len() > MAX_DIRECTION_INPUTS {
+        return Err(Error::config(
+            "input",
+            format!(
+                "{} trajectories given; a direction figure draws at most {MAX_DIRECTION_INPUTS}",
+                inputs.len()
+            ),
+        ));
+    }
+    let mut ts = Vec::with_capacity(inputs.len());
+    for path in inputs {
+        let t = Trajectory::from_json(&read_large(path)?, path)?;
+        if t.direction.is_none() {
+            return Err(Error::config(
+                "direction",
+                format!(
+                    "`{}` has no direction records (its config has no [direction] section)",
+                    path.display()
+                ),
+            ));
+        }
+        ts.push(t);
+    }
+    let fig = plot::direction_figure(&ts).expect("every input has direction records");
+    draw(fig.to_svg(), &args.out, ext)
 }
 
 /// True when the JSON object `text` has a string `format` that starts with `prefix`.

@@ -260,6 +260,51 @@ pub struct Checkpoint {
     /// A K-class run's per-class metrics (absent for the binary model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub classes: Option<ClassMetrics>,
+    /// The run's direction against the attention SVM's solution (absent unless the
+    /// config has a `[direction]` section).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<DirectionPoint>,
+}
+
+impl DirectionPoint {
+    /// Its CSV column names, in field order.
+    pub const NAMES: [&'static str; 5] = [
+        "direction_one_minus_corr",
+        "direction_norm",
+        "direction_margin",
+        "direction_support_deviation",
+        "direction_on_pattern",
+    ];
+}
+
+/// Where a run's trained parameter theta points at a checkpoint, against the proved
+/// attention SVM solution theta_mm of the config's pattern (`Trajectory::direction`;
+/// theta is p in p-mode, q = W^T p in W- and joint mode). Computed in the run's
+/// arithmetic and rounded.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DirectionPoint {
+    /// 1 - corr(tau), corr = <theta - theta0, theta_mm> / (||theta - theta0||
+    /// ||theta_mm||), formed as ||u / ||u|| - v / ||v|| ||^2 / 2 (no cancellation near
+    /// corr = 1); `None` where theta = theta0 (step 0).
+    #[serde(with = "crate::io::nonfinite::option")]
+    pub one_minus_corr: Option<f64>,
+    /// ||theta||.
+    #[serde(with = "crate::io::nonfinite")]
+    pub norm: f64,
+    /// The normalised margin min_{i, t != alpha_i} (z_{i,alpha_i} - z_{i,t}) / ||theta||
+    /// (tends to 1 / ||theta_mm|| where the direction converges to theta_mm's);
+    /// `None` where theta = 0.
+    #[serde(with = "crate::io::nonfinite::option")]
+    pub margin: Option<f64>,
+    /// max over the SVM's support constraints c of m_c / min_c' m_c' - 1, m_c the
+    /// constraint values z_{i,alpha_i} - z_{i,t}: 0 when the support constraints are
+    /// the tightest and equally tight, as at theta_mm; `None` while some m_c <= 0 (the
+    /// pattern not yet selected).
+    #[serde(with = "crate::io::nonfinite::option")]
+    pub support_deviation: Option<f64>,
+    /// The share of training samples whose top token is proved to be alpha_i.
+    #[serde(with = "crate::io::nonfinite")]
+    pub on_pattern: f64,
 }
 
 /// A K-class run's metrics per class, and its selection groups relative to each sample's
@@ -376,6 +421,10 @@ pub struct Trajectory {
     pub y: Vec<i8>,
     /// Recorded checkpoints, in increasing step order.
     pub checkpoints: Vec<Checkpoint>,
+    /// The attention SVM solution the run's direction is compared with, and the hardmax
+    /// limit's predictions (absent unless the config has a `[direction]` section).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<crate::model::token_selection::limit::LimitSummary>,
 }
 
 impl Checkpoint {
@@ -416,6 +465,16 @@ impl Checkpoint {
                 v.extend(set.map(|s| s.to_array()).unwrap_or([f64::NAN; 7]));
             }
             v.extend(k.selection_score.iter().map(opt));
+        }
+        if let Some(d) = &self.direction {
+            let opt = |x: Option<f64>| x.unwrap_or(f64::NAN);
+            v.extend([
+                opt(d.one_minus_corr),
+                d.norm,
+                opt(d.margin),
+                opt(d.support_deviation),
+                d.on_pattern,
+            ]);
         }
         v
     }
@@ -465,6 +524,17 @@ pub(crate) fn check_checkpoints(
                 match k {
                     Some(k) => format!("{k} classes"),
                     None => "binary: no outputs, no per-class metrics".into(),
+                }
+            ));
+        }
+        if c.direction.is_some() != config.direction.is_some() {
+            return Err(format!(
+                "checkpoint {}: a direction record {} the config's [direction] section",
+                c.step,
+                if c.direction.is_some() {
+                    "without"
+                } else {
+                    "missing, with"
                 }
             ));
         }
@@ -575,6 +645,22 @@ impl Trajectory {
             return Err(bad(format!("labels do not have n_train = {n} entries")));
         }
         check_checkpoints(&t.config, &t.checkpoints).map_err(bad)?;
+        if t.direction.is_some() != t.config.direction.is_some() {
+            return Err(bad(
+                "the direction summary and the config's [direction] section: one without the \
+                 other"
+                    .into(),
+            ));
+        }
+        if let Some(d) = &t.direction {
+            let (n, tokens) = (t.config.n_train, t.config.layout.tokens);
+            if d.pattern.len() != n || d.pattern.iter().any(|a| *a >= tokens) {
+                return Err(bad(format!(
+                    "the direction summary's pattern is not one token index below T = \
+                     {tokens} per training sample ({n})"
+                )));
+            }
+        }
         Ok(t)
     }
 
@@ -628,6 +714,9 @@ impl Trajectory {
             }
             head.extend((0..k).map(|c| format!("selection_score_class_{c}")));
         }
+        if self.direction.is_some() {
+            head.extend(DirectionPoint::NAMES.map(String::from));
+        }
         let mut out = head.join(",") + "\n";
         for c in &self.checkpoints {
             let mut row = vec![
@@ -659,6 +748,16 @@ impl Trajectory {
                     row.extend((0..7).map(|j| v.map(|v| text(v[j])).unwrap_or_default()));
                 }
                 row.extend(m.selection_score.iter().map(opt));
+            }
+            if let (Some(_), Some(d)) = (&self.direction, &c.direction) {
+                let opt = |x: Option<f64>| x.map(text).unwrap_or_default();
+                row.extend([
+                    opt(d.one_minus_corr),
+                    text(d.norm),
+                    opt(d.margin),
+                    opt(d.support_deviation),
+                    text(d.on_pattern),
+                ]);
             }
             out += &(row.join(",") + "\n");
         }
@@ -707,6 +806,46 @@ pub struct Summary {
     /// A K-class run's per-class metrics at the last checkpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub classes: Option<ClassMetrics>,
+    /// The run's direction at its end against the attention SVM (`[direction]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<DirectionEnd>,
+}
+
+/// A run's direction at its end and the limit it is compared with ([`Summary`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectionEnd {
+    /// The limit (the exact ||p_mm||^2 and the pattern are in the trajectory).
+    pub limit: DirectionLimit,
+    /// The last checkpoint's direction record.
+    pub last: DirectionPoint,
+}
+
+/// The numbers of a [`crate::model::token_selection::limit::LimitSummary`] a summary
+/// repeats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectionLimit {
+    /// theorem, optimal or given.
+    pub pattern_choice: String,
+    /// "p" or "q".
+    pub space: crate::model::token_selection::limit::Space,
+    /// ||theta_mm||.
+    pub norm: f64,
+    /// 1 / ||theta_mm||.
+    pub limit_margin: f64,
+    /// Support constraints.
+    pub support: usize,
+    /// All constraints n (T - 1).
+    pub constraints: usize,
+    /// The local-optimality test's verdict.
+    pub local_optimality: String,
+    /// The hardmax limit's train accuracy (observed labels).
+    pub limit_train_accuracy: f64,
+    /// The hardmax limit's test accuracy (Y*).
+    pub limit_test_accuracy: f64,
+    /// Its undecided test samples.
+    pub limit_test_undecided: usize,
+    /// Training samples not proved on the pattern at the end.
+    pub off_pattern_at_end: Vec<usize>,
 }
 
 impl Summary {
@@ -726,6 +865,26 @@ impl Summary {
             arith: t.trainer.kind,
             config: t.config.clone(),
             classes: c.classes.clone(),
+            direction: t
+                .direction
+                .as_ref()
+                .zip(c.direction)
+                .map(|(d, last)| DirectionEnd {
+                    limit: DirectionLimit {
+                        pattern_choice: d.pattern_choice.clone(),
+                        space: d.space,
+                        norm: d.norm,
+                        limit_margin: d.limit_margin,
+                        support: d.support.len(),
+                        constraints: d.constraints,
+                        local_optimality: d.local_optimality.verdict.clone(),
+                        limit_train_accuracy: d.limit_train_accuracy,
+                        limit_test_accuracy: d.limit_test_accuracy,
+                        limit_test_undecided: d.limit_test_undecided,
+                        off_pattern_at_end: d.off_pattern_at_end.clone().unwrap_or_default(),
+                    },
+                    last,
+                }),
         }
     }
 }

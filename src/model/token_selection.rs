@@ -94,6 +94,7 @@ impl Model for TokenSelection {
 
 pub use crate::data::head::{head, head_values};
 
+pub mod limit;
 pub mod svm;
 
 /// `out = coef * df/dq` for one sequence in the `Naive` formulation (backprop through

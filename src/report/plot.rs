@@ -599,6 +599,97 @@ pub fn error_chart(r: &crate::analysis::compare::Report) -> Chart {
     }
 }
 
+/// The direction of one or more runs (`[direction]` trajectories of the same data and
+/// pattern, e.g. the f64 run and the twin) against the attention SVM: (a) log10(1 -
+/// corr(tau)) and (b) the normalised margin times ||theta_mm|| (tends to 1), against
+/// step on log axes, one curve per trajectory, labelled by its arithmetic and step
+/// rule. `None` when a trajectory has no direction records.
+pub fn direction_figure(ts: &[crate::io::trajectory::Trajectory]) -> Option<Figure> {
+    let limits: Vec<_> = ts
+        .iter()
+        .map(|t| t.direction.as_ref())
+        .collect::<Option<_>>()?;
+    let last = ts.iter().map(|t| t.last().step).max().unwrap_or(10).max(10) as f64;
+    let label = |t: &crate::io::trajectory::Trajectory| {
+        let arith = match t.trainer.kind {
+            crate::arith::Kind::F64 => "f64".to_string(),
+            crate::arith::Kind::F32 => "f32".to_string(),
+            crate::arith::Kind::Predictor => "f64 predictor".to_string(),
+            k => format!("{k} {}", t.trainer.prec_bits),
+        };
+        format!("{arith}, {}", t.config.optimizer.name())
+    };
+    let series = |pick: &dyn Fn(&crate::io::trajectory::DirectionPoint, f64) -> Option<f64>| {
+        ts.iter()
+            .zip(&limits)
+            .enumerate()
+            .map(|(k, (t, l))| Series {
+                label: label(t),
+                points: t
+                    .checkpoints
+                    .iter()
+                    .filter(|c| c.step > 0)
+                    .filter_map(|c| {
+                        let d = c.direction.as_ref()?;
+                        pick(d, l.norm).map(|y| (c.step as f64, y))
+                    })
+                    .collect(),
+                color: COLORS[k % COLORS.len()],
+                dashed: k >= COLORS.len(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let corr = series(&|d, _| d.one_minus_corr.filter(|v| *v > 0.0).map(log10));
+    let margin = series(&|d, norm| d.margin.map(|m| m * norm));
+    let range = |ser: &[Series]| {
+        let ys = ser.iter().flat_map(|s| s.points.iter().map(|p| p.1));
+        let (lo, hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), y| {
+            (a.min(y), b.max(y))
+        });
+        if lo.is_finite() && hi.is_finite() {
+            let (lo, hi) = (lo.floor(), hi.ceil());
+            (lo, if hi > lo { hi } else { lo + 1.0 })
+        } else {
+            (-1.0, 0.0)
+        }
+    };
+    let first = limits[0];
+    let mm = match first.space {
+        crate::model::token_selection::limit::Space::P => "p",
+        crate::model::token_selection::limit::Space::Q => "q",
+    };
+    let (corr_range, margin_range) = (range(&corr), range(&margin));
+    Some(Figure {
+        title: format!(
+            "direction against the attention SVM ({} pattern, {mm}-space, d = {}, seed {})",
+            first.pattern_choice, ts[0].config.d, ts[0].config.seed
+        ),
+        charts: vec![
+            Chart {
+                title: format!("convergence in direction to {mm}_mm"),
+                x_label: "step".into(),
+                y_label: "log10(1 - corr)".into(),
+                x_range: (1.0, last),
+                y_range: corr_range,
+                log_x: true,
+                series: corr,
+                markers: vec![],
+            },
+            Chart {
+                title: format!("normalised margin x ||{mm}_mm|| (limit 1)"),
+                x_label: "step".into(),
+                y_label: "margin x norm".into(),
+                x_range: (1.0, last),
+                y_range: margin_range,
+                log_x: true,
+                series: margin,
+                markers: vec![],
+            },
+        ],
+        columns: 2,
+    })
+}
+
 /// A certificate's radius growth: bits lost (the working precision plus log2 of the
 /// relative radius) against step (log axis), the largest and per quantity at the
 /// checkpoints; the working precision as a dashed line (all bits lost there).

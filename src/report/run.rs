@@ -3,7 +3,8 @@
 
 use crate::config::{Group, Mode};
 use crate::io::trajectory::{
-    ByNoise, ClassMetrics, ClassSelection, PerGroup, SelectionShare, Summary, TrainerInfo,
+    ByNoise, ClassMetrics, ClassSelection, DirectionEnd, PerGroup, SelectionShare, Summary,
+    TrainerInfo,
 };
 
 fn fmt_row<const N: usize>(label: &str, v: Option<[f64; N]>) -> String {
@@ -65,6 +66,57 @@ fn class_tables(m: &ClassMetrics, n_clean: usize, n_noisy: usize) -> String {
     );
     out += "  (W_true: a weak token of Y*; W_observed: of the observed label Y != Y*; W_other: of\n   another class)\n";
     out
+}
+
+/// The run's direction at its end against the attention SVM, and the hardmax limit's
+/// accuracies beside the run's.
+fn direction_lines(d: &DirectionEnd, s: &Summary) -> String {
+    use crate::model::token_selection::limit::Space;
+    let l = &d.limit;
+    let (theta, mm) = match l.space {
+        Space::P => ("||p||", "p_mm"),
+        Space::Q => ("||q||", "q_mm"),
+    };
+    let opt = |v: Option<f64>, prec: usize| match v {
+        Some(x) => format!("{x:.prec$e}"),
+        None => "-".into(),
+    };
+    let n = s.config.n_train;
+    let off = &l.off_pattern_at_end;
+    let on = if off.is_empty() {
+        format!("all {n} training samples end on the pattern")
+    } else {
+        let shown: Vec<String> = off.iter().take(10).map(|i| i.to_string()).collect();
+        format!(
+            "{} of {n} training samples do not end on the pattern (samples {}{})",
+            off.len(),
+            shown.join(", "),
+            if off.len() > 10 { ", ..." } else { "" }
+        )
+    };
+    format!(
+        "\n  direction against the attention SVM ({} pattern, {mm}: proved optimal, {} of {} \
+         constraints in the support, {}):\n    1 - corr {}   {theta} {:.4}   normalised margin \
+         {} (limit 1/||{mm}|| = {:.4})   support deviation {}\n    {on}\n    hardmax limit along \
+         {mm}: train accuracy {:.4}, test accuracy {:.4} ({} undecided); this run: {:.4} / {:.4}\n",
+        l.pattern_choice,
+        l.support,
+        l.constraints,
+        l.local_optimality,
+        opt(d.last.one_minus_corr, 3),
+        d.last.norm,
+        d.last
+            .margin
+            .map(|m| format!("{m:.4}"))
+            .unwrap_or("-".into()),
+        l.limit_margin,
+        opt(d.last.support_deviation, 3),
+        l.limit_train_accuracy,
+        l.limit_test_accuracy,
+        l.limit_test_undecided,
+        s.train_accuracy,
+        s.test_accuracy
+    )
 }
 
 fn trainer_name(t: &TrainerInfo) -> String {
@@ -149,6 +201,9 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
     out += &group_table("mean attention mass", groups, attention, n_clean, s.n_noisy);
     if let Some(m) = &s.classes {
         out += &class_tables(m, n_clean, s.n_noisy);
+    }
+    if let Some(d) = &s.direction {
+        out += &direction_lines(d, s);
     }
     if let Some(line) = figure_3a(s) {
         out += &line;

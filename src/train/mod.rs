@@ -30,10 +30,12 @@ use crate::error::{Error, Result};
 use crate::io::state::State;
 use crate::io::trajectory::{TrainerInfo, Trajectory};
 use crate::linalg;
+use crate::model::token_selection::limit;
 use crate::model::{self, AnyModel, Model, Softmax};
 use crate::quantity::Quantity;
 
 pub mod direct;
+pub mod direction;
 pub mod drive;
 pub mod plan;
 pub mod record;
@@ -98,6 +100,9 @@ pub struct Trainer<'a, A: Arith, M: Model = AnyModel> {
     test_rows: std::sync::OnceLock<crate::arith::Prepared<A::Real>>,
     /// Steps done.
     pub step: u64,
+    /// The direction tracked against the attention SVM (`[direction]`): set by
+    /// [`Trainer::track_direction`] at step 0.
+    pub direction: Option<Box<direction::Tracker<A::Real>>>,
 }
 
 impl<'a, A: Arith> Trainer<'a, A> {
@@ -212,6 +217,7 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
             test_rows: std::sync::OnceLock::new(),
             step: 0,
             model,
+            direction: None,
         })
     }
 
@@ -319,6 +325,28 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
             return Err(self.non_finite(Quantity::Q, None));
         }
         Ok(())
+    }
+
+    /// Track the run's direction against `limit` from here (step 0 only: theta0 is the
+    /// initial parameter).
+    pub fn track_direction(&mut self, limit: &limit::Limit) -> Result<()> {
+        if self.step != 0 {
+            return Err(Error::config(
+                "direction",
+                "direction tracking starts at step 0 (theta0 is the initial parameter)",
+            ));
+        }
+        let theta0 = self.direction_theta(limit.summary.space);
+        self.direction = Some(Box::new(direction::Tracker::new(&self.ar, limit, theta0)));
+        Ok(())
+    }
+
+    /// The tracked parameter: p (`Space::P`) or q = W^T p (`Space::Q`).
+    pub fn direction_theta(&self, space: limit::Space) -> Vec<A::Real> {
+        match space {
+            limit::Space::P => self.p(),
+            limit::Space::Q => self.q(),
+        }
     }
 
     /// q = W^T p at the current parameters (rebuilt from the coefficients in span).
@@ -464,6 +492,10 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
         after_update: &mut dyn FnMut(&Self, &Recorder) -> Result<()>,
     ) -> Result<Trajectory> {
         record::check_size(self.cfg)?;
+        if let (Some(choice), None) = (limit::choice_of(self.cfg), &self.direction) {
+            let limit = limit::Limit::of_config(self.cfg, self.data, &choice)?;
+            self.track_direction(&limit)?;
+        }
         let mut rec = match resume {
             Some(st) => self.restore(st)?,
             None => Recorder::new(self.cfg),

@@ -11,6 +11,7 @@ use crate::io::trajectory::{
     SelectionShare, Trajectory,
 };
 use crate::model::multiclass::argmax_status;
+use crate::model::token_selection::limit::{Space, off_pattern};
 use crate::model::{Model, Selection};
 
 use super::Trainer;
@@ -64,6 +65,7 @@ pub fn trajectory_bytes(cfg: &Config) -> u64 {
 /// Refuse a run whose recorded trajectory would exceed [`MAX_TRAJECTORY_BYTES`]
 /// (a size over a limit, naming the checkpoints, the samples and the limit).
 pub fn check_size(cfg: &Config) -> Result<()> {
+    crate::model::token_selection::limit::check_sizes(cfg)?;
     let bytes = trajectory_bytes(cfg);
     if bytes > MAX_TRAJECTORY_BYTES {
         let checkpoints = schedule(cfg.steps, cfg.record.checkpoints_per_decade).len();
@@ -248,6 +250,18 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
             .model
             .is_multiclass()
             .then(|| self.class_metrics(&test_f, &scores));
+        let direction = self.direction.as_ref().map(|t| {
+            let theta = match t.space {
+                Space::Q => q.clone(),
+                Space::P => self.p(),
+            };
+            let tops: Vec<(usize, Selection)> = self
+                .samples
+                .iter()
+                .map(|s| (s.softmax.top, s.softmax.selection))
+                .collect();
+            t.point(ar, &theta, &self.scores, &tops)
+        });
         Checkpoint {
             step: self.step,
             train_loss: ar.to_f64(&self.loss),
@@ -264,6 +278,7 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
             cumulative,
             samples,
             classes,
+            direction,
         }
     }
 
@@ -395,6 +410,15 @@ impl Recorder {
 
     /// The trajectory recorded by `tr`'s run.
     pub fn trajectory<A: Arith, M: Model>(self, tr: &Trainer<'_, A, M>) -> Trajectory {
+        let direction = tr.direction.as_ref().map(|t| {
+            let mut s = t.summary.clone();
+            s.off_pattern_at_end = self.checkpoints.last().map(|c| {
+                let tops: Vec<(usize, Selection)> =
+                    c.samples.iter().map(|s| (s.top, s.selection)).collect();
+                off_pattern(&tops, &s.pattern)
+            });
+            s
+        });
         Trajectory {
             format: trajectory::FORMAT.to_string(),
             trainer: tr.info(),
@@ -402,6 +426,7 @@ impl Recorder {
             y_true: tr.data.train.y_true.clone(),
             y: tr.data.train.y.clone(),
             checkpoints: self.checkpoints,
+            direction,
         }
     }
 }
