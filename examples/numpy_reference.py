@@ -138,18 +138,24 @@ def main():
     write_external(args.out, rec, np.dtype(dtype).name, name, cfg)
 
 
-def write_external(path, rec, dtype_name, implementation, cfg):
+def write_external(path, rec, dtype_name, implementation, cfg, extra_config=None):
     """Write the recorded quantities `rec` (for each quantity one entry per recorded
     step, arrays or nested lists, and `steps`) as a tokensel-external/2 file: NPZ where
     `path` ends in .npz (arrays in `dtype_name`, the header as uint8 JSON bytes), JSON
     otherwise. The header names the dtype, the implementation and the config values it
-    used (seed, step size, mode; `tokensel judge` checks them against the data's). The
-    file appears complete or not at all (written beside it, then renamed)."""
+    used (seed, step size, mode, and any `extra_config` keys, e.g. the step rule's
+    `optimizer`; `tokensel judge` checks them against the data's). The file appears
+    complete or not at all (written beside it, then renamed)."""
     header = {
         "format": "tokensel-external/2",
         "dtype": dtype_name,
         "implementation": implementation,
-        "config": {"seed": cfg["seed"], "step_size": cfg["step_size"], "mode": cfg.get("mode", "p")},
+        "config": {
+            "seed": cfg["seed"],
+            "step_size": cfg["step_size"],
+            "mode": cfg.get("mode", "p"),
+            **(extra_config or {}),
+        },
     }
     quantities = {k: np.asarray(v) for k, v in rec.items() if k != "steps"}
     tmp = path.with_name(path.name + ".partial")
