@@ -750,7 +750,26 @@ struct ModelCase {
     section: bool,
     /// An `[optimizer]` section ([`OPTIMIZERS`]), or none.
     optimizer: Option<usize>,
+    /// A `[direction]` section ([`DIRECTIONS`]), or none.
+    direction: Option<usize>,
 }
+
+/// `[direction]` sections, valid (named patterns, a list of the right length for the
+/// binary sizes here) and not.
+const DIRECTIONS: &[&str] = &[
+    "pattern = \"theorem\"",
+    "pattern = \"optimal\"",
+    "pattern = [0, 1, 2, 3, 4, 5]",
+    "pattern = [0, 0, 0, 0, 0, 0]",
+    "pattern = [0, 1]",
+    "pattern = [99, 0, 0, 0, 0, 0]",
+    "pattern = [-1, 0, 0, 0, 0, 0]",
+    "pattern = \"final\"",
+    "pattern = 3",
+    "pattern = [0.5]",
+    "patterns = \"theorem\"",
+    "",
+];
 
 /// `[optimizer]` sections, valid (normalised GD, with and without eps) and not.
 const OPTIMIZERS: &[&str] = &[
@@ -782,6 +801,7 @@ fn model_case() -> impl Strategy<Value = ModelCase> {
         prop::bool::weighted(0.5),
         prop::bool::weighted(0.95),
         proptest::option::weighted(0.3, 0..OPTIMIZERS.len()),
+        proptest::option::weighted(0.2, 0..DIRECTIONS.len()),
     )
         .prop_map(
             |(
@@ -794,6 +814,7 @@ fn model_case() -> impl Strategy<Value = ModelCase> {
                 d_follows,
                 section,
                 optimizer,
+                direction,
             )| {
                 ModelCase {
                     kind,
@@ -805,13 +826,15 @@ fn model_case() -> impl Strategy<Value = ModelCase> {
                     d_follows,
                     section,
                     optimizer,
+                    direction,
                 }
             },
         )
 }
 
 /// The config text of a [`ModelCase`]: [`TINY_K`]'s sizes with the extras' keys in place
-/// of its own, then `[model]` (or none), `[optimizer]` (or none) and `[layout]`.
+/// of its own, then `[model]` (or none), `[optimizer]` (or none), `[direction]` (or none)
+/// and `[layout]`.
 fn model_config(c: &ModelCase) -> String {
     let mut top: Vec<(String, String)> = [
         ("d", "20"),
@@ -853,6 +876,9 @@ fn model_config(c: &ModelCase) -> String {
     }
     if let Some(o) = c.optimizer {
         text += &format!("[optimizer]\n{}\n", OPTIMIZERS[o]);
+    }
+    if let Some(o) = c.direction {
+        text += &format!("[direction]\n{}\n", DIRECTIONS[o]);
     }
     let w = WEAK_OPPOSITE[c.weak_opposite].unwrap_or(k.unwrap_or(3) - 1);
     let tokens = if c.tokens_follow { 7 + w } else { 9 };

@@ -299,6 +299,61 @@ const BLOCKS: &[Form] = &[
         },
     },
     Form {
+        text: "cargo run --release -- run --config examples/direction.toml --out ngd-f64",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |dir, o| {
+            let t = trajectory_dir(&dir.join("ngd-f64"), 2000);
+            let last = &t["checkpoints"].as_array().unwrap().last().unwrap()["direction"];
+            // the README: eps = 1e-9 stalls the direction at 1 - corr = 3.6e-3
+            let v = last["one_minus_corr"].as_f64().unwrap();
+            assert!((3.5e-3..3.7e-3).contains(&v), "{v}");
+            assert_eq!(t["direction"]["verdict"], "proved optimal");
+            assert_eq!(t["direction"]["support"].as_array().unwrap().len(), 101);
+            assert_eq!(
+                t["direction"]["local_optimality"]["verdict"],
+                "locally optimal"
+            );
+            assert_eq!(t["direction"]["limit_test_accuracy"], 0.998);
+            let text = stdout(o);
+            assert!(
+                text.contains("direction against the attention SVM (theorem pattern")
+                    && text.contains("1 - corr 3.588e-3"),
+                "{text}"
+            );
+        },
+    },
+    Form {
+        text: "cargo run --release -- twin --config examples/direction_exact.toml --out ngd-twin",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |dir, o| {
+            let t = trajectory_dir(&dir.join("ngd-twin"), 2000);
+            let last = &t["checkpoints"].as_array().unwrap().last().unwrap()["direction"];
+            // the README: 1 - corr = 1.57e-6 at step 2000, margin x ||p_mm|| 0.9992
+            let v = last["one_minus_corr"].as_f64().unwrap();
+            assert!((1.56e-6..1.58e-6).contains(&v), "{v}");
+            let m = last["margin"].as_f64().unwrap() * t["direction"]["norm"].as_f64().unwrap();
+            assert!((0.9991..0.9993).contains(&m), "{m}");
+            let s = last["support_deviation"].as_f64().unwrap();
+            assert!((2.95e-3..3.05e-3).contains(&s), "{s}");
+            assert!(stdout(o).contains("all 20 training samples end on the pattern"));
+        },
+    },
+    Form {
+        text: "cargo run --release -- plot ngd-f64/trajectory.json ngd-twin/trajectory.json --direction --out direction.png",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |dir, o| {
+            assert!(stdout(o).contains("wrote direction.png"));
+            assert!(
+                std::fs::read(dir.join("direction.png"))
+                    .unwrap()
+                    .starts_with(b"\x89PNG")
+            );
+        },
+    },
+    Form {
         text: "cargo run --release -- run --config examples/multiclass.toml",
         how: How::AsWritten,
         shrink: &[],
@@ -868,6 +923,58 @@ const BLOCKS: &[Form] = &[
         check: none,
     },
     Form {
+        text: "cargo run --release -- data --config examples/normalized_gd.toml --out nd-data",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |dir, _| {
+            let cfg = std::fs::read_to_string(dir.join("nd-data/config.toml")).unwrap();
+            let cfg = tokensel::config::Config::from_toml_str(&cfg, Path::new("c")).unwrap();
+            assert!(cfg.optimizer.is_normalized() && cfg.optimizer.eps == 1e-9);
+        },
+    },
+    // needs PyTorch and the user's checkout of the max-margin repository (README)
+    Form {
+        text: "python examples/max_margin_adapter.py nd-data --mma ../max_margin_attention --out mm-f32.npz --every 10",
+        how: How::Torch,
+        shrink: &[],
+        check: none,
+    },
+    // needs PyTorch and the user's checkout of the max-margin repository (README)
+    Form {
+        text: "cargo run --release -- judge mm-f32.npz --data nd-data",
+        how: How::Torch,
+        shrink: &[],
+        check: none,
+    },
+    // needs PyTorch and the user's checkout of the max-margin repository (README)
+    Form {
+        text: "python examples/max_margin_adapter.py single --notebook single    # or multi",
+        how: How::Torch,
+        shrink: &[],
+        check: none,
+    },
+    // needs PyTorch and the user's checkout of the max-margin repository (README)
+    Form {
+        text: "python examples/max_margin_adapter.py single --mma ../max_margin_attention --out single-f32.npz",
+        how: How::Torch,
+        shrink: &[],
+        check: none,
+    },
+    // needs PyTorch and the user's checkout of the max-margin repository (README)
+    Form {
+        text: "cargo run --release -- judge single-f32.npz --data single",
+        how: How::Torch,
+        shrink: &[],
+        check: none,
+    },
+    // needs PyTorch and the user's checkout of the max-margin repository (README)
+    Form {
+        text: "python examples/max_margin_svm_check.py nd-data --mma ../max_margin_attention [--cvxopt-tol 1e-12]",
+        how: How::Torch,
+        shrink: &[],
+        check: none,
+    },
+    Form {
         text: "cargo run --release -- data --preset official-final --config examples/official_small.toml --out official-small",
         how: How::AsWritten,
         shrink: &[],
@@ -978,6 +1085,14 @@ const BLOCKS: &[Form] = &[
 /// each runs as (placeholders filled in) and its check. Run after the block commands,
 /// in the same directory (they read `traj-a`, `data-out`, `grid-out`).
 const INLINE: &[Form] = &[
+    Form {
+        text: "plot --direction",
+        how: How::Elsewhere(
+            "the README's block line `plot ngd-f64/trajectory.json ngd-twin/trajectory.json --direction --out direction.png` runs it here (checked above); tests/direction.rs checks its refusals",
+        ),
+        shrink: &[],
+        check: none,
+    },
     Form {
         text: "compare --steps 30000 --prec 256 --no-predictor",
         // the README's measurement takes about a minute: 30 steps here
@@ -1782,6 +1897,22 @@ const INLINE: &[Form] = &[
 
 /// Flags the README writes that belong to other programs, with where they are run.
 const OTHER_PROGRAMS: &[(&str, &str)] = &[
+    (
+        "--mma",
+        "examples/max_margin_adapter.py's and max_margin_svm_check.py's (need PyTorch and the max-margin checkout: run once by hand, README)",
+    ),
+    (
+        "--notebook",
+        "examples/max_margin_adapter.py's (needs PyTorch: run once by hand)",
+    ),
+    (
+        "--notebook-w",
+        "examples/max_margin_adapter.py's (needs PyTorch: run once by hand)",
+    ),
+    (
+        "--cvxopt-tol",
+        "examples/max_margin_svm_check.py's (needs PyTorch and cvxopt: run once by hand)",
+    ),
     (
         "--release",
         "cargo's (`cargo run --release --` is the built binary here)",

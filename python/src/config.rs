@@ -108,11 +108,13 @@ impl PyConfig {
 
     /// A config key as an attribute (`cfg.steps`, `cfg.layout["tokens"]`).
     fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        // the `[model]` and `[optimizer]` sections are left out of the serialisation when
-        // they are the default; as attributes they are always there
+        // the `[model]`, `[optimizer]` and `[direction]` sections are left out of the
+        // serialisation when they are the default; as attributes they are always there
         let section = match name {
             "model" => Some(serde_json::to_string(&self.inner.model)),
             "optimizer" => Some(serde_json::to_string(&self.inner.optimizer)),
+            // None where the config tracks no direction
+            "direction" => Some(serde_json::to_string(&self.inner.direction)),
             _ => None,
         };
         if let Some(text) = section {

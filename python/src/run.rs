@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 use tokensel::arith::{Arith, ArithVisitor, Choice};
 use tokensel::config::Config;
 use tokensel::data::Dataset;
-use tokensel::io::trajectory::{Checkpoint, SampleState, Summary, Trajectory};
+use tokensel::io::trajectory::{Checkpoint, DirectionPoint, SampleState, Summary, Trajectory};
 use tokensel::train::{Trainer, check_memory};
 
 use crate::config::PyConfig;
@@ -167,5 +167,20 @@ fn checkpoint_arrays<'py>(py: Python<'py>, traj: &Trajectory) -> PyResult<Bound<
         Array3::from_shape_fn((k, n, 4), |(i, s, g)| cps[i].samples[s].mass.to_array()[g])
             .into_pyarray(py),
     )?;
+    // the direction against the attention SVM (`[direction]`), NaN where not defined
+    if traj.direction.is_some() {
+        type Pick = fn(&DirectionPoint) -> Option<f64>;
+        let picks: [Pick; 5] = [
+            |d| d.one_minus_corr,
+            |d| Some(d.norm),
+            |d| d.margin,
+            |d| d.support_deviation,
+            |d| Some(d.on_pattern),
+        ];
+        for (name, pick) in DirectionPoint::NAMES.into_iter().zip(picks) {
+            let v = scalar(&|c| c.direction.as_ref().and_then(pick).unwrap_or(f64::NAN));
+            out.set_item(name, v.into_pyarray(py))?;
+        }
+    }
     Ok(out)
 }

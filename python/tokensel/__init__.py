@@ -72,7 +72,12 @@ class Run:
     (int8 code) (k, n) and ``mass`` (k, n, 4). For the K-class model (``model =
     "multiclass"``) ``output`` is the margin f_Y - max_{c != Y} f_c of the observed
     class Y (positive exactly where Y is predicted) and ``outputs`` (k, n, K) holds the K
-    outputs f_0, ..., f_{K-1} of every training sample.
+    outputs f_0, ..., f_{K-1} of every training sample. With a ``direction`` section
+    (``direction={"pattern": "theorem"}``: the run against the proved attention SVM
+    solution, README "Direction against the attention SVM"): ``direction_one_minus_corr``,
+    ``direction_norm``, ``direction_margin``, ``direction_support_deviation`` and
+    ``direction_on_pattern`` (k,), NaN where not defined (step 0), and
+    ``summary["direction"]`` holds the limit and the last record.
     ``labels``: ``y_train`` (observed, after any injected noise) and ``y_true_train``.
     """
 

@@ -846,6 +846,8 @@ pub struct DirectionLimit {
     pub limit_test_undecided: usize,
     /// Training samples not proved on the pattern at the end.
     pub off_pattern_at_end: Vec<usize>,
+    /// The pattern alpha (one token index per training sample).
+    pub pattern: Vec<usize>,
 }
 
 impl Summary {
@@ -882,6 +884,7 @@ impl Summary {
                         limit_test_accuracy: d.limit_test_accuracy,
                         limit_test_undecided: d.limit_test_undecided,
                         off_pattern_at_end: d.off_pattern_at_end.clone().unwrap_or_default(),
+                        pattern: d.pattern.clone(),
                     },
                     last,
                 }),
