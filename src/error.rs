@@ -93,8 +93,7 @@ pub enum Error {
     #[error(
         "normalised GD stopped at step {step}: the gradient with respect to {block} has norm \
          {norm} in this arithmetic, so the factor alpha / (||G|| + eps) with \
-         optimizer.eps = {eps} is not a finite number; a larger optimizer.eps (the \
-         max-margin code's 1e-9) bounds it by alpha / eps"
+         optimizer.eps = {eps} is not a finite number; {advice}"
     )]
     NormalizedStep {
         /// The step (number of updates done) at which it was found.
@@ -105,6 +104,8 @@ pub enum Error {
         norm: String,
         /// The config's eps, as written in the message.
         eps: String,
+        /// What would let the step be taken (`train::step_rule::Stopped::error`).
+        advice: String,
     },
 }
 

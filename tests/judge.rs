@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use tokensel::arith::F64;
+use tokensel::arith::{Arith, F32, F64};
 use tokensel::config::{Config, Formulation, Method};
 use tokensel::data::Dataset;
 use tokensel::train::Trainer;
@@ -55,10 +55,19 @@ fn export(dir: &Path, config: &str) -> PathBuf {
 /// format, every step recorded, f64 values written exactly (serde_json round-trips).
 fn own_trajectory(cfg: &Config) -> Value {
     let data = Dataset::generate(cfg);
-    let mut t = Trainer::with_method(cfg, &data, F64, Formulation::Stable, Method::Direct).unwrap();
-    let rows =
-        |v: &[f64]| -> Vec<Vec<f64>> { v.chunks(cfg.tokens()).map(<[f64]>::to_vec).collect() };
-    let (mut steps, mut p, mut z, mut s, mut f, mut loss, mut grad) =
+    own_run(cfg, &data, F64, Formulation::Stable, "float64")
+}
+
+/// tokensel's own trajectory of `cfg` on `data` (direct step) in arithmetic `ar` and
+/// softmax gradient `form`, as [`own_trajectory`], under the header's `dtype`; F32
+/// values are written exactly too (as f64).
+fn own_run<A: Arith>(cfg: &Config, data: &Dataset, ar: A, form: Formulation, dtype: &str) -> Value {
+    let mut t = Trainer::with_method(cfg, data, ar, form, Method::Direct).unwrap();
+    let f = |v: &[A::Real]| -> Vec<f64> { v.iter().map(|x| ar.to_f64(x)).collect() };
+    let rows = |v: &[A::Real]| -> Vec<Vec<f64>> {
+        f(v).chunks(cfg.tokens()).map(<[f64]>::to_vec).collect()
+    };
+    let (mut steps, mut p, mut z, mut s, mut out, mut loss, mut grad) =
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
     let mut rest = vec![];
     let (mut q, mut w) = (vec![], vec![]);
@@ -70,40 +79,40 @@ fn own_trajectory(cfg: &Config) -> Value {
         t.forward_backward().unwrap();
         steps.push(t.step);
         let (pk, wk) = t.params();
-        p.push(pk);
-        q.push(t.q());
-        let wk = wk.unwrap_or_else(|| identity.clone());
+        p.push(f(&pk));
+        q.push(f(&t.q()));
+        let wk = wk.map_or_else(|| identity.clone(), |w| f(&w));
         w.push(wk.chunks(d).map(<[f64]>::to_vec).collect::<Vec<_>>());
         z.push(rows(&t.scores));
         s.push(rows(&t.attention));
         rest.push(
             t.samples
                 .iter()
-                .map(|x| x.softmax.rest)
+                .map(|x| ar.to_f64(&x.softmax.rest))
                 .collect::<Vec<f64>>(),
         );
         // the binary f (n), or a K-class model's K outputs per sample (n, K)
-        f.push(
+        out.push(
             t.samples
                 .iter()
                 .map(|x| match cfg.model.is_multiclass() {
-                    true => json!(x.outputs),
-                    false => json!(x.f),
+                    true => json!(f(&x.outputs)),
+                    false => json!(ar.to_f64(&x.f)),
                 })
                 .collect::<Vec<Value>>(),
         );
-        loss.push(t.loss);
-        grad.push(t.grad_q());
+        loss.push(ar.to_f64(&t.loss));
+        grad.push(f(&t.grad_q()));
         if t.step == cfg.steps {
             break;
         }
         t.update().unwrap();
     }
     json!({
-        "format": "tokensel-external/2", "dtype": "float64", "implementation": "tokensel f64",
+        "format": "tokensel-external/2", "dtype": dtype, "implementation": format!("tokensel {dtype} {form:?}"),
         "config": {"step_size": cfg.step_size, "mode": cfg.mode},
         "steps": steps, "p": p, "q": q, "W": w, "scores": z, "attention": s, "rest": rest,
-        "output": f, "loss": loss, "grad_q": grad,
+        "output": out, "loss": loss, "grad_q": grad,
     })
 }
 
@@ -1520,4 +1529,100 @@ fn k_class_outputs_of_the_wrong_shape_exit_2() {
             "{name}: {err}"
         );
     }
+}
+
+/// The max-margin repository's float32 reproduction: d = 3, n = 1, T = 3, X =
+/// [[-0.1, 1, 1], [1, 0, 0.9], [0, 0, 0.9]] in binary32 values, y = +1, nu = e3, step
+/// size 300, 100 steps (p-mode, GD): the attention saturates, rounds to one-hot in
+/// binary32, and its normwise error falls below 1e-3 u in every float32 implementation.
+const SATURATING_D3: &str = "d = 3\nn_train = 1\nn_test = 1\neta = 0.0\nstep_size = 5000.0\nsteps = 100\n[layout]\ntokens = 3\nrelevant = 1\nweak_same = 0\nweak_opposite = 0\nirrelevant = 2\n";
+
+/// [`SATURATING_D3`]'s arrays as a supplied data directory `dir/data` (as `tokensel
+/// data` writes it); the config and the data set.
+fn saturating_d3(dir: &Path) -> (Config, Dataset, PathBuf) {
+    use ndarray::{Array1, Array3};
+    use tokensel::data::Params;
+    use tokensel::data::supplied::Supplied;
+    let path = dir.join("cfg.toml");
+    std::fs::write(&path, SATURATING_D3).unwrap();
+    let cfg = Config::from_file(&path).unwrap();
+    let x: Vec<f64> = [-0.1f32, 1.0, 1.0, 1.0, 0.0, 0.9, 0.0, 0.0, 0.9]
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    let x = Array3::from_shape_vec((1, 3, 3), x).unwrap();
+    let sup = Supplied {
+        x_train: x.clone(),
+        y_train: vec![1],
+        y_true_train: None,
+        x_test: x,
+        y_test: vec![1],
+        nu: Array1::from_vec(vec![0.0, 0.0, 1.0]).into_dyn(),
+        groups: None,
+    };
+    let data = Dataset::supplied(&cfg, sup).unwrap();
+    let p0 = Params::init(&cfg).p;
+    let (_, files) = tokensel::io::export::files(&cfg, &data, p0.view(), None);
+    let out = dir.join("data");
+    std::fs::create_dir_all(&out).unwrap();
+    for (name, bytes) in files {
+        std::fs::write(out.join(name), bytes).unwrap();
+    }
+    (cfg, data, out)
+}
+
+/// The "too coarse: below the dtype" rule needs the candidate's own error to be far
+/// above the external's (judge.md, "Too coarse"): tokensel's own float32 runs of the
+/// saturating reproduction, the stable and the naive gradient (bit for bit the
+/// f32-stable and f32-naive replays), are explained by their replay, although the
+/// attention's error falls below 1e-3 u (they were ruled "too coarse" there, the
+/// diagnosis falling back to the other formulation or to "more accurate than every
+/// float32 candidate"). The rule still fires for an external that is more accurate: the
+/// float64 run declared float32.
+#[test]
+fn own_float32_runs_that_saturate_are_float32_rounding() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cfg, set, data) = saturating_d3(tmp.path());
+    let u32 = 2f64.powi(-24);
+    for (form, want) in [
+        (Formulation::Stable, "f32-stable"),
+        (Formulation::Naive, "f32-naive"),
+    ] {
+        let ext = own_run(&cfg, &set, F32, form, "float32");
+        let (_, r) = judge(&ext, tmp.path(), &data, &format!("{want}.json"));
+        // the rule is exercised: the attention's error is nonzero and below 1e-3 u
+        let below = r["rows"].as_array().unwrap().iter().any(|row| {
+            let e = row["rel_err"]["attention"].as_f64().unwrap();
+            e > 0.0 && e < 1e-3 * u32
+        });
+        assert!(below, "{want}: no attention error below 1e-3 u: {r:#}");
+        assert_explained(&r, &[want]);
+        assert_eq!(departure(&r), None, "{r:#}");
+        assert_eq!(r["diagnosis"]["more_accurate"], false, "{r:#}");
+        let fit = r["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["candidate"] == want)
+            .unwrap();
+        assert!(fit["coarse"].is_null(), "{fit:#}");
+        let summary = r["diagnosis"]["summary"].as_str().unwrap();
+        assert!(
+            summary.starts_with("explained by float32 rounding"),
+            "{summary}"
+        );
+    }
+    // a float64 run declared float32: more accurate than float32 rounding allows
+    let mut ext = own_run(&cfg, &set, F64, Formulation::Stable, "float32");
+    ext["dtype"] = json!("float32");
+    let (_, r) = judge(&ext, tmp.path(), &data, "f64-as-f32.json");
+    assert_eq!(r["diagnosis"]["more_accurate"], true, "{r:#}");
+    let stable = &r["candidates"][2];
+    assert_eq!(stable["candidate"], "f32-stable");
+    assert_eq!(stable["coarse"]["reason"], "below-dtype", "{stable:#}");
+    let summary = r["diagnosis"]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("more accurate than every float32 candidate"),
+        "{summary}"
+    );
 }

@@ -1820,6 +1820,14 @@ const INLINE: &[Form] = &[
         check: none,
     },
     Form {
+        text: "svm --data DIR",
+        how: How::Elsewhere(
+            "tests/svm.rs (`data_dir_gives_the_configs_svm`: a generated and a supplied directory)",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
         text: "judge --data DIR",
         how: How::Elsewhere(
             "tests/judge.rs (every judge test reads a data directory) and the inline form `judge EXT --data DIR ...`",

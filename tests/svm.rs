@@ -369,3 +369,61 @@ fn degenerate_instances_end_with_a_proof() {
         }
     }
 }
+
+/// `svm --data DIR` solves the SVM on a `tokensel data` directory: a generated export
+/// gives the same exact ||p_mm||^2 (and report) as its config, and so does the supplied
+/// export of the same arrays (the labels as generated, eta = 0 and the true labels
+/// given); `--data` with `--config` is refused (exit 2).
+#[test]
+fn data_dir_gives_the_configs_svm() {
+    use tokensel::data::supplied::Supplied;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg_path = dir.path().join("c.toml");
+    std::fs::write(&cfg_path, "d = 30\nn_train = 12\nn_test = 3\nseed = 4\n").unwrap();
+    let c = cfg_path.to_str().unwrap();
+    let svm_json = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["svm", "--json"];
+        all.extend_from_slice(args);
+        let o = tokensel(&all);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let direct = svm_json(&["--config", c]);
+    assert_eq!(direct["verdict"], "proved optimal");
+    // generated export
+    let gen_dir = dir.path().join("gen");
+    let o = tokensel(&["data", "--config", c, "--out", gen_dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let generated = svm_json(&["--data", gen_dir.to_str().unwrap()]);
+    assert_eq!(generated["norm2"], direct["norm2"]);
+    assert_eq!(generated, direct);
+    // supplied export of the same arrays
+    let cfg = Config::from_file(&cfg_path).unwrap();
+    let data = Dataset::generate(&cfg);
+    let cfg0 = Config { eta: 0.0, ..cfg };
+    let sup = Dataset::supplied(
+        &cfg0,
+        Supplied {
+            x_train: data.train.x.clone(),
+            y_train: data.train.y.clone(),
+            y_true_train: Some(data.train.y_true.clone()),
+            x_test: data.test.x.clone(),
+            y_test: data.test.y_true.clone(),
+            nu: data.nu.clone().into_dyn(),
+            groups: Some(data.groups.clone()),
+        },
+    )
+    .unwrap();
+    let p0 = Params::init(&cfg0).p;
+    let (_, files) = tokensel::io::export::files(&cfg0, &sup, p0.view(), None);
+    let sup_dir = dir.path().join("sup");
+    std::fs::create_dir_all(&sup_dir).unwrap();
+    for (name, bytes) in files {
+        std::fs::write(sup_dir.join(name), bytes).unwrap();
+    }
+    let supplied = svm_json(&["--data", sup_dir.to_str().unwrap()]);
+    assert_eq!(supplied["verdict"], "proved optimal");
+    assert_eq!(supplied["norm2"], direct["norm2"]);
+    let o = tokensel(&["svm", "--data", sup_dir.to_str().unwrap(), "--config", c]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

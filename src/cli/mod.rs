@@ -509,7 +509,7 @@ mod tests {
             "K/N" => &["1/3"],
             "FIG.svg|png" => &["a.svg", "a.png"],
             "EXT" => &["ext.json"],
-            "A" | "B" | "INPUT" => &["t.json"],
+            "A" | "B" | "INPUT" | "MORE" => &["t.json"],
             "optimal|theorem|FILE" => &["optimal", "theorem", "pattern.json"],
             _ => return None,
         })

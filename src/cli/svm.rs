@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{ConfigArgs, EXIT_FAILED, EXIT_OK, print_report};
+use super::{ConfigArgs, DataDir, EXIT_FAILED, EXIT_OK, print_report};
 use crate::config::WInit;
 use crate::data::{Dataset, Params};
 use crate::error::{Error, Result};
@@ -16,6 +16,10 @@ use crate::model::token_selection::svm::{self, PatternChoice, Report};
 pub(super) struct SvmArgs {
     #[command(flatten)]
     config: ConfigArgs,
+    /// The data of a `tokensel data` directory (generated or supplied), as for `run`:
+    /// the SVM is solved on its training tokens, W(0) from its config.
+    #[command(flatten)]
+    data: DataDir,
     /// The selection pattern: optimal (alpha_i = argmax_t Y_i nu^T x_it, proved by
     /// balls; ties refused), theorem (clean samples their R token, noisy samples their
     /// W_{-Y*} token), or a JSON file with one token index per training sample.
@@ -50,7 +54,7 @@ fn choice(s: &str) -> Result<PatternChoice> {
 }
 
 pub(super) fn svm_cmd(args: &SvmArgs) -> Result<i32> {
-    let cfg = args.config.load()?;
+    let (cfg, data) = args.data.load(&args.config)?;
     cfg.binary_only("svm (the attention SVM of the binary model)")?;
     if let Some(out) = &args.out {
         check_output_file(out)?;
@@ -65,7 +69,7 @@ pub(super) fn svm_cmd(args: &SvmArgs) -> Result<i32> {
         !w.indexed_iter()
             .all(|((i, j), v)| *v == if i == j { 1.0 } else { 0.0 })
     });
-    let data = Dataset::generate(&cfg);
+    let data = data.unwrap_or_else(|| Dataset::generate(&cfg));
     let pattern = svm::pattern(&data, &choice)?;
     let x = data.train.x.as_slice().expect("standard layout");
     let w_slice = w.map(|w| w.as_slice().expect("standard layout"));

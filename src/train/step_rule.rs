@@ -106,9 +106,39 @@ impl Stopped {
             block: self.block,
             norm,
             eps,
+            advice: self.advice(),
+        }
+    }
+
+    /// What would let the step be taken: where the norm's enclosure is unbounded, no
+    /// eps bounds the factor (alpha / (||G|| + eps) with ||G|| unbounded below): only a
+    /// higher precision of the enclosure; else a larger eps, naming the max-margin
+    /// code's 1e-9 only where eps is below it, and, for an enclosure reaching 0, a
+    /// higher precision too.
+    fn advice(self) -> String {
+        let (lo, hi) = self.norm;
+        let prec = "a higher precision of the enclosure (judge --enclosure-prec, certify --prec)";
+        if !(lo.is_finite() && hi.is_finite()) {
+            return format!(
+                "the enclosure of the norm is unbounded, so no optimizer.eps bounds it; {prec} may keep it bounded"
+            );
+        }
+        let eps = if self.eps < MAX_MARGIN_EPS {
+            "a larger optimizer.eps (the max-margin code's 1e-9) bounds it by alpha / eps"
+        } else {
+            "a larger optimizer.eps bounds it by alpha / eps"
+        };
+        if lo == hi {
+            eps.to_string()
+        } else {
+            format!("{eps}, or {prec} narrows the enclosure away from 0")
         }
     }
 }
+
+/// The eps of the max-margin repository's normalised GD (`1e-9` added to the gradient
+/// norm), named in [`Stopped`]'s advice where the config's eps is smaller.
+const MAX_MARGIN_EPS: f64 = 1e-9;
 
 /// sqrt(quad(v)) for a quadratic form `quad` (homogeneous of degree 2, >= 0: |v|^2, or
 /// v^T G v with G a Gram matrix), evaluated on v scaled by the power of two 2^k that
@@ -183,6 +213,54 @@ fn scale_pow2<A: Arith>(ar: &A, x: &mut A::Real, k: i32) {
 mod tests {
     use super::*;
     use crate::arith::{F32, F64, Mpfr};
+
+    /// The stop's advice fits the configured eps: the max-margin code's 1e-9 is named
+    /// only where eps is below it; with eps = 1e-9 a larger eps (a finite norm) or a
+    /// higher precision (an unbounded enclosure, which no eps bounds) is advised.
+    #[test]
+    fn the_stop_advice_fits_the_configured_eps() {
+        let msg = |norm: (f64, f64), eps: f64| {
+            Stopped {
+                block: "p",
+                norm,
+                eps,
+            }
+            .error(7)
+            .to_string()
+        };
+        let mm = "the max-margin code's 1e-9";
+        let zero = msg((0.0, 0.0), 0.0);
+        assert!(
+            zero.contains("optimizer.eps = 0 is not a finite number"),
+            "{zero}"
+        );
+        assert!(
+            zero.contains(&format!("a larger optimizer.eps ({mm}) bounds it")),
+            "{zero}"
+        );
+        assert!(!zero.contains("--enclosure-prec"), "{zero}");
+        let f32 = msg((1e-30, 1e-30), 1e-9);
+        assert!(f32.contains("optimizer.eps = 1e-9 is not"), "{f32}");
+        assert!(!f32.contains(mm), "{f32}");
+        assert!(
+            f32.contains("a larger optimizer.eps bounds it by alpha / eps"),
+            "{f32}"
+        );
+        let ball = msg((f64::NEG_INFINITY, f64::INFINITY), 1e-9);
+        assert!(
+            !ball.contains(mm) && !ball.contains("a larger optimizer.eps"),
+            "{ball}"
+        );
+        assert!(ball.contains("no optimizer.eps bounds it"), "{ball}");
+        assert!(ball.contains("--enclosure-prec"), "{ball}");
+        let ball0 = msg((f64::NEG_INFINITY, f64::INFINITY), 0.0);
+        assert!(!ball0.contains(mm), "{ball0}");
+        let near0 = msg((-1e-300, 1e-300), 0.0);
+        assert!(
+            near0.contains(mm) && near0.contains("--enclosure-prec"),
+            "{near0}"
+        );
+    }
 
     /// The scaled norm of vectors whose squares underflow or overflow in f64 (and f32):
     /// within 4 ulps of the exact value (three roundings: the dot product of n = 3

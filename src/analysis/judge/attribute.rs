@@ -8,11 +8,12 @@
 //! stays **within** the candidate at (k, Q) when e(k, Q) <= [`FACTOR`] env(k, Q). A
 //! candidate **holds** the records before its first exit. It is **too coarse** for the
 //! records it holds when, in some quantity, its own largest deviation there exceeds
-//! [`FACTOR`] times the external's (the external does not show the candidate's errors;
-//! quantities where the external is exact give no such evidence). The candidates that
-//! hold longest without being too coarse explain those records; if they hold every
-//! record, they explain the run, else the external departs from rounding at the record
-//! where they stop holding.
+//! [`FACTOR`] times the external's (the external does not show the candidate's errors)
+//! and either also its unit roundoff, or the external's error there is below
+//! [`BELOW_DTYPE`] of it; or where the external's value is exact and the candidate's is
+//! not. The candidates that hold longest without being too coarse explain those
+//! records; if they hold every record, they explain the run, else the external departs
+//! from rounding at the record where they stop holding.
 
 use std::collections::BTreeMap;
 
@@ -170,8 +171,9 @@ pub struct Exit {
 #[serde(rename_all = "kebab-case")]
 pub enum Coarseness {
     /// The external's error in a quantity of two or more entries is below
-    /// [`BELOW_DTYPE`] of the candidate dtype's unit roundoff: it does not compute in
-    /// that dtype.
+    /// [`BELOW_DTYPE`] of the candidate dtype's unit roundoff, and the candidate's
+    /// largest error so far over [`FACTOR`] times the external's: the external does not
+    /// compute in that dtype.
     BelowDtype,
     /// The candidate's error is over [`FACTOR`] times the external's and its own unit
     /// roundoff: an error of its formulation the external does not make.
@@ -201,19 +203,26 @@ pub struct Coarse {
     pub external_err: f64,
 }
 
-/// An external error below this fraction of a candidate dtype's unit roundoff is not
-/// that dtype's rounding (a value rounded to the dtype errs by less only by chance, for
-/// a vector of many entries practically never; proofs-notes/judge.md).
+/// An external error below this fraction of a candidate dtype's unit roundoff, with the
+/// candidate's own largest error so far over [`FACTOR`] times the external's, is not
+/// that dtype's rounding (proofs-notes/judge.md, "Too coarse"). Below it alone is no
+/// evidence: a saturated attention rounds to one-hot and a saturated output to 1.0
+/// exactly in every implementation of the dtype, the candidate's too.
 pub const BELOW_DTYPE: f64 = 1e-3;
 
-/// The first record before `holds` where candidate `c` is too coarse: the external's
-/// error in a quantity of two or more entries is nonzero and below [`BELOW_DTYPE`] of
-/// c's unit roundoff (the external is more accurate than c's dtype), or it is zero (the
-/// value is exact) where c's own value is inexact, or in some quantity c's own largest
-/// error so far exceeds [`FACTOR`] times both the external's largest so far and c's
-/// unit roundoff (an error of c's formulation that the external does not make, such
-/// as the naive gradient's; for `rest` the smaller of both formulations' errors,
-/// [`Errors::own`]).
+/// The first record before `holds` where candidate `c` is too coarse. With E_k and C_k
+/// the external's and c's largest errors in a quantity over the records up to k (for
+/// `rest` c's is the smaller of both formulations', [`Errors::own`]), u c's unit
+/// roundoff:
+/// - below the dtype: in a quantity of two or more entries the external's error at k is
+///   nonzero and below [`BELOW_DTYPE`] u, and C_k > [`FACTOR`] E_k (c, rounding in
+///   that dtype, errs far more than the external: the external does not round as c
+///   does; where the values round almost exactly, c's errors are as small as the
+///   external's and the test is silent);
+/// - exact: in a quantity of two or more entries the external's error at k is zero
+///   (the twin's resolution) where c's own there is not;
+/// - larger: in some quantity C_k > [`FACTOR`] max(E_k, u), E_k nonzero (an error of
+///   c's formulation that the external does not make, such as the naive gradient's).
 fn coarse(errs: &Errors, c: Candidate, holds: usize) -> Option<Coarse> {
     let u = c.dtype().unit_roundoff();
     let own: BTreeMap<Quantity, Vec<f64>> = errs
@@ -221,45 +230,52 @@ fn coarse(errs: &Errors, c: Candidate, holds: usize) -> Option<Coarse> {
         .keys()
         .map(|&q| (q, errs.own(c, q, f64::min)))
         .collect();
+    // (E_k, C_k) per quantity: the running maxima up to the current record
     let mut run: BTreeMap<Quantity, (f64, f64)> = BTreeMap::new();
+    let vector = |q: &Quantity| errs.entries[q] >= 2;
     for (k, &step) in errs.steps[..holds].iter().enumerate() {
+        let here = || errs.external.iter().filter(|(q, _)| errs.has(**q, k));
+        for (&q, e) in here() {
+            let (ext_run, own_run) = run.entry(q).or_insert((0.0, 0.0));
+            *ext_run = ext_run.max(e[k]);
+            *own_run = own_run.max(own[&q][k]);
+        }
         // below the dtype, or exact where c is not: a quantity of two or more entries
-        // (a scalar may be that accurate by chance, all entries of a vector together
-        // practically never)
-        let vector = |q: &Quantity| errs.entries[q] >= 2;
-        let below = errs.external.iter().find_map(|(q, e)| {
-            let cand = own[q][k];
-            if !vector(q) || !errs.has(*q, k) {
-                None
-            } else if e[k] > errs.zero_level && e[k] < BELOW_DTYPE * u {
-                Some((*q, Coarseness::BelowDtype, cand, e[k]))
-            } else if e[k] <= errs.zero_level && cand > errs.zero_level {
-                Some((*q, Coarseness::Exact, cand, e[k]))
+        // (a scalar may be that accurate by chance)
+        let below = here().filter(|(q, _)| vector(q)).find_map(|(q, e)| {
+            let (ext_run, own_run) = run[q];
+            if e[k] > errs.zero_level && e[k] < BELOW_DTYPE * u && own_run > FACTOR * ext_run {
+                Some(Coarse {
+                    reason: Coarseness::BelowDtype,
+                    step,
+                    quantity: *q,
+                    candidate_err: own_run,
+                    external_err: ext_run,
+                })
+            } else if e[k] <= errs.zero_level && own[q][k] > errs.zero_level {
+                Some(Coarse {
+                    reason: Coarseness::Exact,
+                    step,
+                    quantity: *q,
+                    candidate_err: own[q][k],
+                    external_err: e[k],
+                })
             } else {
                 None
             }
         });
-        if let Some((quantity, reason, candidate_err, external_err)) = below {
-            return Some(Coarse {
-                reason,
-                step,
-                quantity,
-                candidate_err,
-                external_err,
-            });
+        if below.is_some() {
+            return below;
         }
-        for (&q, e) in errs.external.iter().filter(|(q, _)| errs.has(**q, k)) {
-            let own = own[&q][k];
-            let (ext_run, own_run) = run.entry(q).or_insert((0.0, 0.0));
-            *ext_run = ext_run.max(e[k]);
-            *own_run = own_run.max(own);
-            if *ext_run > errs.zero_level && *own_run > FACTOR * ext_run.max(u) {
+        for (&q, _) in here() {
+            let (ext_run, own_run) = run[&q];
+            if ext_run > errs.zero_level && own_run > FACTOR * ext_run.max(u) {
                 return Some(Coarse {
                     reason: Coarseness::Larger,
                     step,
                     quantity: q,
-                    candidate_err: *own_run,
-                    external_err: *ext_run,
+                    candidate_err: own_run,
+                    external_err: ext_run,
                 });
             }
         }
@@ -1048,6 +1064,35 @@ mod tests {
         assert_eq!((c.reason, c.step), (Coarseness::Larger, 2));
         let (_, d) = diagnose(&errors([0.0, 1e-16, 3e-8, 1e-8], [F64, naive, F32, F32]));
         assert_eq!(d.explained_by, [Candidate::F64Naive]);
+    }
+
+    /// A saturated float32 run: after step 0 its attention rounds to one-hot and errs
+    /// by 3e-15, far below 1e-3 u, as the f32 replays' own (the external is the
+    /// f32-stable replay itself): not too coarse, explained by float32 rounding; a
+    /// float64 run under the same header, 1e5 times below the replays, is more accurate.
+    #[test]
+    fn saturated_values_below_the_dtype_are_not_coarse() {
+        let sat = [3e-8, 3e-15, 3e-15, 3e-15];
+        let e = quantities(
+            Dtype::Float32,
+            &[(Quantity::Attention, sat, [F64, F64, sat, sat])],
+        );
+        let (fits, d) = diagnose(&e);
+        assert!(fits[2].coarse.is_none() && fits[3].coarse.is_none());
+        assert_eq!(d.explained_by, [Candidate::F32Stable, Candidate::F32Naive]);
+        assert!(!d.more_accurate && d.departure.is_none(), "{}", d.summary);
+        let e = quantities(
+            Dtype::Float32,
+            &[(
+                Quantity::Attention,
+                [3e-17, 3e-20, 3e-20, 3e-20],
+                [F64, F64, sat, sat],
+            )],
+        );
+        let (fits, d) = diagnose(&e);
+        let c = fits[2].coarse.as_ref().unwrap();
+        assert_eq!((c.reason, c.step), (Coarseness::BelowDtype, 0));
+        assert!(d.more_accurate, "{}", d.summary);
     }
 
     /// A stopped candidate explains nothing from its stop on.

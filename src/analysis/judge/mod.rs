@@ -918,7 +918,10 @@ impl std::fmt::Display for Report {
             });
             let coarse = fit.coarse.as_ref().map_or("-".into(), |c| {
                 let why = match c.reason {
-                    Coarseness::BelowDtype => format!("ext below {BELOW_DTYPE:e} u"),
+                    Coarseness::BelowDtype => format!(
+                        "{}, ext < {BELOW_DTYPE:e} u",
+                        ratio_text(c.candidate_err / c.external_err)
+                    ),
                     Coarseness::Larger => ratio_text(c.candidate_err / c.external_err),
                     Coarseness::Exact => "ext exact, it not".into(),
                 };
