@@ -192,16 +192,17 @@ fn at_p_mm_itself_the_records_are_the_limit() {
         .iter()
         .map(|a| (*a, tokensel::model::Selection::Decided))
         .collect();
-    let pt = tracker.point(&ar, &theta, &scores, &tops);
-    assert!(pt.one_minus_corr.unwrap().abs() < 1e-60, "{pt:?}");
-    let m = pt.margin.unwrap();
+    let v = tracker.values(&ar, &theta, &scores, &tops);
+    let f = |x: &Option<Float>| x.as_ref().unwrap().to_f64();
+    assert!(f(&v.one_minus_corr).abs() < 1e-60, "{v:?}");
+    let m = f(&v.margin);
     assert!(
         (m - limit.summary.limit_margin).abs() < 1e-14 * m,
         "margin {m} against 1 / ||p_mm|| = {}",
         limit.summary.limit_margin
     );
-    assert!(pt.support_deviation.unwrap().abs() < 1e-60, "{pt:?}");
-    assert_eq!(pt.on_pattern, 1.0);
+    assert!(f(&v.support_deviation).abs() < 1e-60, "{v:?}");
+    assert_eq!(v.on_pattern, cfg.n_train);
 }
 
 #[test]
@@ -460,4 +461,91 @@ fn a_resumed_twin_records_the_same_direction() {
     assert_eq!(a["trajectory_digest"], b["trajectory_digest"]);
     assert_eq!(a["direction"], b["direction"]);
     assert!(a["direction"]["last"]["one_minus_corr"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn certify_encloses_the_twins_direction() {
+    // 256-bit balls for 20 steps (few bits lost) against the 512-bit twin's records,
+    // rounded to f64: an interval rounded outward holds the f64 neighbours of the exact
+    // value, so the twin's rounded value lies inside it
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "dir.toml",
+        &format!("{SMALL}[direction]\npattern = \"theorem\"\n"),
+    );
+    let cert = dir.path().join("cert");
+    let out = common::tokensel(&[
+        "certify",
+        "--config",
+        &cfg,
+        "--steps",
+        "20",
+        "--prec",
+        "256",
+        "--quiet",
+        "--out",
+        cert.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("direction against the attention SVM: 1 - corr in ["),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let twin_dir = dir.path().join("twin");
+    let twin = common::tokensel(&[
+        "twin",
+        "--config",
+        &cfg,
+        "--steps",
+        "20",
+        "--prec",
+        "512",
+        "--quiet",
+        "--out",
+        twin_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(twin.status.code(), Some(0), "{}", common::stderr(&twin));
+    let c: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(cert.join("certificate.json")).unwrap())
+            .unwrap();
+    let t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(twin_dir.join("trajectory.json")).unwrap())
+            .unwrap();
+    let mut checked = 0;
+    for (a, b) in c["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(t["checkpoints"].as_array().unwrap())
+    {
+        assert_eq!(a["step"], b["step"]);
+        for key in ["one_minus_corr", "norm", "margin"] {
+            let (iv, v) = (&a["direction"][key], &b["direction"][key]);
+            if v.is_null() {
+                assert!(iv.is_null(), "{key} at {}", a["step"]);
+                continue;
+            }
+            let (lo, hi, x) = (
+                iv[0].as_f64().unwrap(),
+                iv[1].as_f64().unwrap(),
+                v.as_f64().unwrap(),
+            );
+            assert!(
+                lo <= x && x <= hi,
+                "{key} at {}: {x} not in [{lo}, {hi}]",
+                a["step"]
+            );
+            // and the enclosure is tight: its f64 ends at most two ulps apart (the
+            // balls' own width is far below an ulp after 20 steps at 256 bits)
+            assert!(
+                hi - lo <= 4.0 * f64::EPSILON * x.abs(),
+                "{key}: [{lo}, {hi}]"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3 * 5, "{checked}");
 }

@@ -481,6 +481,28 @@ pub struct CertifiedCheckpoint {
     pub radius: Radius,
     /// Per training sample.
     pub samples: Vec<SampleEnclosure>,
+    /// The run's direction against the attention SVM (`[direction]`), enclosed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<CertifiedDirection>,
+}
+
+/// A checkpoint's direction record (`io::trajectory::DirectionPoint`) as enclosures of
+/// the exact run's values: theta_mm enters as balls around its exact rational
+/// coordinates, the minimum and maximum over constraints as balls that enclose them
+/// whatever the undecided orders.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CertifiedDirection {
+    /// 1 - corr(tau) (`None` at theta = theta0).
+    pub one_minus_corr: Option<Interval>,
+    /// ||theta||.
+    pub norm: Interval,
+    /// The normalised margin (`None` at theta = 0).
+    pub margin: Option<Interval>,
+    /// The support's deviation (`None` unless min m > 0 is proved).
+    pub support_deviation: Option<Interval>,
+    /// Training samples whose top token is proved to be alpha_i: proved, at most (the
+    /// undecided ones added), of n.
+    pub on_pattern: Count,
 }
 
 /// The first decision that was not proved.
@@ -1061,6 +1083,27 @@ impl Observer {
             },
             decisions,
             radius,
+            direction: tr.direction_values(q).map(|v| {
+                let undecided = tr
+                    .samples
+                    .iter()
+                    .filter(|s| s.softmax.selection == Selection::Undecided)
+                    .count();
+                CertifiedDirection {
+                    one_minus_corr: v.one_minus_corr.as_ref().map(|x| iv(x).within(0.0, 2.0)),
+                    norm: iv(&v.norm).within(0.0, f64::INFINITY),
+                    margin: v.margin.as_ref().map(iv),
+                    support_deviation: v
+                        .support_deviation
+                        .as_ref()
+                        .map(|x| iv(x).within(0.0, f64::INFINITY)),
+                    on_pattern: Count {
+                        lo: v.on_pattern,
+                        hi: v.on_pattern + undecided,
+                        of: n,
+                    },
+                }
+            }),
             samples,
         }
     }
@@ -1120,6 +1163,10 @@ fn run_at(
     let ar = Ball::new(prec)?;
     let method = opts.resolved(cfg, prec);
     let mut tr = Trainer::with_method(cfg, data, ar, cfg.formulation, method)?;
+    if let Some(choice) = crate::model::token_selection::limit::choice_of(cfg) {
+        let limit = crate::model::token_selection::limit::Limit::of_config(cfg, data, &choice)?;
+        tr.track_direction(&limit)?;
+    }
     let mut obs = Observer::new(&ar, cfg);
     let ran = drive(&mut tr, cfg.steps, |tr, event| {
         match event {
@@ -1311,6 +1358,19 @@ impl std::fmt::Display for Certificate {
             verdict(&self.train_correct),
             verdict(&self.test_correct)
         );
+        if let Some(d) = &self.last().direction {
+            let ivl = |x: &Option<Interval>| match x {
+                Some(i) => format!("[{:.6e}, {:.6e}]", i.lo(), i.hi()),
+                None => "-".into(),
+            };
+            out += &format!(
+                "    direction against the attention SVM: 1 - corr in {}, normalised margin in \
+                 {}, on the pattern {}\n",
+                ivl(&d.one_minus_corr),
+                ivl(&d.margin),
+                d.on_pattern
+            );
+        }
         for (set, counts) in [
             ("clean", &self.selection_counts.clean),
             ("noisy", &self.selection_counts.noisy),

@@ -4,7 +4,6 @@
 //! share of samples on the pattern, computed in the run's arithmetic.
 
 use crate::arith::Arith;
-use crate::io::trajectory::DirectionPoint;
 use crate::model::Selection;
 use crate::model::token_selection::limit::{Limit, LimitSummary, Space};
 
@@ -23,6 +22,22 @@ pub struct Tracker<R> {
     pub space: Space,
     /// What the trajectory records of the limit.
     pub summary: LimitSummary,
+}
+
+/// A direction record in the run's arithmetic (`io::trajectory::DirectionPoint`
+/// before rounding).
+#[derive(Debug, Clone)]
+pub struct DirectionValues<R> {
+    /// 1 - corr (`None` at theta = theta0).
+    pub one_minus_corr: Option<R>,
+    /// ||theta||.
+    pub norm: R,
+    /// The normalised margin (`None` at theta = 0).
+    pub margin: Option<R>,
+    /// The support's deviation (`None` unless min m > 0 is proved).
+    pub support_deviation: Option<R>,
+    /// Training samples whose top token is proved to be alpha_i.
+    pub on_pattern: usize,
 }
 
 /// sqrt(sum x_j^2) in `ar` (the fixed-order dot product).
@@ -49,15 +64,16 @@ impl<R: Clone> Tracker<R> {
         }
     }
 
-    /// The direction record of `theta` with training scores `scores` (n T, row-major)
-    /// and top tokens `tops` (one per training sample).
-    pub fn point<A: Arith<Real = R>>(
+    /// The direction record in `ar` (enclosures in ball arithmetic: the minimum and the
+    /// maximum over constraints are formed by [`Arith::max`], which encloses a maximum
+    /// over undecided orders).
+    pub fn values<A: Arith<Real = R>>(
         &self,
         ar: &A,
         theta: &[R],
         scores: &[R],
         tops: &[(usize, Selection)],
-    ) -> DirectionPoint {
+    ) -> DirectionValues<R> {
         let t = scores.len() / self.pattern.len().max(1);
         // u = theta - theta0, 1 - corr = ||u / ||u|| - unit||^2 / 2
         let mut u: Vec<R> = theta.to_vec();
@@ -73,10 +89,11 @@ impl<R: Clone> Tracker<R> {
             let mut s = ar.zero();
             ar.dot(&u, &u, &mut s);
             ar.div_f64(&mut s, 2.0);
-            ar.to_f64(&s)
+            s
         });
         let theta_norm = norm(ar, theta);
-        // constraint values m_c = z_{i,alpha_i} - z_{i,t}
+        // constraint values m_c = z_{i,alpha_i} - z_{i,t}, and -min_c m_c as the max of
+        // their negatives
         let values: Vec<Vec<R>> = self
             .pattern
             .iter()
@@ -91,29 +108,28 @@ impl<R: Clone> Tracker<R> {
                     .collect()
             })
             .collect();
-        let mut min: Option<R> = None;
+        let mut neg_min: Option<R> = None;
         for (i, row) in values.iter().enumerate() {
             for (k, m) in row.iter().enumerate() {
                 if k == self.pattern[i] {
                     continue;
                 }
-                match &mut min {
-                    None => min = Some(m.clone()),
-                    Some(v) => {
-                        if ar.cmp(m, v) == Some(std::cmp::Ordering::Less) {
-                            ar.set(v, m);
-                        }
-                    }
+                let mut neg = m.clone();
+                ar.neg(&mut neg);
+                match &mut neg_min {
+                    None => neg_min = Some(neg),
+                    Some(v) => ar.max(v, &neg),
                 }
             }
         }
-        let min = min.unwrap_or_else(|| ar.zero());
+        let mut min = neg_min.unwrap_or_else(|| ar.zero());
+        ar.neg(&mut min);
         let margin = (ar.sign(&theta_norm) != 0).then(|| {
             let mut m = min.clone();
             ar.div(&mut m, &theta_norm);
-            ar.to_f64(&m)
+            m
         });
-        let support_deviation = (ar.sign(&min) > 0).then(|| {
+        let support_deviation = (ar.decide_sign(&min) == Some(1)).then(|| {
             let mut worst = ar.zero();
             for &(i, k) in &self.support {
                 let mut r = values[i][k].clone();
@@ -121,19 +137,24 @@ impl<R: Clone> Tracker<R> {
                 ar.add_f64(&mut r, -1.0);
                 ar.max(&mut worst, &r);
             }
-            ar.to_f64(&worst)
+            worst
         });
-        let on = tops
+        let on_pattern = tops
             .iter()
             .zip(&self.pattern)
             .filter(|((top, sel), a)| *sel == Selection::Decided && top == *a)
             .count();
-        DirectionPoint {
+        DirectionValues {
             one_minus_corr,
-            norm: ar.to_f64(&theta_norm),
+            norm: theta_norm,
             margin,
             support_deviation,
-            on_pattern: on as f64 / self.pattern.len().max(1) as f64,
+            on_pattern,
         }
+    }
+
+    /// The number of training samples.
+    pub fn samples(&self) -> usize {
+        self.pattern.len()
     }
 }

@@ -7,14 +7,15 @@ use crate::arith::Arith;
 use crate::config::{Config, Group};
 use crate::error::{Error, Result};
 use crate::io::trajectory::{
-    self, ByNoise, Checkpoint, ClassMetrics, ClassSelection, Cumulative, PerGroup, SampleState,
-    SelectionShare, Trajectory,
+    self, ByNoise, Checkpoint, ClassMetrics, ClassSelection, Cumulative, DirectionPoint, PerGroup,
+    SampleState, SelectionShare, Trajectory,
 };
 use crate::model::multiclass::argmax_status;
 use crate::model::token_selection::limit::{Space, off_pattern};
 use crate::model::{Model, Selection};
 
 use super::Trainer;
+use super::direction::DirectionValues;
 
 /// Log-spaced checkpoint steps: 0, then round(10^(k / per_decade)) for k = 0, 1, ...,
 /// deduplicated, and always `steps` itself (10^x by CORE-MATH's correctly rounded
@@ -250,17 +251,12 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
             .model
             .is_multiclass()
             .then(|| self.class_metrics(&test_f, &scores));
-        let direction = self.direction.as_ref().map(|t| {
-            let theta = match t.space {
-                Space::Q => q.clone(),
-                Space::P => self.p(),
-            };
-            let tops: Vec<(usize, Selection)> = self
-                .samples
-                .iter()
-                .map(|s| (s.softmax.top, s.softmax.selection))
-                .collect();
-            t.point(ar, &theta, &self.scores, &tops)
+        let direction = self.direction_values(&q).map(|v| DirectionPoint {
+            one_minus_corr: v.one_minus_corr.map(|x| ar.to_f64(&x)),
+            norm: ar.to_f64(&v.norm),
+            margin: v.margin.map(|x| ar.to_f64(&x)),
+            support_deviation: v.support_deviation.map(|x| ar.to_f64(&x)),
+            on_pattern: v.on_pattern as f64 / self.samples.len().max(1) as f64,
         });
         Checkpoint {
             step: self.step,
@@ -280,6 +276,22 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
             classes,
             direction,
         }
+    }
+
+    /// The direction record at the last forward pass in this arithmetic (`None` unless
+    /// [`Trainer::track_direction`] was called); `q` the current q = W^T p.
+    pub fn direction_values(&self, q: &[A::Real]) -> Option<DirectionValues<A::Real>> {
+        let t = self.direction.as_ref()?;
+        let theta = match t.space {
+            Space::Q => q.to_vec(),
+            Space::P => self.p(),
+        };
+        let tops: Vec<(usize, Selection)> = self
+            .samples
+            .iter()
+            .map(|s| (s.softmax.top, s.softmax.selection))
+            .collect();
+        Some(t.values(&self.ar, &theta, &self.scores, &tops))
     }
 
     /// A K-class run's [`ClassMetrics`] at the last forward pass: `test_f` the test
