@@ -217,8 +217,7 @@ fn normalised_gd_converges_in_direction_in_the_twin() {
     let at = |s: u64| {
         traj.checkpoints
             .iter()
-            .filter(|c| c.step <= s)
-            .next_back()
+            .rfind(|c| c.step <= s)
             .unwrap()
             .direction
             .unwrap()
