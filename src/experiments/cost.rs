@@ -198,11 +198,25 @@ fn time_steps<A: Arith>(
     };
     steps(&mut tr, 1)?;
     let (mut wall, mut cpu) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
-    for _ in 0..reps {
+    // a run that stops (normalised GD whose gradient leaves the arithmetic's range, a
+    // non-finite value) is timed again from step 0: the block it stopped in is not
+    // counted; a fresh trainer that stops within one block is the error
+    let mut fresh = true;
+    while wall.len() < reps {
         let (t0, c0) = (Instant::now(), process_cpu_seconds());
-        steps(&mut tr, block)?;
-        wall.push(t0.elapsed().as_secs_f64() / block as f64);
-        cpu.push((process_cpu_seconds() - c0) / block as f64);
+        match steps(&mut tr, block) {
+            Ok(()) => {
+                wall.push(t0.elapsed().as_secs_f64() / block as f64);
+                cpu.push((process_cpu_seconds() - c0) / block as f64);
+                fresh = false;
+            }
+            Err(Error::NormalizedStep { .. } | Error::NonFinite { .. }) if !fresh => {
+                tr = Trainer::with_method(cfg, data, ar, form, method)?;
+                steps(&mut tr, 1)?;
+                fresh = true;
+            }
+            Err(e) => return Err(e),
+        }
     }
     Ok(Timing {
         setup,
