@@ -718,6 +718,13 @@ fn max_margin_claims_parse() {
     let (file, configs) = ClaimsFile::parse(&text, &path).unwrap();
     assert_eq!(file.claim.len(), configs.len());
     assert!(file.claim.len() >= 6);
+    // the summary's schema is traced (it was not while a config's `[direction] pattern`
+    // stopped the tracer: every path was accepted), so a typo is refused before the work
+    let summary = tokensel::experiments::schema::of_source(Source::Twin, false);
+    assert!(summary.check("direction/limit/locally_optimal").is_ok());
+    assert!(summary.check("direction/limit/off_pattern_count").is_ok());
+    assert!(summary.check("direction/last/one_minus_cor").is_err());
+    assert!(summary.check("direction/limit/local_optimality").is_err());
     for (c, cfg) in file.claim.iter().zip(&configs) {
         assert_eq!(c.source, Source::Twin, "{}", c.name);
         assert!(cfg.direction.is_some(), "{}", c.name);
