@@ -638,3 +638,96 @@ fn a_multi_seed_claim_shows_its_extremes() {
         "{out}"
     );
 }
+
+/// A `twin` claim trains in MPFR at its `prec` (default 256 bits): its measured value is
+/// `tokensel twin --prec P --json`'s, to the bit, at 128 and at 256 bits, and a checkpoint
+/// (`step`) is read as a `run` claim reads one, and normalised GD with eps = 0 runs
+/// where f64's stops. A `run` claim with `prec` is refused
+/// (exit 2, the field named): it would read as MPFR while it trains in f64.
+#[test]
+fn twin_claims_train_in_mpfr_at_their_precision() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg_path = tmp.path().join("cfg.toml");
+    std::fs::write(&cfg_path, "d = 20\nn_train = 4\nn_test = 10\nsteps = 30\n").unwrap();
+    let path = tmp.path().join("c.toml");
+    for (prec, line) in [("256", ""), ("128", "prec = 128\n")] {
+        let body = format!(
+            "[[claim]]\nname = \"loss\"\n{SMALL}source = \"twin\"\n{line}quantity = \"train_loss\"\nop = \">\"\nbound = 0\n\n\
+             [[claim]]\nname = \"loss at 10\"\n{SMALL}source = \"twin\"\n{line}step = 10\nquantity = \"train_loss\"\nop = \">\"\nbound = 0\n"
+        );
+        std::fs::write(&path, body).unwrap();
+        let (code, v) = check_json(&path);
+        assert_eq!(code, Some(0), "{v}");
+        let o = tokensel(&[
+            "twin",
+            "--config",
+            cfg_path.to_str().unwrap(),
+            "--prec",
+            prec,
+            "--json",
+            "--quiet",
+            "--out",
+            tmp.path().join(format!("t{prec}")).to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let twin: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(twin["arith"], "mpfr");
+        assert_eq!(v[0]["measured"], twin["train_loss"], "{prec} bits: {v}");
+        let traj =
+            std::fs::read_to_string(tmp.path().join(format!("t{prec}/trajectory.json"))).unwrap();
+        let traj: serde_json::Value = serde_json::from_str(&traj).unwrap();
+        let at10 = traj["checkpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["step"] == 10)
+            .unwrap();
+        assert_eq!(v[1]["measured"], at10["train_loss"], "{prec} bits: {v}");
+    }
+    // normalised GD with eps = 0 and a long step: f64's gradient leaves its range (a typed
+    // stop, exit 3, at step 123) where the twin's does not
+    let ngd = |source: &str| {
+        format!(
+            "[[claim]]\nname = \"ngd\"\nconfig = {{ d = 20, n_train = 4, n_test = 10, steps = 1000, step_size = 10.0, optimizer = {{ kind = \"normalized-gd\", eps = 0.0 }} }}\nsource = \"{source}\"\nquantity = \"steps\"\nop = \"==\"\nbound = 1000\n"
+        )
+    };
+    let o = claims(&ngd("twin"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = claims(&ngd("run"));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("normalised GD stopped"),
+        "{}",
+        stderr(&o)
+    );
+    let o = claims(&format!(
+        "[[claim]]\nname = \"f64\"\n{SMALL}source = \"run\"\nprec = 256\nquantity = \"train_loss\"\nop = \">\"\nbound = 0\n"
+    ));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("`prec`"), "{}", stderr(&o));
+}
+
+/// claims/max_margin.toml (run by hand: about its wall time, proofs-notes/max-margin.md)
+/// passes every check made before the work: its configs build, its quantities name
+/// numbers of the twin's summary (the `direction` records), its steps are checkpoints.
+#[test]
+fn max_margin_claims_parse() {
+    use tokensel::experiments::claims::{ClaimsFile, Source};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("claims/max_margin.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (file, configs) = ClaimsFile::parse(&text, &path).unwrap();
+    assert_eq!(file.claim.len(), configs.len());
+    assert!(file.claim.len() >= 6);
+    // the summary's schema is traced (it was not while a config's `[direction] pattern`
+    // stopped the tracer: every path was accepted), so a typo is refused before the work
+    let summary = tokensel::experiments::schema::of_source(Source::Twin, false);
+    assert!(summary.check("direction/limit/locally_optimal").is_ok());
+    assert!(summary.check("direction/limit/off_pattern_count").is_ok());
+    assert!(summary.check("direction/last/one_minus_cor").is_err());
+    assert!(summary.check("direction/limit/local_optimality").is_err());
+    for (c, cfg) in file.claim.iter().zip(&configs) {
+        assert_eq!(c.source, Source::Twin, "{}", c.name);
+        assert!(cfg.direction.is_some(), "{}", c.name);
+        assert_eq!(c.seeds.as_deref(), Some("0..10"), "{}", c.name);
+    }
+}

@@ -5,19 +5,19 @@
 //! name = "balanced: noisy samples select W_-Y*"
 //! preset = "balanced"                 # optional (default balanced)
 //! config = { steps = 30000 }          # optional overrides, as in a config file
-//! source = "run"                      # run | compare | saturation | lemma_a6
+//! source = "run"                      # run | twin | compare | saturation | lemma_a6
 //! quantity = "selection/noisy/W_opposite"   # '/'-separated path into the output
 //! op = ">="                           # == != < <= > >=
 //! bound = 0.9
-//! step = 10000                        # optional (run): read a checkpoint instead
-//! baseline_step = 0                   # optional (run): claim on value - value(baseline)
+//! step = 10000                        # optional (run, twin): read a checkpoint instead
+//! baseline_step = 0                   # optional (run, twin): claim on value - value(baseline)
 //! seeds = "0..10"                     # optional: "a..b" or "0,3,7"; default the config's
 //! fraction = 0.8                      # optional: share of seeds that must satisfy it
 //! paper = 0.75                        # the paper's value the bound comes from
 //! paper_source = "Figure 3(a)"        # where that value is printed
 //! reason = "..."                      # why the bound follows from it
 //! expected = "differs"                # optional: a recorded disagreement (default holds)
-//! prec = 256                          # optional (compare, saturation, lemma_a6; certified: ball bits)
+//! prec = 256                          # optional (twin, compare, saturation; certified: ball bits)
 //! tol = 1e-8                          # optional (compare, saturation)
 //! axes = { eta = "0.5:0.9:0.025", rho = [0.05, 0.1] }   # grid only
 //! certified = true                    # optional (run): proved by the enclosure
@@ -52,7 +52,10 @@
 //! differs" can rest on a number that was not measured. The table says `missing`.
 //!
 //! Outputs: `run` the summary of `run --json` (or, with `step`, that checkpoint of the
-//! trajectory; one run serves all claims on the same config); `compare` and `saturation` their JSON reports; `lemma_a6` an object
+//! trajectory; one run serves all claims on the same config); `twin` the same of `twin
+//! --prec P --json` (the MPFR twin at the claim's `prec`, default 256 bits: the
+//! trajectory in d-space without f64's range or rounding, e.g. normalised GD with eps = 0
+//! past the step where f64's gradient underflows); `compare` and `saturation` their JSON reports; `lemma_a6` an object
 //! {"max_rel_q_diff": ..., "max_kappa": ...} from W-mode vs p-mode with step
 //! alpha ||p||^2 (f64, direct step): the largest relative distance of the two q's, and
 //! the largest condition || |W|^T |p| || / || W^T p || of q on the W-mode path.
@@ -349,10 +352,10 @@ impl ClaimsFile {
                     "a recorded disagreement needs the paper's value (`paper`)".into(),
                 ));
             }
-            if c.baseline_step.is_some() && c.source != Source::Run {
+            if c.baseline_step.is_some() && !c.source.trains() {
                 return Err(err(
                     "baseline_step",
-                    "only `run` claims read checkpoints".into(),
+                    "only `run` and `twin` claims read checkpoints".into(),
                 ));
             }
             if !c.bound.is_finite() {
@@ -379,8 +382,26 @@ impl ClaimsFile {
                     "only `run` claims without `baseline_step` are certified".into(),
                 ));
             }
-            if c.step.is_some() && c.source != Source::Run {
-                return Err(err("step", "only `run` claims read a checkpoint".into()));
+            if c.step.is_some() && !c.source.trains() {
+                return Err(err(
+                    "step",
+                    "only `run` and `twin` claims read a checkpoint".into(),
+                ));
+            }
+            // a precision the computation would not use is refused: a `run` claim with
+            // `prec` would read as an MPFR claim while it trains in f64
+            let takes_prec = c.certified
+                || matches!(
+                    c.source,
+                    Source::Twin | Source::Compare | Source::Saturation
+                );
+            if c.prec.is_some() && !takes_prec {
+                return Err(err(
+                    "prec",
+                    "only `twin`, `compare`, `saturation` and certified claims take a precision \
+                     (a `run` claim trains in f64: `source = \"twin\"` trains in MPFR)"
+                        .into(),
+                ));
             }
             if let Some(p) = c.prec {
                 Mpfr::truth(p).map_err(|e| err("prec", e.to_string()))?;
@@ -460,6 +481,12 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
         Source::Run if c.certified => certify_options(c).check(cfg).map_err(memory)?,
         Source::Run => {
             f64_run(cfg).map_err(memory)?;
+            crate::train::record::check_size(cfg).map_err(memory)?;
+        }
+        Source::Twin => {
+            let prec = c.prec.unwrap_or(crate::arith::DEFAULT_PREC);
+            crate::train::check_memory(cfg, crate::arith::Kind::Mpfr, prec, cfg.method)
+                .map_err(memory)?;
             crate::train::record::check_size(cfg).map_err(memory)?;
         }
         Source::Compare => compare_options(c).check(cfg).map_err(memory)?,
@@ -558,16 +585,9 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
     let data = Dataset::generate(cfg);
     Ok(match claim.source {
         Source::Run if claim.certified => certified(cfg, &data, &certify_options(claim))?,
-        Source::Run => {
-            // one run serves every claim on this config: the summary and each checkpoint
-            let t = Trainer::run(cfg, &data, F64, &mut |_| {})?;
-            let checkpoints: serde_json::Map<String, serde_json::Value> = t
-                .checkpoints
-                .iter()
-                .map(|c| (c.step.to_string(), json(c)))
-                .collect();
-            serde_json::json!({ "summary": json(&Summary::of(&t)), "checkpoints": checkpoints })
-        }
+        // one run serves every claim on this config: the summary and each checkpoint
+        Source::Run => trained(&Trainer::run(cfg, &data, F64, &mut |_| {})?),
+        Source::Twin => trained(&Trainer::run(cfg, &data, Mpfr::truth(prec)?, &mut |_| {})?),
         Source::Compare => json(&crate::analysis::compare::compare(
             cfg,
             &data,
@@ -587,6 +607,17 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
         Source::Grid => unreachable!("handled above"),
         Source::LemmaA6 => json(&lemma_a6::lemma_a6(cfg, &data)?),
     })
+}
+
+/// A trained trajectory as a `run` or `twin` claim reads it: `summary` as `--json`
+/// prints it, `checkpoints` each checkpoint by step.
+fn trained(t: &crate::io::trajectory::Trajectory) -> serde_json::Value {
+    let checkpoints: serde_json::Map<String, serde_json::Value> = t
+        .checkpoints
+        .iter()
+        .map(|c| (c.step.to_string(), json(c)))
+        .collect();
+    serde_json::json!({ "summary": json(&Summary::of(t)), "checkpoints": checkpoints })
 }
 
 /// The certificate of `cfg`'s run in the shape of a `run` output: `summary` the
@@ -707,12 +738,12 @@ pub fn check(
             // a value: a number (a point), a bool (0 or 1) or an interval [lo, hi]
             let read = |step: Option<u64>| -> Result<Option<(f64, f64)>> {
                 let output = match (claim.source, step) {
-                    (Source::Run, None) => &cache[&key]["summary"],
-                    (Source::Run, Some(step)) => cache[&key]["checkpoints"]
+                    (Source::Run | Source::Twin, None) => &cache[&key]["summary"],
+                    (Source::Run | Source::Twin, Some(step)) => cache[&key]["checkpoints"]
                         .get(step.to_string())
                         .ok_or_else(|| {
-                        err("step", format!("step {step} is not a recorded checkpoint"))
-                    })?,
+                            err("step", format!("step {step} is not a recorded checkpoint"))
+                        })?,
                     _ => &cache[&key],
                 };
                 // the schema accepted the path before the work: where this output has

@@ -30,6 +30,9 @@ use crate::analysis::lemma_a6::LemmaA6;
 pub enum Source {
     /// The f64 trainer (`run`).
     Run,
+    /// The MPFR twin (`twin`) at the claim's `prec` (default 256 bits): the same summary
+    /// and checkpoints as `run`.
+    Twin,
     /// f64 vs twin (`compare`).
     Compare,
     /// The gap sweep (`saturation`, training sample 0, 60 grid points).
@@ -38,6 +41,14 @@ pub enum Source {
     LemmaA6,
     /// A grid over `axes` and `seeds` (`tokensel grid`), its merged summary.
     Grid,
+}
+
+impl Source {
+    /// Whether the source trains one run whose summary and checkpoints a claim reads
+    /// (`run`, `twin`).
+    pub fn trains(self) -> bool {
+        matches!(self, Source::Run | Source::Twin)
+    }
 }
 
 use super::grid::cell::Regime;
@@ -143,6 +154,15 @@ impl<'de> de::Deserializer<'de> for Tracer<'_> {
         if Expecting(&visitor).to_string() == crate::io::nonfinite::EXPECTING {
             *self.out = Shape::Number;
             return visitor.visit_f64(1.0);
+        }
+        // an untagged enum buffers its input through serde's content visitor ("any
+        // value") and then matches each variant: a unit placeholder matched none of a
+        // config's `[direction] pattern` (a name or a list of token indices) and lost the
+        // shape of everything around it (the run summary's, the certificate's). Text
+        // matches its name variant; the pattern is not a measurement, so text it is.
+        if Expecting(&visitor).to_string() == "any value" {
+            *self.out = Shape::Text;
+            return visitor.visit_str("");
         }
         *self.out = Shape::Unknown;
         visitor.visit_unit()
@@ -493,8 +513,8 @@ pub fn of_source(source: Source, step: bool) -> Schema {
     use crate::analysis::{compare, saturation};
     use crate::io::trajectory::{Checkpoint, Summary};
     match (source, step) {
-        (Source::Run, false) => Schema::of::<Summary>("the run summary"),
-        (Source::Run, true) => Schema::of::<Checkpoint>("a run's checkpoint"),
+        (Source::Run | Source::Twin, false) => Schema::of::<Summary>("the run summary"),
+        (Source::Run | Source::Twin, true) => Schema::of::<Checkpoint>("a run's checkpoint"),
         (Source::Compare, _) => Schema::of::<compare::Report>("the compare report"),
         (Source::Saturation, _) => Schema::of::<saturation::Report>("the saturation report")
             .with_keys("thresholds", saturation::threshold_keys()),

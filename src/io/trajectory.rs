@@ -838,6 +838,13 @@ pub struct DirectionLimit {
     pub constraints: usize,
     /// The local-optimality test's verdict.
     pub local_optimality: String,
+    /// Whether that verdict is "locally optimal" (proved; "undecided" is false): the
+    /// number a claim reads.
+    pub locally_optimal: bool,
+    /// How many training samples are not proved on the pattern at the end (the length
+    /// of `off_pattern_at_end`: 0 when the run ends in the pattern; null where the
+    /// trajectory has no end record).
+    pub off_pattern_count: Option<usize>,
     /// The hardmax limit's train accuracy (observed labels).
     pub limit_train_accuracy: f64,
     /// The hardmax limit's test accuracy (Y*).
@@ -880,6 +887,8 @@ impl Summary {
                         support: d.support.len(),
                         constraints: d.constraints,
                         local_optimality: d.local_optimality.verdict.clone(),
+                        locally_optimal: d.local_optimality.verdict == "locally optimal",
+                        off_pattern_count: d.off_pattern_at_end.as_ref().map(Vec::len),
                         limit_train_accuracy: d.limit_train_accuracy,
                         limit_test_accuracy: d.limit_test_accuracy,
                         limit_test_undecided: d.limit_test_undecided,
