@@ -418,3 +418,37 @@ fn reports_name_the_step_rule() {
     );
     assert!(text(&["certify", "--config", f, "--quiet"]).contains(&format!("20 steps of {rule}")));
 }
+
+#[test]
+fn cost_times_a_normalised_run_that_stops_again_from_step_0() {
+    // f32 under normalised GD with eps = 0 stops at step 88 here (its gradient's norm
+    // leaves binary32's range); 15 blocks of 20 steps reach past it, and `cost` times
+    // the trainer again from step 0 instead of failing
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("ngd.toml");
+    std::fs::write(
+        &cfg,
+        "d = 60\nn_train = 6\nn_test = 20\nmu_norm = 6.0\neta = 0.0\nstep_size = 0.5\n\
+         steps = 2000\nmethod = \"span\"\n[optimizer]\nkind = \"normalized-gd\"\n",
+    )
+    .unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let stop = common::tokensel(&["run", "--config", cfg, "--arith", "f32", "--quiet"]);
+    assert_eq!(stop.status.code(), Some(3), "{}", common::stderr(&stop));
+    assert!(common::stderr(&stop).contains("stopped at step 88"));
+    let out = common::tokensel(&[
+        "cost", "--config", cfg, "--precs", "53", "--reps", "15", "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f32_rows: Vec<&serde_json::Value> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["trainer"] == "f32")
+        .collect();
+    assert!(!f32_rows.is_empty());
+    for r in f32_rows {
+        assert!(r["seconds_per_step"].as_f64().unwrap() > 0.0, "{r}");
+    }
+}
