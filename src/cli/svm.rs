@@ -7,10 +7,10 @@ use clap::Args;
 
 use super::{ConfigArgs, DataDir, EXIT_FAILED, EXIT_OK, print_report};
 use crate::config::WInit;
-use crate::data::{Dataset, Params};
+use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::io::files::{check_output_file, write_atomic};
-use crate::model::token_selection::svm::{self, PatternChoice, Report};
+use crate::model::token_selection::svm::{self, PatternChoice};
 
 #[derive(Args, Debug)]
 pub(super) struct SvmArgs {
@@ -60,21 +60,10 @@ pub(super) fn svm_cmd(args: &SvmArgs) -> Result<i32> {
         check_output_file(out)?;
     }
     let choice = choice(&args.pattern)?;
-    let d = cfg.d;
     let dense = cfg.init.w == WInit::KaimingUniform;
-    svm::check_sizes(cfg.n_train, cfg.layout.tokens, d, dense)?;
-    let init = Params::init(&cfg);
-    // W(0) = I is the identity map whether or not it is stored (W- and joint mode)
-    let w = init.w.as_ref().filter(|w| {
-        !w.indexed_iter()
-            .all(|((i, j), v)| *v == if i == j { 1.0 } else { 0.0 })
-    });
+    svm::check_sizes(cfg.n_train, cfg.layout.tokens, cfg.d, dense)?;
     let data = data.unwrap_or_else(|| Dataset::generate(&cfg));
-    let pattern = svm::pattern(&data, &choice)?;
-    let x = data.train.x.as_slice().expect("standard layout");
-    let w_slice = w.map(|w| w.as_slice().expect("standard layout"));
-    let solved = svm::solve(x, cfg.layout.tokens, d, w_slice, pattern)?;
-    let report = Report::new(&data, &choice, d, w.is_some(), &solved);
+    let report = svm::report(&cfg, &data, &choice)?;
     if let Some(out) = &args.out {
         let mut bytes = serde_json::to_vec_pretty(&report).expect("reports serialise");
         bytes.push(b'\n');

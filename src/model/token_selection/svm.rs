@@ -1234,6 +1234,27 @@ pub fn solve(
     })
 }
 
+/// The attention SVM of `cfg`'s binary model on `data` for the pattern `choice`: sizes
+/// refused before any work ([`check_sizes`]), W = W(0) of the config (the identity map
+/// whether or not it is stored), the f64 solve, the exact proof, and the report
+/// `tokensel svm` prints.
+pub fn report(cfg: &crate::config::Config, data: &Dataset, choice: &PatternChoice) -> Result<Report> {
+    cfg.binary_only("svm (the attention SVM of the binary model)")?;
+    let d = cfg.d;
+    let dense = cfg.init.w == crate::config::WInit::KaimingUniform;
+    check_sizes(cfg.n_train, cfg.layout.tokens, d, dense)?;
+    let init = crate::data::Params::init(cfg);
+    let w = init.w.as_ref().filter(|w| {
+        !w.indexed_iter()
+            .all(|((i, j), v)| *v == if i == j { 1.0 } else { 0.0 })
+    });
+    let pattern = pattern(data, choice)?;
+    let x = data.train.x.as_slice().expect("standard layout");
+    let w_slice = w.map(|w| w.as_slice().expect("standard layout"));
+    let solved = solve(x, cfg.layout.tokens, d, w_slice, pattern)?;
+    Ok(Report::new(data, choice, d, w.is_some(), &solved))
+}
+
 /// `q` as a decimal rounded toward zero to `sig` significant digits.
 pub fn decimal_down(q: &Rational, sig: u32) -> String {
     if *q <= 0 {
