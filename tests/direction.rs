@@ -548,3 +548,28 @@ fn certify_encloses_the_twins_direction() {
     }
     assert!(checked >= 3 * 5, "{checked}");
 }
+
+/// `diff` compares the direction records: two trajectories that differ only in one
+/// checkpoint's 1 - corr do not "agree" (they did: the direction was in no quantity).
+#[test]
+fn diff_compares_the_direction_records() {
+    use tokensel::analysis::diff::diff;
+    let cfg = small(Mode::P, 20);
+    let data = Dataset::generate(&cfg);
+    let mut tr = Trainer::new(&cfg, &data, tokensel::arith::F64, cfg.formulation).unwrap();
+    let a = tr.record(None, &mut |_, _| Ok(())).unwrap();
+    let same = diff(&a, &a, 1e-12, false);
+    assert!(!same.diverged && same.bit_identical);
+    assert_eq!(same.max_rel_dev["direction.one_minus_corr"], 0.0);
+    let mut b = a.clone();
+    let last = b.checkpoints.last_mut().unwrap();
+    let d = last.direction.as_mut().unwrap();
+    d.one_minus_corr = Some(d.one_minus_corr.unwrap() * 2.0);
+    let r = diff(&a, &b, 1e-12, false);
+    assert!(r.diverged, "{r:?}");
+    assert_eq!(
+        r.first_quantity.as_deref(),
+        Some("direction.one_minus_corr")
+    );
+    assert!((r.max_rel_dev["direction.one_minus_corr"] - 0.5).abs() < 1e-12);
+}

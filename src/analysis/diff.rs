@@ -225,6 +225,31 @@ fn quantities(a: &Checkpoint, b: &Checkpoint) -> Vec<(String, f64)> {
         }
         _ => out.push(("classes".into(), f64::INFINITY)),
     }
+    // the direction record against the attention SVM (absent on both sides: no
+    // `[direction]`); an absent value (theta = theta0, min m not positive) is NaN
+    match (&a.direction, &b.direction) {
+        (None, None) => {}
+        (Some(x), Some(y)) => {
+            let opt = |v: Option<f64>| v.unwrap_or(f64::NAN);
+            out.extend([
+                (
+                    "direction.one_minus_corr".into(),
+                    rel(opt(x.one_minus_corr), opt(y.one_minus_corr)),
+                ),
+                ("direction.norm".into(), rel(x.norm, y.norm)),
+                ("direction.margin".into(), rel(opt(x.margin), opt(y.margin))),
+                (
+                    "direction.support_deviation".into(),
+                    rel(opt(x.support_deviation), opt(y.support_deviation)),
+                ),
+                (
+                    "direction.on_pattern".into(),
+                    rel(x.on_pattern, y.on_pattern),
+                ),
+            ]);
+        }
+        _ => out.push(("direction".into(), f64::INFINITY)),
+    }
     out
 }
 

@@ -264,19 +264,30 @@ fn fmt_tick(v: f64, step: f64) -> String {
             0
         }
     };
+    // the digits the step's own mantissa needs past its leading one (a step of 1.2
+    // needs one: ticks -1.2, -2.4 are not "-1", "-2"), at most three
+    let extra = {
+        let m = step.abs() / core_math::exp10(mag(step.abs()) as f64);
+        (0..3)
+            .find(|k| {
+                let s = m * core_math::exp10(*k as f64);
+                (s - s.round()).abs() <= 1e-9 * s
+            })
+            .unwrap_or(3)
+    };
     let trim = |s: String| match s.contains('.') {
         true => s.trim_end_matches('0').trim_end_matches('.').to_string(),
         false => s,
     };
     if v != 0.0 && (v.abs() >= 1e4 || v.abs() < 1e-2) {
-        let digits = (mag(v.abs()) - mag(step.abs())).clamp(0, 15) as usize;
+        let digits = (mag(v.abs()) - mag(step.abs()) + extra).clamp(0, 15) as usize;
         let s = format!("{v:.digits$e}");
         match s.split_once('e') {
             Some((m, e)) => format!("{}e{e}", trim(m.to_string())),
             None => s,
         }
     } else {
-        let digits = (-mag(step.abs())).clamp(0, 15) as usize;
+        let digits = (extra - mag(step.abs())).clamp(0, 15) as usize;
         trim(format!("{v:.digits$}"))
     }
 }
@@ -823,5 +834,33 @@ mod tests {
         assert_eq!(labels(0.0, 1.0), ["0", "0.2", "0.4", "0.6", "0.8", "1"]);
         assert_eq!(fmt_tick(1e-3, 1e-3), "1e-3");
         assert_eq!(fmt_tick(1.04e-3, 4e-5), "1.04e-3");
+    }
+
+    /// A tick is labelled with its value, not rounded to another: a range of 6 in five
+    /// intervals (step 1.2, `plot --direction`'s log10(1 - corr) from -6 to 0) read
+    /// 0, -1, -2, -4, -5, -6 at -1.2, -2.4, ...
+    #[test]
+    fn tick_labels_are_the_ticks_values() {
+        let labels = |lo: f64, hi: f64| -> Vec<String> {
+            (0..=5)
+                .map(|k| fmt_tick(lo + (hi - lo) * k as f64 / 5.0, (hi - lo) / 5.0))
+                .collect()
+        };
+        assert_eq!(
+            labels(-6.0, 0.0),
+            ["-6", "-4.8", "-3.6", "-2.4", "-1.2", "0"]
+        );
+        assert_eq!(labels(0.0, 7.0), ["0", "1.4", "2.8", "4.2", "5.6", "7"]);
+        assert_eq!(labels(-1.0, 1.0), ["-1", "-0.6", "-0.2", "0.2", "0.6", "1"]);
+        assert_eq!(labels(0.0, 10.0), ["0", "2", "4", "6", "8", "10"]);
+        assert_eq!(fmt_tick(1.2e5, 1.2e4), "1.2e5");
+        for (lo, hi) in [(-13.0, -2.0), (0.0, 3.3e-3), (100.0, 106.0)] {
+            let step = (hi - lo) / 5.0;
+            for (k, l) in labels(lo, hi).iter().enumerate() {
+                let v = lo + step * k as f64;
+                let got: f64 = l.parse().unwrap();
+                assert!((got - v).abs() <= 1e-9 * step, "{lo}..{hi}: {l} for {v}");
+            }
+        }
     }
 }
