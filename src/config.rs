@@ -105,7 +105,10 @@ pub struct Direction {
 
 /// A selection pattern in a config: a name or the token indices.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "a pattern name (\"theorem\" or \"optimal\") or a list of token indices (integers >= 0)"
+)]
 pub enum PatternSpec {
     /// "theorem" or "optimal".
     Named(String),

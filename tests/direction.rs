@@ -274,6 +274,10 @@ fn bad_direction_sections_are_refused_before_any_work() {
         ),
         ("[direction]\npatern = \"theorem\"\n", "patern"),
         (
+            "[direction]\npattern = [-1, 0, 0, 0, 0, 0]\n",
+            "a list of token indices",
+        ),
+        (
             "[direction]\npattern = \"theorem\"\n[model]\nkind = \"multiclass\"\nclasses = 3\n\
              [layout]\ntokens = 9\nrelevant = 1\nweak_same = 1\nweak_opposite = 2\nirrelevant = 5\n",
             "direction",
@@ -408,6 +412,24 @@ fn plot_direction_refuses_a_trajectory_without_direction_records() {
     let path = out_dir.join("trajectory.json");
     let mut v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    // a summary whose rounded norm is not its exact norm's is refused as well
+    let mut edited = v.clone();
+    edited["direction"]["norm"] = serde_json::json!(7.0);
+    let bad = dir.path().join("edited.json");
+    std::fs::write(&bad, serde_json::to_string(&edited).unwrap()).unwrap();
+    let plot = common::tokensel(&[
+        "plot",
+        bad.to_str().unwrap(),
+        "--direction",
+        "--out",
+        dir.path().join("z.svg").to_str().unwrap(),
+    ]);
+    assert_eq!(plot.status.code(), Some(2), "{}", common::stderr(&plot));
+    assert!(
+        common::stderr(&plot).contains("norm_sq_exact"),
+        "{}",
+        common::stderr(&plot)
+    );
     v.as_object_mut().unwrap().remove("direction");
     let cut = dir.path().join("cut.json");
     std::fs::write(&cut, serde_json::to_string(&v).unwrap()).unwrap();
@@ -513,6 +535,12 @@ fn certify_encloses_the_twins_direction() {
     let t: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(twin_dir.join("trajectory.json")).unwrap())
             .unwrap();
+    // the certificate says what its intervals refer to
+    assert_eq!(c["direction"]["verdict"], "proved optimal");
+    assert_eq!(
+        c["direction"]["norm_sq_exact"],
+        t["direction"]["norm_sq_exact"]
+    );
     let mut checked = 0;
     for (a, b) in c["checkpoints"]
         .as_array()

@@ -31,6 +31,7 @@ mod errors;
 mod judge;
 mod run;
 mod supplied;
+mod svm;
 
 /// The extension module.
 #[pymodule]
@@ -42,6 +43,7 @@ fn _tokensel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(judge::format_judge, m)?)?;
     m.add_function(wrap_pyfunction!(compare::compare, m)?)?;
     m.add_function(wrap_pyfunction!(certify::certify, m)?)?;
+    m.add_function(wrap_pyfunction!(svm::svm, m)?)?;
     m.add_function(wrap_pyfunction!(data::write_data, m)?)?;
     m.add("DEFAULT_PREC", DEFAULT_PREC)?;
     m.add("DEFAULT_BALL_PREC", DEFAULT_BALL_PREC)?;

@@ -56,3 +56,24 @@ def test_bad_direction_sections_are_refused():
         tokensel.Config(**SMALL, direction={"pattern": [0, 1]})
     with pytest.raises(errors.ParseError):
         tokensel.Config(**SMALL, direction={"patern": "theorem"})
+
+
+def test_svm_from_python_equals_the_command_line(cli, tmp_path):
+    cfg = tokensel.Config(**SMALL)
+    path = tmp_path / "c.toml"
+    path.write_text(cfg.to_toml())
+    for pattern in ["optimal", "theorem"]:
+        out = cli("svm", "--config", path, "--pattern", pattern, "--json")
+        assert tokensel.svm(cfg, pattern) == json.loads(out.stdout)
+    ours = tokensel.svm(cfg, "theorem")
+    assert ours["verdict"] == "proved optimal"
+    # the selected tokens as a given pattern: the same solution
+    given = tokensel.svm(cfg, ours["selected"])
+    assert given["verdict"] == "proved optimal" and given["norm2"] == ours["norm2"]
+    with pytest.raises(errors.ConfigError, match="pattern"):
+        tokensel.svm(cfg, "final")
+    with pytest.raises(errors.ConfigError, match="pattern"):
+        tokensel.svm(cfg, [0, 1])
+    with pytest.raises(errors.ConfigError, match="model"):
+        tokensel.svm(tokensel.Config(model={"kind": "multiclass", "classes": 3},
+                                     layout={"tokens": 9, "weak_opposite": 2}))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -38,6 +38,7 @@ __all__ = [
     "write_data",
     "compare",
     "certify",
+    "svm",
     "errors",
     "DEFAULT_PREC",
     "DEFAULT_BALL_PREC",
@@ -272,6 +273,21 @@ def compare(
             certify,
         )
     )
+
+
+def svm(
+    config: Config,
+    pattern: str | Sequence[int] = "optimal",
+    *,
+    data: Data | None = None,
+) -> dict[str, Any]:
+    """The attention SVM of a selection pattern (``"optimal"``, ``"theorem"`` or one token
+    index per training sample) on ``config``'s data (or ``data``): solved in f64 and
+    proved optimal exactly; the report of ``tokensel svm --json`` (``verdict``, the exact
+    ``norm2``, the support, the multipliers)."""
+    if not isinstance(pattern, str):
+        pattern = list(pattern)
+    return json.loads(_call(_tokensel.svm, config, pattern, _dict(data, config)))
 
 
 def certify(

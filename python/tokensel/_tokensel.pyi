@@ -50,6 +50,7 @@ def compare(
     predictor_steps: int | None = ...,
     certify: int | None = ...,
 ) -> str: ...
+def svm(config: Config, pattern: str | list[int], data: dict[str, Any] | None = None) -> str: ...
 def certify(
     config: Config,
     prec: int | None = ...,

@@ -585,6 +585,11 @@ pub struct Certificate {
     pub notes: Vec<String>,
     /// Every checkpoint of the schedule.
     pub checkpoints: Vec<CertifiedCheckpoint>,
+    /// What the checkpoints' direction intervals refer to: the attention SVM solution
+    /// of the config's `[direction]` pattern, proved before the run (absent without
+    /// that section).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<crate::model::token_selection::limit::LimitSummary>,
 }
 
 impl Certificate {
@@ -653,6 +658,20 @@ impl Certificate {
         }
         if !(0.0..=prec).contains(&c.bits_lost) {
             return Err(bad(format!("bits lost {} outside 0..={prec}", c.bits_lost)));
+        }
+        if c.direction.is_some() != c.config.direction.is_some()
+            || c.checkpoints
+                .iter()
+                .any(|k| k.direction.is_some() != c.config.direction.is_some())
+        {
+            return Err(bad(
+                "direction records and the config's [direction] section: one without the other"
+                    .into(),
+            ));
+        }
+        if let Some(d) = &c.direction {
+            d.check(c.config.n_train, c.config.layout.tokens)
+                .map_err(bad)?;
         }
         Ok(c)
     }
@@ -1163,9 +1182,11 @@ fn run_at(
     let ar = Ball::new(prec)?;
     let method = opts.resolved(cfg, prec);
     let mut tr = Trainer::with_method(cfg, data, ar, cfg.formulation, method)?;
+    let mut direction = None;
     if let Some(choice) = crate::model::token_selection::limit::choice_of(cfg) {
         let limit = crate::model::token_selection::limit::Limit::of_config(cfg, data, &choice)?;
         tr.track_direction(&limit)?;
+        direction = Some(limit.summary);
     }
     let mut obs = Observer::new(&ar, cfg);
     let ran = drive(&mut tr, cfg.steps, |tr, event| {
@@ -1243,6 +1264,7 @@ fn run_at(
         }],
         notes,
         checkpoints: obs.checkpoints,
+        direction,
     })
 }
 

@@ -653,13 +653,8 @@ impl Trajectory {
             ));
         }
         if let Some(d) = &t.direction {
-            let (n, tokens) = (t.config.n_train, t.config.layout.tokens);
-            if d.pattern.len() != n || d.pattern.iter().any(|a| *a >= tokens) {
-                return Err(bad(format!(
-                    "the direction summary's pattern is not one token index below T = \
-                     {tokens} per training sample ({n})"
-                )));
-            }
+            d.check(t.config.n_train, t.config.layout.tokens)
+                .map_err(bad)?;
         }
         Ok(t)
     }

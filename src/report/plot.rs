@@ -628,7 +628,13 @@ pub fn direction_figure(ts: &[crate::io::trajectory::Trajectory]) -> Option<Figu
             crate::arith::Kind::Predictor => "f64 predictor".to_string(),
             k => format!("{k} {}", t.trainer.prec_bits),
         };
-        format!("{arith}, {}", t.config.optimizer.name())
+        // short enough for the legend's column
+        let rule = match (t.config.optimizer.is_normalized(), t.config.optimizer.eps) {
+            (false, _) => "GD".to_string(),
+            (true, e) if e == 0.0 => "NGD".to_string(),
+            (true, e) => format!("NGD eps {e:e}"),
+        };
+        format!("{arith}, {rule}")
     };
     let series = |pick: &dyn Fn(&crate::io::trajectory::DirectionPoint, f64) -> Option<f64>| {
         ts.iter()

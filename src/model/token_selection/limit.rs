@@ -163,6 +163,64 @@ pub struct LimitSummary {
     pub off_pattern_at_end: Option<Vec<usize>>,
 }
 
+impl LimitSummary {
+    /// Check a summary read from a file against itself and its run's sizes (`n`
+    /// training samples of `t` tokens): the pattern and the support in range, the
+    /// constraint count, and ||p_mm|| and 1 / ||p_mm|| as [`Limit::of_config`] rounds
+    /// them from the exact ||p_mm||^2. The error says what does not fit.
+    pub fn check(&self, n: usize, t: usize) -> std::result::Result<(), String> {
+        if self.pattern.len() != n || self.pattern.iter().any(|a| *a >= t) {
+            return Err(format!(
+                "the direction summary's pattern is not one token index below T = {t} per \
+                 training sample ({n})"
+            ));
+        }
+        if self.constraints != n * t.saturating_sub(1) {
+            return Err(format!(
+                "the direction summary has {} constraints; n (T - 1) = {}",
+                self.constraints,
+                n * t.saturating_sub(1)
+            ));
+        }
+        if let Some([i, k]) = self
+            .support
+            .iter()
+            .find(|[i, k]| *i >= n || *k >= t || self.pattern[*i] == *k)
+        {
+            return Err(format!(
+                "the direction summary's support holds ({i}, {k}), not a constraint of its \
+                 pattern"
+            ));
+        }
+        let norm_sq = self
+            .norm_sq_exact
+            .split_once('/')
+            .and_then(|(a, b)| Some((a.parse::<Integer>().ok()?, b.parse::<Integer>().ok()?)))
+            .filter(|(a, b)| *a > 0 && *b > 0)
+            .map(rug::Rational::from)
+            .ok_or("the direction summary's norm_sq_exact is not a positive num/den")?;
+        let (norm, margin) = rounded_norms(&norm_sq);
+        if norm.to_bits() != self.norm.to_bits() || margin.to_bits() != self.limit_margin.to_bits()
+        {
+            return Err(format!(
+                "the direction summary's norm {} and limit_margin {} are not sqrt and 1 / sqrt \
+                 of its norm_sq_exact ({norm}, {margin})",
+                self.norm, self.limit_margin
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// ||p_mm|| and 1 / ||p_mm|| as recorded, from the exact ||p_mm||^2.
+fn rounded_norms(norm_sq: &rug::Rational) -> (f64, f64) {
+    let norm = norm_sq.to_f64().sqrt();
+    let mut f = Float::with_val(256, norm_sq);
+    f.sqrt_mut();
+    f.recip_mut();
+    (norm, f.to_f64())
+}
+
 /// The limit a run is compared with: the pattern's proved SVM solution.
 #[derive(Debug, Clone)]
 pub struct Limit {
@@ -222,7 +280,16 @@ impl Limit {
                 (!identity).then(|| w.iter().copied().collect())
             }),
         };
-        let pattern = svm::pattern(data, choice)?;
+        let pattern = svm::pattern(data, choice).map_err(|e| match e {
+            Error::InvalidConfig { field, reason } if field == "pattern" => Error::InvalidConfig {
+                field: "direction.pattern".into(),
+                reason: reason.replace(
+                    "give the pattern as a file",
+                    "give the pattern as a list of token indices",
+                ),
+            },
+            e => e,
+        })?;
         let x = data.train.x.as_slice().expect("standard layout");
         let solved = svm::solve(x, t, d, w.as_deref(), pattern.clone())?;
         let (proved, cert) = match solved.verdict {
@@ -298,15 +365,8 @@ impl Limit {
             .filter(|&i| ar.decide_sign(&g_train[i * t + pattern[i]]) == Some(data.train.y[i]))
             .count();
         let (test_correct, test_undecided) = hardmax_test(&ar, data, &q);
-        let norm = proved.norm2.to_f64().sqrt();
+        let (norm, limit_margin) = rounded_norms(&proved.norm2);
         let norm_sq_exact = format!("{}/{}", proved.norm2.numer(), proved.norm2.denom());
-        let limit_margin = {
-            // 1 / sqrt(q) rounded from 256 bits
-            let mut f = Float::with_val(256, &proved.norm2);
-            f.sqrt_mut();
-            f.recip_mut();
-            f.to_f64()
-        };
         let n_test = data.test.y_true.len();
         Ok(Limit {
             summary: LimitSummary {

@@ -1238,7 +1238,11 @@ pub fn solve(
 /// refused before any work ([`check_sizes`]), W = W(0) of the config (the identity map
 /// whether or not it is stored), the f64 solve, the exact proof, and the report
 /// `tokensel svm` prints.
-pub fn report(cfg: &crate::config::Config, data: &Dataset, choice: &PatternChoice) -> Result<Report> {
+pub fn report(
+    cfg: &crate::config::Config,
+    data: &Dataset,
+    choice: &PatternChoice,
+) -> Result<Report> {
     cfg.binary_only("svm (the attention SVM of the binary model)")?;
     let d = cfg.d;
     let dense = cfg.init.w == crate::config::WInit::KaimingUniform;

@@ -1,0 +1,66 @@
+//! `svm`: the attention SVM of a selection pattern, solved and proved (the report of
+//! `tokensel svm --json`).
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use tokensel::error::Error;
+use tokensel::model::token_selection::svm as svm_lib;
+use tokensel::model::token_selection::svm::PatternChoice;
+
+use crate::config::PyConfig;
+use crate::errors::{lib, py_err};
+use crate::supplied::{data_of, or_generate};
+
+/// `tokensel svm --json`: the SVM of `pattern` ("optimal", "theorem", or a list of one
+/// token index per training sample) on `config`'s data (or `data`); the report as JSON
+/// text.
+#[pyfunction]
+#[pyo3(signature = (config, pattern, data=None))]
+pub(crate) fn svm(
+    py: Python<'_>,
+    config: &PyConfig,
+    pattern: &Bound<'_, PyAny>,
+    data: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    let choice = if let Ok(name) = pattern.extract::<String>() {
+        match name.as_str() {
+            "optimal" => PatternChoice::Optimal,
+            "theorem" => PatternChoice::Theorem,
+            other => {
+                return Err(py_err(Error::config(
+                    "pattern",
+                    format!(
+                        "must be \"optimal\", \"theorem\" or a list of token indices, got {other:?}"
+                    ),
+                )));
+            }
+        }
+    } else {
+        match pattern.extract::<Vec<usize>>() {
+            Ok(list) => PatternChoice::Given(list),
+            Err(_) => {
+                return Err(py_err(Error::config(
+                    "pattern",
+                    "must be \"optimal\", \"theorem\" or a list of token indices (integers >= 0)",
+                )));
+            }
+        }
+    };
+    let cfg = config.inner.clone();
+    lib(cfg.binary_only("svm (the attention SVM of the binary model)"))?;
+    let dense = cfg.init.w == tokensel::config::WInit::KaimingUniform;
+    lib(svm_lib::check_sizes(
+        cfg.n_train,
+        cfg.layout.tokens,
+        cfg.d,
+        dense,
+    ))?;
+    let data = data_of(&cfg, data)?;
+    let report = lib(py.detach(|| {
+        let data = or_generate(&cfg, data);
+        svm_lib::report(&cfg, &data, &choice)
+    }))?;
+    py.check_signals()?;
+    Ok(serde_json::to_string(&report).expect("reports serialise"))
+}
