@@ -631,7 +631,7 @@ pub fn direction_figure(ts: &[crate::io::trajectory::Trajectory]) -> Option<Figu
         // short enough for the legend's column
         let rule = match (t.config.optimizer.is_normalized(), t.config.optimizer.eps) {
             (false, _) => "GD".to_string(),
-            (true, e) if e == 0.0 => "NGD".to_string(),
+            (true, 0.0) => "NGD".to_string(),
             (true, e) => format!("NGD eps {e:e}"),
         };
         format!("{arith}, {rule}")
