@@ -121,7 +121,6 @@ fn exported_arrays_are_the_runs_data() {
 /// A supplied data export of `cfg`'s generated arrays (labels final, eta = 0) written
 /// to `dir` as `tokensel data` would, and the config it runs.
 fn supplied_export(dir: &std::path::Path) -> Config {
-    use tokensel::data::supplied::Supplied;
     let cfg = Config {
         d: 12,
         n_train: 6,
@@ -129,28 +128,7 @@ fn supplied_export(dir: &std::path::Path) -> Config {
         steps: 5,
         ..Config::default()
     };
-    let data = Dataset::generate(&cfg);
-    let cfg0 = Config { eta: 0.0, ..cfg };
-    let sup = Dataset::supplied(
-        &cfg0,
-        Supplied {
-            x_train: data.train.x.clone(),
-            y_train: data.train.y.clone(),
-            y_true_train: Some(data.train.y_true.clone()),
-            x_test: data.test.x.clone(),
-            y_test: data.test.y_true.clone(),
-            nu: data.nu.clone().into_dyn(),
-            groups: Some(data.groups.clone()),
-        },
-    )
-    .unwrap();
-    let p0 = Params::init(&cfg0).p;
-    let (_, files) = tokensel::io::export::files(&cfg0, &sup, p0.view(), None);
-    std::fs::create_dir_all(dir).unwrap();
-    for (name, bytes) in files {
-        std::fs::write(dir.join(name), bytes).unwrap();
-    }
-    cfg0
+    common::write_supplied(&cfg, dir)
 }
 
 /// A supplied data directory whose `X_train.npy` is Fortran-ordered (its manifest's

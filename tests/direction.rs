@@ -260,6 +260,18 @@ fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
     p.to_str().unwrap().to_string()
 }
 
+/// `tokensel run --config CFG --quiet --out OUT`.
+fn run_out(cfg: &str, out: &std::path::Path) -> std::process::Output {
+    common::tokensel(&[
+        "run",
+        "--config",
+        cfg,
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+}
+
 const SMALL: &str = "d = 60\nn_train = 6\nn_test = 20\nmu_norm = 6.0\neta = 0.34\nstep_size = 0.2\nsteps = 100\n[optimizer]\nkind = \"normalized-gd\"\n";
 
 #[test]
@@ -308,14 +320,7 @@ fn run_records_direction_in_csv_report_json_and_plot() {
         &format!("{SMALL}[direction]\npattern = \"theorem\"\n"),
     );
     let out_dir = dir.path().join("run");
-    let out = common::tokensel(&[
-        "run",
-        "--config",
-        &cfg,
-        "--quiet",
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
+    let out = run_out(&cfg, &out_dir);
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -369,14 +374,7 @@ fn plot_direction_refuses_a_trajectory_without_direction_records() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write(dir.path(), "plain.toml", SMALL);
     let out_dir = dir.path().join("run");
-    let out = common::tokensel(&[
-        "run",
-        "--config",
-        &cfg,
-        "--quiet",
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
+    let out = run_out(&cfg, &out_dir);
     assert_eq!(out.status.code(), Some(0));
     let traj = out_dir.join("trajectory.json");
     let plot = common::tokensel(&[
@@ -400,14 +398,7 @@ fn plot_direction_refuses_a_trajectory_without_direction_records() {
         &format!("{SMALL}[direction]\npattern = \"theorem\"\n"),
     );
     let out_dir = dir.path().join("dir");
-    let out = common::tokensel(&[
-        "run",
-        "--config",
-        &with,
-        "--quiet",
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
+    let out = run_out(&with, &out_dir);
     assert_eq!(out.status.code(), Some(0));
     let path = out_dir.join("trajectory.json");
     let mut v: serde_json::Value =

@@ -376,7 +376,6 @@ fn degenerate_instances_end_with_a_proof() {
 /// given); `--data` with `--config` is refused (exit 2).
 #[test]
 fn data_dir_gives_the_configs_svm() {
-    use tokensel::data::supplied::Supplied;
     let dir = tempfile::tempdir().unwrap();
     let cfg_path = dir.path().join("c.toml");
     std::fs::write(&cfg_path, "d = 30\nn_train = 12\nn_test = 3\nseed = 4\n").unwrap();
@@ -399,28 +398,8 @@ fn data_dir_gives_the_configs_svm() {
     assert_eq!(generated, direct);
     // supplied export of the same arrays
     let cfg = Config::from_file(&cfg_path).unwrap();
-    let data = Dataset::generate(&cfg);
-    let cfg0 = Config { eta: 0.0, ..cfg };
-    let sup = Dataset::supplied(
-        &cfg0,
-        Supplied {
-            x_train: data.train.x.clone(),
-            y_train: data.train.y.clone(),
-            y_true_train: Some(data.train.y_true.clone()),
-            x_test: data.test.x.clone(),
-            y_test: data.test.y_true.clone(),
-            nu: data.nu.clone().into_dyn(),
-            groups: Some(data.groups.clone()),
-        },
-    )
-    .unwrap();
-    let p0 = Params::init(&cfg0).p;
-    let (_, files) = tokensel::io::export::files(&cfg0, &sup, p0.view(), None);
     let sup_dir = dir.path().join("sup");
-    std::fs::create_dir_all(&sup_dir).unwrap();
-    for (name, bytes) in files {
-        std::fs::write(sup_dir.join(name), bytes).unwrap();
-    }
+    common::write_supplied(&cfg, &sup_dir);
     let supplied = svm_json(&["--data", sup_dir.to_str().unwrap()]);
     assert_eq!(supplied["verdict"], "proved optimal");
     assert_eq!(supplied["norm2"], direct["norm2"]);

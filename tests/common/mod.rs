@@ -160,3 +160,35 @@ pub fn assert_enclosed(what: &str, bs: &[tokensel::arith::BallReal], ts: &[rug::
         assert!(x.contains(v), "{what}[{k}] = {v} not in {x:?}");
     }
 }
+
+/// Write `cfg`'s generated arrays to `dir` as a supplied `tokensel data` export (labels
+/// final: the config runs with eta = 0, the flipped labels given as observed), and
+/// return the config it runs.
+pub fn write_supplied(cfg: &Config, dir: &std::path::Path) -> Config {
+    use tokensel::data::supplied::Supplied;
+    let data = Dataset::generate(cfg);
+    let cfg0 = Config {
+        eta: 0.0,
+        ..cfg.clone()
+    };
+    let sup = Dataset::supplied(
+        &cfg0,
+        Supplied {
+            x_train: data.train.x.clone(),
+            y_train: data.train.y.clone(),
+            y_true_train: Some(data.train.y_true.clone()),
+            x_test: data.test.x.clone(),
+            y_test: data.test.y_true.clone(),
+            nu: data.nu.clone().into_dyn(),
+            groups: Some(data.groups.clone()),
+        },
+    )
+    .unwrap();
+    let p0 = Params::init(&cfg0).p;
+    let (_, files) = tokensel::io::export::files(&cfg0, &sup, p0.view(), None);
+    std::fs::create_dir_all(dir).unwrap();
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+    cfg0
+}
