@@ -1190,6 +1190,26 @@ const INLINE: &[Form] = &[
         },
     },
     Form {
+        text: "cost --method span --precs 256",
+        how: How::Tokensel(&[
+            "cost",
+            "--method",
+            "span",
+            "--precs",
+            "256",
+            "--twin-reps",
+            "3",
+            "--reps",
+            "3",
+        ]),
+        shrink: &["shrunk: --twin-reps 3 --reps 3"],
+        check: |_, o| {
+            let text = stdout(o);
+            assert!(text.contains("mpfr           256    span"), "{text}");
+            assert!(!text.contains("predictor"), "{text}");
+        },
+    },
+    Form {
         text: "run --json",
         how: How::Tokensel(&["run", "--json", "--steps", "300", "--quiet"]),
         shrink: &["shrunk: --steps 300 (the main run is a block command)"],
