@@ -452,3 +452,39 @@ fn cost_times_a_normalised_run_that_stops_again_from_step_0() {
         assert!(r["seconds_per_step"].as_f64().unwrap() > 0.0, "{r}");
     }
 }
+
+#[test]
+fn compare_reports_the_steps_before_an_f64_stop() {
+    // exact normalised GD (eps = 0): the f64 run stops at step 694 here (its gradient's
+    // norm leaves f64's range), the twin does not; compare reports steps 0-694 and the
+    // stop, with exit code 3
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("ngd.toml");
+    std::fs::write(
+        &cfg,
+        "d = 60\nn_train = 6\nn_test = 20\nmu_norm = 6.0\neta = 0.0\nstep_size = 0.5\n\
+         steps = 800\nmethod = \"span\"\n[optimizer]\nkind = \"normalized-gd\"\n",
+    )
+    .unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let out = common::tokensel(&["compare", "--config", cfg, "--quiet", "--no-predictor"]);
+    assert_eq!(out.status.code(), Some(3), "{}", common::stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("STOPPED after comparing step 694 of 800: normalised GD stopped at step 694"),
+        "{text}"
+    );
+    let json = common::tokensel(&[
+        "compare",
+        "--config",
+        cfg,
+        "--quiet",
+        "--no-predictor",
+        "--json",
+    ]);
+    assert_eq!(json.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["stopped"]["last_step"], 694);
+    let rows = v["checkpoints"].as_array().unwrap();
+    assert!(rows.last().unwrap()["step"].as_u64().unwrap() <= 694);
+}

@@ -31,7 +31,7 @@ use crate::analysis::{Row, exceeds};
 use crate::arith::{Arith, Ball, BallReal, F64, Kind, Mpfr, normwise_rel_err, rel_err};
 use crate::config::{Config, Formulation, Method};
 use crate::data::Dataset;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::quantity::Quantity;
 use crate::train::drive::{Control, Event, Prefix, drive};
 use crate::train::{Engine, Trainer, record, resolve_method};
@@ -311,6 +311,21 @@ pub struct Report {
     /// The f64 and twin values against the ball trainer's enclosures (with `certify`;
     /// q and grad_q at the checkpoints, the rest at every step).
     pub enclosure: Option<Enclosure>,
+    /// Where the comparison stopped before `steps` because a trainer stopped (normalised
+    /// GD whose factor alpha / (||G|| + eps) left an arithmetic's range, a non-finite
+    /// value): the error, and the last step compared. Everything above covers the steps
+    /// before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stopped>,
+}
+
+/// A comparison that ended early ([`Report::stopped`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stopped {
+    /// The last step whose forward pass was compared.
+    pub last_step: u64,
+    /// The trainer's error.
+    pub error: String,
 }
 
 impl Report {
@@ -510,7 +525,8 @@ pub fn compare(
     // the f64 trainer, the truth twin and the optional predictor, in lockstep
     // the f64 trainer, the truth twin, the optional predictor and ball trainer, in lockstep
     let mut all = (a, (b, (p, e)));
-    drive(&mut all, cfg.steps, |(a, (b, (p, e))), event| {
+    let mut last_step = None;
+    let ran = drive(&mut all, cfg.steps, |(a, (b, (p, e))), event| {
         if event == Event::Update {
             if let (Some(q_before), Engine::Direct(e)) = (q_before.take(), &a.engine) {
                 // the gradient that was just applied is still the engine's grad_q
@@ -535,6 +551,7 @@ pub fn compare(
             return Ok(Control::Continue);
         }
         let step = a.step;
+        last_step = Some(step);
         let at_checkpoint = schedule.binary_search(&step).is_ok();
         let errs = errors(a, b, every_step || at_checkpoint);
         let gap = b
@@ -584,7 +601,21 @@ pub fn compare(
             q_before = Some(e.q.clone());
         }
         Ok(Control::Continue)
-    })?;
+    });
+    // a trainer that stops (the f64 one, typically: normalised GD past its range) ends
+    // the comparison; the steps compared before it are reported, with the stop
+    let stopped = match ran {
+        Ok(()) => None,
+        Err(e @ (Error::NormalizedStep { .. } | Error::NonFinite { .. }))
+            if last_step.is_some() =>
+        {
+            Some(Stopped {
+                last_step: last_step.unwrap_or(0),
+                error: e.to_string(),
+            })
+        }
+        Err(e) => return Err(e),
+    };
     Ok(Report {
         prec_bits: opts.prec,
         steps: cfg.steps,
@@ -621,6 +652,7 @@ pub fn compare(
         judge_out_of_range,
         checkpoints: rows,
         enclosure,
+        stopped,
     })
 }
 
@@ -703,6 +735,12 @@ impl std::fmt::Display for Report {
                     a.max_width_ulps.max(t.max_width_ulps)
                 );
             }
+        }
+        if let Some(st) = &self.stopped {
+            out += &format!(
+                "  STOPPED after comparing step {} of {}: {}\n  (everything above covers steps 0-{})\n",
+                st.last_step, self.steps, st.error, st.last_step
+            );
         }
         if let Some(p) = &self.predictor {
             out += &match &p.first_mismatch {

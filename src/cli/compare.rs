@@ -5,7 +5,8 @@ use std::time::Instant;
 use clap::Args;
 
 use super::{
-    ConfigArgs, DataDir, EXIT_OK, JudgeArgs, finish, parse_method, print_report, progress_bar,
+    ConfigArgs, DataDir, EXIT_OK, EXIT_STOPPED, JudgeArgs, finish, parse_method, print_report,
+    progress_bar,
 };
 use crate::analysis::compare::{self, DEFAULT_PREDICTOR_STEPS, Options};
 use crate::config::Method;
@@ -87,5 +88,9 @@ pub(super) fn compare(args: &CompareArgs) -> Result<i32> {
     bar.finish_and_clear();
     print_report(&report, args.json);
     finish(t0, None);
-    Ok(EXIT_OK)
+    // a trainer stopped before the last step: the report covers the steps before it
+    Ok(match report.stopped {
+        Some(_) => EXIT_STOPPED,
+        None => EXIT_OK,
+    })
 }
