@@ -731,3 +731,23 @@ fn max_margin_claims_parse() {
         assert_eq!(c.seeds.as_deref(), Some("0..10"), "{}", c.name);
     }
 }
+
+#[test]
+fn a_compare_claim_on_a_run_that_stops_is_refused_not_read() {
+    // exact normalised GD: the f64 run stops at step 694 and `compare` reports only the
+    // steps before it; a claim reads no part-run report (exit 3, the stop named)
+    let o = claims(
+        "[[claim]]\nname = \"c\"\nconfig = { d = 60, n_train = 6, n_test = 20, mu_norm = 6.0, eta = 0.0, step_size = 0.5, steps = 800, method = \"span\", optimizer = { kind = \"normalized-gd\" } }\nsource = \"compare\"\nquantity = \"max_rel_err/loss\"\nop = \"<\"\nbound = 1\n",
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("the comparison stopped after step 694"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

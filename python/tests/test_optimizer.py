@@ -30,3 +30,16 @@ def test_bad_optimizer_values_are_refused():
         tokensel.Config(optimizer={"kind": "gd", "eps": 1e-9})
     with pytest.raises(errors.ParseError, match="unknown variant `adam`"):
         tokensel.Config(optimizer={"kind": "adam"})
+
+
+def test_compare_of_a_run_that_stops_warns_and_keeps_the_steps_before():
+    # exact normalised GD: the f64 run stops at step 694 (its gradient's norm leaves
+    # f64's range); the report covers steps 0-694 and says so
+    cfg = tokensel.Config(
+        d=60, n_train=6, n_test=20, mu_norm=6.0, eta=0.0, step_size=0.5, steps=800,
+        method="span", optimizer={"kind": "normalized-gd", "eps": 0.0},
+    )
+    with pytest.warns(RuntimeWarning, match="compare stopped after step 694"):
+        report = tokensel.compare(cfg, predictor=False)
+    assert report["stopped"]["last_step"] == 694
+    assert report["checkpoints"][-1]["step"] <= 694

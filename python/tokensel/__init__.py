@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -259,8 +260,11 @@ def compare(
     """Run the f64 trainer, the MPFR twin and (with ``predictor``) the bit-exact
     predictor over its first ``predictor_steps`` steps (``None``: the whole run) step by
     step, and with ``certify`` the ball trainer at that many bits: the report of
-    ``tokensel compare --json`` (on ``data``, :data:`Data`, when given)."""
-    return json.loads(
+    ``tokensel compare --json`` (on ``data``, :data:`Data`, when given). Where a trainer
+    stops early (normalised GD past f64's range) the report covers the steps before the
+    stop, ``report["stopped"]`` says where and why, and a ``RuntimeWarning`` is issued
+    (the command line exits with code 3)."""
+    report = json.loads(
         _call(
             _tokensel.compare,
             config,
@@ -273,6 +277,15 @@ def compare(
             certify,
         )
     )
+    if report.get("stopped"):
+        # the CLI exits with code 3 here; the report covers the steps before the stop
+        warnings.warn(
+            f"compare stopped after step {report['stopped']['last_step']}: "
+            f"{report['stopped']['error']}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return report
 
 
 def svm(

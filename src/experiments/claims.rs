@@ -588,12 +588,19 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
         // one run serves every claim on this config: the summary and each checkpoint
         Source::Run => trained(&Trainer::run(cfg, &data, F64, &mut |_| {})?),
         Source::Twin => trained(&Trainer::run(cfg, &data, Mpfr::truth(prec)?, &mut |_| {})?),
-        Source::Compare => json(&crate::analysis::compare::compare(
-            cfg,
-            &data,
-            compare_options(claim),
-            &mut |_| {},
-        )?),
+        Source::Compare => {
+            let report =
+                crate::analysis::compare::compare(cfg, &data, compare_options(claim), &mut |_| {})?;
+            // a comparison that stopped early measured part of the run only: no claim
+            // reads it
+            if let Some(st) = &report.stopped {
+                return Err(Error::Refused(format!(
+                    "the comparison stopped after step {} of {}: {}",
+                    st.last_step, cfg.steps, st.error
+                )));
+            }
+            json(&report)
+        }
         Source::Saturation => {
             let grid = crate::analysis::saturation::default_grid(60);
             json(&crate::analysis::saturation::sweep(
