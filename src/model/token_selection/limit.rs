@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::svm::{self, PATTERN_PREC, PatternChoice, Verdict};
 use crate::arith::{Arith, Ball};
 use crate::config::{Config, Mode};
-use crate::data::{Dataset, Params};
+use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::model::{Model, Selection};
 
@@ -268,17 +268,11 @@ impl Limit {
     pub fn of_config(cfg: &Config, data: &Dataset, choice: &PatternChoice) -> Result<Limit> {
         check_sizes(cfg)?;
         let space = space_of(cfg.mode);
-        let init = Params::init(cfg);
         let (n, t, d) = data.train.x.dim();
         // the p-space map is W(0) (None: the identity); the q-space one is I
         let w: Option<Vec<f64>> = match space {
             Space::Q => None,
-            Space::P => init.w.as_ref().and_then(|w| {
-                let identity = w
-                    .indexed_iter()
-                    .all(|((i, j), v)| *v == if i == j { 1.0 } else { 0.0 });
-                (!identity).then(|| w.iter().copied().collect())
-            }),
+            Space::P => svm::w0_map(cfg),
         };
         let pattern = svm::pattern(data, choice).map_err(|e| match e {
             Error::InvalidConfig { field, reason } if field == "pattern" => Error::InvalidConfig {
@@ -435,7 +429,6 @@ fn local_optimality(
 /// head value against Y*. Returns (correct, undecided).
 fn hardmax_test(ar: &Ball, data: &Dataset, q: &ExactVector) -> (usize, usize) {
     use rayon::prelude::*;
-    use std::cmp::Ordering;
     let (n, t, d) = data.test.x.dim();
     let qb = q.entries(ar);
     let x = data.test.x.as_slice().expect("standard layout");
@@ -451,14 +444,7 @@ fn hardmax_test(ar: &Ball, data: &Dataset, q: &ExactVector) -> (usize, usize) {
                     s
                 })
                 .collect();
-            let best = (0..t)
-                .max_by(|&a, &b| ar.to_f64(&z[a]).total_cmp(&ar.to_f64(&z[b])))
-                .expect("T >= 1");
-            let proved =
-                (0..t).all(|k| k == best || ar.decide_cmp(&z[k], &z[best]) == Some(Ordering::Less));
-            if !proved {
-                return None;
-            }
+            let best = svm::proved_argmax(ar, &z).ok()?;
             ar.decide_sign(&g[i * t + best])
                 .filter(|s| *s != 0)
                 .map(|s| s == data.test.y_true[i])

@@ -1070,20 +1070,9 @@ pub fn pattern(data: &Dataset, choice: &PatternChoice) -> Result<Vec<usize>> {
                     if data.train.y[i] < 0 {
                         s.iter_mut().for_each(|v| ar.neg(v));
                     }
-                    let best = (0..t)
-                        .max_by(|&a, &b| {
-                            ar.to_f64(&s[a])
-                                .total_cmp(&ar.to_f64(&s[b]))
-                                .then(b.cmp(&a))
-                        })
-                        .expect("T >= 2");
-                    let other = (0..t).find(|&u| {
-                        u != best
-                            && ar.decide_cmp(&s[best], &s[u]) != Some(std::cmp::Ordering::Greater)
-                    });
-                    match other {
-                        None => Ok(best),
-                        Some(u) => Err(Error::config(
+                    match proved_argmax(&ar, &s) {
+                        Ok(best) => Ok(best),
+                        Err((best, u)) => Err(Error::config(
                             "pattern",
                             format!(
                                 "the optimal pattern is not defined at training sample {i}: tokens \
@@ -1247,16 +1236,45 @@ pub fn report(
     let d = cfg.d;
     let dense = cfg.init.w == crate::config::WInit::KaimingUniform;
     check_sizes(cfg.n_train, cfg.layout.tokens, d, dense)?;
-    let init = crate::data::Params::init(cfg);
-    let w = init.w.as_ref().filter(|w| {
-        !w.indexed_iter()
-            .all(|((i, j), v)| *v == if i == j { 1.0 } else { 0.0 })
-    });
+    let w = w0_map(cfg);
     let pattern = pattern(data, choice)?;
     let x = data.train.x.as_slice().expect("standard layout");
-    let w_slice = w.map(|w| w.as_slice().expect("standard layout"));
-    let solved = solve(x, cfg.layout.tokens, d, w_slice, pattern)?;
+    let solved = solve(x, cfg.layout.tokens, d, w.as_deref(), pattern)?;
     Ok(Report::new(data, choice, d, w.is_some(), &solved))
+}
+
+/// W(0) of `cfg` (row-major) as the SVM's map, or `None` where it is the identity
+/// (whether or not the config stores it: W- and joint mode store W(0) = I).
+pub fn w0_map(cfg: &crate::config::Config) -> Option<Vec<f64>> {
+    let init = crate::data::Params::init(cfg);
+    init.w
+        .filter(|w| {
+            !w.indexed_iter()
+                .all(|((i, j), v)| *v == if i == j { 1.0 } else { 0.0 })
+        })
+        .map(|w| w.iter().copied().collect())
+}
+
+/// The index of the largest of `v` where every other entry is PROVED below it
+/// (`Ok`), or `Err((best, u))`: the largest midpoint's index and the first entry `u`
+/// not proved below it (a tie, or balls too wide to decide). `v` nonempty.
+pub fn proved_argmax<A: crate::arith::Arith>(
+    ar: &A,
+    v: &[A::Real],
+) -> std::result::Result<usize, (usize, usize)> {
+    let best = (0..v.len())
+        .max_by(|&a, &b| {
+            ar.to_f64(&v[a])
+                .total_cmp(&ar.to_f64(&v[b]))
+                .then(b.cmp(&a))
+        })
+        .expect("a nonempty vector");
+    match (0..v.len())
+        .find(|&u| u != best && ar.decide_cmp(&v[best], &v[u]) != Some(std::cmp::Ordering::Greater))
+    {
+        None => Ok(best),
+        Some(u) => Err((best, u)),
+    }
 }
 
 /// `q` as a decimal rounded toward zero to `sig` significant digits.
