@@ -5,7 +5,7 @@
 
 use crate::arith::Arith;
 use crate::model::Selection;
-use crate::model::token_selection::limit::{Limit, LimitSummary, Space};
+use crate::model::token_selection::limit::{Limit, LimitSummary, Space, off_pattern};
 
 /// The tracked limit in a run's arithmetic.
 #[derive(Debug, Clone)]
@@ -139,11 +139,7 @@ impl<R: Clone> Tracker<R> {
             }
             worst
         });
-        let on_pattern = tops
-            .iter()
-            .zip(&self.pattern)
-            .filter(|((top, sel), a)| *sel == Selection::Decided && top == *a)
-            .count();
+        let on_pattern = self.pattern.len() - off_pattern(tops, &self.pattern).len();
         DirectionValues {
             one_minus_corr,
             norm: theta_norm,
@@ -151,10 +147,5 @@ impl<R: Clone> Tracker<R> {
             support_deviation,
             on_pattern,
         }
-    }
-
-    /// The number of training samples.
-    pub fn samples(&self) -> usize {
-        self.pattern.len()
     }
 }
