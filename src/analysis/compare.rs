@@ -604,17 +604,15 @@ pub fn compare(
     });
     // a trainer that stops (the f64 one, typically: normalised GD past its range) ends
     // the comparison; the steps compared before it are reported, with the stop
-    let stopped = match ran {
-        Ok(()) => None,
-        Err(e @ (Error::NormalizedStep { .. } | Error::NonFinite { .. }))
-            if last_step.is_some() =>
-        {
+    let stopped = match (ran, last_step) {
+        (Ok(()), _) => None,
+        (Err(e @ (Error::NormalizedStep { .. } | Error::NonFinite { .. })), Some(last_step)) => {
             Some(Stopped {
-                last_step: last_step.unwrap_or(0),
+                last_step,
                 error: e.to_string(),
             })
         }
-        Err(e) => return Err(e),
+        (Err(e), _) => return Err(e),
     };
     Ok(Report {
         prec_bits: opts.prec,
