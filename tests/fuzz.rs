@@ -286,26 +286,9 @@ const TINY_K: &str = "d = 20\nn_train = 6\nn_test = 6\nmu_norm = 5.0\nsteps = 3\
 /// [`TINY_K`]'s generated arrays as a supplied data directory (the labels final: true
 /// and observed; the head (K, d)), as `tokensel.write_data` writes one.
 fn supplied_k_export() -> BTreeMap<String, Vec<u8>> {
-    use tokensel::data::supplied::Supplied;
-    use tokensel::data::{Dataset, Params};
     let cfg = Config::from_toml_str(TINY_K, Path::new("tiny_k")).unwrap();
-    let data = Dataset::generate(&cfg);
-    let sup = Dataset::supplied(
-        &cfg,
-        Supplied {
-            x_train: data.train.x.clone(),
-            y_train: data.train.y.clone(),
-            y_true_train: Some(data.train.y_true.clone()),
-            x_test: data.test.x.clone(),
-            y_test: data.test.y_true.clone(),
-            nu: data.nu_classes.clone().unwrap().into_dyn(),
-            groups: Some(data.groups.clone()),
-        },
-    )
-    .unwrap();
-    let p0 = Params::init(&cfg).p;
-    let (_, files) = tokensel::io::export::files(&cfg, &sup, p0.view(), None);
-    files.into_iter().collect()
+    let data = tokensel::data::Dataset::generate(&cfg);
+    common::supplied_files(&cfg, &data).into_iter().collect()
 }
 
 fn ok(o: &std::process::Output) {

@@ -161,33 +161,42 @@ pub fn assert_enclosed(what: &str, bs: &[tokensel::arith::BallReal], ts: &[rug::
     }
 }
 
-/// Write `cfg`'s generated arrays to `dir` as a supplied `tokensel data` export (labels
-/// final: the config runs with eta = 0, the flipped labels given as observed), and
-/// return the config it runs.
-pub fn write_supplied(cfg: &Config, dir: &std::path::Path) -> Config {
+/// The files of a supplied `tokensel data` export of `data`'s arrays (its head: the
+/// K-class one where there is one), as `cfg` runs them.
+pub fn supplied_files(cfg: &Config, data: &Dataset) -> Vec<(String, Vec<u8>)> {
     use tokensel::data::supplied::Supplied;
-    let data = Dataset::generate(cfg);
-    let cfg0 = Config {
-        eta: 0.0,
-        ..cfg.clone()
+    let nu = match &data.nu_classes {
+        Some(nu) => nu.clone().into_dyn(),
+        None => data.nu.clone().into_dyn(),
     };
     let sup = Dataset::supplied(
-        &cfg0,
+        cfg,
         Supplied {
             x_train: data.train.x.clone(),
             y_train: data.train.y.clone(),
             y_true_train: Some(data.train.y_true.clone()),
             x_test: data.test.x.clone(),
             y_test: data.test.y_true.clone(),
-            nu: data.nu.clone().into_dyn(),
+            nu,
             groups: Some(data.groups.clone()),
         },
     )
     .unwrap();
-    let p0 = Params::init(&cfg0).p;
-    let (_, files) = tokensel::io::export::files(&cfg0, &sup, p0.view(), None);
+    let p0 = Params::init(cfg).p;
+    tokensel::io::export::files(cfg, &sup, p0.view(), None).1
+}
+
+/// Write `cfg`'s generated arrays to `dir` as a supplied `tokensel data` export (labels
+/// final: the config runs with eta = 0, the flipped labels given as observed), and
+/// return the config it runs.
+pub fn write_supplied(cfg: &Config, dir: &std::path::Path) -> Config {
+    let data = Dataset::generate(cfg);
+    let cfg0 = Config {
+        eta: 0.0,
+        ..cfg.clone()
+    };
     std::fs::create_dir_all(dir).unwrap();
-    for (name, bytes) in files {
+    for (name, bytes) in supplied_files(&cfg0, &data) {
         std::fs::write(dir.join(name), bytes).unwrap();
     }
     cfg0
