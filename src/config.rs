@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+pub mod protocol;
+
+pub use protocol::Protocol;
+
 /// Largest amount of memory the data set (plus a dense `W`) may take, in bytes.
 ///
 /// Larger configs are refused before anything is allocated.
@@ -90,6 +94,11 @@ pub struct Config {
     /// bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<Direction>,
+    /// The two-phase fine-tuning protocol of the paper's Section I (`[protocol]`, SPEC
+    /// section 16; read by `tokensel protocol` only, K-class model only). Absent: not
+    /// written, so every existing config, trajectory and digest keeps its bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<Protocol>,
 }
 
 /// The `[direction]` section: which pattern's attention SVM solution a run's direction
@@ -682,6 +691,14 @@ impl Config {
         }
         crate::seeds::check("seed", self.seed)?;
         self.optimizer.validate()?;
+        if let Some(p) = &self.protocol {
+            let classes = if self.model.is_multiclass() {
+                self.model.classes
+            } else {
+                0
+            };
+            p.validate(classes)?;
+        }
         let l = &self.layout;
         if l.tokens == 0 {
             return Err(Error::config("layout.tokens", "must be at least 1"));
@@ -777,6 +794,24 @@ impl Config {
                      {MAX_CHECKPOINTS_PER_DECADE} per decade on)"
                 ),
             ));
+        }
+        if let Some(p) = &self.protocol {
+            // the pool: the clean block, the noisy block and the test set, all held at once
+            let pool = (p.n_clean as u128 + self.n_train as u128 + self.n_test as u128)
+                .saturating_mul(self.layout.tokens as u128)
+                .saturating_mul(self.d as u128)
+                .saturating_mul(8);
+            if pool > MAX_DATA_BYTES as u128 {
+                return Err(Error::TooLarge {
+                    field: "protocol.n_clean".into(),
+                    reason: format!(
+                        "the pool (n_clean + n_train + n_test) * tokens * d needs {:.3e} bytes, \
+                         more than the limit of {} GiB",
+                        pool as f64,
+                        MAX_DATA_BYTES >> 30
+                    ),
+                });
+            }
         }
         let bytes = self.data_bytes();
         if bytes > MAX_DATA_BYTES {

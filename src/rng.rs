@@ -24,6 +24,12 @@ pub enum Stream {
     TestLabels = 5,
     /// Random initial parameters.
     Init = 6,
+    /// The fine-tuning protocol's split of the pool into the clean and the noisy block.
+    ProtocolSplit = 8,
+    /// The protocol's initial head (phase 1).
+    HeadInit = 9,
+    /// The protocol's sample order per epoch of phase 1.
+    HeadOrder = 10,
 }
 
 /// The ChaCha20 stream for `purpose` under `seed`.
@@ -71,14 +77,21 @@ pub fn fill_normal<R: Rng>(rng: &mut R, sigma: f64, out: &mut [f64]) {
 /// A uniformly random subset of `k` distinct indices of `0..n`, in increasing order
 /// (partial Fisher-Yates with unbiased bounded integers).
 pub fn choose<R: Rng>(rng: &mut R, n: usize, k: usize) -> Vec<usize> {
+    let mut chosen = ordered_sample(rng, n, k);
+    chosen.sort_unstable();
+    chosen
+}
+
+/// The first `k` entries of a uniformly random permutation of `0..n`, in the order drawn
+/// (partial Fisher-Yates with unbiased bounded integers; `k = n`: a whole permutation).
+pub fn ordered_sample<R: Rng>(rng: &mut R, n: usize, k: usize) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..n).collect();
     for i in 0..k.min(n) {
         let j = i + below(rng, (n - i) as u64) as usize;
         idx.swap(i, j);
     }
-    let mut chosen = idx[..k.min(n)].to_vec();
-    chosen.sort_unstable();
-    chosen
+    idx.truncate(k.min(n));
+    idx
 }
 
 /// Unbiased integer in `0..bound` (rejection sampling; `bound > 0`).

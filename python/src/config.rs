@@ -108,13 +108,15 @@ impl PyConfig {
 
     /// A config key as an attribute (`cfg.steps`, `cfg.layout["tokens"]`).
     fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        // the `[model]`, `[optimizer]` and `[direction]` sections are left out of the
+        // the `[model]`, `[optimizer]`, `[direction]` and `[protocol]` sections are left out of the
         // serialisation when they are the default; as attributes they are always there
         let section = match name {
             "model" => Some(serde_json::to_string(&self.inner.model)),
             "optimizer" => Some(serde_json::to_string(&self.inner.optimizer)),
             // None where the config tracks no direction
             "direction" => Some(serde_json::to_string(&self.inner.direction)),
+            // None where the config has no `[protocol]` section
+            "protocol" => Some(serde_json::to_string(&self.inner.protocol)),
             _ => None,
         };
         if let Some(text) = section {

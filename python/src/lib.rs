@@ -29,6 +29,7 @@ mod convert;
 mod data;
 mod errors;
 mod judge;
+mod protocol;
 mod run;
 mod supplied;
 mod svm;
@@ -44,6 +45,7 @@ fn _tokensel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compare::compare, m)?)?;
     m.add_function(wrap_pyfunction!(certify::certify, m)?)?;
     m.add_function(wrap_pyfunction!(svm::svm, m)?)?;
+    m.add_function(wrap_pyfunction!(protocol::protocol, m)?)?;
     m.add_function(wrap_pyfunction!(data::write_data, m)?)?;
     m.add("DEFAULT_PREC", DEFAULT_PREC)?;
     m.add("DEFAULT_BALL_PREC", DEFAULT_BALL_PREC)?;

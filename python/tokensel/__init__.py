@@ -40,6 +40,7 @@ __all__ = [
     "compare",
     "certify",
     "svm",
+    "protocol",
     "errors",
     "DEFAULT_PREC",
     "DEFAULT_BALL_PREC",
@@ -316,3 +317,16 @@ def certify(
     decision proved, a proved tie, or undecided (``decided`` is True when the final
     checkpoint decides everything)."""
     return json.loads(_call(_tokensel.certify, config, prec, method, _dict(data, config)))
+
+
+def protocol(config: Config, *, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The fine-tuning protocol of the paper's Section I over the seeds of ``config``'s
+    ``[protocol]`` section (README "The fine-tuning protocol"): per seed, a head fitted on
+    a clean block with the attention fixed (phase 1), then the attention reset and trained
+    on a noisy block with the head fixed (phase 2). On ``config``'s generated data, or on
+    the pool ``data``: ``X_train`` (N, T, d) with its TRUE labels ``y_train`` (N >=
+    ``n_clean + n_train``), ``X_test``, ``y_test``, optionally ``groups``. Returns the
+    report of ``tokensel protocol --json`` (``rows``: one per seed, with
+    ``train_accuracy``, ``noisy_fitted``, ``test_accuracy``, ``fits_noisy_labels`` and
+    the mean largest attention per checkpoint)."""
+    return json.loads(_call(_tokensel.protocol, config, _dict(data)))

@@ -74,6 +74,7 @@ mod diff;
 mod grid;
 mod judge;
 mod plot;
+mod protocol;
 mod run;
 mod saturation;
 mod svm;
@@ -110,6 +111,9 @@ enum Command {
     Saturation(saturation::SaturationArgs),
     /// Train at several label-noise rates and seeds; CSV, JSON and an SVG plot.
     Sweep(sweep::SweepArgs),
+    /// The fine-tuning protocol of the paper's Section I over seeds: a head fitted on a
+    /// clean block, then the attention reset and trained on a noisy block.
+    Protocol(protocol::ProtocolArgs),
     /// Check a claims file: exit 0 when every claim holds, 1 when one fails, 2 on a bad file.
     Check(check::CheckArgs),
     /// Compare two saved trajectories; exit 0 when they agree within --rtol, 1 if not.
@@ -212,6 +216,7 @@ where
         Command::Compare(args) => compare::compare(&args),
         Command::Certify(args) => certify::certify(&args),
         Command::Sweep(args) => sweep::sweep(&args),
+        Command::Protocol(args) => protocol::protocol(&args),
         Command::Check(args) => check::check(&args),
         Command::Cost(args) => cost::cost(&args),
         Command::Diff(args) => diff::diff(&args),

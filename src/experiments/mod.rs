@@ -5,5 +5,6 @@
 pub mod claims;
 pub mod cost;
 pub mod grid;
+pub mod protocol;
 pub mod schema;
 pub mod sweep;

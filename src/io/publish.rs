@@ -49,6 +49,8 @@ pub enum SetKind {
     GridMerge,
     /// `certificate.json` and `certificate.txt` (`certify --out`).
     Certificate,
+    /// `protocol.json`, `protocol.csv` and `attention.csv` (`protocol --out`).
+    Protocol,
 }
 
 impl SetKind {
@@ -60,6 +62,7 @@ impl SetKind {
             SetKind::Sweep => "sweep",
             SetKind::GridMerge => "grid-merge",
             SetKind::Certificate => "certificate",
+            SetKind::Protocol => "protocol",
         }
     }
 }

@@ -1,0 +1,115 @@
+//! `tokensel protocol`: the two-phase fine-tuning protocol of the paper's Section I on
+//! tokens (`experiments::protocol`).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+
+use super::{ConfigArgs, EXIT_OK, finish, progress_bar};
+use crate::error::{Error, Result};
+use crate::experiments::protocol::{self, Pool};
+use crate::io::publish::{OutputDir, SetKind};
+use crate::seeds::SeedList;
+
+#[derive(Args, Debug)]
+pub(super) struct ProtocolArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Override `[protocol] seeds`: a list s1,s2,... or a range a..b (b excluded).
+    #[arg(long, value_name = "SEEDS")]
+    seeds: Option<SeedList>,
+    /// Draw the blocks from a `tokensel data` directory (generated or supplied arrays,
+    /// e.g. from examples/features.py): its training split with its TRUE labels is the
+    /// pool, its test split the test set. Without it, each seed's pool is the config's
+    /// generated data (n_clean + n_train samples, no noise).
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Write protocol.json, protocol.csv and attention.csv into DIR (one set).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print exactly one JSON object (the report) on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+pub(super) fn protocol(args: &ProtocolArgs) -> Result<i32> {
+    if args.config.seed.is_some() {
+        return Err(Error::config(
+            "seed",
+            "the protocol runs the seeds of [protocol] seeds: give them with --seeds",
+        ));
+    }
+    let mut cfg = args.config.load()?;
+    if let Some(seeds) = &args.seeds {
+        let seeds = seeds.seeds("seeds")?;
+        match cfg.protocol.as_mut() {
+            Some(p) => p.seeds = seeds,
+            None => {
+                protocol::settings(&cfg)?;
+            }
+        }
+        cfg.validate()?;
+    }
+    let prot = protocol::settings(&cfg)?.clone();
+    crate::train::check_memory(&cfg, crate::arith::Kind::F64, 53, cfg.method)?;
+    crate::train::record::check_size(&cfg)?;
+    // a supplied pool is read and checked before any work
+    let supplied = match &args.data {
+        Some(dir) => {
+            let (_, _, ds) = crate::io::export::verify_data(dir)?;
+            let pool = Pool::of_dataset(ds);
+            pool.check(&cfg)?;
+            Some(pool)
+        }
+        None => {
+            // the first seed's pool is generated here so that a config whose pool is not
+            // valid fails before any training
+            Pool::generated(&cfg, prot.seeds[0])?.check(&cfg)?;
+            None
+        }
+    };
+    let out = args
+        .out
+        .as_deref()
+        .map(|dir| OutputDir::prepare(dir, SetKind::Protocol))
+        .transpose()?;
+    let t0 = Instant::now();
+    let total = cfg.steps.saturating_mul(prot.seeds.len() as u64);
+    let bar = progress_bar(total, args.quiet, "phase-2 steps");
+    let report = protocol::run(
+        &cfg,
+        &mut |seed| match &supplied {
+            Some(pool) => Ok(pool.clone()),
+            None => Pool::generated(&cfg, seed),
+        },
+        &mut |k, s| bar.set_position(k as u64 * cfg.steps + s),
+    )?;
+    bar.finish_and_clear();
+    // printed whether or not it could be written: the result is not lost
+    let published = out.as_ref().map(|dir| dir.publish(&report.files()));
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else {
+        print!("{report}");
+        if let (Some(dir), Some(Ok(()))) = (&args.out, &published) {
+            println!(
+                "\n  written: {}/{{protocol.json,protocol.csv,attention.csv}}",
+                dir.display()
+            );
+        }
+    }
+    finish(t0, Some(total));
+    if let Some(Err(e)) = published {
+        return Err(Error::NotPublished {
+            source: Box::new(e),
+        });
+    }
+    Ok(EXIT_OK)
+}
