@@ -1,0 +1,138 @@
+"""examples/features.py on tiny randomly initialised ViT and BERT models (built from a
+config: no hub, no download): the directory it writes is a supplied `tokensel data`
+directory that `tokensel run --data DIR` and the Python binding read back (the same
+trajectory digest); its tokens are the tensors the model's last attention layer reads
+(through that layer's own query and key modules, in float64 from the written float64
+tokens, they give the attention probabilities the model reports, within 1e-6); BERT's
+length rule (texts shorter than L dropped, none padded); and two runs write the same
+bytes. Needs PyTorch and transformers, which CI does not install: skipped there, with
+the reason."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tokensel
+
+torch = pytest.importorskip("torch", reason="examples/features.py needs PyTorch (torch is not installed in CI)")
+pytest.importorskip("transformers", reason="examples/features.py needs transformers (not installed in CI)")
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "features.py"
+N, M, SEED, K, L = 12, 6, 3, 3, 8
+BOUND = 1e-6  # float32 attention probabilities against the float64 recomputation
+
+
+@pytest.fixture(scope="module")
+def features():
+    spec = importlib.util.spec_from_file_location("features", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def args(kind, out):
+    a = ["--model", kind, "--tiny", "--classes", K, "--n-train", N, "--n-test", M, "--seed", SEED, "--out", out]
+    return [str(v) for v in a + (["--max-length", L] if kind == "bert" else [])]
+
+
+def files(d):
+    return {p.name: p.read_bytes() for p in sorted(Path(d).iterdir())}
+
+
+def arrays(d):
+    return {k: np.load(Path(d) / f"{k}.npy") for k in ("X_train", "y_train", "X_test", "y_test", "nu", "groups")}
+
+
+def model_inputs(features, kind, source, n):
+    """The first n usable samples of a tiny split (the script's own sampler), as a batch."""
+    kept = [i for i in range(source.length) if source.inputs(i) is not None][:n]
+    rows = [source.inputs(i) for i in kept]
+    if kind == "vit":
+        return {"pixel_values": torch.from_numpy(np.stack(rows)).float()}, kept
+    ids = torch.tensor(rows, dtype=torch.long)
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}, kept
+
+
+def attention64(x, query, key, heads):
+    """softmax(q k^T / sqrt(d_head)) in float64 from float64 tokens through float64 copies
+    of the layer's query and key modules."""
+    import copy
+
+    b, t, d = x.shape
+    q = copy.deepcopy(query).double()(x).view(b, t, heads, d // heads).transpose(1, 2)
+    k = copy.deepcopy(key).double()(x).view(b, t, heads, d // heads).transpose(1, 2)
+    return torch.softmax(q @ k.transpose(-1, -2) / (d // heads) ** 0.5, dim=-1)
+
+
+@pytest.mark.parametrize("kind", ["vit", "bert"])
+def test_tokens_are_what_the_last_attention_layer_reads(features, tmp_path, kind, cli):
+    out = tmp_path / "run1"
+    # one run as the README's command form (a subprocess), one in-process: the same bytes
+    proc = subprocess.run([sys.executable, str(EXAMPLE), *args(kind, out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    t = 17 if kind == "vit" else L
+    assert lines[0] == f"features: tiny random {kind}: T = {t} tokens, d = 32, K = {K}, n_train = {N}, n_test = {M}", lines
+    check = [ln for ln in lines if ln.startswith("last attention layer check")]
+    assert len(check) == 1 and float(check[0].split("= ")[-1].split()[0]) <= BOUND, lines
+    features.main(args(kind, tmp_path / "run2"))
+    assert files(out) == files(tmp_path / "run2")
+
+    # the directory: supplied, K classes, float64 tokens, class-index labels, every position I
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["source"] == "supplied"
+    a = arrays(out)
+    assert a["X_train"].dtype == np.float64 and a["X_train"].shape == (N, t, 32)
+    assert a["X_test"].shape == (M, t, 32) and a["nu"].shape == (K, 32)
+    assert a["y_train"].dtype == np.int8 and set(a["y_train"]) <= set(range(K)) and set(a["y_test"]) <= set(range(K))
+    assert np.all(a["groups"] == 3)
+
+    # read back: the command line and the binding run the same trajectory
+    run = cli("run", "--data", out, "--steps", 50, "--json")
+    summary = json.loads(run.stdout)
+    cfg = tokensel.Config.from_toml((out / "config.toml").read_text()).replace(steps=50)
+    data = {k: v for k, v in a.items() if k != "groups"}
+    data["groups"] = ["I"] * t
+    assert tokensel.run(cfg, data=data).summary["trajectory_digest"] == summary["trajectory_digest"]
+
+    # the tensor: rebuild the model and the samples, run the model, compare
+    model = features.tiny_model(kind, SEED, L)
+    ln, query, key, heads = features.last_layer(model, kind)
+    for split, seed, n, x in (("train", SEED, N, a["X_train"]), ("test", SEED + 1, M, a["X_test"])):
+        source = features.tiny_split(kind, seed, 4 * n + 8, K, L)
+        batch, kept = model_inputs(features, kind, source, n)
+        assert np.array_equal(a[f"y_{split}"], source.labels[kept]), split
+        with torch.no_grad():
+            o = model(**batch, output_hidden_states=True, output_attentions=True)
+            reported = o.attentions[-1].double()
+            ours = attention64(torch.from_numpy(x), query, key, heads)
+            diff = float((ours - reported).abs().max())
+            assert diff <= BOUND, (split, diff)
+            h = o.hidden_states[-2]
+            if kind == "vit":
+                # pre-LN: the last layer's LayerNorm of its input, not the input itself
+                assert np.array_equal(x, ln(h).double().numpy())
+                raw = float((attention64(h.double(), query, key, heads) - reported).abs().max())
+                assert raw > 1e-3, raw
+            else:
+                # post-LN: the previous layer's output itself, on exactly the L word pieces
+                assert np.array_equal(x, h.double().numpy())
+                assert all(len(source.inputs(i)) == L for i in kept)
+        print(f"{kind} {split}: max |attention from the written tokens - reported| = {diff:.3e}")
+
+
+def test_bert_drops_short_texts_and_never_pads(features):
+    """The length rule: a text shorter than L is dropped (counted), the next one used; the
+    written samples are the first N texts of at least L word pieces."""
+    source = features.tiny_split("bert", SEED, 4 * N + 8, K, L)
+    model = features.tiny_model("bert", SEED, L)
+    x, y, dropped, worst = features.extract(model, "bert", source, N, L)
+    lengths = [source.inputs(i) is not None for i in range(source.length)]
+    first = [i for i, ok in enumerate(lengths) if ok][:N]
+    assert dropped == sum(1 for ok in lengths[: first[-1] + 1] if not ok) and dropped > 0
+    assert x.shape == (N, L, 32) and np.array_equal(y, source.labels[first]) and worst <= BOUND
