@@ -198,9 +198,12 @@ def hub_split(name, split, seed, kind, checkpoint, max_length):
     order = np.random.default_rng(seed).permutation(len(ds))
     labels = np.asarray(ds[label])[order]
     if kind == "vit":
-        from transformers import ViTImageProcessor
+        try:  # transformers 5.x: the PIL backend, 4.x's ViTImageProcessor (5.x's default needs torchvision)
+            from transformers import ViTImageProcessorPil as Processor
+        except ImportError:  # transformers 4.x (the official code's 4.51.3)
+            from transformers import ViTImageProcessor as Processor
 
-        processor = ViTImageProcessor.from_pretrained(checkpoint)
+        processor = Processor.from_pretrained(checkpoint)
 
         def inputs(i):
             img = np.asarray(ds[int(order[i])][column])

@@ -136,3 +136,103 @@ def test_bert_drops_short_texts_and_never_pads(features):
     first = [i for i, ok in enumerate(lengths) if ok][:N]
     assert dropped == sum(1 for ok in lengths[: first[-1] + 1] if not ok) and dropped > 0
     assert x.shape == (N, L, 32) and np.array_equal(y, source.labels[first]) and worst <= BOUND
+
+
+class FakeDataset:
+    """What `datasets.load_dataset(..., split=...)` returns, as far as the script reads it:
+    its length, a column by name, a row by index."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, key):
+        return [r[key] for r in self.rows] if isinstance(key, str) else self.rows[key]
+
+
+def fake_hub(monkeypatch, splits):
+    """`datasets.load_dataset` answering from `splits` (no hub): records what was asked."""
+    import types
+
+    asked = []
+
+    def load_dataset(hub, config=None, split=None, **kwargs):
+        asked.append((hub, config, split))
+        return FakeDataset(splits[split])
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    return asked
+
+
+def test_dataset_path_with_a_local_checkpoint_bert(features, tmp_path, monkeypatch):
+    """`--dataset sst2 --checkpoint DIR` on a tiny BERT and word-piece tokenizer saved
+    locally, the data set answered by a stand-in for `datasets` (the hub is not reachable
+    here): GLUE's validation split is the test set, texts are tokenised without special
+    tokens (no [CLS]: token 0 is the first word piece), shorter ones dropped."""
+    from transformers import BertTokenizerFast
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "bad", "film", "very", "not", "it", "is"]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(words) + "\n")
+    ckpt = tmp_path / "ckpt"
+    features.tiny_model("bert", 0, 4).save_pretrained(ckpt)
+    # transformers 4.x reads `vocab_file`, 5.x `vocab`
+    BertTokenizerFast(vocab_file=str(vocab), vocab=str(vocab)).save_pretrained(ckpt)
+    texts = ["a good film", "it is a very good film", "bad", "it is not a good film", "a very bad film",
+             "not good", "it is a bad film", "a film", "very very good film", "it is bad"]
+    rows = [{"sentence": s, "label": int("bad" in s or "not" in s)} for s in texts]
+    asked = fake_hub(monkeypatch, {"train": rows, "validation": rows[::-1]})
+    out = tmp_path / "sst2"
+    features.main(["--model", "bert", "--dataset", "sst2", "--checkpoint", str(ckpt), "--n-train", "4",
+                   "--n-test", "3", "--max-length", "4", "--seed", "42", "--out", str(out)])
+    assert asked == [("nyu-mll/glue", "sst2", "train"), ("nyu-mll/glue", "sst2", "validation")]
+    a = arrays(out)
+    assert a["X_train"].shape == (4, 4, 32) and a["X_test"].shape == (3, 4, 32) and a["nu"].shape == (2, 32)
+    # the samples: the first texts of >= 4 word pieces in the seeded order, their labels
+    order = np.random.default_rng(42).permutation(len(rows))
+    kept = [int(i) for i in order if len(texts[i].split()) >= 4][:4]
+    assert a["y_train"].tolist() == [rows[i]["label"] for i in kept]
+    tok = BertTokenizerFast.from_pretrained(ckpt)
+    model = features.hub_model("bert", str(ckpt))
+    ids = torch.tensor([tok(texts[i], add_special_tokens=False)["input_ids"][:4] for i in kept])
+    assert 2 not in ids and 1 not in ids  # no [CLS], no unknown word
+    with torch.no_grad():
+        h = model(input_ids=ids, output_hidden_states=True).hidden_states[-2]
+    assert np.array_equal(a["X_train"], h.double().numpy())
+
+
+def test_dataset_path_with_a_local_checkpoint_vit(features, tmp_path, monkeypatch):
+    """`--dataset mnist --checkpoint DIR` on a tiny ViT and image processor saved locally,
+    the data set answered by a stand-in: grey 28x28 images repeated to 3 channels and put
+    through the checkpoint's ViTImageProcessor (resized to 16x16 here), then the model."""
+    Image = pytest.importorskip("PIL.Image", reason="the ViT data set path needs Pillow")
+    try:  # the script's processor: transformers 5.x's PIL backend, or 4.x's ViTImageProcessor
+        from transformers import ViTImageProcessorPil as ViTImageProcessor
+    except ImportError:
+        from transformers import ViTImageProcessor
+
+    ckpt = tmp_path / "ckpt"
+    features.tiny_model("vit", 0, 4).save_pretrained(ckpt)
+    processor = ViTImageProcessor(size={"height": 16, "width": 16})
+    processor.save_pretrained(ckpt)
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, size=(8, 28, 28), dtype=np.uint8)
+    rows = [{"image": Image.fromarray(p, mode="L"), "label": i % 10} for i, p in enumerate(pixels)]
+    asked = fake_hub(monkeypatch, {"train": rows, "test": rows})
+    out = tmp_path / "mnist"
+    features.main(["--model", "vit", "--dataset", "mnist", "--checkpoint", str(ckpt), "--n-train", "5",
+                   "--n-test", "3", "--seed", "42", "--out", str(out)])
+    assert asked == [("mnist", None, "train"), ("mnist", None, "test")]
+    a = arrays(out)
+    assert a["X_train"].shape == (5, 17, 32) and a["nu"].shape == (10, 32)
+    order = np.random.default_rng(42).permutation(8)[:5]
+    assert a["y_train"].tolist() == [int(i) % 10 for i in order]
+    grey3 = [np.repeat(pixels[i][:, :, None], 3, axis=2) for i in order]
+    x = processor(grey3, return_tensors="pt")["pixel_values"]
+    model = features.hub_model("vit", str(ckpt))
+    ln, _, _, _ = features.last_layer(model, "vit")
+    with torch.no_grad():
+        h = model(pixel_values=x, output_hidden_states=True).hidden_states[-2]
+        assert np.array_equal(a["X_train"], ln(h).double().numpy())
