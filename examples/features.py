@@ -62,7 +62,9 @@ Modes:
 - `--dataset NAME`: one of the paper's eight data sets through Hugging Face `datasets`
   (needs the hub): mnist, cifar10, stl10, pneumoniamnist, breastmnist (ViT,
   `google/vit-base-patch16-224-in21k` by default, images through the checkpoint's
-  `ViTImageProcessor`, grey images repeated to 3 channels as the official code does),
+  `ViTImageProcessor` (transformers 4.x, as the official code's 4.51.3; under 5.x its PIL
+  backend `ViTImageProcessorPil`), grey images repeated to 3 channels as the official
+  code does),
   sst2, agnews, trec (BERT, `bert-base-uncased` by default). The hub ids are the official
   code's (`mnist`, `cifar10`, `tanganke/stl10`, `albertvillanova/medmnist-v2`,
   `nyu-mll/glue`, `fancyzhx/ag_news`, `trec` with its coarse labels).

@@ -4,9 +4,10 @@ directory that `tokensel run --data DIR` and the Python binding read back (the s
 trajectory digest); its tokens are the tensors the model's last attention layer reads
 (through that layer's own query and key modules, in float64 from the written float64
 tokens, they give the attention probabilities the model reports, within 1e-6); BERT's
-length rule (texts shorter than L dropped, none padded); and two runs write the same
-bytes. Needs PyTorch and transformers, which CI does not install: skipped there, with
-the reason."""
+length rule (texts shorter than L dropped, none padded); two runs write the same bytes;
+and the `--dataset` path on tiny checkpoints saved locally, with a stand-in for Hugging
+Face `datasets` (the hub is not reachable here). Needs PyTorch and transformers, which CI
+does not install: skipped there, with the reason."""
 
 import importlib.util
 import json
@@ -23,7 +24,12 @@ torch = pytest.importorskip("torch", reason="examples/features.py needs PyTorch 
 pytest.importorskip("transformers", reason="examples/features.py needs transformers (not installed in CI)")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "features.py"
-N, M, SEED, K, L = 12, 6, 3, 3, 8
+# the README's forms (tests/readme.rs names this test): seed 0 and K = 3 by default
+FORMS = {
+    "vit": "--model vit --tiny --n-train 12 --n-test 6 --out feat-vit".split(),
+    "bert": "--model bert --tiny --n-train 12 --n-test 6 --max-length 8 --out feat-bert".split(),
+}
+N, M, SEED, K, L = 12, 6, 0, 3, 8
 BOUND = 1e-6  # float32 attention probabilities against the float64 recomputation
 
 
@@ -33,11 +39,6 @@ def features():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def args(kind, out):
-    a = ["--model", kind, "--tiny", "--classes", K, "--n-train", N, "--n-test", M, "--seed", SEED, "--out", out]
-    return [str(v) for v in a + (["--max-length", L] if kind == "bert" else [])]
 
 
 def files(d):
@@ -71,17 +72,18 @@ def attention64(x, query, key, heads):
 
 @pytest.mark.parametrize("kind", ["vit", "bert"])
 def test_tokens_are_what_the_last_attention_layer_reads(features, tmp_path, kind, cli):
-    out = tmp_path / "run1"
-    # one run as the README's command form (a subprocess), one in-process: the same bytes
-    proc = subprocess.run([sys.executable, str(EXAMPLE), *args(kind, out)], capture_output=True, text=True, timeout=300)
+    # the README's form (a subprocess in a fresh directory), and in-process: the same bytes
+    proc = subprocess.run([sys.executable, str(EXAMPLE), *FORMS[kind]], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    out = tmp_path / FORMS[kind][-1]
     lines = proc.stdout.splitlines()
     t = 17 if kind == "vit" else L
     assert lines[0] == f"features: tiny random {kind}: T = {t} tokens, d = 32, K = {K}, n_train = {N}, n_test = {M}", lines
     check = [ln for ln in lines if ln.startswith("last attention layer check")]
     assert len(check) == 1 and float(check[0].split("= ")[-1].split()[0]) <= BOUND, lines
-    features.main(args(kind, tmp_path / "run2"))
-    assert files(out) == files(tmp_path / "run2")
+    features.main([*FORMS[kind][:-1], str(tmp_path / "again")])
+    assert files(out) == files(tmp_path / "again")
 
     # the directory: supplied, K classes, float64 tokens, class-index labels, every position I
     manifest = json.loads((out / "manifest.json").read_text())
@@ -93,6 +95,8 @@ def test_tokens_are_what_the_last_attention_layer_reads(features, tmp_path, kind
     assert np.all(a["groups"] == 3)
 
     # read back: the command line and the binding run the same trajectory
+    text = cli("run", "--data", out, "--steps", 50).stdout  # the README's `run --data feat-vit --steps 50`
+    assert "multiclass K = 3" in text and f"T = {t}, n = 12 (0 noisy)" in text, text
     run = cli("run", "--data", out, "--steps", 50, "--json")
     summary = json.loads(run.stdout)
     cfg = tokensel.Config.from_toml((out / "config.toml").read_text()).replace(steps=50)
@@ -118,7 +122,8 @@ def test_tokens_are_what_the_last_attention_layer_reads(features, tmp_path, kind
                 # pre-LN: the last layer's LayerNorm of its input, not the input itself
                 assert np.array_equal(x, ln(h).double().numpy())
                 raw = float((attention64(h.double(), query, key, heads) - reported).abs().max())
-                assert raw > 1e-3, raw
+                assert raw > 1e-4, raw  # measured 1.5e-3 to 2e-3
+                print(f"vit {split}: the input before layernorm_before gives {raw:.3e}")
             else:
                 # post-LN: the previous layer's output itself, on exactly the L word pieces
                 assert np.array_equal(x, h.double().numpy())
