@@ -106,7 +106,7 @@ def last_layer(model, kind):
     if kind == "vit" and hasattr(attn, "attention"):  # transformers 4.x: ViTAttention.attention
         attn = attn.attention
     if kind == "bert":
-        attn = getattr(attn, "self")  # BertAttention.self (BertSelfAttention)
+        attn = attn.self  # BertAttention.self (BertSelfAttention)
     query = attn.query if hasattr(attn, "query") else attn.q_proj
     key = attn.key if hasattr(attn, "key") else attn.k_proj
     ln = last.layernorm_before if kind == "vit" else None
