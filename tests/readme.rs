@@ -772,6 +772,62 @@ const BLOCKS: &[Form] = &[
         check: none,
     },
     Form {
+        text: "venv/bin/pip install torch transformers",
+        how: How::Elsewhere(
+            "the features example's dependencies: not in CI; python/tests/test_features.py runs the example where they are installed and is skipped, saying why, where not",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "venv/bin/python examples/features.py --model vit --tiny --n-train 12 --n-test 6 --out feat-vit",
+        how: How::Elsewhere(
+            "python/tests/test_features.py::test_tokens_are_what_the_last_attention_layer_reads runs this form as written (needs torch and transformers: skipped in CI) and checks its output, the directory and the tensor",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "venv/bin/python examples/features.py --model bert --tiny --n-train 12 --n-test 6 --max-length 8 --out feat-bert",
+        how: How::Elsewhere(
+            "python/tests/test_features.py::test_tokens_are_what_the_last_attention_layer_reads runs this form as written (needs torch and transformers: skipped in CI) and checks its output, the directory, the tensor and the length rule",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "cargo run --release -- run --data feat-vit --steps 50",
+        how: How::Elsewhere(
+            "python/tests/test_features.py runs `run --data DIR --steps 50` on the directory of the line above (which needs torch and transformers: skipped in CI) and checks its text and its digest against the binding's",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "venv/bin/pip install torch transformers datasets pillow",
+        how: How::Elsewhere(
+            "the features example's dependencies for the paper's data sets: not in CI (the Hugging Face hub is not reachable)",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "venv/bin/python examples/features.py --model vit --dataset mnist --n-train 2000 --n-test 1000 --seed 42 --out mnist-42",
+        how: How::Elsewhere(
+            "not run: needs the Hugging Face hub (the checkpoint and the data set), unreachable here and in CI; python/tests/test_features.py runs the --dataset path on a tiny ViT saved locally with a stand-in for `datasets`",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "venv/bin/python examples/features.py --model bert --dataset sst2 --n-train 5000 --n-test 300 --max-length 8 --seed 42 --out sst2-42",
+        how: How::Elsewhere(
+            "not run: needs the Hugging Face hub (the checkpoint and the data set), unreachable here and in CI; python/tests/test_features.py runs the --dataset path on a tiny BERT and tokenizer saved locally with a stand-in for `datasets`",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
         text: "cargo run --release -- data --preset balanced --out data-out",
         how: How::AsWritten,
         shrink: &[],
@@ -2014,6 +2070,34 @@ const OTHER_PROGRAMS: &[(&str, &str)] = &[
     (
         "--official",
         "examples/official_adapter.py's (PyTorch, not in CI)",
+    ),
+    (
+        "--model",
+        "examples/features.py's (needs torch and transformers: python/tests/test_features.py, skipped in CI)",
+    ),
+    (
+        "--tiny",
+        "examples/features.py's (needs torch and transformers: python/tests/test_features.py, skipped in CI)",
+    ),
+    (
+        "--n-train",
+        "examples/features.py's (needs torch and transformers: python/tests/test_features.py, skipped in CI)",
+    ),
+    (
+        "--n-test",
+        "examples/features.py's (needs torch and transformers: python/tests/test_features.py, skipped in CI)",
+    ),
+    (
+        "--max-length",
+        "examples/features.py's (needs torch and transformers: python/tests/test_features.py, skipped in CI)",
+    ),
+    (
+        "--dataset",
+        "examples/features.py's (the hub: not run; python/tests/test_features.py runs it with a stand-in for `datasets`)",
+    ),
+    (
+        "--checkpoint",
+        "examples/features.py's (the hub or a local directory: python/tests/test_features.py passes a local one)",
     ),
 ];
 
