@@ -24,6 +24,9 @@ pub enum Stream {
     TestLabels = 5,
     /// Random initial parameters.
     Init = 6,
+    /// The minibatch order: one permutation of the training samples per epoch, drawn
+    /// in epoch order (`train::batch`).
+    BatchOrder = 7,
 }
 
 /// The ChaCha20 stream for `purpose` under `seed`.

@@ -23,8 +23,9 @@
 //! span total   = span once + S * span step + C * span checkpoint
 //! ```
 //!
-//! `auto` runs the span step when its total is the smaller and the formulation allows it
-//! (span needs `stable`), and when its state fits the memory limit where the direct
+//! `auto` runs the span step when its total is the smaller and the formulation and the
+//! optimizer allow it (span needs `stable`, and full-batch (normalised) GD without
+//! clipping: Adam, minibatches and clipping take the direct step), and when its state fits the memory limit where the direct
 //! one's does too; otherwise the direct step. Both are the same trajectory in exact
 //! arithmetic; their bits differ (proofs-notes/span.md), so the method a run used is
 //! recorded (`TrainerInfo::method`, resolved), and the config keeps `auto`. The model
@@ -180,7 +181,7 @@ pub fn resolve_method(
     match method {
         Method::Direct | Method::Span => method,
         Method::Auto => {
-            if form == Formulation::Naive {
+            if form == Formulation::Naive || cfg.optimizer.needs_direct() {
                 return Method::Direct;
             }
             let model = CostModel::of(cfg);
