@@ -1163,6 +1163,22 @@ impl Config {
         Ok(())
     }
 
+    /// Refuse a minibatch config in `what`, which observes every training sample at
+    /// every step (a config error: exit code 2, before any work).
+    pub fn full_batch_only(&self, what: &str) -> Result<()> {
+        match self.optimizer.batch {
+            None => Ok(()),
+            Some(b) => Err(Error::config(
+                "optimizer.batch",
+                format!(
+                    "{what} reads every training sample's values at every step; a minibatch \
+                     run (batch = {b}) computes only its batch's, so it is taken by run and \
+                     twin (and claims on them) only"
+                ),
+            )),
+        }
+    }
+
     /// Refuse a K-class config in `what`, implemented for the binary model only (a
     /// config error: exit code 2, before any work).
     pub fn binary_only(&self, what: &str) -> Result<()> {
