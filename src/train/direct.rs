@@ -32,7 +32,7 @@ pub struct Direct<R> {
     contrib: Vec<R>,
     /// Adam's moments and step counter (Adam and AdamW; `None` for the GD kinds): the
     /// optimiser's state, beside the parameters ([`Direct::with_adam`]).
-    pub adam: Option<adam::State<R>>,
+    pub adam: Option<Box<adam::State<R>>>,
 }
 
 impl<R: Clone + Send + Sync> Direct<R> {
@@ -58,11 +58,11 @@ impl<R: Clone + Send + Sync> Direct<R> {
     /// Zero Adam moments for the blocks `mode` trains (p: d; W: d x d), step counter 0.
     pub fn with_adam<A: Arith<Real = R>>(mut self, ar: &A, mode: Mode) -> Self {
         let d = self.p.len();
-        self.adam = Some(adam::State {
+        self.adam = Some(Box::new(adam::State {
             t: 0,
             p: (mode != Mode::W).then(|| adam::Moments::zeros(ar, d)),
             w: (mode != Mode::P).then(|| adam::Moments::zeros(ar, d * d)),
-        });
+        }));
         self
     }
 
@@ -228,7 +228,10 @@ impl<R: Clone + Send + Sync> Direct<R> {
         clip: Option<&R>,
     ) {
         let d = self.q.len();
-        let st = self.adam.as_mut().expect("an Adam run's engine holds Adam's state");
+        let st = self
+            .adam
+            .as_mut()
+            .expect("an Adam run's engine holds Adam's state");
         st.t += 1;
         let s = h.scalars(ar, &rule.lr(ar), st.t);
         if mode != Mode::P {
@@ -243,7 +246,14 @@ impl<R: Clone + Send + Sync> Direct<R> {
                     }
                 }
                 let span = m * d..(m + 1) * d;
-                adam::step(ar, &s, row, &grad, &mut mom.m[span.clone()], &mut mom.v[span]);
+                adam::step(
+                    ar,
+                    &s,
+                    row,
+                    &grad,
+                    &mut mom.m[span.clone()],
+                    &mut mom.v[span],
+                );
             }
         }
         if let Some(mut dp) = dp {
