@@ -207,7 +207,7 @@ pub fn resolve_method(
 
 /// Approximate bytes of a trainer's numbers at `prec` bits in `method` (`auto`
 /// resolved): parameters and d-space buffers (direct: p, q, dL/dq, W when dense, n d for
-/// the naive gradient), or the Gram matrices, coefficients and basis (span), plus scores
+/// the naive gradient, Adam's moments, a minibatch pass's buffers), or the Gram matrices, coefficients and basis (span), plus scores
 /// and head values of the training and test sets. An MPFR number takes 32 bytes plus its
 /// limbs; f64 8 bytes.
 pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
@@ -237,7 +237,16 @@ pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
             } else {
                 0
             };
-            3 * d + w + naive
+            // Adam's two moments of each trained block (p: d; W: d^2), and a
+            // minibatch pass's scores and coefficients (2 |B| T)
+            let adam = match (cfg.optimizer.is_adam(), cfg.mode) {
+                (false, _) => 0,
+                (true, Mode::P) => 2 * d,
+                (true, Mode::W) => 2 * d * d,
+                (true, Mode::Joint) => 2 * (d + d * d),
+            };
+            let batch = cfg.optimizer.batch.map_or(0, |b| 2 * b as u128 * t);
+            3 * d + w + naive + adam + batch
         }
         // G, K, M, the basis (and X's rows while the Gram matrices are formed), W(0),
         // and the test set's cross Gram rows where they are used
