@@ -514,3 +514,49 @@ fn auto_and_span_defaults_take_the_direct_step() {
         "adamw (lr 5e-5, betas 0.9/0.999, eps 1e-8, wd 0, linear, clip 1, batch 4)"
     );
 }
+
+/// Clipping (`clip_grad_norm_`): under GD from p(0) = 0 with W = I, the first step is
+/// -lr c g / (|g| + 1e-6) with c = clip where the gradient norm |g| exceeds clip, so
+/// |dp| = lr clip |g| / (|g| + 1e-6) (in the 1024-bit twin to 2^-1000 relative; the
+/// linear schedule's factor at step 0 is 1); with a clip norm far above every
+/// gradient's (1e300) the factor is exactly 1 and the f64 run is the unclipped one, bit
+/// for bit, in p- and joint mode.
+#[test]
+fn clipping_scales_the_gradient_to_the_clip_norm() {
+    let mut opt = Optimizer {
+        schedule: Schedule::Linear,
+        clip_norm: Some(1e-3),
+        ..Optimizer::default()
+    };
+    let cfg = config(6, 20, Mode::P, 2, opt);
+    let data = Dataset::generate(&cfg);
+    let ar = Mpfr::truth(1024).unwrap();
+    let mut tr = Trainer::new(&cfg, &data, ar, Formulation::Stable).unwrap();
+    tr.forward_backward().unwrap();
+    let g = tr.grad_q();
+    let gn = {
+        let mut s = Float::with_val(1100, 0);
+        for x in &g {
+            s += Float::with_val(1100, x * x);
+        }
+        s.sqrt()
+    };
+    assert!(gn > 1e-3, "the gradient's norm {gn} is below the clip norm");
+    tr.update().unwrap();
+    let lr = cfg.step_size;
+    let coef = Float::with_val(1100, 1e-3) / Float::with_val(1100, &gn + 1e-6);
+    for (gk, pk) in g.iter().zip(tr.p()) {
+        let want = Float::with_val(1100, -lr) * &coef * gk;
+        let diff = Float::with_val(1100, &pk - &want);
+        let rel = Float::with_val(1100, diff / &want).abs().to_f64();
+        assert!(rel < 2f64.powi(-1000), "{pk} vs {want}");
+    }
+    for mode in [Mode::P, Mode::Joint] {
+        opt.clip_norm = Some(1e300);
+        let a = config(6, 20, mode, 10, opt);
+        let mut b = a.clone();
+        b.optimizer.clip_norm = None;
+        let data = Dataset::generate(&a);
+        assert_eq!(bits(&trace(&a, &data, F64)), bits(&trace(&b, &data, F64)));
+    }
+}
