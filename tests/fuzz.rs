@@ -754,8 +754,20 @@ const DIRECTIONS: &[&str] = &[
     "",
 ];
 
-/// `[optimizer]` sections, valid (normalised GD, with and without eps) and not.
+/// `[optimizer]` sections, valid (normalised GD, with and without eps; Adam and AdamW
+/// with every key; schedules, clipping, minibatches) and not.
 const OPTIMIZERS: &[&str] = &[
+    "kind = \"adamw\"\nschedule = \"linear\"\nclip_norm = 1.0\nbatch = 2",
+    "kind = \"adam\"\nbeta1 = 0.5\nbeta2 = 0.9\neps = 1e-6\nweight_decay = 0.1",
+    "kind = \"gd\"\nbatch = 1",
+    "kind = \"normalized-gd\"\neps = 1e-9\nschedule = \"linear\"\nclip_norm = 0.5",
+    "kind = \"adamw\"\nbatch = 0",
+    "kind = \"adamw\"\nbatch = 1000000",
+    "kind = \"adam\"\nbeta1 = 1.0",
+    "kind = \"adam\"\neps = 0.0",
+    "kind = \"adamw\"\nclip_norm = nan",
+    "kind = \"gd\"\nschedule = \"cosine\"",
+    "kind = \"gd\"\nweight_decay = 0.1",
     "kind = \"normalized-gd\"",
     "kind = \"normalized-gd\"\neps = 1e-9",
     "kind = \"gd\"",

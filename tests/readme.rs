@@ -283,6 +283,22 @@ fn certificate_text(o: &Output) {
 /// The README's `sh` block lines, each with its check (see the module docs).
 const BLOCKS: &[Form] = &[
     Form {
+        text: "cargo run --release -- run --config examples/adamw.toml",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |_, o| {
+            run_report(o, "2000");
+            let text = stdout(o);
+            for needle in [
+                "adamw (lr 5e-5, betas 0.9/0.999, eps 1e-8, wd 0, linear, clip 1, batch 16)",
+                "direct step (auto)",
+                "alpha = 5e-5",
+            ] {
+                assert!(text.contains(needle), "{needle}: {text}");
+            }
+        },
+    },
+    Form {
         text: "cargo run --release -- run --config examples/normalized_gd.toml",
         how: How::AsWritten,
         shrink: &[],

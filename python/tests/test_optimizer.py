@@ -28,8 +28,28 @@ def test_bad_optimizer_values_are_refused():
         tokensel.Config(optimizer={"kind": "normalized-gd", "eps": -1.0})
     with pytest.raises(errors.ConfigError, match="optimizer.eps"):
         tokensel.Config(optimizer={"kind": "gd", "eps": 1e-9})
-    with pytest.raises(errors.ParseError, match="unknown variant `adam`"):
-        tokensel.Config(optimizer={"kind": "adam"})
+    with pytest.raises(errors.ParseError, match="unknown variant `sgd`"):
+        tokensel.Config(optimizer={"kind": "sgd"})
+    with pytest.raises(errors.ConfigError, match="optimizer.beta1"):
+        tokensel.Config(optimizer={"kind": "adam", "beta1": 1.0})
+    with pytest.raises(errors.ConfigError, match="optimizer.batch"):
+        tokensel.Config(optimizer={"kind": "adamw", "batch": 0})
+
+
+def test_adamw_section_from_python(cli, tmp_path):
+    # the keys a config leaves out are written with the kind's defaults
+    cfg = tokensel.Config(
+        d=40, n_train=10, n_test=30, steps=50, step_size=1e-3,
+        optimizer={"kind": "adamw", "schedule": "linear", "clip_norm": 1.0, "batch": 4},
+    )
+    assert cfg.optimizer == {
+        "kind": "adamw", "eps": 1e-8, "beta1": 0.9, "beta2": 0.999, "weight_decay": 0.0,
+        "schedule": "linear", "clip_norm": 1.0, "batch": 4,
+    }
+    path = tmp_path / "adamw.toml"
+    path.write_text(cfg.to_toml())
+    out = cli("run", "--config", path, "--json", "--quiet")
+    assert json.loads(out.stdout) == tokensel.run(cfg).summary
 
 
 def test_compare_of_a_run_that_stops_warns_and_keeps_the_steps_before():

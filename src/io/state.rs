@@ -40,7 +40,9 @@ pub struct State {
     pub trainer: TrainerInfo,
     /// Steps done.
     pub step: u64,
-    /// The engine's parameters by name (`p`, `W` direct; `a`, `M` span), exact text.
+    /// The engine's parameters by name (`p`, `W` direct; `a`, `M` span) and an Adam
+    /// run's optimiser state (`adam.t`, the moments `adam.m.p`, `adam.v.p`, `adam.m.W`,
+    /// `adam.v.W`), exact text.
     pub values: BTreeMap<String, Vec<String>>,
     /// Definition 4.1 sums over steps 0..step-1.
     pub cumulative: Cumulative,
