@@ -18,7 +18,8 @@ with the official settings where they apply: a clean block of n_clean (digits 48
 trained on a noisy block of n with the head fixed for `--epochs` epochs (official: 2,000) by
 AdamW (lr 5e-5, batch 16, clip 1, linear decay). The attention trained is `--mode`: `w` (the
 prompt p fixed, Gaussian, W from PyTorch's default Linear initialisation: the official code's
-reset query/key, as one W = W_Q^T W_K), `p` or `joint`. Label noise: a coin per sample
+reset query/key, as one W = W_Q^T W_K), `joint` (the same start, both trained) or `p` (W = I,
+p from 0: uniform attention at the start, so phase 1 fits the head on the mean token). Label noise: a coin per sample
 (Bernoulli eta), each flipped label to a uniformly random other class (the official kernel).
 
 It prints one row per (data, n, eta, seed) and the means over seeds, writes the reports as
@@ -84,8 +85,8 @@ weak_same = 0
 weak_opposite = 0
 irrelevant = {t - 1}
 [init]
-p = "gaussian"
-w = "kaiming-uniform"
+p = "{ "zero" if args.mode == "p" else "gaussian" }"
+w = "{ "identity" if args.mode == "p" else "kaiming_uniform" }"
 [model]
 kind = "multiclass"
 classes = {K}

@@ -5,7 +5,7 @@
 //! name = "balanced: noisy samples select W_-Y*"
 //! preset = "balanced"                 # optional (default balanced)
 //! config = { steps = 30000 }          # optional overrides, as in a config file
-//! source = "run"                      # run | twin | compare | saturation | lemma_a6
+//! source = "run"                      # run | twin | compare | saturation | lemma_a6 | grid | protocol
 //! quantity = "selection/noisy/W_opposite"   # '/'-separated path into the output
 //! op = ">="                           # == != < <= > >=
 //! bound = 0.9
@@ -501,6 +501,11 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
             .map_err(|e| ("config", e))?,
         // grid cells over a limit are failed cells of the grid
         Source::Grid => {}
+        Source::Protocol => {
+            crate::experiments::protocol::settings(cfg).map_err(|e| ("config", e))?;
+            f64_run(cfg).map_err(memory)?;
+            crate::train::record::check_size(cfg).map_err(memory)?;
+        }
     }
     Ok(())
 }
@@ -581,6 +586,16 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
         let spec = grid_spec(claim, cfg)?;
         return Ok(json(&grid::run_in_memory(&spec)?));
     }
+    if claim.source == Source::Protocol {
+        use crate::experiments::protocol::{self, Pool};
+        // this seed's run of the protocol: its blocks, head, noise and phase 2
+        let mut one = cfg.clone();
+        if let Some(p) = one.protocol.as_mut() {
+            p.seeds = vec![cfg.seed];
+        }
+        let report = protocol::run(&one, &mut |s| Pool::generated(&one, s), &mut |_, _| {})?;
+        return Ok(json(&report.rows[0]));
+    }
     let prec = claim.prec.unwrap_or(crate::arith::DEFAULT_PREC);
     let tol = claim.tol.unwrap_or(1e-8);
     let data = Dataset::generate(cfg);
@@ -612,7 +627,7 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
                 &grid,
             )?)
         }
-        Source::Grid => unreachable!("handled above"),
+        Source::Grid | Source::Protocol => unreachable!("handled above"),
         Source::LemmaA6 => json(&lemma_a6::lemma_a6(cfg, &data)?),
     })
 }

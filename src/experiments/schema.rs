@@ -41,6 +41,9 @@ pub enum Source {
     LemmaA6,
     /// A grid over `axes` and `seeds` (`tokensel grid`), its merged summary.
     Grid,
+    /// The fine-tuning protocol (`tokensel protocol`) at the claim's seed on the config's
+    /// generated data: that seed's row.
+    Protocol,
 }
 
 impl Source {
@@ -522,6 +525,9 @@ pub fn of_source(source: Source, step: bool) -> Schema {
         (Source::Grid, _) => Schema::of::<reduce::Summary>("the grid summary")
             .with_keys("stats", reduce::METRICS.map(String::from))
             .with_keys("regimes", Regime::ALL.map(|r| r.name().to_string())),
+        (Source::Protocol, _) => {
+            Schema::of::<crate::experiments::protocol::SeedRow>("a protocol seed's row")
+        }
     }
 }
 

@@ -27,6 +27,7 @@ use crate::rng::{Stream, below, stream};
 #[derive(Debug, Clone)]
 pub struct Order {
     seed: u64,
+    purpose: Stream,
     n: usize,
     batch: usize,
     rng: ChaCha20Rng,
@@ -38,12 +39,19 @@ pub struct Order {
 impl Order {
     /// The order of `n` samples in batches of `batch` (1 <= batch <= n) under `seed`.
     pub fn new(seed: u64, n: usize, batch: usize) -> Order {
+        Order::from_stream(seed, Stream::BatchOrder, n, batch)
+    }
+
+    /// [`Order::new`] drawn from the seed's stream `purpose` (the fine-tuning protocol's
+    /// phase 1 draws its own: [`Stream::HeadOrder`]).
+    pub fn from_stream(seed: u64, purpose: Stream, n: usize, batch: usize) -> Order {
         assert!(batch >= 1 && batch <= n, "batch {batch} of n = {n}");
         Order {
             seed,
+            purpose,
             n,
             batch,
-            rng: stream(seed, Stream::BatchOrder),
+            rng: stream(seed, purpose),
             epoch: None,
             perm: Vec::new(),
         }
@@ -61,7 +69,7 @@ impl Order {
         let k = self.per_epoch();
         let (epoch, j) = (step / k, (step % k) as usize);
         if self.epoch.is_some_and(|e| e > epoch) {
-            self.rng = stream(self.seed, Stream::BatchOrder);
+            self.rng = stream(self.seed, self.purpose);
             self.epoch = None;
         }
         while self.epoch != Some(epoch) {

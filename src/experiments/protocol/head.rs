@@ -10,17 +10,16 @@
 //!
 //! ```text
 //! per step k = 0, 1, ..., N - 1 (N = epochs x ceil(n_clean / batch); batches in a seeded
-//! order per epoch, the last one smaller):
-//!   G = (1/|B|) sum_{i in B} (softmax(f_i) - e_{y_i}) phi_i^T      (the batch mean's gradient)
-//!   G <- G min(1, clip / (||G||_F + 1e-6))                          (clip_grad_norm_)
-//!   lr_k = lr ((N - k) / N)                                         (linear decay, no warmup)
-//!   t = k + 1;  m <- m + (1 - b1)(G - m);  v <- b2 v + (1 - b2) G G  (torch: lerp_, addcmul_)
-//!   nu <- nu - (lr_k / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + 1e-8)
+//! order per epoch, the last one smaller: train::batch::Order on the HeadOrder stream):
+//!   G = (1/|B|) sum_{i in B} (softmax(f_i) - e_{y_i}) phi_i^T   (the batch mean's gradient)
+//!   G <- G min(1, clip / (||G||_F + 1e-6))                       (step_rule::clip_factor)
+//!   lr_k = lr ((N - k) / N)                                      (StepRule::lr, linear)
+//!   AdamW step t = k + 1 of nu                                   (train::adam::step)
 //! ```
 //!
-//! with b1 = 0.9, b2 = 0.999, no weight decay (the HF default), b^t by binary powering of
-//! rounded products (not libm's pow: a few ulp from Python's), exp and log1p by
-//! CORE-MATH (the f64 arithmetic's). The initial head is PyTorch's default `Linear`
+//! with b1 = 0.9, b2 = 0.999, eps 1e-8, no weight decay (the HF defaults): the optimiser
+//! pieces phase 2 runs (`train::adam`, `train::step_rule`), in f64; exp by CORE-MATH (the
+//! f64 arithmetic's). The initial head is PyTorch's default `Linear`
 //! initialisation, U(-1/sqrt d, 1/sqrt d) per entry, from the seed's `HeadInit` stream.
 //! Every sum has a fixed order, so the head's bits do not depend on threads.
 
@@ -33,13 +32,19 @@ use crate::data::Params;
 use crate::linalg;
 use crate::model::{self, Model, Multiclass, Softmax};
 use crate::rng::{self, Stream};
+use crate::train::adam::{self, Hyper};
+use crate::train::batch::Order;
+use crate::train::step_rule::{self, StepRule, euclidean_norm};
 
-/// AdamW's betas and eps (the HF Trainer's defaults).
-const BETA1: f64 = 0.9;
-const BETA2: f64 = 0.999;
-const ADAM_EPS: f64 = 1e-8;
-/// `clip_grad_norm_`'s 1e-6 added to the norm.
-const CLIP_EPS: f64 = 1e-6;
+/// Phase 1's AdamW: the HF Trainer's defaults (betas 0.9, 0.999, eps 1e-8, no weight
+/// decay).
+const HEAD_ADAM: Hyper = Hyper {
+    beta1: 0.9,
+    beta2: 0.999,
+    eps: 1e-8,
+    weight_decay: 0.0,
+    decoupled: true,
+};
 
 /// How phase 1 ended, on the clean block (a full pass after the last step).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -80,19 +85,6 @@ pub fn features(x: ArrayView3<'_, f64>, init: &Params) -> Array2<f64> {
         }
     }
     phi
-}
-
-/// b^t by binary powering (each product rounded to f64).
-fn pow_u64(b: f64, mut t: u64) -> f64 {
-    let (mut acc, mut base) = (1.0, b);
-    while t > 0 {
-        if t & 1 == 1 {
-            acc *= base;
-        }
-        base *= base;
-        t >>= 1;
-    }
-    acc
 }
 
 /// The K outputs f_c = nu_c . phi (an fma chain over k) into `f`.
@@ -159,52 +151,37 @@ pub fn fit(
 ) -> (Array2<f64>, HeadFit) {
     let (n, d) = phi.dim();
     let mut nu = initial(classes, d, seed);
-    let mut order = rng::stream(seed, Stream::HeadOrder);
-    let batches = prot.head_batches_per_epoch();
-    let total = prot.head_epochs * batches;
-    let (mut m, mut v) = (
-        Array2::<f64>::zeros((classes, d)),
-        Array2::<f64>::zeros((classes, d)),
-    );
-    let mut grad = Array2::<f64>::zeros((classes, d));
+    let mut order = Order::from_stream(seed, Stream::HeadOrder, n, prot.head_batch);
+    let total = prot.head_epochs * order.per_epoch();
+    let (mut m, mut v) = (vec![0.0; classes * d], vec![0.0; classes * d]);
+    let mut grad = vec![0.0; classes * d];
     let (mut f, mut gamma) = (vec![0.0; classes], vec![0.0; classes]);
-    let mut k = 0u64;
-    for _ in 0..prot.head_epochs {
-        let perm = rng::ordered_sample(&mut order, n, n);
-        for batch in perm.chunks(prot.head_batch) {
-            grad.fill(0.0);
-            let inv = 1.0 / batch.len() as f64;
-            for &i in batch {
-                let row = phi.row(i);
-                let row = row.as_slice().expect("standard layout");
-                logits(&nu, row, &mut f);
-                softmax_minus_label(&f, y[i] as usize, &mut gamma);
-                for (gc, mut grow) in gamma.iter().zip(grad.rows_mut()) {
-                    let a = gc * inv;
-                    for (g, x) in grow.iter_mut().zip(row) {
-                        *g = a.mul_add(*x, *g);
-                    }
+    let ar = F64;
+    for k in 0..total {
+        let batch = order.at(k);
+        grad.fill(0.0);
+        let inv = 1.0 / batch.len() as f64;
+        for &i in &batch {
+            let row = phi.row(i);
+            let row = row.as_slice().expect("standard layout");
+            logits(&nu, row, &mut f);
+            softmax_minus_label(&f, y[i] as usize, &mut gamma);
+            for (gc, grow) in gamma.iter().zip(grad.chunks_mut(d)) {
+                let a = gc * inv;
+                for (g, x) in grow.iter_mut().zip(row) {
+                    *g = a.mul_add(*x, *g);
                 }
             }
-            if prot.head_clip_norm > 0.0 {
-                let norm = grad.iter().fold(0.0, |a, g| g.mul_add(*g, a)).sqrt();
-                let coef = prot.head_clip_norm / (norm + CLIP_EPS);
-                if coef < 1.0 {
-                    grad.mapv_inplace(|g| g * coef);
-                }
-            }
-            let lr = prot.head_step_size * ((total - k) as f64 / total as f64);
-            let t = k + 1;
-            let step_size = lr / (1.0 - pow_u64(BETA1, t));
-            let bc2_sqrt = (1.0 - pow_u64(BETA2, t)).sqrt();
-            for (((w, mk), vk), g) in nu.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(&grad) {
-                *mk += (1.0 - BETA1) * (g - *mk);
-                *vk = *vk * BETA2 + (1.0 - BETA2) * g * g;
-                let denom = vk.sqrt() / bc2_sqrt + ADAM_EPS;
-                *w += -step_size * (*mk / denom);
-            }
-            k += 1;
         }
+        if prot.head_clip_norm > 0.0 {
+            let c = step_rule::clip_factor(&ar, prot.head_clip_norm, &[euclidean_norm(&ar, &grad)]);
+            grad.iter_mut().for_each(|g| *g *= c);
+        }
+        let mut rule = StepRule::constant(prot.head_step_size);
+        rule.linear = Some((k, total));
+        let scalars = HEAD_ADAM.scalars(&ar, &rule.lr(&ar), k + 1);
+        let params = nu.as_slice_mut().expect("standard layout");
+        adam::step(&ar, &scalars, params, &grad, &mut m, &mut v);
     }
     let (loss, accuracy) = evaluate(&nu, phi, y);
     (
@@ -215,16 +192,4 @@ pub fn fit(
             accuracy,
         },
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn binary_powering_is_exact_where_the_products_are() {
-        assert_eq!(pow_u64(0.5, 10), 1.0 / 1024.0);
-        assert_eq!(pow_u64(0.9, 0), 1.0);
-        assert_eq!(pow_u64(0.9, 1), 0.9);
-    }
 }

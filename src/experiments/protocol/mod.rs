@@ -228,6 +228,9 @@ pub struct SeedRow {
     /// Final test accuracy (true labels).
     #[serde(with = "crate::io::nonfinite")]
     pub test_accuracy: f64,
+    /// test_accuracy - baseline_test_accuracy: what phase 2 did to the test accuracy.
+    #[serde(with = "crate::io::nonfinite")]
+    pub test_accuracy_change: f64,
     /// Whether every observed label is fitted (training accuracy 1).
     pub fits_noisy_labels: bool,
     /// Mean largest attention of the prompt's row at each checkpoint.
@@ -251,8 +254,9 @@ pub struct Report {
 
 /// Phase 2's batches per epoch under `cfg` (full batch: 1).
 pub fn batches_per_epoch(cfg: &Config) -> u64 {
-    let _ = cfg;
-    1
+    cfg.optimizer
+        .batch
+        .map_or(1, |b| cfg.n_train.div_ceil(b.max(1)) as u64)
 }
 
 /// Gather the rows `idx` of `x`.
@@ -368,6 +372,7 @@ fn row(cfg: &Config, seed: u64, head: HeadFit, traj: &Trajectory) -> Result<Seed
         noisy_fitted: share(true),
         clean_fitted: share(false),
         test_accuracy: last.test_accuracy,
+        test_accuracy_change: last.test_accuracy - first.test_accuracy,
         fits_noisy_labels: last.train_accuracy == 1.0,
         attention,
     })
@@ -427,11 +432,11 @@ impl Report {
         let opt = |v: Option<f64>| v.map_or(String::new(), text);
         let mut out = "seed,noisy,head_loss,head_accuracy,baseline_train_accuracy,\
                        baseline_test_accuracy,train_loss,train_accuracy,noisy_fitted,\
-                       clean_fitted,test_accuracy,fits_noisy_labels\n"
+                       clean_fitted,test_accuracy,test_accuracy_change,fits_noisy_labels\n"
             .to_string();
         for r in &self.rows {
             out += &format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                 r.seed,
                 r.noisy,
                 text(r.head.loss),
@@ -443,6 +448,7 @@ impl Report {
                 opt(r.noisy_fitted),
                 opt(r.clean_fitted),
                 text(r.test_accuracy),
+                text(r.test_accuracy_change),
                 r.fits_noisy_labels
             );
         }
