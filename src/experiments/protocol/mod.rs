@@ -249,10 +249,12 @@ pub struct Report {
     pub rows: Vec<SeedRow>,
 }
 
-/// Phase 2's batches per epoch under `cfg` (full batch: 1).
+/// Phase 2's batches per epoch under `cfg`: ceil(n_train / batch) with `[optimizer]
+/// batch` (`train::batch`), 1 for the full batch.
 pub fn batches_per_epoch(cfg: &Config) -> u64 {
-    let _ = cfg;
-    1
+    cfg.optimizer
+        .batch
+        .map_or(1, |b| cfg.n_train.div_ceil(b.max(1)) as u64)
 }
 
 /// Gather the rows `idx` of `x`.
