@@ -13,6 +13,9 @@
 //!   and 2 threads above the parallel threshold, batch = n is exactly the full-batch
 //!   run, and a checkpoint's loss is a full-batch forward pass at that step's
 //!   parameters;
+//! - weight decay at the first step: decoupled in AdamW, L2 in Adam (1024-bit twin);
+//!   clipping scales the first GD step to the clip norm, and a clip factor of 1 changes
+//!   no bit;
 //! - a resumed AdamW minibatch run is bit-identical to an uninterrupted one;
 //! - bad values of every new key exit with code 2, naming the key.
 
@@ -144,16 +147,23 @@ fn the_predictor_takes_the_f64_bits_under_adamw_and_minibatches() {
 
 /// The ball trainer (256 bits, the direct step) encloses the 512-bit twin's p, W and
 /// loss at every step of an AdamW run with weight decay, the linear schedule and
-/// clipping, in every mode; `certify` takes the config (exit 0).
+/// clipping, in every mode, and with batches of 3 of 5 in joint mode (the loss of a
+/// minibatch run is the full set's, from its last checkpoint); `certify` takes the
+/// full-batch config (exit 0).
 #[test]
 fn balls_enclose_the_twin_under_adamw() {
-    for mode in [Mode::P, Mode::W, Mode::Joint] {
+    for (mode, batch) in [
+        (Mode::P, None),
+        (Mode::W, None),
+        (Mode::Joint, None),
+        (Mode::Joint, Some(3)),
+    ] {
         let cfg = config(
             5,
             16,
             mode,
             15,
-            adam(OptimizerKind::Adamw, 0.01, Some(0.05), None),
+            adam(OptimizerKind::Adamw, 0.01, Some(0.05), batch),
         );
         let data = Dataset::generate(&cfg);
         let ball = Trainer::new(&cfg, &data, Ball::new(256).unwrap(), Formulation::Stable).unwrap();
@@ -558,5 +568,51 @@ fn clipping_scales_the_gradient_to_the_clip_norm() {
         b.optimizer.clip_norm = None;
         let data = Dataset::generate(&a);
         assert_eq!(bits(&trace(&a, &data, F64)), bits(&trace(&b, &data, F64)));
+    }
+}
+
+/// Weight decay at the first step (t = 1, m_hat = g', v_hat = g'^2) from a Gaussian
+/// p(0) with W = I, in the 1024-bit twin to 2^-1000 relative: AdamW decouples it,
+/// p1 = p0 (1 - lr wd) - lr g / (|g| + eps); Adam adds it to the gradient,
+/// g' = g + wd p0 and p1 = p0 - lr g' / (|g'| + eps).
+#[test]
+fn weight_decay_is_decoupled_in_adamw_and_l2_in_adam() {
+    let wd = 0.3;
+    for kind in [OptimizerKind::Adamw, OptimizerKind::Adam] {
+        let mut opt = adam(kind, wd, None, None);
+        opt.schedule = Schedule::Constant;
+        let cfg = common::with_init(config(6, 20, Mode::P, 1, opt), Mode::P, 0.5, false);
+        cfg.validate().unwrap();
+        let data = Dataset::generate(&cfg);
+        let mut tr =
+            Trainer::new(&cfg, &data, Mpfr::truth(1024).unwrap(), Formulation::Stable).unwrap();
+        tr.forward_backward().unwrap();
+        let (g, p0) = (tr.grad_q(), tr.p());
+        tr.update().unwrap();
+        let lr = cfg.step_size;
+        const P: u32 = 1100;
+        let lr_f = Float::with_val(P, lr);
+        // lr x / (|x| + eps), each operation at 1100 bits
+        let adam_step = |x: &Float| {
+            let num = Float::with_val(P, &lr_f * x);
+            let den = Float::with_val(P, x.abs_ref()) + 1e-8;
+            Float::with_val(P, num / den)
+        };
+        for ((g, p0), p1) in g.iter().zip(&p0).zip(tr.p()) {
+            assert!(!p0.is_zero());
+            let want = match kind {
+                OptimizerKind::Adamw => {
+                    let decay = Float::with_val(P, 1.0) - Float::with_val(P, &lr_f * wd);
+                    Float::with_val(P, p0 * decay) - adam_step(g)
+                }
+                _ => {
+                    let gp = Float::with_val(P, g + Float::with_val(P, p0 * wd));
+                    Float::with_val(P, p0 - adam_step(&gp))
+                }
+            };
+            let diff = Float::with_val(1100, &p1 - &want);
+            let rel = Float::with_val(1100, diff / &want).abs().to_f64();
+            assert!(rel < 2f64.powi(-1000), "{kind:?}: {p1} vs {want}");
+        }
     }
 }

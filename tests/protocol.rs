@@ -312,3 +312,41 @@ fn defaults_are_the_official_settings() {
     assert_eq!(back, cfg);
     assert_eq!(cfg.mode, Mode::P);
 }
+
+/// Phase 2 under the HF Trainer's optimizer (`[optimizer]`: AdamW, the linear schedule,
+/// clipping at 1, batches of 16 of the noisy block's 20): the report counts
+/// ceil(20 / 16) = 2 batches per epoch and names the optimizer, phase 2's trajectory is
+/// the one `Trainer::run` takes of the noisy block under that config (its final
+/// checkpoint: a forward pass over all 20 samples), and the rows are the same on 1 and
+/// 2 threads.
+#[test]
+fn phase_two_takes_adamw_minibatches() {
+    let mut cfg = config();
+    cfg.step_size = 5e-3;
+    cfg.steps = 30;
+    cfg.optimizer = tokensel::config::Optimizer {
+        kind: tokensel::config::OptimizerKind::Adamw,
+        eps: 1e-8,
+        beta1: Some(0.9),
+        beta2: Some(0.999),
+        weight_decay: Some(0.0),
+        schedule: tokensel::config::Schedule::Linear,
+        clip_norm: Some(1.0),
+        batch: Some(16),
+    };
+    cfg.validate().unwrap();
+    assert_eq!(protocol::batches_per_epoch(&cfg), 2);
+    let one = report_on(&cfg, 1);
+    assert_eq!(one.batches_per_epoch, 2);
+    assert_eq!(one.rows.len(), 2);
+    assert_eq!(
+        serde_json::to_string(&one).unwrap(),
+        serde_json::to_string(&report_on(&cfg, 2)).unwrap()
+    );
+    let pool = Pool::generated(&cfg, 42).unwrap();
+    let (row, traj) = protocol::run_seed(&cfg, &pool, 42, &mut |_| {}).unwrap();
+    let last = traj.checkpoints.last().unwrap();
+    assert_eq!(last.step, 30);
+    assert_eq!(last.samples.len(), 20);
+    assert_eq!(row.train_loss.to_bits(), last.train_loss.to_bits());
+}

@@ -252,7 +252,8 @@ pub struct Report {
     pub rows: Vec<SeedRow>,
 }
 
-/// Phase 2's batches per epoch under `cfg` (full batch: 1).
+/// Phase 2's batches per epoch under `cfg`: ceil(n_train / batch) with `[optimizer]
+/// batch` (`train::batch`), 1 for the full batch.
 pub fn batches_per_epoch(cfg: &Config) -> u64 {
     cfg.optimizer
         .batch
