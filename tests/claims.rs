@@ -85,6 +85,42 @@ fn multiclass_claims_read_their_k_class_quantities() {
     }
 }
 
+/// claims/protocol.toml's machinery on seed 0 (a few seconds): the file parses, every
+/// quantity it names is in a protocol row's schema and measured for every claim, in file
+/// order, and a claim's value is the row `tokensel protocol --json` prints for that seed.
+/// What the claims measure over ten seeds is the README's `check claims/protocol.toml`,
+/// run by hand (it exits 1).
+#[test]
+fn protocol_claims_read_a_seeds_row() {
+    let o = tokensel(&["check", "claims/protocol.toml", "--seeds", "0", "--json"]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let outcomes = v.as_array().unwrap();
+    assert_eq!(outcomes.len(), 6);
+    for o in outcomes {
+        assert_eq!(o["missing"].as_array().unwrap().len(), 0, "{o}");
+        assert_eq!(o["per_seed"].as_array().unwrap().len(), 1, "{o}");
+    }
+    let p = tokensel(&[
+        "protocol",
+        "--config",
+        "examples/protocol.toml",
+        "--seeds",
+        "0",
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(p.status.code(), Some(0), "{}", stderr(&p));
+    let report: serde_json::Value = serde_json::from_slice(&p.stdout).unwrap();
+    let row = &report["rows"][0];
+    let loss = outcomes
+        .iter()
+        .find(|o| o["quantity"] == "train_loss")
+        .expect("a train_loss claim");
+    assert_eq!(loss["per_seed"][0][0], 0, "{loss}");
+    assert_eq!(loss["per_seed"][0][1], row["train_loss"], "{loss}");
+}
+
 /// A claim's lines in `check`'s table: its status and name, then what follows up to the
 /// next claim (measured, bound, paper), joined; empty when the name is not there.
 fn claim_block(out: &str, name: &str) -> String {
