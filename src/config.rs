@@ -967,6 +967,7 @@ impl Config {
                 0
             };
             p.validate(classes)?;
+            p.check_work(classes, self.d)?;
         }
         let l = &self.layout;
         if l.tokens == 0 {

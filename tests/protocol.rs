@@ -79,7 +79,9 @@ fn report_is_thread_independent_and_its_verdicts_follow_training_accuracy() {
         assert!((start - 1.0 / t as f64).abs() < 1e-15, "{start}");
     }
     let pool = Pool::generated(&cfg, 42).unwrap();
-    let (row, traj) = protocol::run_seed(&cfg, &pool, 42, &mut |_| {}).unwrap();
+    let (row, traj) = protocol::run_seed(&cfg, &pool, 42, &mut |_| {})
+        .unwrap()
+        .unwrap();
     assert_eq!(row, one.rows[0]);
     let noisy = traj
         .y
@@ -114,7 +116,9 @@ fn blocks_are_disjoint_and_only_the_noisy_block_is_flipped() {
         protocol::blocks(&cfg, &pool, 7).unwrap(),
         (clean, noisy.clone())
     );
-    let (row, traj) = protocol::run_seed(&cfg, &pool, 7, &mut |_| {}).unwrap();
+    let (row, traj) = protocol::run_seed(&cfg, &pool, 7, &mut |_| {})
+        .unwrap()
+        .unwrap();
     assert_eq!(row.noisy, 0);
     let want: Vec<i8> = noisy.iter().map(|&i| pool.y[i]).collect();
     assert_eq!(traj.y_true, want);
@@ -139,7 +143,7 @@ fn first_adamw_step_moves_each_head_entry_by_the_learning_rate() {
     let init = tokensel::data::Params::init(&cfg);
     let phi = head::features(x.view(), &init);
     let nu0 = head::initial(3, cfg.d, 1);
-    let (nu1, fit) = head::fit(&prot, 3, &phi, y, 1);
+    let (nu1, fit) = head::fit(&prot, 3, &phi, y, 1, &mut |_| {});
     assert_eq!(fit.steps, 1);
     let lr = prot.head_step_size;
     let moves: Vec<f64> = (&nu1 - &nu0).iter().map(|v| v.abs()).collect();
@@ -160,7 +164,7 @@ fn phase_one_lowers_the_clean_loss() {
     let y = &pool.y[..60];
     let phi = head::features(x.view(), &tokensel::data::Params::init(&cfg));
     let (l0, _) = head::evaluate(&head::initial(3, cfg.d, 3), &phi, y);
-    let (_, fit) = head::fit(&prot, 3, &phi, y, 3);
+    let (_, fit) = head::fit(&prot, 3, &phi, y, 3, &mut |_| {});
     assert!(fit.loss < l0, "{} !< {l0}", fit.loss);
 }
 
@@ -344,9 +348,74 @@ fn phase_two_takes_adamw_minibatches() {
         serde_json::to_string(&report_on(&cfg, 2)).unwrap()
     );
     let pool = Pool::generated(&cfg, 42).unwrap();
-    let (row, traj) = protocol::run_seed(&cfg, &pool, 42, &mut |_| {}).unwrap();
+    let (row, traj) = protocol::run_seed(&cfg, &pool, 42, &mut |_| {})
+        .unwrap()
+        .unwrap();
     let last = traj.checkpoints.last().unwrap();
     assert_eq!(last.step, 30);
     assert_eq!(last.samples.len(), 20);
     assert_eq!(row.train_loss.to_bits(), last.train_loss.to_bits());
+}
+
+/// A seed whose run stops (here phase 2's gradient overflows at seed 0 under a head fitted
+/// with an absurd learning rate, while seeds 4, 5 and 7 finish) keeps the seeds before it:
+/// the printed and published report holds their rows and the stop, and the exit code is 3.
+#[test]
+fn a_stopped_seed_keeps_the_seeds_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = r#"
+n_train = 10
+n_test = 50
+d = 50
+eta = 0.2
+flips = "bernoulli"
+step_size = 1e-2
+steps = 200
+mode = "p"
+[model]
+kind = "multiclass"
+classes = 3
+[layout]
+tokens = 5
+relevant = 1
+weak_same = 1
+weak_opposite = 2
+irrelevant = 1
+[optimizer]
+kind = "adamw"
+schedule = "linear"
+clip_norm = 1.0
+batch = 4
+[protocol]
+n_clean = 30
+head_epochs = 50
+head_step_size = 5e305
+"#;
+    let path = write(dir.path(), "s.toml", text);
+    let out = dir.path().join("out");
+    let o = common::tokensel(&[
+        "protocol",
+        "--config",
+        &path,
+        "--seeds",
+        "4,5,7,0",
+        "--json",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("seed 0 stopped in phase 2"),
+        "{}",
+        common::stderr(&o)
+    );
+    let printed: protocol::Report = serde_json::from_slice(&o.stdout).unwrap();
+    let seeds: Vec<u64> = printed.rows.iter().map(|r| r.seed).collect();
+    assert_eq!(seeds, vec![4, 5, 7]);
+    let stop = printed.stopped.clone().unwrap();
+    assert_eq!((stop.seed, stop.phase), (0, 2));
+    let written: protocol::Report =
+        serde_json::from_str(&std::fs::read_to_string(out.join("protocol.json")).unwrap()).unwrap();
+    assert_eq!(written, printed);
 }

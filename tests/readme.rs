@@ -283,6 +283,47 @@ fn certificate_text(o: &Output) {
 /// The README's `sh` block lines, each with its check (see the module docs).
 const BLOCKS: &[Form] = &[
     Form {
+        text: "cargo run --release -- protocol --config examples/protocol.toml",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |_, o| {
+            let text = stdout(o);
+            for needle in [
+                "fine-tuning protocol (Section I) on generated tokens: K = 3",
+                "p-mode attention reset and trained on a noisy block of n = 20 (eta 0.2",
+                "adamw (betas 0.9/0.999, eps 1e-8, wd 0, linear, clip 1, batch 16), step size 5e-5",
+                "4000 steps (2000 epochs of 2 batches)",
+                "yes (training accuracy 1)",
+                "no (training accuracy 0.9500)",
+                "2 of 3 seeds fit their noisy labels",
+            ] {
+                assert!(text.contains(needle), "{needle}: {text}");
+            }
+            // seed 2718's row: a training loss of 0.355 inside the official 0.18-0.37
+            let row = text
+                .lines()
+                .find(|l| l.trim_start().starts_with("2718"))
+                .expect("seed 2718's row");
+            assert!(row.contains("3.5512e-1") && row.contains("0.9500"), "{row}");
+        },
+    },
+    Form {
+        text: "cargo run --release -- check claims/protocol.toml",
+        how: How::Elsewhere(
+            "tests/claims.rs::protocol_claims_read_a_seeds_row runs `check claims/protocol.toml --seeds 0 --json` (every claim measured on one seed, a value equal to the protocol's row); the ten-seed check, about 30 s here, is this command, run by hand for the README's numbers: it exits 1",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "venv/bin/python examples/protocol_real.py --mode p --out protocol_real.png",
+        how: How::Elsewhere(
+            "not in CI (needs scikit-learn, mnist1d and matplotlib, 11.5 min of runs): run once for the README's table and figure; python/tests/test_protocol.py runs it at small sizes where those are installed",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
         text: "cargo run --release -- run --config examples/adamw.toml",
         how: How::AsWritten,
         shrink: &[],
@@ -1158,6 +1199,14 @@ const BLOCKS: &[Form] = &[
 /// in the same directory (they read `traj-a`, `data-out`, `grid-out`).
 const INLINE: &[Form] = &[
     Form {
+        text: "protocol --config FILE --data DIR --out OUT --json",
+        how: How::Elsewhere(
+            "tests/protocol.rs::cli_on_a_data_directory_publishes_the_report runs this form on a supplied directory and checks the printed report against protocol.json and the CSVs",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
         text: "plot --direction",
         how: How::Elsewhere(
             "the README's block line `plot ngd-f64/trajectory.json ngd-twin/trajectory.json --direction --out direction.png` runs it here (checked above); tests/direction.rs checks its refusals",
@@ -1997,6 +2046,10 @@ const INLINE: &[Form] = &[
 
 /// Flags the README writes that belong to other programs, with where they are run.
 const OTHER_PROGRAMS: &[(&str, &str)] = &[
+    (
+        "--mode",
+        "examples/protocol_real.py's (needs scikit-learn, mnist1d and matplotlib: run once by hand; python/tests/test_protocol.py runs it with --mode p at small sizes where they are installed)",
+    ),
     (
         "--mma",
         "examples/max_margin_adapter.py's and max_margin_svm_check.py's (need PyTorch and the max-margin checkout: run once by hand, README)",

@@ -321,12 +321,24 @@ def certify(
 
 def protocol(config: Config, *, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The fine-tuning protocol of the paper's Section I over the seeds of ``config``'s
-    ``[protocol]`` section (README "The fine-tuning protocol"): per seed, a head fitted on
+    ``[protocol]`` section (README "The fine-tuning protocol of Section I"): per seed, a head fitted on
     a clean block with the attention fixed (phase 1), then the attention reset and trained
     on a noisy block with the head fixed (phase 2). On ``config``'s generated data, or on
     the pool ``data``: ``X_train`` (N, T, d) with its TRUE labels ``y_train`` (N >=
     ``n_clean + n_train``), ``X_test``, ``y_test``, optionally ``groups``. Returns the
     report of ``tokensel protocol --json`` (``rows``: one per seed, with
     ``train_accuracy``, ``noisy_fitted``, ``test_accuracy``, ``fits_noisy_labels`` and
-    the mean largest attention per checkpoint)."""
-    return json.loads(_call(_tokensel.protocol, config, _dict(data)))
+    the mean largest attention per checkpoint; ``nu`` in ``data`` is accepted and ignored:
+    phase 1 fits the head). Where a seed's run stops (a non-finite value), the report holds
+    the seeds before it and ``stopped`` (its seed, phase and error), with a
+    RuntimeWarning."""
+    report = json.loads(_call(_tokensel.protocol, config, _dict(data)))
+    if report.get("stopped"):
+        st = report["stopped"]
+        warnings.warn(
+            f"tokensel.protocol: seed {st['seed']} stopped in phase {st['phase']}: {st['error']}; "
+            f"the report holds the {len(report['rows'])} seed(s) before it",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return report

@@ -78,15 +78,16 @@ pub(super) fn protocol(args: &ProtocolArgs) -> Result<i32> {
         .map(|dir| OutputDir::prepare(dir, SetKind::Protocol))
         .transpose()?;
     let t0 = Instant::now();
-    let total = cfg.steps.saturating_mul(prot.seeds.len() as u64);
-    let bar = progress_bar(total, args.quiet, "phase-2 steps");
+    let per_seed = protocol::steps_per_seed(&cfg)?;
+    let total = per_seed.saturating_mul(prot.seeds.len() as u64);
+    let bar = progress_bar(total, args.quiet, "steps (phase 1 and 2)");
     let report = protocol::run(
         &cfg,
         &mut |seed| match &supplied {
             Some(pool) => Ok(pool.clone()),
             None => Pool::generated(&cfg, seed),
         },
-        &mut |k, s| bar.set_position(k as u64 * cfg.steps + s),
+        &mut |k, s| bar.set_position((k as u64).saturating_mul(per_seed).saturating_add(s)),
     )?;
     bar.finish_and_clear();
     // printed whether or not it could be written: the result is not lost
@@ -105,11 +106,21 @@ pub(super) fn protocol(args: &ProtocolArgs) -> Result<i32> {
             );
         }
     }
-    finish(t0, Some(total));
+    // head steps and attention steps cost differently: no per-step average
+    finish(t0, None);
     if let Some(Err(e)) = published {
         return Err(Error::NotPublished {
             source: Box::new(e),
         });
+    }
+    if let Some(st) = &report.stopped {
+        return Err(Error::Refused(format!(
+            "seed {} stopped in phase {}: {} (the report holds the {} seed(s) before it)",
+            st.seed,
+            st.phase,
+            st.error,
+            report.rows.len()
+        )));
     }
     Ok(EXIT_OK)
 }

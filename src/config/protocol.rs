@@ -19,6 +19,9 @@ pub const MAX_HEAD_EPOCHS: u64 = 1_000_000;
 /// Most head steps (phase 1: epochs x batches per epoch, per seed).
 pub const MAX_HEAD_STEPS: u64 = 100_000_000;
 
+/// Most phase-1 multiply-adds per seed (head_epochs x n_clean x K x d).
+pub const MAX_HEAD_WORK: f64 = 1e12;
+
 /// The `[protocol]` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -92,14 +95,15 @@ impl Protocol {
             ));
         }
         if self.seeds.len() as u64 > crate::seeds::MAX_SEEDS {
-            return Err(Error::config(
-                "protocol.seeds",
-                format!(
+            // a size over a limit, as a seed list on the command line (exit code 3)
+            return Err(Error::TooLarge {
+                field: "protocol.seeds".into(),
+                reason: format!(
                     "{} seeds, more than the limit of {}",
                     self.seeds.len(),
                     crate::seeds::MAX_SEEDS
                 ),
-            ));
+            });
         }
         let mut seen = std::collections::BTreeSet::new();
         for &s in &self.seeds {
@@ -141,19 +145,34 @@ impl Protocol {
                 ),
             ));
         }
-        let steps = self
-            .head_epochs
-            .saturating_mul(self.head_batches_per_epoch());
-        if steps > MAX_HEAD_STEPS {
+        let steps = self.head_epochs as f64 * self.head_batches_per_epoch() as f64;
+        if steps > MAX_HEAD_STEPS as f64 {
             return Err(Error::config(
                 "protocol.head_epochs",
                 format!(
-                    "{} epochs of {} batches are {steps} head steps, more than the limit of \
-                     {MAX_HEAD_STEPS}",
+                    "{} epochs of {} batches are {steps:.3e} head steps, more than the limit \
+                     of {MAX_HEAD_STEPS}",
                     self.head_epochs,
                     self.head_batches_per_epoch()
                 ),
             ));
+        }
+        Ok(())
+    }
+
+    /// Refuse a phase 1 over [`MAX_HEAD_WORK`] multiply-adds per seed (head_epochs x
+    /// n_clean x K x d, the gradients' cost), before any work: a size over a limit.
+    pub fn check_work(&self, classes: usize, d: usize) -> Result<()> {
+        let work = self.head_epochs as f64 * self.n_clean as f64 * classes as f64 * d as f64;
+        if work > MAX_HEAD_WORK {
+            return Err(Error::TooLarge {
+                field: "protocol.head_epochs".into(),
+                reason: format!(
+                    "phase 1 would take head_epochs x n_clean x K x d = {work:.3e} \
+                     multiply-adds per seed, more than the limit of {MAX_HEAD_WORK:e} (the \
+                     official 300 epochs of 10,000 samples, K = 10, d = 768 are 2.3e10)"
+                ),
+            });
         }
         Ok(())
     }

@@ -594,7 +594,14 @@ fn compute(claim: &Claim, cfg: &Config) -> Result<serde_json::Value> {
             p.seeds = vec![cfg.seed];
         }
         let report = protocol::run(&one, &mut |s| Pool::generated(&one, s), &mut |_, _| {})?;
-        return Ok(json(&report.rows[0]));
+        return match (report.rows.first(), report.stopped) {
+            (Some(row), None) => Ok(json(row)),
+            (_, Some(st)) => Err(Error::Refused(format!(
+                "the protocol's seed {} stopped in phase {}: {}",
+                st.seed, st.phase, st.error
+            ))),
+            (None, None) => unreachable!("one seed runs or stops"),
+        };
     }
     let prec = claim.prec.unwrap_or(crate::arith::DEFAULT_PREC);
     let tol = claim.tol.unwrap_or(1e-8);

@@ -141,13 +141,15 @@ pub fn initial(classes: usize, d: usize, seed: u64) -> Array2<f64> {
 }
 
 /// Fit the K-class head on features `phi` (n_clean, d) with labels `y` by phase 1's AdamW
-/// (module docs), under seed `seed`'s streams.
+/// (module docs), under seed `seed`'s streams; `progress` is called with the steps done
+/// every epoch.
 pub fn fit(
     prot: &Protocol,
     classes: usize,
     phi: &Array2<f64>,
     y: &[i8],
     seed: u64,
+    progress: &mut dyn FnMut(u64),
 ) -> (Array2<f64>, HeadFit) {
     let (n, d) = phi.dim();
     let mut nu = initial(classes, d, seed);
@@ -182,6 +184,9 @@ pub fn fit(
         let scalars = HEAD_ADAM.scalars(&ar, &rule.lr(&ar), k + 1);
         let params = nu.as_slice_mut().expect("standard layout");
         adam::step(&ar, &scalars, params, &grad, &mut m, &mut v);
+        if (k + 1) % order.per_epoch() == 0 {
+            progress(k + 1);
+        }
     }
     let (loss, accuracy) = evaluate(&nu, phi, y);
     (

@@ -178,7 +178,7 @@ pub fn settings(cfg: &Config) -> Result<&Protocol> {
         Error::config(
             "protocol",
             "the config has no [protocol] section (at least `n_clean`): see README \"The \
-             fine-tuning protocol\"",
+             fine-tuning protocol of Section I\"",
         )
     })
 }
@@ -248,8 +248,23 @@ pub struct Report {
     pub source: String,
     /// Phase 2's batches per epoch (1 for full-batch GD).
     pub batches_per_epoch: u64,
-    /// One row per seed, in the config's order.
+    /// One row per seed, in the config's order: every seed before a stop.
     pub rows: Vec<SeedRow>,
+    /// The seed whose run stopped (a non-finite value, or a head phase 2 cannot use),
+    /// and why; the seeds after it were not run. Absent when every seed ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<SeedStop>,
+}
+
+/// A seed whose run stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedStop {
+    /// The seed.
+    pub seed: u64,
+    /// Its phase: 1 (the head) or 2 (the attention).
+    pub phase: u8,
+    /// The error.
+    pub error: String,
 }
 
 /// Phase 2's batches per epoch under `cfg`: ceil(n_train / batch) with `[optimizer]
@@ -277,14 +292,37 @@ pub fn blocks(cfg: &Config, pool: &Pool, seed: u64) -> Result<(Vec<usize>, Vec<u
     Ok((drawn, noisy))
 }
 
+/// Steps one seed takes: phase 1's (epochs x batches per epoch) and phase 2's.
+pub fn steps_per_seed(cfg: &Config) -> Result<u64> {
+    let prot = settings(cfg)?;
+    Ok(prot
+        .head_epochs
+        .saturating_mul(prot.head_batches_per_epoch())
+        .saturating_add(cfg.steps))
+}
+
+/// A seed's run stopped in `phase`: a stopped run or a refusal (exit code 3) becomes
+/// `Ok(Err(stop))`, so the seeds before it are kept; bad input stays an error.
+fn stop_of(seed: u64, phase: u8, e: Error) -> Result<SeedStop> {
+    match e.is_stopped_run() {
+        true => Ok(SeedStop {
+            seed,
+            phase,
+            error: e.to_string(),
+        }),
+        false => Err(e),
+    }
+}
+
 /// Run the protocol for one seed on `pool` (checked against `cfg`), `progress` called
-/// with phase 2's steps done.
+/// with the seed's steps done (phase 1's, then phase 1's and phase 2's). `Ok(Err(stop))`
+/// where the seed's run stopped (a non-finite value, or a head phase 2 cannot use).
 pub fn run_seed(
     cfg: &Config,
     pool: &Pool,
     seed: u64,
     progress: &mut dyn FnMut(u64),
-) -> Result<(SeedRow, Trajectory)> {
+) -> Result<std::result::Result<(SeedRow, Trajectory), SeedStop>> {
     let prot = settings(cfg)?;
     pool.check(cfg)?;
     let mut cfg2 = cfg.clone();
@@ -298,7 +336,8 @@ pub fn run_seed(
     let init = Params::init(&cfg2);
     let x_clean = rows(&pool.x, clean);
     let phi = head::features(x_clean.view(), &init);
-    let (nu, fit) = head::fit(prot, cfg.model.classes, &phi, &label(clean), seed);
+    let (nu, fit) = head::fit(prot, cfg.model.classes, &phi, &label(clean), seed, progress);
+    let head_steps = fit.steps;
     // 3. + 4. the noisy block with the config's flips, phase 2 from the initial attention
     let data = Dataset::supplied(
         &cfg2,
@@ -313,13 +352,20 @@ pub fn run_seed(
         },
     )
     .map_err(|e| match e {
-        Error::Mismatch { what, reason } if what.contains("nu") => Error::Refused(format!(
-            "phase 1's head cannot be used: {reason} (seed {seed})"
-        )),
+        Error::Mismatch { what, reason } if what.contains("nu") => {
+            Error::Refused(format!("phase 1's head cannot be used: {reason}"))
+        }
         e => e,
-    })?;
-    let traj = Trainer::run(&cfg2, &data, F64, progress)?;
-    Ok((row(&cfg2, seed, fit, &traj)?, traj))
+    });
+    let data = match data {
+        Ok(d) => d,
+        Err(e) => return stop_of(seed, 1, e).map(Err),
+    };
+    let traj = match Trainer::run(&cfg2, &data, F64, &mut |s| progress(head_steps + s)) {
+        Ok(t) => t,
+        Err(e) => return stop_of(seed, 2, e).map(Err),
+    };
+    Ok(Ok((row(&cfg2, seed, fit, &traj)?, traj)))
 }
 
 /// A seed's row from its phase-2 trajectory.
@@ -380,7 +426,9 @@ fn row(cfg: &Config, seed: u64, head: HeadFit, traj: &Trajectory) -> Result<Seed
 }
 
 /// Run the protocol over the config's seeds; `pool_of(seed)` gives each seed's pool
-/// (generated per seed, or one supplied pool for all), `progress(seed index, step)`.
+/// (generated per seed, or one supplied pool for all), `progress(seed index, the seed's
+/// steps done)` ([`steps_per_seed`]). A seed whose run stops ends the protocol there: the
+/// report holds the seeds before it and the stop ([`Report::stopped`]).
 pub fn run(
     cfg: &Config,
     pool_of: &mut dyn FnMut(u64) -> Result<Pool>,
@@ -389,11 +437,17 @@ pub fn run(
     let prot = settings(cfg)?;
     let mut rows = Vec::with_capacity(prot.seeds.len());
     let mut generated = true;
+    let mut stopped = None;
     for (k, &seed) in prot.seeds.iter().enumerate() {
         let pool = pool_of(seed)?;
         generated = pool.generated;
-        let (row, _) = run_seed(cfg, &pool, seed, &mut |s| progress(k, s))?;
-        rows.push(row);
+        match run_seed(cfg, &pool, seed, &mut |s| progress(k, s))? {
+            Ok((row, _)) => rows.push(row),
+            Err(stop) => {
+                stopped = Some(stop);
+                break;
+            }
+        }
     }
     Ok(Report {
         format: FORMAT.into(),
@@ -401,6 +455,7 @@ pub fn run(
         source: if generated { "generated" } else { "supplied" }.into(),
         batches_per_epoch: batches_per_epoch(cfg),
         rows,
+        stopped,
     })
 }
 
@@ -503,10 +558,10 @@ impl std::fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "  phase 2: {:?}-mode attention reset and trained on a noisy block of n = {} \
+            "  phase 2: {}-mode attention reset and trained on a noisy block of n = {} \
              (eta {}, {:?} flips), head fixed; {}, step size {:e}, {steps} steps ({} epochs \
              of {} batches)",
-            cfg.mode,
+            cfg.mode.name(),
             cfg.n_train,
             cfg.eta,
             cfg.flips,
@@ -553,17 +608,33 @@ impl std::fmt::Display for Report {
             )?;
         }
         let col = |g: fn(&SeedRow) -> f64| mean_sd(&self.rows.iter().map(g).collect::<Vec<_>>());
+        let fits = self.rows.iter().filter(|r| r.fits_noisy_labels).count();
+        writeln!(f)?;
+        if let Some(st) = &self.stopped {
+            writeln!(
+                f,
+                "  STOPPED: seed {} stopped in phase {}: {}; the seeds after it were not run",
+                st.seed, st.phase, st.error
+            )?;
+        }
+        if self.rows.is_empty() {
+            return writeln!(f, "  no seed finished");
+        }
         let (tm, ts) = col(|r| r.test_accuracy);
         let (bm, bs) = col(|r| r.baseline_test_accuracy);
         let (lm, ls) = col(|r| r.train_loss);
-        let fits = self.rows.iter().filter(|r| r.fits_noisy_labels).count();
-        writeln!(f)?;
-        writeln!(
-            f,
-            "  over {} seeds: test accuracy {tm:.4} +- {ts:.4} (baseline {bm:.4} +- {bs:.4}), \
-             final training loss {lm:.4e} +- {ls:.2e}",
-            self.rows.len()
-        )?;
+        match self.rows.len() {
+            1 => writeln!(
+                f,
+                "  one seed: test accuracy {tm:.4} (baseline {bm:.4}), final training loss \
+                 {lm:.4e} (no spread over one seed)"
+            )?,
+            n => writeln!(
+                f,
+                "  over {n} seeds (mean +- sample sd): test accuracy {tm:.4} +- {ts:.4} \
+                 (baseline {bm:.4} +- {bs:.4}), final training loss {lm:.4e} +- {ls:.2e}"
+            )?,
+        }
         writeln!(
             f,
             "  {fits} of {} seeds fit their noisy labels (training accuracy 1); a row whose \
