@@ -24,6 +24,9 @@ pub enum Stream {
     TestLabels = 5,
     /// Random initial parameters.
     Init = 6,
+    /// The minibatch order: one permutation of the training samples per epoch, drawn
+    /// in epoch order (`train::batch`).
+    BatchOrder = 7,
     /// The fine-tuning protocol's split of the pool into the clean and the noisy block.
     ProtocolSplit = 8,
     /// The protocol's initial head (phase 1).

@@ -42,6 +42,7 @@ fn small_eta(mode: Mode, steps: u64, eta: f64) -> Config {
         optimizer: Optimizer {
             kind: OptimizerKind::NormalizedGd,
             eps: 0.0,
+            ..Optimizer::default()
         },
         direction: Some(Direction {
             pattern: PatternSpec::Named("theorem".into()),

@@ -21,6 +21,7 @@ fn normalized(mut cfg: Config, eps: f64) -> Config {
     cfg.optimizer = Optimizer {
         kind: OptimizerKind::NormalizedGd,
         eps,
+        ..Optimizer::default()
     };
     cfg.validate().unwrap();
     cfg

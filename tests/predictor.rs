@@ -97,6 +97,7 @@ prop_compose! {
             c.optimizer = Optimizer {
                 kind: OptimizerKind::NormalizedGd,
                 eps: if rule == 2 { 1e-9 } else { 0.0 },
+                ..Optimizer::default()
             };
         }
         if mode > 0 {
@@ -153,6 +154,7 @@ fn predictor_matches_the_k_class_model() {
                             false => OptimizerKind::Gd,
                         },
                         eps: 0.0,
+                        ..Optimizer::default()
                     },
                     ..Config::default()
                 };

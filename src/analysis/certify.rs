@@ -310,6 +310,7 @@ impl Options {
     /// precision a ball precision, the span step with the stable formulation, and each
     /// ball trainer's state within the memory limit.
     pub fn check(&self, cfg: &Config) -> Result<()> {
+        cfg.full_batch_only("certify")?;
         for prec in self.prec.precs() {
             Ball::new(prec)?;
             let method = self.resolved(cfg, prec);
@@ -1179,6 +1180,7 @@ fn run_at(
     opts: &Options,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Certificate> {
+    cfg.full_batch_only("certify")?;
     let ar = Ball::new(prec)?;
     let method = opts.resolved(cfg, prec);
     let mut tr = Trainer::with_method(cfg, data, ar, cfg.formulation, method)?;

@@ -79,6 +79,7 @@ impl Options {
     /// tolerance, a valid twin precision, and the twin's and the predictor's state within
     /// the memory limit.
     pub fn check(&self, cfg: &Config) -> Result<()> {
+        cfg.full_batch_only("compare")?;
         crate::analysis::check_tol("tol", self.tol)?;
         let truth = Mpfr::truth(self.prec)?;
         // the twin runs the stable formulas whatever the config's
@@ -464,6 +465,7 @@ pub fn compare(
     opts: Options,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Report> {
+    cfg.full_batch_only("compare")?;
     let truth = Mpfr::truth(opts.prec)?;
     let a = Trainer::new(cfg, data, F64, cfg.formulation)?;
     let b = Trainer::with_method(cfg, data, truth, Formulation::Stable, opts.twin_method)?;

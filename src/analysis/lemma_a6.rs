@@ -38,6 +38,25 @@ pub fn configs(cfg: &Config) -> (Config, Config) {
     (w_cfg, p_cfg)
 }
 
+/// Refuse, before any work, an `[optimizer]` under which Lemma A.6's p <-> W identity
+/// does not hold: Adam (coordinate-wise: its step of W is not p times a step of q),
+/// minibatches and gradient clipping (the clip factor is formed from each run's own
+/// gradient norm, |p| |g| in W-mode and |g| in p-mode). A linear schedule scales both
+/// runs' steps alike and is kept.
+pub fn check(cfg: &Config) -> Result<()> {
+    if cfg.optimizer.breaks_lemma_a6() {
+        return Err(crate::error::Error::config(
+            "optimizer",
+            format!(
+                "Lemma A.6's p <-> W identity holds for full-batch (normalised) gradient \
+                 descent only, not under {}",
+                cfg.optimizer.name()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Set the p-mode twin's step (in `p_cfg`) from the W-mode run's (`w_cfg`, p(0) = `p0`)
 /// so that both move q alike: constant steps, dq = -alpha |p|^2 g in W-mode, so
 /// alpha' = alpha |p|^2; normalised GD, dq = -alpha |p|^2 g / (|p| |g| + eps) =
@@ -56,6 +75,7 @@ pub fn scale_step(w_cfg: &Config, p_cfg: &mut Config, p0: &ndarray::Array1<f64>)
 /// Run the W-mode run of `cfg` and its p-mode twin in lockstep on `data` (the direct
 /// step, as the lemma's rounding budget assumes) and measure [`LemmaA6`].
 pub fn lemma_a6(cfg: &Config, data: &Dataset) -> Result<LemmaA6> {
+    check(cfg)?;
     let (w_cfg, mut p_cfg) = configs(cfg);
     let w_init = Params::init(&w_cfg);
     // the direct step: the lemma's rounding budget is that of q = W^T p as d-term

@@ -39,6 +39,8 @@ pub(super) fn cost(args: &CostArgs) -> Result<i32> {
     let cfg = args.config.load()?;
     let methods = match args.config.method {
         Some(m) => vec![m],
+        // the span step only where the config's optimizer allows it
+        None if cfg.optimizer.needs_direct() => vec![Method::Direct],
         None => vec![Method::Direct, Method::Span],
     };
     // every argument is checked (`cost::check`, `cost::check_classes`) before any work

@@ -491,6 +491,7 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
         }
         Source::Compare => compare_options(c).check(cfg).map_err(memory)?,
         Source::LemmaA6 => {
+            lemma_a6::check(cfg).map_err(|e| ("config", e))?;
             let (w_cfg, p_cfg) = lemma_a6::configs(cfg);
             f64_run(&w_cfg).map_err(memory)?;
             f64_run(&p_cfg).map_err(memory)?;

@@ -275,6 +275,12 @@ pub fn check(
             });
         }
     }
+    if let (Some(why), true) = (
+        cfg.optimizer.span_refusal(),
+        methods.contains(&Method::Span),
+    ) {
+        return Err(Error::config("method", format!("the span step: {why}")));
+    }
     if precs.is_empty() || methods.is_empty() {
         return Err(Error::config(
             "precs",

@@ -629,10 +629,17 @@ pub fn direction_figure(ts: &[crate::io::trajectory::Trajectory]) -> Option<Figu
             k => format!("{k} {}", t.trainer.prec_bits),
         };
         // short enough for the legend's column
-        let rule = match (t.config.optimizer.is_normalized(), t.config.optimizer.eps) {
-            (false, _) => "GD".to_string(),
-            (true, 0.0) => "NGD".to_string(),
-            (true, e) => format!("NGD eps {e:e}"),
+        let o = &t.config.optimizer;
+        let rule = match (o.kind, o.eps) {
+            (crate::config::OptimizerKind::Gd, _) => "GD".to_string(),
+            (crate::config::OptimizerKind::NormalizedGd, 0.0) => "NGD".to_string(),
+            (crate::config::OptimizerKind::NormalizedGd, e) => format!("NGD eps {e:e}"),
+            (crate::config::OptimizerKind::Adam, _) => "Adam".to_string(),
+            (crate::config::OptimizerKind::Adamw, _) => "AdamW".to_string(),
+        };
+        let rule = match o.batch {
+            Some(b) => format!("{rule} batch {b}"),
+            None => rule,
         };
         format!("{arith}, {rule}")
     };

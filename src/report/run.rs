@@ -168,7 +168,7 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
         if c.optimizer.is_default() {
             String::new()
         } else {
-            format!(", {}", c.optimizer.name())
+            format!(", {}", c.optimizer.name_with(Some(c.step_size)))
         },
         trainer_name(trainer),
         trainer.formulation,

@@ -13,7 +13,8 @@ use crate::config::{Formulation, Mode};
 use crate::data::Params;
 use crate::linalg;
 
-use super::step_rule::{StepRule, Stopped, euclidean_norm};
+use super::adam;
+use super::step_rule::{StepRule, Stopped, clip_factor, euclidean_norm};
 use crate::model::{self, Model};
 
 /// Parameters and d-space buffers of the direct step.
@@ -29,6 +30,9 @@ pub struct Direct<R> {
     pub grad_q: Vec<R>,
     /// Per-sample gradients of the naive formulation (n x d; empty when stable).
     contrib: Vec<R>,
+    /// Adam's moments and step counter (Adam and AdamW; `None` for the GD kinds): the
+    /// optimiser's state, beside the parameters ([`Direct::with_adam`]).
+    pub adam: Option<adam::State<R>>,
 }
 
 impl<R: Clone + Send + Sync> Direct<R> {
@@ -45,9 +49,21 @@ impl<R: Clone + Send + Sync> Direct<R> {
             q: ar.zeros(d),
             grad_q: ar.zeros(d),
             contrib: if naive { ar.zeros(n * d) } else { Vec::new() },
+            adam: None,
         };
         e.compute_q(ar);
         e
+    }
+
+    /// Zero Adam moments for the blocks `mode` trains (p: d; W: d x d), step counter 0.
+    pub fn with_adam<A: Arith<Real = R>>(mut self, ar: &A, mode: Mode) -> Self {
+        let d = self.p.len();
+        self.adam = Some(adam::State {
+            t: 0,
+            p: (mode != Mode::W).then(|| adam::Moments::zeros(ar, d)),
+            w: (mode != Mode::P).then(|| adam::Moments::zeros(ar, d * d)),
+        });
+        self
     }
 
     /// q = W^T p (a copy of p when W = I).
@@ -89,6 +105,10 @@ impl<R: Clone + Send + Sync> Direct<R> {
         match form {
             Formulation::Stable => linalg::matvec_t_f64(ar, x, c, &mut self.grad_q),
             Formulation::Naive => {
+                // one row per sample of this pass (a minibatch has fewer than n)
+                if self.contrib.len() != samples.len() * d {
+                    self.contrib = ar.zeros(samples.len() * d);
+                }
                 linalg::for_each_row(ar, &mut self.contrib, d, 4 * tokens * d, |i, v| {
                     let span = i * tokens..(i + 1) * tokens;
                     let xi = ndarray::ArrayView2::from_shape(
@@ -122,9 +142,14 @@ impl<R: Clone + Send + Sync> Direct<R> {
     }
 
     /// One gradient step from the last backward pass (module docs), each block by
-    /// `rule` (constant or normalised: [`StepRule`]), then q = W^T p.
+    /// `rule` (constant or normalised: [`StepRule`], with its learning-rate schedule and
+    /// clip factor; or Adam: [`adam::step`]), then q = W^T p.
     /// `Err` where normalised GD cannot form a block's factor
     /// ([`StepRule::neg_factor`]); nothing moves then.
+    ///
+    /// Clipping ([`clip_factor`]) takes the global norm of the blocks `mode` trains:
+    /// |W dL/dq| for p and |p| |dL/dq| for W (the Frobenius norm of p (dL/dq)^T, as
+    /// normalised GD takes it).
     pub fn update<A: Arith<Real = R>>(
         &mut self,
         ar: &A,
@@ -143,19 +168,36 @@ impl<R: Clone + Send + Sync> Direct<R> {
                 Some(dp)
             }
         };
+        let w_norm = |p: &[R]| {
+            let mut n = euclidean_norm(ar, p);
+            ar.mul(&mut n, &euclidean_norm(ar, g));
+            n
+        };
+        let clip = rule.clip.map(|c| {
+            let mut norms = Vec::new();
+            if let Some(dp) = &dp {
+                norms.push(euclidean_norm(ar, dp));
+            }
+            if mode != Mode::P {
+                norms.push(w_norm(&self.p));
+            }
+            clip_factor(ar, c, &norms)
+        });
+        if let Some(h) = rule.adam {
+            self.adam_update(ar, mode, rule, &h, dp, clip.as_ref());
+            self.compute_q(ar);
+            return Ok(());
+        }
+        let clip = clip.as_ref();
         // both factors before any parameter moves (a zero block leaves them as they were)
         let neg_w = match mode {
             Mode::P => None,
             // dL/dW = p (dL/dq)^T: its Frobenius norm is |p| |dL/dq|
-            _ => Some(rule.neg_factor(ar, "W", || {
-                let mut n = euclidean_norm(ar, &self.p);
-                ar.mul(&mut n, &euclidean_norm(ar, g));
-                n
-            })?),
+            _ => Some(rule.neg_factor(ar, "W", clip, || w_norm(&self.p))?),
         };
         let neg_p = match &dp {
             None => None,
-            Some(dp) => Some(rule.neg_factor(ar, "p", || euclidean_norm(ar, dp))?),
+            Some(dp) => Some(rule.neg_factor(ar, "p", clip, || euclidean_norm(ar, dp))?),
         };
         if let Some(neg_w) = neg_w {
             let w = self.w.as_mut().expect("W- and joint mode store W");
@@ -171,5 +213,45 @@ impl<R: Clone + Send + Sync> Direct<R> {
         }
         self.compute_q(ar);
         Ok(())
+    }
+
+    /// Adam's step ([`adam::step`]) of each block `mode` trains, both from the old
+    /// (p, W): W's gradient p_m (dL/dq)_k (each entry a rounded product, times the clip
+    /// factor where clipping), then p's, W dL/dq (times the clip factor).
+    fn adam_update<A: Arith<Real = R>>(
+        &mut self,
+        ar: &A,
+        mode: Mode,
+        rule: &StepRule,
+        h: &adam::Hyper,
+        dp: Option<Vec<R>>,
+        clip: Option<&R>,
+    ) {
+        let d = self.q.len();
+        let st = self.adam.as_mut().expect("an Adam run's engine holds Adam's state");
+        st.t += 1;
+        let s = h.scalars(ar, &rule.lr(ar), st.t);
+        if mode != Mode::P {
+            let w = self.w.as_mut().expect("W- and joint mode store W");
+            let mom = st.w.as_mut().expect("W's moments");
+            let mut grad = ar.zeros(d);
+            for (m, row) in w.chunks_mut(d).enumerate() {
+                for (gk, qk) in grad.iter_mut().zip(&self.grad_q) {
+                    ar.prod(gk, &self.p[m], qk);
+                    if let Some(c) = clip {
+                        ar.mul(gk, c);
+                    }
+                }
+                let span = m * d..(m + 1) * d;
+                adam::step(ar, &s, row, &grad, &mut mom.m[span.clone()], &mut mom.v[span]);
+            }
+        }
+        if let Some(mut dp) = dp {
+            if let Some(c) = clip {
+                dp.iter_mut().for_each(|x| ar.mul(x, c));
+            }
+            let mom = st.p.as_mut().expect("p's moments");
+            adam::step(ar, &s, &mut self.p, &dp, &mut mom.m, &mut mom.v);
+        }
     }
 }

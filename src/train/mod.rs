@@ -34,6 +34,8 @@ use crate::model::token_selection::limit;
 use crate::model::{self, AnyModel, Model, Softmax};
 use crate::quantity::Quantity;
 
+pub mod adam;
+pub mod batch;
 pub mod direct;
 pub mod direction;
 pub mod drive;
@@ -103,6 +105,8 @@ pub struct Trainer<'a, A: Arith, M: Model = AnyModel> {
     /// The direction tracked against the attention SVM (`[direction]`): set by
     /// [`Trainer::track_direction`] at step 0.
     pub direction: Option<Box<direction::Tracker<A::Real>>>,
+    /// A minibatch run's order and batch pass (`[optimizer] batch`; `None`: full batch).
+    pub batch: Option<Box<batch::Pass<A::Real>>>,
 }
 
 impl<'a, A: Arith> Trainer<'a, A> {
@@ -179,6 +183,11 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
         }
         check_data(cfg, data)?;
         let method = resolve_method(cfg, form, ar.kind(), ar.prec(), method);
+        if method == Method::Span
+            && let Some(why) = cfg.optimizer.span_refusal()
+        {
+            return Err(Error::config("method", format!("the span step: {why}")));
+        }
         if method == Method::Span && form == Formulation::Naive {
             return Err(Error::config(
                 "method",
@@ -197,9 +206,23 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
         let x = train_rows(data);
         let engine = match method {
             Method::Span => Engine::Span(Box::new(Span::new(&ar, init, cfg.mode, x))),
+            _ if cfg.optimizer.is_adam() => {
+                Engine::Direct(Direct::new(&ar, init, form, n).with_adam(&ar, cfg.mode))
+            }
             _ => Engine::Direct(Direct::new(&ar, init, form, n)),
         };
         let k = model.outputs();
+        let batch = cfg.optimizer.batch.map(|b| {
+            Box::new(batch::Pass {
+                order: batch::Order::new(cfg.seed, n, b),
+                full_steps: record::schedule(cfg.steps, cfg.record.checkpoints_per_decade),
+                idx: Vec::new(),
+                scores: Vec::new(),
+                c: Vec::new(),
+                samples: Vec::new(),
+                loss: ar.zero(),
+            })
+        });
         Ok(Trainer {
             cfg,
             data,
@@ -218,6 +241,7 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
             step: 0,
             model,
             direction: None,
+            batch,
         })
     }
 
@@ -231,7 +255,137 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
 
     /// Evaluate scores, attention, outputs, the loss and the token coefficients at the
     /// current parameters (and, in the direct method, dL/dq).
+    ///
+    /// Under minibatches (`[optimizer] batch`) the step's forward and backward pass
+    /// cover its batch only ([`batch::Pass`]: the batch's mean loss and gradient, the
+    /// scores of no other sample computed), and its samples' scores and attention are
+    /// written to the trainer's rows of those samples; at the record's checkpoint steps
+    /// a forward pass over every training sample comes first, so that what a checkpoint
+    /// records (loss, accuracies, attention) describes the full training set
+    /// ([`Trainer::full_forward`]).
     pub fn forward_backward(&mut self) -> Result<()> {
+        if self.batch.is_none() {
+            return self.full_pass(true);
+        }
+        if self.full_forward() {
+            self.full_pass(false)?;
+        }
+        self.batch_pass()
+    }
+
+    /// True where the last forward pass covered every training sample: always in a
+    /// full-batch run; at the record's checkpoint steps under minibatches.
+    pub fn full_forward(&self) -> bool {
+        self.batch
+            .as_ref()
+            .is_none_or(|bp| bp.full_steps.binary_search(&self.step).is_ok())
+    }
+
+    /// The current step's batch (sorted sample indices) under minibatches, `None` in a
+    /// full-batch run.
+    pub fn batch_indices(&self) -> Option<&[usize]> {
+        self.batch.as_ref().map(|bp| bp.idx.as_slice())
+    }
+
+    /// The forward pass of one minibatch step and its backward pass (direct engine).
+    fn batch_pass(&mut self) -> Result<()> {
+        let ar = self.ar;
+        let (n, t, d) = self.data.train.x.dim();
+        let k = self.model.outputs();
+        let x = train_rows(self.data);
+        let bp = self.batch.as_mut().expect("a minibatch run");
+        bp.idx = bp.order.at(self.step);
+        let idx = &bp.idx;
+        let b = idx.len();
+        let gathered;
+        let (xb, gb, yb): (&[f64], Vec<A::Real>, Vec<i8>) = if b == n {
+            (x, self.g_train.clone(), self.data.train.y.to_vec())
+        } else {
+            let mut rows = Vec::with_capacity(b * t * d);
+            let mut g = Vec::with_capacity(b * t * k);
+            for &i in idx {
+                rows.extend_from_slice(&x[i * t * d..(i + 1) * t * d]);
+                g.extend_from_slice(&self.g_train[i * t * k..(i + 1) * t * k]);
+            }
+            gathered = rows;
+            (
+                &gathered[..],
+                g,
+                idx.iter().map(|&i| self.data.train.y[i]).collect(),
+            )
+        };
+        bp.scores.resize(b * t, ar.zero());
+        bp.c.resize(b * t, ar.zero());
+        bp.samples.resize(b, Sample::new(&ar, k));
+        let e = match &mut self.engine {
+            Engine::Direct(e) => e,
+            Engine::Span(_) => unreachable!("minibatches take the direct step"),
+        };
+        e.scores(&ar, xb, t, &mut bp.scores);
+        let mut att = ar.zeros(b * t);
+        let (form, m) = (self.form, &self.model);
+        let scores = &bp.scores;
+        let body = |(j, ((sj, cj), sample)): SampleItem<'_, A::Real>| {
+            let span = j * t..(j + 1) * t;
+            let gj = &gb[span.start * k..span.end * k];
+            model::softmax(&ar, &scores[span], sj, form, &mut sample.softmax);
+            m.sample(&ar, sj, gj, yb[j], b, form, sample, cj);
+        };
+        if linalg::worth_parallel(&ar, b * t * 16) {
+            att.par_chunks_mut(t)
+                .zip(bp.c.par_chunks_mut(t))
+                .zip(bp.samples.par_iter_mut())
+                .enumerate()
+                .for_each(body);
+        } else {
+            att.chunks_mut(t)
+                .zip(bp.c.chunks_mut(t))
+                .zip(bp.samples.iter_mut())
+                .enumerate()
+                .for_each(body);
+        }
+        if let Some(j) = bp
+            .samples
+            .iter()
+            .position(|s| !ar.is_finite(&s.f) || !s.outputs.iter().all(|v| ar.is_finite(v)))
+        {
+            let i = idx[j];
+            return Err(self.non_finite(Quantity::Output, Some(i)));
+        }
+        let mut sum = ar.zero();
+        for s in &bp.samples {
+            ar.add(&mut sum, &s.loss);
+        }
+        ar.div_f64(&mut sum, b as f64);
+        bp.loss = sum;
+        e.backward(&ar, form, m, xb, t, &att, &gb, &bp.samples, &bp.c);
+        // the batch's rows of the full-set buffers (the same bits a full pass gives them)
+        for (j, &i) in idx.iter().enumerate() {
+            for (dst, src) in self.attention[i * t..(i + 1) * t]
+                .iter_mut()
+                .zip(&att[j * t..(j + 1) * t])
+            {
+                ar.set(dst, src);
+            }
+            for (dst, src) in self.scores[i * t..(i + 1) * t]
+                .iter_mut()
+                .zip(&bp.scores[j * t..(j + 1) * t])
+            {
+                ar.set(dst, src);
+            }
+        }
+        if !ar.is_finite(&bp.loss) {
+            return Err(self.non_finite(Quantity::Loss, None));
+        }
+        if !e.grad_q.iter().all(|v| ar.is_finite(v)) {
+            return Err(self.non_finite(Quantity::GradQ, None));
+        }
+        Ok(())
+    }
+
+    /// The forward pass over every training sample, and with `backward` the gradient
+    /// (direct method).
+    fn full_pass(&mut self, backward: bool) -> Result<()> {
         let ar = self.ar;
         let t = self.data.train.x.dim().1;
         let x = train_rows(self.data);
@@ -280,7 +434,7 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
         if !ar.is_finite(&self.loss) {
             return Err(self.non_finite(Quantity::Loss, None));
         }
-        if let Engine::Direct(e) = &mut self.engine {
+        if let (true, Engine::Direct(e)) = (backward, &mut self.engine) {
             e.backward(
                 &ar,
                 form,
@@ -310,7 +464,7 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
     /// One gradient step from the last [`Trainer::forward_backward`].
     pub fn update(&mut self) -> Result<()> {
         let ar = self.ar;
-        let rule = step_rule::StepRule::of(self.cfg);
+        let rule = step_rule::StepRule::at(self.cfg, self.step);
         let moved = match &mut self.engine {
             Engine::Direct(e) => e
                 .update(&ar, self.cfg.mode, &rule)

@@ -23,8 +23,9 @@
 //! span total   = span once + S * span step + C * span checkpoint
 //! ```
 //!
-//! `auto` runs the span step when its total is the smaller and the formulation allows it
-//! (span needs `stable`), and when its state fits the memory limit where the direct
+//! `auto` runs the span step when its total is the smaller and the formulation and the
+//! optimizer allow it (span needs `stable`, and full-batch (normalised) GD without
+//! clipping: Adam, minibatches and clipping take the direct step), and when its state fits the memory limit where the direct
 //! one's does too; otherwise the direct step. Both are the same trajectory in exact
 //! arithmetic; their bits differ (proofs-notes/span.md), so the method a run used is
 //! recorded (`TrainerInfo::method`, resolved), and the config keeps `auto`. The model
@@ -170,6 +171,13 @@ impl CostModel {
 /// The step method a trainer of `cfg` in formulation `form` and arithmetic `kind` at
 /// `prec` bits uses: `method` itself unless it is `auto`, which resolves by the
 /// [`CostModel`] (module docs).
+///
+/// `span` where the config's optimizer needs the direct step (Adam, minibatches,
+/// clipping: [`crate::config::Optimizer::needs_direct`]) resolves to `direct`: the
+/// commands whose default is the span step (certify, compare's twin and enclosure,
+/// judge's replays) then take the direct one; a config's own `method = "span"` with
+/// such an optimizer is refused by its validation, and a trainer asked for the span
+/// step of one refuses it too.
 pub fn resolve_method(
     cfg: &Config,
     form: Formulation,
@@ -178,9 +186,10 @@ pub fn resolve_method(
     method: Method,
 ) -> Method {
     match method {
+        Method::Span if cfg.optimizer.needs_direct() => Method::Direct,
         Method::Direct | Method::Span => method,
         Method::Auto => {
-            if form == Formulation::Naive {
+            if form == Formulation::Naive || cfg.optimizer.needs_direct() {
                 return Method::Direct;
             }
             let model = CostModel::of(cfg);
@@ -202,6 +211,10 @@ pub fn resolve_method(
 /// and head values of the training and test sets. An MPFR number takes 32 bytes plus its
 /// limbs; f64 8 bytes.
 pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
+    let method = match method {
+        Method::Span if cfg.optimizer.needs_direct() => Method::Direct,
+        m => m,
+    };
     let per = match kind {
         Kind::F64 => 8,
         Kind::F32 => 4,

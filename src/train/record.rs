@@ -185,16 +185,20 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
 
     /// The Definition 4.1 scores of [`Trainer::selection_scores`] in this arithmetic.
     pub fn selection_score_values(&self) -> Vec<A::Real> {
-        let ar = &self.ar;
         (0..self.samples.len())
-            .map(|i| {
-                let [r, mut ws, wo, irr] = self.group_mass(i);
-                ar.add(&mut ws, &wo);
-                ar.add(&mut ws, &irr);
-                ar.mul(&mut ws, &r);
-                ws
-            })
+            .map(|i| self.selection_score_value(i))
             .collect()
+    }
+
+    /// The Definition 4.1 score of training sample `i` in this arithmetic (its last
+    /// forward pass).
+    pub fn selection_score_value(&self, i: usize) -> A::Real {
+        let ar = &self.ar;
+        let [r, mut ws, wo, irr] = self.group_mass(i);
+        ar.add(&mut ws, &wo);
+        ar.add(&mut ws, &irr);
+        ar.mul(&mut ws, &r);
+        ws
     }
 
     /// Training samples whose prediction (in this arithmetic, proved: [`Model::predict`])
@@ -404,17 +408,32 @@ impl Recorder {
     }
 
     /// Observe a forward pass: add its S_i to the sums, and record a checkpoint when the
-    /// step is scheduled.
+    /// step is scheduled. Under minibatches the sums take the S_i of the step's batch
+    /// only (the samples whose forward pass the step computes: each sample once per
+    /// epoch), and a checkpoint's forward pass covers every sample
+    /// ([`Trainer::forward_backward`]).
     pub fn observe<A: Arith, M: Model>(&mut self, tr: &Trainer<'_, A, M>) {
         let (y, y_true) = (&tr.data.train.y, &tr.data.train.y_true);
         let first = tr.cfg.model.first_label();
-        accumulate(
-            &mut self.cumulative,
-            &tr.selection_scores(),
-            y,
-            y_true,
-            first,
-        );
+        match tr.batch_indices() {
+            None => accumulate(
+                &mut self.cumulative,
+                &tr.selection_scores(),
+                y,
+                y_true,
+                first,
+            ),
+            Some(idx) => {
+                let ar = &tr.ar;
+                let scores: Vec<f64> = idx
+                    .iter()
+                    .map(|&i| ar.to_f64(&tr.selection_score_value(i)))
+                    .collect();
+                let yb: Vec<i8> = idx.iter().map(|&i| y[i]).collect();
+                let tb: Vec<i8> = idx.iter().map(|&i| y_true[i]).collect();
+                accumulate(&mut self.cumulative, &scores, &yb, &tb, first);
+            }
+        }
         if self.schedule.binary_search(&tr.step).is_ok() {
             self.checkpoints.push(tr.checkpoint(self.cumulative));
         }

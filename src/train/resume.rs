@@ -1,5 +1,9 @@
-//! A trainer's resumable state: built from the engine's exact parameters, the step and
-//! what the recorder holds; restored bit for bit (the file format is `io::state`'s).
+//! A trainer's resumable state: built from the engine's exact parameters, Adam's state
+//! where the run has one (its step counter `adam.t` and the moments `adam.m.p`,
+//! `adam.v.p`, `adam.m.W`, `adam.v.W`), the step and what the recorder holds; restored
+//! bit for bit (the file format is `io::state`'s). A minibatch run's order needs no
+//! state: step k's batch is a function of the seed, n, the batch size and k
+//! (`train::batch`), drawn again on resume.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +27,15 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
                 values.insert("p".to_string(), text(&e.p));
                 if let Some(w) = &e.w {
                     values.insert("W".to_string(), text(w));
+                }
+                if let Some(st) = &e.adam {
+                    values.insert("adam.t".to_string(), vec![st.t.to_string()]);
+                    for (block, mom) in [("p", &st.p), ("W", &st.w)] {
+                        if let Some(mom) = mom {
+                            values.insert(format!("adam.m.{block}"), text(&mom.m));
+                            values.insert(format!("adam.v.{block}"), text(&mom.v));
+                        }
+                    }
                 }
             }
             Engine::Span(e) => {
@@ -69,6 +82,27 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
                 read("p", &mut e.p)?;
                 if let Some(w) = &mut e.w {
                     read("W", w)?;
+                }
+                if let Some(adam) = &mut e.adam {
+                    let t = st.values("adam.t")?;
+                    adam.t = match t {
+                        [t] => t
+                            .parse()
+                            .map_err(|_| st.error(format!("bad `adam.t` value `{t}`")))?,
+                        _ => return Err(st.error("`adam.t` must hold one step count".into())),
+                    };
+                    if adam.t != st.step {
+                        return Err(st.error(format!(
+                            "`adam.t` = {} is not the state's step {}",
+                            adam.t, st.step
+                        )));
+                    }
+                    for (block, mom) in [("p", &mut adam.p), ("W", &mut adam.w)] {
+                        if let Some(mom) = mom {
+                            read(&format!("adam.m.{block}"), &mut mom.m)?;
+                            read(&format!("adam.v.{block}"), &mut mom.v)?;
+                        }
+                    }
                 }
                 e.compute_q(&ar);
             }

@@ -295,7 +295,7 @@ impl<R: Clone + Send + Sync> Span<R> {
                 // squared norm is c^T G[1.., 1..] c (G[1.., 1..] = B[1..] B[1..]^T, or
                 // |p(0)|^2 K in W-mode)
                 let block = if self.mode == Mode::P { "p" } else { "W" };
-                let neg = rule.neg_factor(ar, block, || {
+                let neg = rule.neg_factor(ar, block, None, || {
                     scaled_norm(ar, c, |v| self.quad_g(ar, None, v))
                 })?;
                 ar.axpy(&neg, c, &mut self.a[1..])
@@ -307,7 +307,7 @@ impl<R: Clone + Send + Sync> Span<R> {
                 linalg::matvec(ar, &self.m, &kc, &mut mkc);
                 // dL/dW = p (X^T c)^T, |.|_F = |p| |X^T c| = sqrt(a^T G a) sqrt(c^T K c);
                 // dL/dp = B^T e with e = (0, c) + M K c, |.| = sqrt(e^T G e)
-                let neg_w = rule.neg_factor(ar, "W", || {
+                let neg_w = rule.neg_factor(ar, "W", None, || {
                     let mut n = scaled_norm(ar, &self.a, |v| self.quad_g(ar, Some(v), &[]));
                     let xc = scaled_norm(ar, c, |v| {
                         let mut kv = ar.zeros(r);
@@ -319,7 +319,7 @@ impl<R: Clone + Send + Sync> Span<R> {
                     ar.mul(&mut n, &xc);
                     n
                 })?;
-                let neg_p = rule.neg_factor(ar, "p", || {
+                let neg_p = rule.neg_factor(ar, "p", None, || {
                     let mut e = mkc.clone();
                     for (ej, cj) in e[1..].iter_mut().zip(c) {
                         ar.add(ej, cj);

@@ -1,6 +1,16 @@
 //! The step rule of the `[optimizer]` section ([`crate::config::Optimizer`]): the factor
 //! each parameter block's gradient is multiplied by, -alpha (constant-step GD) or
-//! -alpha / (||G|| + eps) (normalised GD), in the run's arithmetic.
+//! -alpha / (||G|| + eps) (normalised GD), in the run's arithmetic; Adam's step is
+//! coordinate-wise (`train::adam`) and takes its learning rate and clip factor from
+//! here.
+//!
+//! The learning rate of step k is alpha (constant schedule) or alpha ((N - k) / N) (the
+//! linear schedule of an N-step run: the factor rounded, then the product rounded:
+//! [`StepRule::lr`]). Clipping (`clip_norm`) multiplies every block's gradient by
+//! min(clip / (total + 1e-6), 1), total the global norm ([`clip_factor`]); for GD and
+//! normalised GD that factor enters the block's scalar factor (-alpha c, or
+//! -alpha c / (c ||G|| + eps)) rather than each coordinate (the same step in exact
+//! arithmetic; PyTorch scales the gradient tensor).
 //!
 //! The engines supply each block's squared gradient norm in their own coordinates
 //! (the direct step from d-space vectors, the span step from its Gram matrices:
@@ -11,21 +21,37 @@
 use crate::arith::Arith;
 use crate::config::Config;
 
-/// Step size alpha and, under normalised GD, its eps.
+/// Step size alpha and, under normalised GD, its eps; the schedule's position, the
+/// clip norm and Adam's hyperparameters of one step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepRule {
     /// The step size alpha.
     pub alpha: f64,
     /// `Some(eps)` under normalised GD.
     pub normalized: Option<f64>,
+    /// `Some((k, N))` under the linear schedule: step k of an N-step run.
+    pub linear: Option<(u64, u64)>,
+    /// The global norm the gradient is clipped to.
+    pub clip: Option<f64>,
+    /// Adam's hyperparameters (Adam and AdamW).
+    pub adam: Option<super::adam::Hyper>,
 }
 
 impl StepRule {
-    /// The rule of `cfg` (its step size and `[optimizer]`).
+    /// The rule of `cfg` (its step size and `[optimizer]`) at step 0.
     pub fn of(cfg: &Config) -> StepRule {
+        StepRule::at(cfg, 0)
+    }
+
+    /// The rule of `cfg` at step `step` (0-based: the update from `step` to `step + 1`).
+    pub fn at(cfg: &Config, step: u64) -> StepRule {
+        let o = &cfg.optimizer;
         StepRule {
             alpha: cfg.step_size,
-            normalized: cfg.optimizer.is_normalized().then_some(cfg.optimizer.eps),
+            normalized: o.is_normalized().then_some(o.eps),
+            linear: (o.schedule == crate::config::Schedule::Linear).then_some((step, cfg.steps)),
+            clip: o.clip_norm,
+            adam: super::adam::Hyper::of(cfg),
         }
     }
 
@@ -34,7 +60,23 @@ impl StepRule {
         StepRule {
             alpha,
             normalized: None,
+            linear: None,
+            clip: None,
+            adam: None,
         }
+    }
+
+    /// The step's learning rate: alpha, or under the linear schedule
+    /// alpha ((N - k) / N), (N - k) / N rounded then the product rounded (the Hugging
+    /// Face Trainer's `LambdaLR` forms the factor in Python floats and multiplies).
+    pub fn lr<A: Arith>(&self, ar: &A) -> A::Real {
+        let mut lr = ar.of(self.alpha);
+        if let Some((k, n)) = self.linear {
+            let mut f = ar.of(n.saturating_sub(k) as f64);
+            ar.div(&mut f, &ar.of(n.max(1) as f64));
+            ar.mul(&mut lr, &f);
+        }
+        lr
     }
 
     /// The factor of a block's gradient: -alpha, or -alpha / (norm() + eps) with `norm()`
@@ -46,15 +88,26 @@ impl StepRule {
     /// and the norm known to be exactly 0 ([`Arith::decide_sign`]: the step is 0 / 0),
     /// or alpha / (norm + eps) beyond the arithmetic's range (a norm near 0 in f64 or
     /// f32, or an enclosure that reaches 0).
+    ///
+    /// `clip`: the clip factor c ([`clip_factor`]): the factor is -lr c, or
+    /// -lr c / (c ||G|| + eps) (the norm of the clipped gradient).
     pub fn neg_factor<A: Arith>(
         &self,
         ar: &A,
         block: &'static str,
+        clip: Option<&A::Real>,
         norm: impl FnOnce() -> A::Real,
     ) -> Result<A::Real, Stopped> {
-        let mut f = ar.of(-self.alpha);
+        let mut f = self.lr(ar);
+        ar.neg(&mut f);
+        if let Some(c) = clip {
+            ar.mul(&mut f, c);
+        }
         if let Some(eps) = self.normalized {
             let mut norm = norm();
+            if let Some(c) = clip {
+                ar.mul(&mut norm, c);
+            }
             let stopped = |norm: &A::Real| Stopped {
                 block,
                 norm: ar.enclose(norm),
@@ -72,6 +125,24 @@ impl StepRule {
         }
         Ok(f)
     }
+}
+
+/// The clip factor min(clip / (total + 1e-6), 1) of `torch.nn.utils.clip_grad_norm_`,
+/// total = sqrt(sum of the blocks' squared norms) (`norms`: each block's norm, p then
+/// W), evaluated as the Euclidean norm of the vector of block norms
+/// ([`euclidean_norm`]), 1e-6 added, clip divided by it, and the minimum with 1 taken
+/// by the arithmetic's max of the negatives (a ball encloses min(c, 1) over its whole
+/// enclosure). Multiplying by a factor of exactly 1 changes no bit.
+pub fn clip_factor<A: Arith>(ar: &A, clip: f64, norms: &[A::Real]) -> A::Real {
+    let mut total = euclidean_norm(ar, norms);
+    ar.add_f64(&mut total, 1e-6);
+    let mut c = ar.of(clip);
+    ar.div(&mut c, &total);
+    // min(c, 1) = -max(-c, -1)
+    ar.neg(&mut c);
+    ar.max(&mut c, &ar.of(-1.0));
+    ar.neg(&mut c);
+    c
 }
 
 /// Normalised GD could not form a block's factor alpha / (||G|| + eps)

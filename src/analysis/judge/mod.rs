@@ -72,6 +72,7 @@ impl Options {
     /// the memory limit (the span twin and enclosure, the four direct candidates).
     pub fn check(&self, cfg: &Config) -> Result<()> {
         use crate::train::check_memory;
+        cfg.full_batch_only("judge")?;
         self.validate()?;
         check_memory(cfg, Mpfr::truth(self.prec)?.kind(), self.prec, Method::Span)?;
         if let Some(p) = self.enclosure {
@@ -380,6 +381,7 @@ pub fn judge(
     opts: Options,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Report> {
+    cfg.full_batch_only("judge")?;
     let twin = Trainer::with_method(
         cfg,
         data,

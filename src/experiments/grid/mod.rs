@@ -316,6 +316,7 @@ impl Spec {
         self.base.validate()?;
         self.base
             .binary_only("grid (its regime metrics are the binary Theorem 4.1's)")?;
+        self.base.full_batch_only("grid")?;
         if self.seeds.is_empty() {
             return Err(Error::config("seeds", "a grid needs at least one seed"));
         }

@@ -1,0 +1,412 @@
+//! Stateful optimisers and minibatches (`[optimizer] kind = "adam" | "adamw"`, `schedule`,
+//! `clip_norm`, `batch`: `train::adam`, `train::batch`, `train::step_rule`).
+//!
+//! - the 53-bit predictor takes the f64 run's bits under AdamW with weight decay, the
+//!   linear schedule, clipping active at some steps and minibatches, in p-, W- and
+//!   joint mode (one of them above the parallel thresholds);
+//! - the balls (256 bits) enclose the 512-bit twin at every step of an AdamW run, and
+//!   `certify` takes an AdamW config;
+//! - the first Adam step moves every coordinate by lr |g| / (|g| + eps) against the
+//!   sign of g (m_hat = g and v_hat = g^2 exactly at t = 1), in the 1024-bit twin and,
+//!   within its rounding count, in f64;
+//! - minibatches: each epoch's batches partition the samples, the run is the same on 1
+//!   and 2 threads above the parallel threshold, batch = n is exactly the full-batch
+//!   run, and a checkpoint's loss is a full-batch forward pass at that step's
+//!   parameters;
+//! - a resumed AdamW minibatch run is bit-identical to an uninterrupted one;
+//! - bad values of every new key exit with code 2, naming the key.
+
+mod common;
+
+use rug::Float;
+use tokensel::arith::{Arith, Ball, F64, Mpfr};
+use tokensel::config::{Optimizer, OptimizerKind, Schedule};
+use tokensel::data::{Dataset, Params};
+use tokensel::linalg::worth_parallel;
+use tokensel::prelude::*;
+use tokensel::train::drive::{Control, Event, drive};
+use tokensel::train::Trainer;
+
+use common::{stderr, tokensel};
+
+/// AdamW (or Adam) with weight decay `wd`, the linear schedule, clipping at `clip` and
+/// minibatches of `batch`.
+fn adam(kind: OptimizerKind, wd: f64, clip: Option<f64>, batch: Option<usize>) -> Optimizer {
+    Optimizer {
+        kind,
+        eps: 1e-8,
+        beta1: Some(0.9),
+        beta2: Some(0.999),
+        weight_decay: Some(wd),
+        schedule: Schedule::Linear,
+        clip_norm: clip,
+        batch,
+    }
+}
+
+/// A run of n samples of T = 8 tokens in dimension d, `steps` steps, in `mode` (W- and
+/// joint mode from a Gaussian p(0) and a Kaiming W(0)), under `opt`.
+fn config(n: usize, d: usize, mode: Mode, steps: u64, opt: Optimizer) -> Config {
+    let cfg = Config {
+        seed: 11,
+        d,
+        n_train: n,
+        n_test: 6,
+        mu_norm: 4.0,
+        eta: 0.25,
+        step_size: 0.05,
+        steps,
+        optimizer: opt,
+        ..Config::default()
+    };
+    let cfg = match mode {
+        Mode::P => cfg,
+        _ => common::with_init(cfg, mode, 0.5, true),
+    };
+    cfg.validate().unwrap();
+    cfg
+}
+
+/// Per step: p and W (f64 values of the arithmetic's) and the step's loss (the batch's
+/// mean loss under minibatches, else the full loss).
+type Trace = Vec<(Vec<f64>, Option<Vec<f64>>, f64)>;
+
+fn trace<A: Arith>(cfg: &Config, data: &Dataset, ar: A) -> Trace {
+    let mut tr = Trainer::new(cfg, data, ar, cfg.formulation).unwrap();
+    let mut out = Vec::new();
+    drive(&mut tr, cfg.steps, |tr, ev| {
+        if ev == Event::Forward {
+            let (p, w) = tr.params();
+            let f = |v: &[A::Real]| v.iter().map(|x| tr.ar.to_f64(x)).collect::<Vec<_>>();
+            let loss = match &tr.batch {
+                Some(bp) => tr.ar.to_f64(&bp.loss),
+                None => tr.ar.to_f64(&tr.loss),
+            };
+            out.push((f(&p), w.as_deref().map(f), loss));
+        }
+        Ok(Control::Continue)
+    })
+    .unwrap();
+    out
+}
+
+fn bits(t: &Trace) -> Vec<u64> {
+    t.iter()
+        .flat_map(|(p, w, l)| {
+            p.iter()
+                .chain(w.iter().flatten())
+                .chain(std::iter::once(l))
+                .map(|x| x.to_bits())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The predictor (53-bit MPFR, correctly rounded like f64) takes the f64 run's bits in
+/// every mode under AdamW + L2-free decay, the linear schedule, clipping and batches of
+/// 4 of 6 (the last batch of an epoch 2); the joint run (n = 12, batch 8: 8 T 16 x 64 =
+/// 65536 operations per batch pass) on 2 threads crosses the per-sample loop's parallel
+/// threshold. Clipping is active at some step: the unclipped run differs.
+#[test]
+fn the_predictor_takes_the_f64_bits_under_adamw_and_minibatches() {
+    for (mode, n, batch, kind) in [
+        (Mode::P, 6, 4, OptimizerKind::Adamw),
+        (Mode::W, 6, 4, OptimizerKind::Adam),
+        (Mode::Joint, 12, 8, OptimizerKind::Adamw),
+    ] {
+        let cfg = config(n, 24, mode, 12, adam(kind, 0.01, Some(0.05), Some(batch)));
+        let data = Dataset::generate(&cfg);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let (a, b) = pool.install(|| {
+            if n == 12 {
+                assert!(worth_parallel(&Mpfr::predictor(), batch * 8 * 16));
+            }
+            (
+                trace(&cfg, &data, F64),
+                trace(&cfg, &data, Mpfr::predictor()),
+            )
+        });
+        assert_eq!(a.len(), 13);
+        assert_eq!(bits(&a), bits(&b), "{mode:?}: the predictor left the f64 bits");
+        let mut free = cfg.clone();
+        free.optimizer.clip_norm = None;
+        let c = trace(&free, &data, F64);
+        assert_ne!(bits(&a), bits(&c), "{mode:?}: clipping never active");
+    }
+}
+
+/// The ball trainer (256 bits, the direct step) encloses the 512-bit twin's p, W and
+/// loss at every step of an AdamW run with weight decay, the linear schedule and
+/// clipping, in every mode; `certify` takes the config (exit 0).
+#[test]
+fn balls_enclose_the_twin_under_adamw() {
+    for mode in [Mode::P, Mode::W, Mode::Joint] {
+        let cfg = config(5, 16, mode, 15, adam(OptimizerKind::Adamw, 0.01, Some(0.05), None));
+        let data = Dataset::generate(&cfg);
+        let ball = Trainer::new(&cfg, &data, Ball::new(256).unwrap(), Formulation::Stable).unwrap();
+        let twin = Trainer::new(&cfg, &data, Mpfr::truth(512).unwrap(), Formulation::Stable).unwrap();
+        assert_eq!(ball.method(), Method::Direct);
+        let mut pair = (ball, twin);
+        let mut checked = 0;
+        drive(&mut pair, cfg.steps, |(b, t), ev| {
+            if ev == Event::Forward {
+                let ((bp, bw), (tp, tw)) = (b.params(), t.params());
+                common::assert_enclosed("p", &bp, &tp);
+                if let (Some(bw), Some(tw)) = (bw, tw) {
+                    common::assert_enclosed("W", &bw, &tw);
+                }
+                common::assert_enclosed("loss", &[b.loss.clone()], &[t.loss.clone()]);
+                checked += 1;
+            }
+            Ok(Control::Continue)
+        })
+        .unwrap();
+        assert_eq!(checked, 16);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("adamw.toml");
+    std::fs::write(
+        &path,
+        "d = 16\nn_train = 5\nn_test = 4\nsteps = 10\nstep_size = 0.05\n[optimizer]\nkind = \"adamw\"\nweight_decay = 0.01\nschedule = \"linear\"\nclip_norm = 1.0\n",
+    )
+    .unwrap();
+    let o = tokensel(&["certify", "--quiet", "--config", path.to_str().unwrap(), "--prec", "128"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// The first Adam step (t = 1): m = (1 - b1) g and v = (1 - b2) g^2, so m_hat = g and
+/// v_hat = g^2 exactly, and every coordinate moves by -lr g / (|g| + eps) (here from
+/// p(0) = 0 with W = I, so dp = dL/dq; the linear schedule's factor at step 0 is 1).
+/// In the 1024-bit twin to 2^-1000 relative (a few dozen roundings of 2^-1024); in f64
+/// to 12 u relative, u = 2^-53: 1 - b1 and 1 - b2 are exact (Sterbenz), and m, (c2 g) g,
+/// sqrt(bc2), lr / bc1, sqrt(v), the division by sqrt(bc2), + eps, m / denom and the
+/// product with the step size round once each (10 roundings; 12 u covers the second
+/// order).
+#[test]
+fn the_first_adam_step_is_lr_times_the_sign() {
+    let cfg = config(6, 20, Mode::P, 1, adam(OptimizerKind::Adam, 0.0, None, None));
+    let data = Dataset::generate(&cfg);
+    let lr = cfg.step_size;
+    // twin
+    let ar = Mpfr::truth(1024).unwrap();
+    let mut tr = Trainer::new(&cfg, &data, ar, Formulation::Stable).unwrap();
+    tr.forward_backward().unwrap();
+    let g = tr.grad_q();
+    let p0 = tr.p();
+    tr.update().unwrap();
+    let p1 = tr.p();
+    for ((g, a), b) in g.iter().zip(&p0).zip(&p1) {
+        assert!(a.is_zero());
+        let want = Float::with_val(1100, -lr) * g / (Float::with_val(1100, g.abs_ref()) + 1e-8);
+        let diff = Float::with_val(1100, b - &want);
+        let rel = Float::with_val(1100, diff / &want).abs().to_f64();
+        assert!(rel < 2f64.powi(-1000), "twin: {b} vs {want}");
+        assert!(b.to_f64().abs() > 0.99 * lr && b.to_f64().abs() < lr);
+    }
+    // f64
+    let mut tr = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
+    tr.forward_backward().unwrap();
+    let g = tr.grad_q();
+    tr.update().unwrap();
+    for (g, b) in g.iter().zip(tr.p()) {
+        let want = Float::with_val(200, -lr) * g / (Float::with_val(200, g.abs()) + 1e-8);
+        let diff = Float::with_val(200, Float::with_val(200, b) - &want);
+        let rel = Float::with_val(200, diff / &want).abs().to_f64();
+        assert!(rel <= 12.0 * f64::EPSILON / 2.0, "f64: {b:e} vs {want}: {rel:e}");
+    }
+}
+
+/// Minibatches: over an epoch the batches (sorted, of 3, 3 and 1) partition 0..n; the
+/// next epoch is another permutation. batch = n gives exactly the full-batch run's
+/// checkpoints (GD, normalised GD and AdamW). A checkpoint of a minibatch run records a
+/// forward pass over every sample: its loss is the loss of a full-batch trainer started
+/// from that step's parameters.
+#[test]
+fn minibatches_partition_match_the_full_batch_and_record_full_checkpoints() {
+    let cfg = config(7, 12, Mode::P, 9, adam(OptimizerKind::Adamw, 0.0, None, Some(3)));
+    let data = Dataset::generate(&cfg);
+    let mut tr = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
+    let mut epochs: Vec<Vec<Vec<usize>>> = vec![Vec::new(); 4];
+    let mut at_checkpoints = Vec::new();
+    drive(&mut tr, cfg.steps, |tr, ev| {
+        if ev == Event::Forward {
+            let b = tr.batch_indices().unwrap().to_vec();
+            assert!(b.windows(2).all(|w| w[0] < w[1]));
+            epochs[(tr.step / 3) as usize].push(b);
+            if tr.full_forward() {
+                let (p, _) = tr.params();
+                at_checkpoints.push((tr.step, p, tr.loss));
+            }
+        }
+        Ok(Control::Continue)
+    })
+    .unwrap();
+    for e in &epochs[..3] {
+        let sizes: Vec<usize> = e.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [3, 3, 1]);
+        let mut all: Vec<usize> = e.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..7).collect::<Vec<_>>());
+    }
+    assert_ne!(epochs[0], epochs[1]);
+    // checkpoints: 0..=9 every step at 10 per decade
+    assert!(at_checkpoints.len() >= 3);
+    let mut full = cfg.clone();
+    full.optimizer.batch = None;
+    for (step, p, loss) in &at_checkpoints {
+        let init = Params {
+            p: p.clone().into(),
+            w: None,
+        };
+        let mut f = Trainer::from_params(&full, &data, F64, full.formulation, Method::Direct, &init)
+            .unwrap();
+        f.forward_backward().unwrap();
+        assert_eq!(f.loss.to_bits(), loss.to_bits(), "step {step}");
+    }
+    // batch = n is the full-batch run, bit for bit
+    for opt in [
+        Optimizer::default(),
+        Optimizer {
+            kind: OptimizerKind::NormalizedGd,
+            eps: 1e-9,
+            ..Optimizer::default()
+        },
+        adam(OptimizerKind::Adamw, 0.01, Some(0.05), None),
+    ] {
+        for mode in [Mode::P, Mode::Joint] {
+            let a = config(7, 12, mode, 20, opt);
+            let mut b = a.clone();
+            b.optimizer.batch = Some(7);
+            let (ta, tb) = (common::run_f64(&a), common::run_f64(&b));
+            assert_eq!(ta.checkpoints, tb.checkpoints, "{opt:?} {mode:?}");
+            assert_eq!(ta.trainer, tb.trainer);
+        }
+    }
+}
+
+/// A minibatch AdamW run above the per-sample loop's parallel threshold (batches of 512
+/// samples of 8 tokens: 65536 f64 operations) gives the same trajectory on 1 and 2
+/// threads, byte for byte.
+#[test]
+fn minibatch_runs_do_not_depend_on_the_thread_count() {
+    let cfg = config(1100, 8, Mode::Joint, 4, adam(OptimizerKind::Adamw, 0.01, Some(0.5), Some(512)));
+    let data = Dataset::generate(&cfg);
+    let run = |threads| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| {
+                if threads == 2 {
+                    assert!(worth_parallel(&F64, 512 * 8 * 16));
+                }
+                Trainer::run(&cfg, &data, F64, &mut |_| {}).unwrap().to_json()
+            })
+    };
+    assert_eq!(run(1), run(2));
+}
+
+/// A run resumed from its state (saved to a file and read back) after step 5 of 12 is
+/// the uninterrupted run, byte for byte: AdamW's moments and step counter are in the
+/// state, the batch order is drawn again from the seed. The state names the moments.
+#[test]
+fn a_resumed_adamw_minibatch_run_is_bit_identical() {
+    for mode in [Mode::P, Mode::Joint] {
+        let cfg = config(7, 12, mode, 12, adam(OptimizerKind::Adamw, 0.01, Some(0.05), Some(3)));
+        let data = Dataset::generate(&cfg);
+        let mut saved = None;
+        let mut tr = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
+        let whole = tr
+            .record(None, &mut |tr, rec| {
+                if tr.step == 5 {
+                    saved = Some(tr.state(rec));
+                }
+                Ok(())
+            })
+            .unwrap();
+        let st = saved.unwrap();
+        assert!(st.values.contains_key("adam.m.p") && st.values.contains_key("adam.v.p"));
+        assert_eq!(st.values.contains_key("adam.m.W"), mode != Mode::P);
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("state.json");
+        st.save(&path).unwrap();
+        let st = tokensel::io::state::State::load(&path).unwrap();
+        let mut again = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
+        let resumed = again.record(Some(&st), &mut |_, _| Ok(())).unwrap();
+        assert_eq!(whole.to_json(), resumed.to_json(), "{mode:?}");
+        // a state whose moments were lost is refused
+        let mut broken = st.clone();
+        broken.values.remove("adam.v.p");
+        let mut t3 = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
+        assert!(t3.record(Some(&broken), &mut |_, _| Ok(())).is_err());
+    }
+}
+
+/// Bad values of every new key exit with code 2 and name the key.
+#[test]
+fn bad_optimizer_values_exit_2_naming_the_key() {
+    let cases = [
+        ("kind = \"adam\"\nbeta1 = 1.0", "optimizer.beta1"),
+        ("kind = \"adamw\"\nbeta2 = -0.1", "optimizer.beta2"),
+        ("kind = \"adam\"\nbeta1 = nan", "optimizer.beta1"),
+        ("kind = \"adam\"\neps = 0.0", "optimizer.eps"),
+        ("kind = \"adamw\"\nweight_decay = -1.0", "optimizer.weight_decay"),
+        ("kind = \"gd\"\nbeta1 = 0.9", "optimizer.beta1"),
+        ("kind = \"normalized-gd\"\nweight_decay = 0.1", "optimizer.weight_decay"),
+        ("kind = \"gd\"\nbatch = 0", "optimizer.batch"),
+        ("kind = \"gd\"\nbatch = 21", "optimizer.batch"),
+        ("kind = \"adam\"\nclip_norm = 0.0", "optimizer.clip_norm"),
+        ("kind = \"adam\"\nclip_norm = nan", "optimizer.clip_norm"),
+        ("kind = \"gd\"\nschedule = \"cosine\"", "schedule"),
+        ("kind = \"adam\"\nmomentum = 0.9", "momentum"),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, (body, key)) in cases.iter().enumerate() {
+        let path = tmp.path().join(format!("bad{i}.toml"));
+        std::fs::write(&path, format!("n_train = 20\nsteps = 3\n[optimizer]\n{body}\n")).unwrap();
+        let o = tokensel(&["run", "--quiet", "--config", path.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{body}: {}", stderr(&o));
+        assert!(stderr(&o).contains(key), "{body}: {}", stderr(&o));
+    }
+    // method = "span" with Adam, minibatches or clipping
+    for opt in ["kind = \"adam\"", "kind = \"gd\"\nbatch = 4", "kind = \"gd\"\nclip_norm = 1.0"] {
+        let path = tmp.path().join("span.toml");
+        std::fs::write(&path, format!("steps = 3\nmethod = \"span\"\n[optimizer]\n{opt}\n")).unwrap();
+        let o = tokensel(&["run", "--quiet", "--config", path.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{opt}: {}", stderr(&o));
+        assert!(stderr(&o).contains("`method`") && stderr(&o).contains("span"), "{}", stderr(&o));
+    }
+    // commands that read every sample at every step refuse minibatches; Lemma A.6
+    // refuses Adam
+    let path = tmp.path().join("batch.toml");
+    std::fs::write(&path, "d = 10\nn_train = 6\nsteps = 3\n[optimizer]\nkind = \"gd\"\nbatch = 2\n").unwrap();
+    for cmd in ["compare", "certify"] {
+        let o = tokensel(&[cmd, "--quiet", "--config", path.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+        assert!(stderr(&o).contains("optimizer.batch"), "{cmd}: {}", stderr(&o));
+    }
+    let cfg = config(6, 10, Mode::W, 3, adam(OptimizerKind::Adam, 0.0, None, None));
+    let data = Dataset::generate(&cfg);
+    let e = tokensel::analysis::lemma_a6::lemma_a6(&cfg, &data).unwrap_err();
+    assert!(e.is_input_error() && e.to_string().contains("Lemma A.6"), "{e}");
+}
+
+/// `auto` resolves to the direct step under Adam and minibatches; a trainer asked for
+/// the span step of an Adam config gets the direct step (the commands' span default),
+/// and the config's name in outputs says what ran.
+#[test]
+fn auto_and_span_defaults_take_the_direct_step() {
+    let cfg = config(6, 10, Mode::P, 3, adam(OptimizerKind::Adamw, 0.0, Some(1.0), Some(4)));
+    let data = Dataset::generate(&cfg);
+    for m in [Method::Auto, Method::Span] {
+        let tr = Trainer::with_method(&cfg, &data, Mpfr::truth(128).unwrap(), Formulation::Stable, m).unwrap();
+        assert_eq!(tr.method(), Method::Direct);
+    }
+    assert_eq!(
+        cfg.optimizer.name_with(Some(5e-5)),
+        "adamw (lr 5e-5, betas 0.9/0.999, eps 1e-8, wd 0, linear, clip 1, batch 4)"
+    );
+}
