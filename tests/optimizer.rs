@@ -24,8 +24,8 @@ use tokensel::config::{Optimizer, OptimizerKind, Schedule};
 use tokensel::data::{Dataset, Params};
 use tokensel::linalg::worth_parallel;
 use tokensel::prelude::*;
-use tokensel::train::drive::{Control, Event, drive};
 use tokensel::train::Trainer;
+use tokensel::train::drive::{Control, Event, drive};
 
 use common::{stderr, tokensel};
 
@@ -130,7 +130,11 @@ fn the_predictor_takes_the_f64_bits_under_adamw_and_minibatches() {
             )
         });
         assert_eq!(a.len(), 13);
-        assert_eq!(bits(&a), bits(&b), "{mode:?}: the predictor left the f64 bits");
+        assert_eq!(
+            bits(&a),
+            bits(&b),
+            "{mode:?}: the predictor left the f64 bits"
+        );
         let mut free = cfg.clone();
         free.optimizer.clip_norm = None;
         let c = trace(&free, &data, F64);
@@ -144,10 +148,17 @@ fn the_predictor_takes_the_f64_bits_under_adamw_and_minibatches() {
 #[test]
 fn balls_enclose_the_twin_under_adamw() {
     for mode in [Mode::P, Mode::W, Mode::Joint] {
-        let cfg = config(5, 16, mode, 15, adam(OptimizerKind::Adamw, 0.01, Some(0.05), None));
+        let cfg = config(
+            5,
+            16,
+            mode,
+            15,
+            adam(OptimizerKind::Adamw, 0.01, Some(0.05), None),
+        );
         let data = Dataset::generate(&cfg);
         let ball = Trainer::new(&cfg, &data, Ball::new(256).unwrap(), Formulation::Stable).unwrap();
-        let twin = Trainer::new(&cfg, &data, Mpfr::truth(512).unwrap(), Formulation::Stable).unwrap();
+        let twin =
+            Trainer::new(&cfg, &data, Mpfr::truth(512).unwrap(), Formulation::Stable).unwrap();
         assert_eq!(ball.method(), Method::Direct);
         let mut pair = (ball, twin);
         let mut checked = 0;
@@ -173,7 +184,14 @@ fn balls_enclose_the_twin_under_adamw() {
         "d = 16\nn_train = 5\nn_test = 4\nsteps = 10\nstep_size = 0.05\n[optimizer]\nkind = \"adamw\"\nweight_decay = 0.01\nschedule = \"linear\"\nclip_norm = 1.0\n",
     )
     .unwrap();
-    let o = tokensel(&["certify", "--quiet", "--config", path.to_str().unwrap(), "--prec", "128"]);
+    let o = tokensel(&[
+        "certify",
+        "--quiet",
+        "--config",
+        path.to_str().unwrap(),
+        "--prec",
+        "128",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
@@ -187,7 +205,13 @@ fn balls_enclose_the_twin_under_adamw() {
 /// order).
 #[test]
 fn the_first_adam_step_is_lr_times_the_sign() {
-    let cfg = config(6, 20, Mode::P, 1, adam(OptimizerKind::Adam, 0.0, None, None));
+    let cfg = config(
+        6,
+        20,
+        Mode::P,
+        1,
+        adam(OptimizerKind::Adam, 0.0, None, None),
+    );
     let data = Dataset::generate(&cfg);
     let lr = cfg.step_size;
     // twin
@@ -215,7 +239,10 @@ fn the_first_adam_step_is_lr_times_the_sign() {
         let want = Float::with_val(200, -lr) * g / (Float::with_val(200, g.abs()) + 1e-8);
         let diff = Float::with_val(200, Float::with_val(200, b) - &want);
         let rel = Float::with_val(200, diff / &want).abs().to_f64();
-        assert!(rel <= 12.0 * f64::EPSILON / 2.0, "f64: {b:e} vs {want}: {rel:e}");
+        assert!(
+            rel <= 12.0 * f64::EPSILON / 2.0,
+            "f64: {b:e} vs {want}: {rel:e}"
+        );
     }
 }
 
@@ -226,7 +253,13 @@ fn the_first_adam_step_is_lr_times_the_sign() {
 /// from that step's parameters.
 #[test]
 fn minibatches_partition_match_the_full_batch_and_record_full_checkpoints() {
-    let cfg = config(7, 12, Mode::P, 9, adam(OptimizerKind::Adamw, 0.0, None, Some(3)));
+    let cfg = config(
+        7,
+        12,
+        Mode::P,
+        9,
+        adam(OptimizerKind::Adamw, 0.0, None, Some(3)),
+    );
     let data = Dataset::generate(&cfg);
     let mut tr = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
     let mut epochs: Vec<Vec<Vec<usize>>> = vec![Vec::new(); 4];
@@ -261,8 +294,9 @@ fn minibatches_partition_match_the_full_batch_and_record_full_checkpoints() {
             p: p.clone().into(),
             w: None,
         };
-        let mut f = Trainer::from_params(&full, &data, F64, full.formulation, Method::Direct, &init)
-            .unwrap();
+        let mut f =
+            Trainer::from_params(&full, &data, F64, full.formulation, Method::Direct, &init)
+                .unwrap();
         f.forward_backward().unwrap();
         assert_eq!(f.loss.to_bits(), loss.to_bits(), "step {step}");
     }
@@ -292,7 +326,13 @@ fn minibatches_partition_match_the_full_batch_and_record_full_checkpoints() {
 /// threads, byte for byte.
 #[test]
 fn minibatch_runs_do_not_depend_on_the_thread_count() {
-    let cfg = config(1100, 8, Mode::Joint, 4, adam(OptimizerKind::Adamw, 0.01, Some(0.5), Some(512)));
+    let cfg = config(
+        1100,
+        8,
+        Mode::Joint,
+        4,
+        adam(OptimizerKind::Adamw, 0.01, Some(0.5), Some(512)),
+    );
     let data = Dataset::generate(&cfg);
     let run = |threads| {
         rayon::ThreadPoolBuilder::new()
@@ -303,7 +343,9 @@ fn minibatch_runs_do_not_depend_on_the_thread_count() {
                 if threads == 2 {
                     assert!(worth_parallel(&F64, 512 * 8 * 16));
                 }
-                Trainer::run(&cfg, &data, F64, &mut |_| {}).unwrap().to_json()
+                Trainer::run(&cfg, &data, F64, &mut |_| {})
+                    .unwrap()
+                    .to_json()
             })
     };
     assert_eq!(run(1), run(2));
@@ -315,7 +357,13 @@ fn minibatch_runs_do_not_depend_on_the_thread_count() {
 #[test]
 fn a_resumed_adamw_minibatch_run_is_bit_identical() {
     for mode in [Mode::P, Mode::Joint] {
-        let cfg = config(7, 12, mode, 12, adam(OptimizerKind::Adamw, 0.01, Some(0.05), Some(3)));
+        let cfg = config(
+            7,
+            12,
+            mode,
+            12,
+            adam(OptimizerKind::Adamw, 0.01, Some(0.05), Some(3)),
+        );
         let data = Dataset::generate(&cfg);
         let mut saved = None;
         let mut tr = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
@@ -353,9 +401,15 @@ fn bad_optimizer_values_exit_2_naming_the_key() {
         ("kind = \"adamw\"\nbeta2 = -0.1", "optimizer.beta2"),
         ("kind = \"adam\"\nbeta1 = nan", "optimizer.beta1"),
         ("kind = \"adam\"\neps = 0.0", "optimizer.eps"),
-        ("kind = \"adamw\"\nweight_decay = -1.0", "optimizer.weight_decay"),
+        (
+            "kind = \"adamw\"\nweight_decay = -1.0",
+            "optimizer.weight_decay",
+        ),
         ("kind = \"gd\"\nbeta1 = 0.9", "optimizer.beta1"),
-        ("kind = \"normalized-gd\"\nweight_decay = 0.1", "optimizer.weight_decay"),
+        (
+            "kind = \"normalized-gd\"\nweight_decay = 0.1",
+            "optimizer.weight_decay",
+        ),
         ("kind = \"gd\"\nbatch = 0", "optimizer.batch"),
         ("kind = \"gd\"\nbatch = 21", "optimizer.batch"),
         ("kind = \"adam\"\nclip_norm = 0.0", "optimizer.clip_norm"),
@@ -366,32 +420,65 @@ fn bad_optimizer_values_exit_2_naming_the_key() {
     let tmp = tempfile::tempdir().unwrap();
     for (i, (body, key)) in cases.iter().enumerate() {
         let path = tmp.path().join(format!("bad{i}.toml"));
-        std::fs::write(&path, format!("n_train = 20\nsteps = 3\n[optimizer]\n{body}\n")).unwrap();
+        std::fs::write(
+            &path,
+            format!("n_train = 20\nsteps = 3\n[optimizer]\n{body}\n"),
+        )
+        .unwrap();
         let o = tokensel(&["run", "--quiet", "--config", path.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(2), "{body}: {}", stderr(&o));
         assert!(stderr(&o).contains(key), "{body}: {}", stderr(&o));
     }
     // method = "span" with Adam, minibatches or clipping
-    for opt in ["kind = \"adam\"", "kind = \"gd\"\nbatch = 4", "kind = \"gd\"\nclip_norm = 1.0"] {
+    for opt in [
+        "kind = \"adam\"",
+        "kind = \"gd\"\nbatch = 4",
+        "kind = \"gd\"\nclip_norm = 1.0",
+    ] {
         let path = tmp.path().join("span.toml");
-        std::fs::write(&path, format!("steps = 3\nmethod = \"span\"\n[optimizer]\n{opt}\n")).unwrap();
+        std::fs::write(
+            &path,
+            format!("steps = 3\nmethod = \"span\"\n[optimizer]\n{opt}\n"),
+        )
+        .unwrap();
         let o = tokensel(&["run", "--quiet", "--config", path.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(2), "{opt}: {}", stderr(&o));
-        assert!(stderr(&o).contains("`method`") && stderr(&o).contains("span"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("`method`") && stderr(&o).contains("span"),
+            "{}",
+            stderr(&o)
+        );
     }
     // commands that read every sample at every step refuse minibatches; Lemma A.6
     // refuses Adam
     let path = tmp.path().join("batch.toml");
-    std::fs::write(&path, "d = 10\nn_train = 6\nsteps = 3\n[optimizer]\nkind = \"gd\"\nbatch = 2\n").unwrap();
+    std::fs::write(
+        &path,
+        "d = 10\nn_train = 6\nsteps = 3\n[optimizer]\nkind = \"gd\"\nbatch = 2\n",
+    )
+    .unwrap();
     for cmd in ["compare", "certify"] {
         let o = tokensel(&[cmd, "--quiet", "--config", path.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
-        assert!(stderr(&o).contains("optimizer.batch"), "{cmd}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("optimizer.batch"),
+            "{cmd}: {}",
+            stderr(&o)
+        );
     }
-    let cfg = config(6, 10, Mode::W, 3, adam(OptimizerKind::Adam, 0.0, None, None));
+    let cfg = config(
+        6,
+        10,
+        Mode::W,
+        3,
+        adam(OptimizerKind::Adam, 0.0, None, None),
+    );
     let data = Dataset::generate(&cfg);
     let e = tokensel::analysis::lemma_a6::lemma_a6(&cfg, &data).unwrap_err();
-    assert!(e.is_input_error() && e.to_string().contains("Lemma A.6"), "{e}");
+    assert!(
+        e.is_input_error() && e.to_string().contains("Lemma A.6"),
+        "{e}"
+    );
 }
 
 /// `auto` resolves to the direct step under Adam and minibatches; a trainer asked for
@@ -399,10 +486,23 @@ fn bad_optimizer_values_exit_2_naming_the_key() {
 /// and the config's name in outputs says what ran.
 #[test]
 fn auto_and_span_defaults_take_the_direct_step() {
-    let cfg = config(6, 10, Mode::P, 3, adam(OptimizerKind::Adamw, 0.0, Some(1.0), Some(4)));
+    let cfg = config(
+        6,
+        10,
+        Mode::P,
+        3,
+        adam(OptimizerKind::Adamw, 0.0, Some(1.0), Some(4)),
+    );
     let data = Dataset::generate(&cfg);
     for m in [Method::Auto, Method::Span] {
-        let tr = Trainer::with_method(&cfg, &data, Mpfr::truth(128).unwrap(), Formulation::Stable, m).unwrap();
+        let tr = Trainer::with_method(
+            &cfg,
+            &data,
+            Mpfr::truth(128).unwrap(),
+            Formulation::Stable,
+            m,
+        )
+        .unwrap();
         assert_eq!(tr.method(), Method::Direct);
     }
     assert_eq!(

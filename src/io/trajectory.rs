@@ -191,8 +191,38 @@ pub struct SampleState {
     pub mass: PerGroup,
     /// The paper's Definition 4.1: S_i = (sum_{t in R} s_t)(1 - sum_{t in R} s_t), with
     /// 1 - sum_R s formed as the sum of the other groups' masses (no cancellation).
+    /// With the prompt in sequence the groups are the tokens' (positions 1..=T): the
+    /// score is m_R (m_W_same + m_W_opposite + m_I), the prompt's attention in neither.
     #[serde(with = "crate::io::nonfinite")]
     pub selection_score: f64,
+    /// With the prompt in sequence (`[model] prompt = "in-sequence"`): the attention
+    /// s_0 on the prompt itself, and whether the prompt is the top position of the
+    /// whole softmax; then `top`, `selection`, `gap` and `rest` describe the tokens
+    /// 1..=T alone (the softmax of their scores: which token of X is selected), and
+    /// `mass` the full attention on each group's tokens (summing to 1 - s_0). Absent
+    /// with a separate prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<PromptState>,
+}
+
+/// One training sample's attention on the in-sequence prompt (position 0).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PromptState {
+    /// Attention s_0 on the prompt.
+    #[serde(with = "crate::io::nonfinite")]
+    pub attention: f64,
+    /// True where the prompt's score is the largest of the T + 1 (the lowest position
+    /// on a tie: the prompt wins ties).
+    pub top: bool,
+}
+
+/// The in-sequence prompt at a checkpoint, over clean and over noisy training samples.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PromptShare {
+    /// Mean attention s_0 on the prompt.
+    pub attention: ByNoise<f64>,
+    /// Share of samples whose top position (of the T + 1) is the prompt.
+    pub top: ByNoise<f64>,
 }
 
 /// Sums of the Definition 4.1 score S_i(tau') over steps tau' = 0..=tau and over the
@@ -264,6 +294,9 @@ pub struct Checkpoint {
     /// config has a `[direction]` section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<DirectionPoint>,
+    /// The attention on the in-sequence prompt (absent with a separate prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<PromptShare>,
 }
 
 impl DirectionPoint {

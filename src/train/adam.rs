@@ -199,7 +199,10 @@ pub fn step<A: Arith>(
     v: &mut [A::Real],
 ) {
     let zero = ar.zero();
-    let it = param.iter_mut().zip(grad).zip(m.iter_mut().zip(v.iter_mut()));
+    let it = param
+        .iter_mut()
+        .zip(grad)
+        .zip(m.iter_mut().zip(v.iter_mut()));
     for ((p, g), (m, v)) in it {
         let mut g = g.clone();
         if let Some(wd) = &s.l2 {
