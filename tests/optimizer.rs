@@ -169,7 +169,11 @@ fn balls_enclose_the_twin_under_adamw() {
                 if let (Some(bw), Some(tw)) = (bw, tw) {
                     common::assert_enclosed("W", &bw, &tw);
                 }
-                common::assert_enclosed("loss", &[b.loss.clone()], &[t.loss.clone()]);
+                common::assert_enclosed(
+                    "loss",
+                    std::slice::from_ref(&b.loss),
+                    std::slice::from_ref(&t.loss),
+                );
                 checked += 1;
             }
             Ok(Control::Continue)

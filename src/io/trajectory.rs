@@ -509,6 +509,19 @@ impl Checkpoint {
                 d.on_pattern,
             ]);
         }
+        // the in-sequence prompt's record last (a separate run's numbers are unchanged)
+        for p in self.samples.iter().filter_map(|s| s.prompt) {
+            v.extend([p.attention, f64::from(u8::from(p.top))]);
+        }
+        if let Some(p) = &self.prompt {
+            let opt = |x: Option<f64>| x.unwrap_or(f64::NAN);
+            v.extend([
+                opt(p.attention.clean),
+                opt(p.attention.noisy),
+                opt(p.top.clean),
+                opt(p.top.noisy),
+            ]);
+        }
         v
     }
 }
@@ -534,6 +547,15 @@ pub(crate) fn check_checkpoints(
             return Err(format!(
                 "checkpoint {} does not hold n_train = {n} samples with top < T = {tokens}",
                 c.step
+            ));
+        }
+        let prompt = config.model.in_sequence();
+        if c.prompt.is_some() != prompt || c.samples.iter().any(|s| s.prompt.is_some() != prompt) {
+            return Err(format!(
+                "checkpoint {}: the prompt's record is {} where the config's prompt is {}",
+                c.step,
+                if prompt { "missing" } else { "present" },
+                config.model.prompt.name()
             ));
         }
         let outputs_fit = c
@@ -745,6 +767,13 @@ impl Trajectory {
         if self.direction.is_some() {
             head.extend(DirectionPoint::NAMES.map(String::from));
         }
+        if self.config.model.in_sequence() {
+            for what in ["attention", "top"] {
+                for set in ["clean", "noisy"] {
+                    head.push(format!("prompt_{what}_{set}"));
+                }
+            }
+        }
         let mut out = head.join(",") + "\n";
         for c in &self.checkpoints {
             let mut row = vec![
@@ -785,6 +814,15 @@ impl Trajectory {
                     opt(d.margin),
                     opt(d.support_deviation),
                     text(d.on_pattern),
+                ]);
+            }
+            if let Some(p) = &c.prompt {
+                let opt = |x: Option<f64>| x.map(text).unwrap_or_default();
+                row.extend([
+                    opt(p.attention.clean),
+                    opt(p.attention.noisy),
+                    opt(p.top.clean),
+                    opt(p.top.noisy),
                 ]);
             }
             out += &(row.join(",") + "\n");
@@ -837,6 +875,10 @@ pub struct Summary {
     /// The run's direction at its end against the attention SVM (`[direction]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<DirectionEnd>,
+    /// The attention on the in-sequence prompt at the end (absent with a separate
+    /// prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<PromptShare>,
 }
 
 /// A run's direction at its end and the limit it is compared with ([`Summary`]).
@@ -902,6 +944,7 @@ impl Summary {
             arith: t.trainer.kind,
             config: t.config.clone(),
             classes: c.classes.clone(),
+            prompt: c.prompt,
             direction: t
                 .direction
                 .as_ref()

@@ -37,7 +37,7 @@ pub struct Direct<R> {
     pub prompt_grad: Option<Vec<R>>,
     /// Adam's moments and step counter (Adam and AdamW; `None` for the GD kinds): the
     /// optimiser's state, beside the parameters ([`Direct::with_adam`]).
-    pub adam: Option<adam::State<R>>,
+    pub adam: Option<Box<adam::State<R>>>,
 }
 
 impl<R: Clone + Send + Sync> Direct<R> {
@@ -64,11 +64,11 @@ impl<R: Clone + Send + Sync> Direct<R> {
     /// Zero Adam moments for the blocks `mode` trains (p: d; W: d x d), step counter 0.
     pub fn with_adam<A: Arith<Real = R>>(mut self, ar: &A, mode: Mode) -> Self {
         let d = self.p.len();
-        self.adam = Some(adam::State {
+        self.adam = Some(Box::new(adam::State {
             t: 0,
             p: (mode != Mode::W).then(|| adam::Moments::zeros(ar, d)),
             w: (mode != Mode::P).then(|| adam::Moments::zeros(ar, d * d)),
-        });
+        }));
         self
     }
 
