@@ -195,6 +195,13 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
                  formulation only (the span step's Gram matrices assume fixed tokens)",
             ));
         }
+        if in_sequence && (cfg.optimizer.batch.is_some() || cfg.direction.is_some()) {
+            return Err(Error::config(
+                "model.prompt",
+                "the prompt in sequence is implemented for full-batch runs without direction \
+                 tracking only",
+            ));
+        }
         if method == Method::Span
             && let Some(why) = cfg.optimizer.span_refusal()
         {
