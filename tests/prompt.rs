@@ -567,3 +567,29 @@ fn lemma_a6_breaks_in_sequence_only() {
         assert!(ins.max_rel_q_diff > 1e-4, "seed {seed}: {ins:?}");
     }
 }
+
+/// A library caller that skips validation is refused too: the trainer refuses the naive
+/// formulation and minibatches with the prompt in sequence (a span step asked of it
+/// resolves to the direct one, as the commands' span defaults do), and the protocol's
+/// settings refuse it (exit-2 config errors naming the key).
+#[test]
+fn the_library_refuses_what_is_not_implemented() {
+    let cfg = small(0, Mode::P, false, 2, None);
+    let data = Dataset::generate(&cfg);
+    let key = |r: tokensel::error::Result<Trainer<'_, F64>>| match r {
+        Err(Error::InvalidConfig { field, .. }) => field,
+        Err(e) => panic!("not a config error: {e}"),
+        Ok(_) => panic!("accepted"),
+    };
+    let init = Params::init(&cfg);
+    let tr = Trainer::from_params(&cfg, &data, F64, Formulation::Stable, Method::Span, &init);
+    assert_eq!(tr.unwrap().method(), Method::Direct);
+    let r = Trainer::from_params(&cfg, &data, F64, Formulation::Naive, Method::Direct, &init);
+    assert_eq!(key(r), "model.prompt");
+    let mut batched = cfg.clone();
+    batched.optimizer.batch = Some(2);
+    let r = Trainer::new(&batched, &data, F64, Formulation::Stable);
+    assert_eq!(key(r), "model.prompt");
+    let err = tokensel::experiments::protocol::settings(&cfg).unwrap_err();
+    assert!(err.to_string().contains("model.prompt"), "{err}");
+}
