@@ -478,12 +478,46 @@ fn short(v: f64) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSpec {
-    /// The model.
+    /// The model (default: the binary token-selection model).
+    #[serde(default)]
     pub kind: ModelKind,
     /// Number of classes K of the multi-class model (2 ..= [`MAX_CLASSES`]); must be 2
     /// (the default) for the binary model.
     #[serde(default = "two")]
     pub classes: usize,
+    /// Where the tunable token p sits (`prompt`): a separate query (`"separate"`, the
+    /// paper's model and the default, not serialised) or prepended to the sequence as
+    /// position 0 (`"in-sequence"`, the rebuttal's bridge A''1; proofs-notes/prompt.md).
+    #[serde(default, skip_serializing_if = "Prompt::is_separate")]
+    pub prompt: Prompt,
+}
+
+/// Where the tunable token p sits (`[model] prompt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Prompt {
+    /// p is a separate query: scores z_t = <x_t, W^T p> over the T tokens (the paper's
+    /// model).
+    #[default]
+    Separate,
+    /// p is also token 0 of the attended sequence [p; X]: T + 1 positions, the prompt's
+    /// score <p, W^T p> and head values <nu_c, p> (proofs-notes/prompt.md).
+    InSequence,
+}
+
+impl Prompt {
+    /// True for the default (`"separate"`).
+    pub fn is_separate(&self) -> bool {
+        *self == Prompt::Separate
+    }
+
+    /// The name in configs and outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Prompt::Separate => "separate",
+            Prompt::InSequence => "in-sequence",
+        }
+    }
 }
 
 fn two() -> usize {
@@ -495,6 +529,7 @@ impl Default for ModelSpec {
         ModelSpec {
             kind: ModelKind::TokenSelection,
             classes: 2,
+            prompt: Prompt::Separate,
         }
     }
 }
@@ -510,6 +545,26 @@ impl ModelSpec {
         self.kind == ModelKind::Multiclass
     }
 
+    /// True where the prompt is token 0 of the attended sequence (`prompt =
+    /// "in-sequence"`).
+    pub fn in_sequence(&self) -> bool {
+        self.prompt == Prompt::InSequence
+    }
+
+    /// The head and loss this section names, without the prompt's position (what a
+    /// [`crate::model::Model`] declares: the prompt's position is the trainer's).
+    pub fn head(&self) -> ModelSpec {
+        ModelSpec {
+            prompt: Prompt::Separate,
+            ..*self
+        }
+    }
+
+    /// Positions a sample's attention covers: T, or T + 1 with the prompt in sequence.
+    pub fn positions(&self, tokens: usize) -> usize {
+        tokens + usize::from(self.in_sequence())
+    }
+
     /// The label of the first class: +1 for the binary model, class 0 of K (the class
     /// whose samples' Definition 4.1 sum is `class_pos`, the rest's `class_neg`).
     pub fn first_label(&self) -> i8 {
@@ -518,11 +573,12 @@ impl ModelSpec {
 }
 
 /// The models a config can name (`[model] kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ModelKind {
     /// The paper's binary model: f = nu^T X^T softmax(X W^T p) in R, logistic loss,
     /// labels in {+1, -1} (SPEC sections 1-3).
+    #[default]
     TokenSelection,
     /// The multi-class model of the paper's Section F (SPEC section 14): a fixed head nu
     /// in R^{d x K}, f in R^K, softmax cross-entropy, labels in [0, K).
@@ -1145,9 +1201,52 @@ impl Config {
         }
     }
 
+    /// `[model] prompt = "in-sequence"` against the rest: the direct engine in the stable
+    /// formulation, full batch, no direction tracking (what is implemented for a prompt
+    /// that moves with p; everything else is refused, not computed wrongly).
+    fn validate_prompt(&self) -> Result<()> {
+        if !self.model.in_sequence() {
+            return Ok(());
+        }
+        let why = |key: &str, what: &str| {
+            Err(Error::config(
+                key,
+                format!("[model] prompt = \"in-sequence\" {what}"),
+            ))
+        };
+        if self.method == Method::Span {
+            return why(
+                "method",
+                "needs the direct step: the span step's Gram matrices assume fixed tokens, \
+                 and the prompt token p moves (set method = \"direct\" or \"auto\")",
+            );
+        }
+        if self.formulation == Formulation::Naive {
+            return why(
+                "formulation",
+                "is implemented in the stable formulation only (the naive gradient's d-space \
+                 form has no prompt row)",
+            );
+        }
+        if self.optimizer.batch.is_some() {
+            return why(
+                "optimizer.batch",
+                "is implemented for full-batch steps only (remove optimizer.batch)",
+            );
+        }
+        if self.direction.is_some() {
+            return why(
+                "direction",
+                "has no attention SVM (the SVM's tokens are fixed; remove [direction])",
+            );
+        }
+        Ok(())
+    }
+
     /// The `[model]` section against the rest: K in range, d >= K signals, K - 1 weakly
     /// relevant tokens per multiple (one per other class), the stable formulation.
     fn validate_model(&self) -> Result<()> {
+        self.validate_prompt()?;
         let m = &self.model;
         let k = m.classes;
         if !m.is_multiclass() {
@@ -1197,6 +1296,23 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// Refuse a config with the prompt in sequence (`[model] prompt = "in-sequence"`) in
+    /// `what`, implemented for the separate prompt only (a config error: exit code 2,
+    /// before any work).
+    pub fn separate_prompt_only(&self, what: &str) -> Result<()> {
+        match self.model.in_sequence() {
+            false => Ok(()),
+            true => Err(Error::config(
+                "model.prompt",
+                format!(
+                    "{what} is implemented for the separate prompt only (prompt = \
+                     \"separate\"); this config puts the prompt in the sequence (T + 1 \
+                     positions), which it does not handle"
+                ),
+            )),
+        }
     }
 
     /// Refuse a minibatch config in `what`, which observes every training sample at

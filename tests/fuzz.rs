@@ -697,12 +697,17 @@ const MODEL_EXTRAS: [&str; 16] = [
     "steps = 0",
 ];
 
-/// Keys inside `[model]` beside `kind` and `classes`: foreign ones, and duplicates.
-const MODEL_KEYS: [&str; 4] = [
+/// Keys inside `[model]` beside `kind` and `classes`: foreign ones, duplicates, and the
+/// prompt's position (valid names, a bad name, a bad type).
+const MODEL_KEYS: [&str; 8] = [
     "heads = 2",
     "nu = [1.0, 2.0]",
     "classes = 3",
     "kind = \"multiclass\"",
+    "prompt = \"in-sequence\"",
+    "prompt = \"separate\"",
+    "prompt = \"inside\"",
+    "prompt = 1",
 ];
 
 /// `layout.weak_opposite` values (T follows, or stays 9): multiples of K - 1 and not;
@@ -790,7 +795,7 @@ fn model_case() -> impl Strategy<Value = ModelCase> {
         prop_oneof![3 => Just(0usize), 2 => 0..KINDS.len()],
         prop_oneof![3 => prop::sample::select(vec![2usize, 3, 4, 5]), 2 => 0..CLASSES.len()],
         proptest::collection::vec(0..MODEL_EXTRAS.len(), 0..3),
-        proptest::option::weighted(0.15, 0..MODEL_KEYS.len()),
+        proptest::option::weighted(0.25, 0..MODEL_KEYS.len()),
         prop_oneof![3 => Just(0usize), 2 => 0..WEAK_OPPOSITE.len()],
         prop::bool::weighted(0.85),
         prop::bool::weighted(0.5),
@@ -882,7 +887,10 @@ fn model_config(c: &ModelCase) -> String {
 
 /// A JSON path in a K-class trajectory or twin state (`*`: an index, modulo the array's
 /// length): the model, the per-class metrics, the K outputs, the labels.
-const K_PATHS: [&str; 16] = [
+const K_PATHS: [&str; 19] = [
+    "config/model/prompt",
+    "checkpoints/*/prompt",
+    "checkpoints/*/samples/*/prompt",
     "config/model/classes",
     "config/model/kind",
     "config/model",

@@ -20,6 +20,7 @@ fn multiclass(mut cfg: Config, k: usize) -> Config {
     cfg.model = ModelSpec {
         kind: ModelKind::Multiclass,
         classes: k,
+        ..ModelSpec::default()
     };
     let extra = (k - 1) * cfg.layout.weak_opposite.max(1) - cfg.layout.weak_opposite;
     cfg.layout.weak_opposite += extra;

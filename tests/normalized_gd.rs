@@ -85,6 +85,7 @@ fn each_block_moves_by_alpha() {
                     cfg.model = ModelSpec {
                         kind: ModelKind::Multiclass,
                         classes: 3,
+                        ..ModelSpec::default()
                     };
                     cfg.layout.weak_opposite = 2;
                     cfg.layout.tokens += 1;

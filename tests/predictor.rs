@@ -147,6 +147,7 @@ fn predictor_matches_the_k_class_model() {
                     model: ModelSpec {
                         kind: ModelKind::Multiclass,
                         classes: k,
+                        ..ModelSpec::default()
                     },
                     optimizer: Optimizer {
                         kind: match ngd {

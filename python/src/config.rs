@@ -161,6 +161,7 @@ impl PyConfig {
 /// `model={"kind": "multiclass"}`, and `classes=K` for `model.classes = K` (with the kind
 /// given beside it, else the base config's kind: a binary base refuses K != 2 with the
 /// library's message). `classes` together with `model={"classes": ...}` is refused.
+/// `prompt="in-sequence"` is `model.prompt` likewise (the base config's kind kept).
 fn model_shorthand(base: &Config, over: serde_json::Value) -> PyResult<serde_json::Value> {
     use serde_json::Value;
     let Value::Object(mut map) = over else {
@@ -169,6 +170,31 @@ fn model_shorthand(base: &Config, over: serde_json::Value) -> PyResult<serde_jso
     if let Some(Value::String(kind)) = map.get("model") {
         let kind = kind.clone();
         map.insert("model".into(), serde_json::json!({ "kind": kind }));
+    }
+    if let Some(prompt) = map.remove("prompt") {
+        let model = map
+            .entry("model")
+            .or_insert_with(|| serde_json::json!({ "kind": base.model.kind.name() }));
+        match model {
+            Value::Object(m) => {
+                if let Some(other) = m.get("prompt") {
+                    return Err(bad_arg(
+                        "prompt",
+                        format!("given twice: prompt={prompt} and model.prompt = {other}"),
+                    ));
+                }
+                m.insert("prompt".into(), prompt);
+            }
+            other => {
+                return Err(bad_arg(
+                    "model",
+                    format!(
+                        "expected a model name or a table {{\"kind\": ..., \"prompt\": ...}}, \
+                         got {other}"
+                    ),
+                ));
+            }
+        }
     }
     if let Some(classes) = map.remove("classes") {
         let model = map

@@ -167,6 +167,22 @@ fn checkpoint_arrays<'py>(py: Python<'py>, traj: &Trajectory) -> PyResult<Bound<
         Array3::from_shape_fn((k, n, 4), |(i, s, g)| cps[i].samples[s].mass.to_array()[g])
             .into_pyarray(py),
     )?;
+    // the in-sequence prompt (position 0): s_0 and whether it is the top position
+    if traj.config.model.in_sequence() {
+        let prompt = |i: usize, s: usize| cps[i].samples[s].prompt;
+        out.set_item(
+            "prompt_attention",
+            Array2::from_shape_fn((k, n), |(i, s)| {
+                prompt(i, s).map_or(f64::NAN, |p| p.attention)
+            })
+            .into_pyarray(py),
+        )?;
+        out.set_item(
+            "prompt_top",
+            Array2::from_shape_fn((k, n), |(i, s)| prompt(i, s).is_some_and(|p| p.top))
+                .into_pyarray(py),
+        )?;
+    }
     // the direction against the attention SVM (`[direction]`), NaN where not defined
     if traj.direction.is_some() {
         type Pick = fn(&DirectionPoint) -> Option<f64>;

@@ -311,6 +311,7 @@ impl Options {
     /// ball trainer's state within the memory limit.
     pub fn check(&self, cfg: &Config) -> Result<()> {
         cfg.full_batch_only("certify")?;
+        cfg.separate_prompt_only("certify (its interval checkpoints)")?;
         for prec in self.prec.precs() {
             Ball::new(prec)?;
             let method = self.resolved(cfg, prec);
@@ -1181,6 +1182,7 @@ fn run_at(
     progress: &mut dyn FnMut(u64),
 ) -> Result<Certificate> {
     cfg.full_batch_only("certify")?;
+    cfg.separate_prompt_only("certify (its interval checkpoints)")?;
     let ar = Ball::new(prec)?;
     let method = opts.resolved(cfg, prec);
     let mut tr = Trainer::with_method(cfg, data, ar, cfg.formulation, method)?;

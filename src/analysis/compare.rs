@@ -80,6 +80,7 @@ impl Options {
     /// the memory limit.
     pub fn check(&self, cfg: &Config) -> Result<()> {
         cfg.full_batch_only("compare")?;
+        cfg.separate_prompt_only("compare")?;
         crate::analysis::check_tol("tol", self.tol)?;
         let truth = Mpfr::truth(self.prec)?;
         // the twin runs the stable formulas whatever the config's
@@ -466,6 +467,7 @@ pub fn compare(
     progress: &mut dyn FnMut(u64),
 ) -> Result<Report> {
     cfg.full_batch_only("compare")?;
+    cfg.separate_prompt_only("compare")?;
     let truth = Mpfr::truth(opts.prec)?;
     let a = Trainer::new(cfg, data, F64, cfg.formulation)?;
     let b = Trainer::with_method(cfg, data, truth, Formulation::Stable, opts.twin_method)?;

@@ -37,6 +37,7 @@ pub(super) struct CostArgs {
 
 pub(super) fn cost(args: &CostArgs) -> Result<i32> {
     let cfg = args.config.load()?;
+    cfg.separate_prompt_only("cost (it times the span step beside the direct one)")?;
     let methods = match args.config.method {
         Some(m) => vec![m],
         // the span step only where the config's optimizer allows it

@@ -43,8 +43,9 @@ pub(super) fn judge(args: &JudgeCmdArgs) -> Result<i32> {
         enclosure: (!args.no_enclosure).then_some(args.enclosure_prec),
     };
     opts.validate()?;
-    let ext = External::read(&args.external)?;
     let (mut cfg, _, data) = verify_data(&args.data)?;
+    cfg.separate_prompt_only("judge (its candidate replays)")?;
+    let ext = External::read(&args.external)?;
     ext.check_against(&cfg)?;
     cfg.steps = *ext.steps.last().expect("checked: steps not empty");
     opts.check(&cfg)?;

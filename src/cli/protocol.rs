@@ -54,6 +54,7 @@ pub(super) fn protocol(args: &ProtocolArgs) -> Result<i32> {
         }
         cfg.validate()?;
     }
+    cfg.separate_prompt_only("protocol")?;
     let prot = protocol::settings(&cfg)?.clone();
     crate::train::check_memory(&cfg, crate::arith::Kind::F64, 53, cfg.method)?;
     crate::train::record::check_size(&cfg)?;

@@ -30,6 +30,7 @@ const MAX_SWEEP_POINTS: usize = 10_000;
 pub(super) fn saturation(args: &SaturationArgs) -> Result<i32> {
     let cfg = args.config.load()?;
     cfg.binary_only("saturation (a sweep of the binary head's output and gradient)")?;
+    cfg.separate_prompt_only("saturation")?;
     crate::analysis::check_tol("tol", args.judge.tol)?;
     if args.sample >= cfg.n_train {
         return Err(Error::config(

@@ -56,6 +56,7 @@ fn choice(s: &str) -> Result<PatternChoice> {
 pub(super) fn svm_cmd(args: &SvmArgs) -> Result<i32> {
     let (cfg, data) = args.data.load(&args.config)?;
     cfg.binary_only("svm (the attention SVM of the binary model)")?;
+    cfg.separate_prompt_only("svm (the attention SVM of fixed tokens)")?;
     if let Some(out) = &args.out {
         check_output_file(out)?;
     }

@@ -450,6 +450,7 @@ mod tests {
             model: ModelSpec {
                 kind: ModelKind::Multiclass,
                 classes: k,
+                ..ModelSpec::default()
             },
             ..Config::default()
         }

@@ -498,6 +498,7 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
         }
         Source::Saturation => cfg
             .binary_only("a saturation claim (the binary head's sweep)")
+            .and_then(|_| cfg.separate_prompt_only("a saturation claim"))
             .map_err(|e| ("config", e))?,
         // grid cells over a limit are failed cells of the grid
         Source::Grid => {}

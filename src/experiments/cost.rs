@@ -136,6 +136,7 @@ pub fn with_classes(cfg: &Config, k: usize) -> Config {
     c.model = ModelSpec {
         kind: ModelKind::Multiclass,
         classes: k,
+        prompt: cfg.model.prompt,
     };
     c.formulation = Formulation::Stable;
     c

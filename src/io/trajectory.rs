@@ -191,8 +191,38 @@ pub struct SampleState {
     pub mass: PerGroup,
     /// The paper's Definition 4.1: S_i = (sum_{t in R} s_t)(1 - sum_{t in R} s_t), with
     /// 1 - sum_R s formed as the sum of the other groups' masses (no cancellation).
+    /// With the prompt in sequence the groups are the tokens' (positions 1..=T): the
+    /// score is m_R (m_W_same + m_W_opposite + m_I), the prompt's attention in neither.
     #[serde(with = "crate::io::nonfinite")]
     pub selection_score: f64,
+    /// With the prompt in sequence (`[model] prompt = "in-sequence"`): the attention
+    /// s_0 on the prompt itself, and whether the prompt is the top position of the
+    /// whole softmax; then `top`, `selection`, `gap` and `rest` describe the tokens
+    /// 1..=T alone (the softmax of their scores: which token of X is selected), and
+    /// `mass` the full attention on each group's tokens (summing to 1 - s_0). Absent
+    /// with a separate prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<PromptState>,
+}
+
+/// One training sample's attention on the in-sequence prompt (position 0).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PromptState {
+    /// Attention s_0 on the prompt.
+    #[serde(with = "crate::io::nonfinite")]
+    pub attention: f64,
+    /// True where the prompt's score is the largest of the T + 1 (the lowest position
+    /// on a tie: the prompt wins ties).
+    pub top: bool,
+}
+
+/// The in-sequence prompt at a checkpoint, over clean and over noisy training samples.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PromptShare {
+    /// Mean attention s_0 on the prompt.
+    pub attention: ByNoise<f64>,
+    /// Share of samples whose top position (of the T + 1) is the prompt.
+    pub top: ByNoise<f64>,
 }
 
 /// Sums of the Definition 4.1 score S_i(tau') over steps tau' = 0..=tau and over the
@@ -264,6 +294,9 @@ pub struct Checkpoint {
     /// config has a `[direction]` section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<DirectionPoint>,
+    /// The attention on the in-sequence prompt (absent with a separate prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<PromptShare>,
 }
 
 impl DirectionPoint {
@@ -476,6 +509,19 @@ impl Checkpoint {
                 d.on_pattern,
             ]);
         }
+        // the in-sequence prompt's record last (a separate run's numbers are unchanged)
+        for p in self.samples.iter().filter_map(|s| s.prompt) {
+            v.extend([p.attention, f64::from(u8::from(p.top))]);
+        }
+        if let Some(p) = &self.prompt {
+            let opt = |x: Option<f64>| x.unwrap_or(f64::NAN);
+            v.extend([
+                opt(p.attention.clean),
+                opt(p.attention.noisy),
+                opt(p.top.clean),
+                opt(p.top.noisy),
+            ]);
+        }
         v
     }
 }
@@ -501,6 +547,15 @@ pub(crate) fn check_checkpoints(
             return Err(format!(
                 "checkpoint {} does not hold n_train = {n} samples with top < T = {tokens}",
                 c.step
+            ));
+        }
+        let prompt = config.model.in_sequence();
+        if c.prompt.is_some() != prompt || c.samples.iter().any(|s| s.prompt.is_some() != prompt) {
+            return Err(format!(
+                "checkpoint {}: the prompt's record is {} where the config's prompt is {}",
+                c.step,
+                if prompt { "missing" } else { "present" },
+                config.model.prompt.name()
             ));
         }
         let outputs_fit = c
@@ -712,6 +767,13 @@ impl Trajectory {
         if self.direction.is_some() {
             head.extend(DirectionPoint::NAMES.map(String::from));
         }
+        if self.config.model.in_sequence() {
+            for what in ["attention", "top"] {
+                for set in ["clean", "noisy"] {
+                    head.push(format!("prompt_{what}_{set}"));
+                }
+            }
+        }
         let mut out = head.join(",") + "\n";
         for c in &self.checkpoints {
             let mut row = vec![
@@ -752,6 +814,15 @@ impl Trajectory {
                     opt(d.margin),
                     opt(d.support_deviation),
                     text(d.on_pattern),
+                ]);
+            }
+            if let Some(p) = &c.prompt {
+                let opt = |x: Option<f64>| x.map(text).unwrap_or_default();
+                row.extend([
+                    opt(p.attention.clean),
+                    opt(p.attention.noisy),
+                    opt(p.top.clean),
+                    opt(p.top.noisy),
                 ]);
             }
             out += &(row.join(",") + "\n");
@@ -804,6 +875,10 @@ pub struct Summary {
     /// The run's direction at its end against the attention SVM (`[direction]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<DirectionEnd>,
+    /// The attention on the in-sequence prompt at the end (absent with a separate
+    /// prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<PromptShare>,
 }
 
 /// A run's direction at its end and the limit it is compared with ([`Summary`]).
@@ -869,6 +944,7 @@ impl Summary {
             arith: t.trainer.kind,
             config: t.config.clone(),
             classes: c.classes.clone(),
+            prompt: c.prompt,
             direction: t
                 .direction
                 .as_ref()

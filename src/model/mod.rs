@@ -115,6 +115,16 @@ pub trait Model: std::fmt::Debug + Copy + Send + Sync {
         c: &mut [A::Real],
     );
 
+    /// The fixed head as rows nu_c in `ar`, `outputs()` rows of d (binary: nu; K
+    /// classes: nu_0, ..., nu_{K-1}): the prompt token's head values G_0c = <nu_c, p>
+    /// where p is in the sequence (proofs-notes/prompt.md).
+    fn head_rows<A: Arith>(&self, ar: &A, data: &Dataset) -> Vec<A::Real>;
+
+    /// dL/df of one sample after its [`Model::sample`] (the 1/n included), into `gamma`
+    /// (`outputs()` values): binary, l'(Y f) Y / n (= `out.coef`); K classes,
+    /// (softmax(f) - e_Y) / n. What the in-sequence prompt's head term of dL/dp needs.
+    fn output_grad<A: Arith>(&self, ar: &A, out: &Sample<A::Real>, gamma: &mut [A::Real]);
+
     /// The outputs `f` (`outputs()` values) of one sample with attention `s` and top
     /// token `top` (no gradient: the test set).
     fn forward<A: Arith>(
@@ -211,6 +221,14 @@ impl Model for AnyModel {
         c: &mut [A::Real],
     ) {
         dispatch!(self, m => m.sample(ar, s, g, y, n, form, out, c))
+    }
+
+    fn head_rows<A: Arith>(&self, ar: &A, data: &Dataset) -> Vec<A::Real> {
+        dispatch!(self, m => m.head_rows(ar, data))
+    }
+
+    fn output_grad<A: Arith>(&self, ar: &A, out: &Sample<A::Real>, gamma: &mut [A::Real]) {
+        dispatch!(self, m => m.output_grad(ar, out, gamma))
     }
 
     fn forward<A: Arith>(

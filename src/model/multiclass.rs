@@ -126,6 +126,7 @@ impl Model for Multiclass {
         crate::config::ModelSpec {
             kind: crate::config::ModelKind::Multiclass,
             classes: self.classes,
+            ..Default::default()
         }
     }
 
@@ -209,6 +210,18 @@ impl Model for Multiclass {
         ar.set_f64(&mut out.coef, 1.0);
         ar.div_f64(&mut out.coef, n as f64);
         grad_scores(ar, s, h, top, &hbar, &out.coef, c);
+    }
+
+    fn head_rows<A: Arith>(&self, ar: &A, data: &Dataset) -> Vec<A::Real> {
+        data.multiclass_head(ar)
+    }
+
+    fn output_grad<A: Arith>(&self, ar: &A, out: &Sample<A::Real>, gamma: &mut [A::Real]) {
+        // gamma = softmax(f) - e_Y, kept in the scratch by `sample` (after e), times 1/n
+        let k = self.classes;
+        for (g, v) in gamma.iter_mut().zip(&out.scratch[k..2 * k]) {
+            ar.prod(g, v, &out.coef);
+        }
     }
 
     fn forward<A: Arith>(

@@ -59,6 +59,14 @@ impl Model for TokenSelection {
         }
     }
 
+    fn head_rows<A: Arith>(&self, ar: &A, data: &Dataset) -> Vec<A::Real> {
+        data.head(ar)
+    }
+
+    fn output_grad<A: Arith>(&self, ar: &A, out: &Sample<A::Real>, gamma: &mut [A::Real]) {
+        ar.set(&mut gamma[0], &out.coef);
+    }
+
     fn forward<A: Arith>(
         &self,
         ar: &A,

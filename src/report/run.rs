@@ -160,10 +160,14 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
         },
         s.steps,
         s.seed,
-        if c.model.is_multiclass() {
-            format!(", multiclass K = {}", c.model.classes)
-        } else {
-            String::new()
+        match (c.model.is_multiclass(), c.model.in_sequence()) {
+            (true, false) => format!(", multiclass K = {}", c.model.classes),
+            (true, true) => format!(
+                ", multiclass K = {}, prompt in sequence (T + 1 positions)",
+                c.model.classes
+            ),
+            (false, true) => ", prompt in sequence (T + 1 positions)".to_string(),
+            (false, false) => String::new(),
         },
         if c.optimizer.is_default() {
             String::new()
@@ -199,6 +203,21 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
     let attention = s.attention.map(PerGroup::to_array);
     let groups = Group::ALL.map(Group::name);
     out += &group_table("mean attention mass", groups, attention, n_clean, s.n_noisy);
+    if let Some(p) = &s.prompt {
+        // the groups above are the tokens of X (positions 1..=T); the prompt apart
+        let by = ByNoise {
+            clean: p.attention.clean.zip(p.top.clean).map(|(a, t)| [a, t]),
+            noisy: p.attention.noisy.zip(p.top.noisy).map(|(a, t)| [a, t]),
+        };
+        out += "\n";
+        out += &group_table(
+            "prompt (position 0)",
+            ["attention", "top share"],
+            by,
+            n_clean,
+            s.n_noisy,
+        );
+    }
     if let Some(m) = &s.classes {
         out += &class_tables(m, n_clean, s.n_noisy);
     }

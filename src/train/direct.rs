@@ -4,6 +4,7 @@
 //! p-mode:  p <- p - alpha W dL/dq            (W = I: p_k = fma(-alpha, g_k, p_k))
 //! W-mode:  W[m, :] <- W[m, :] + (-alpha p_m) dL/dq           (an fma per entry)
 //! joint:   both, from the same old (p, W)
+//! in-sequence prompt: p also gets (sum_i c_i0) q + sum_c a_c nu_c (proofs-notes/prompt.md)
 //! q = W^T p: q_k = sum_m p_m W[m, k], an fma chain over m = 0, 1, ...
 //! ```
 
@@ -30,6 +31,10 @@ pub struct Direct<R> {
     pub grad_q: Vec<R>,
     /// Per-sample gradients of the naive formulation (n x d; empty when stable).
     contrib: Vec<R>,
+    /// The in-sequence prompt's own terms of dL/dp from the last backward pass
+    /// ([`Direct::backward_in_sequence`]): (sum_i c_i0) q + sum_c (sum_i s_i0 gamma_ic)
+    /// nu_c, added to W dL/dq in p- and joint mode; `None` with a separate prompt.
+    pub prompt_grad: Option<Vec<R>>,
     /// Adam's moments and step counter (Adam and AdamW; `None` for the GD kinds): the
     /// optimiser's state, beside the parameters ([`Direct::with_adam`]).
     pub adam: Option<Box<adam::State<R>>>,
@@ -49,6 +54,7 @@ impl<R: Clone + Send + Sync> Direct<R> {
             q: ar.zeros(d),
             grad_q: ar.zeros(d),
             contrib: if naive { ar.zeros(n * d) } else { Vec::new() },
+            prompt_grad: None,
             adam: None,
         };
         e.compute_q(ar);
@@ -83,6 +89,80 @@ impl<R: Clone + Send + Sync> Direct<R> {
                 ar.dot_f64(&x[r * d..(r + 1) * d], &self.q, zt);
             }
         });
+    }
+
+    /// Scores of every training sample's T + 1 positions with the prompt in sequence
+    /// (`x`: the nT x d token rows; `scores`: rows of T + 1): position 0 the prompt's
+    /// z_0 = <p, q> (one dot product, the same for every sample), positions 1..=T the
+    /// tokens' <x_t, q>, each by the dot product of [`Direct::scores`].
+    pub fn scores_in_sequence<A: Arith<Real = R>>(
+        &self,
+        ar: &A,
+        x: &[f64],
+        tokens: usize,
+        scores: &mut [R],
+    ) {
+        let d = self.q.len();
+        let mut z0 = ar.zero();
+        ar.dot(&self.p, &self.q, &mut z0);
+        linalg::for_each_row(ar, scores, tokens + 1, tokens * d, |i, zi| {
+            ar.set(&mut zi[0], &z0);
+            for (t, zt) in zi[1..].iter_mut().enumerate() {
+                let r = i * tokens + t;
+                ar.dot_f64(&x[r * d..(r + 1) * d], &self.q, zt);
+            }
+        });
+    }
+
+    /// The backward pass with the prompt in sequence (stable formulation; proofs-notes/
+    /// prompt.md). `c`, `s`: rows of T + 1 positions (position 0 the prompt); `nu`: the
+    /// head's rows ([`Model::head_rows`]).
+    ///
+    /// dL/dq = sum_i (c_i0 p + sum_{t >= 1} c_it x_it), an fma chain over the positions
+    /// of sample 0, then sample 1, ... (the order of X^T c on the sequences [p; X_i], so
+    /// a fixed p gives the bits of the separate model on those sequences); and the
+    /// prompt's own terms of dL/dp into [`Direct::prompt_grad`]: (sum_i c_i0) q +
+    /// sum_c a_c nu_c with a_c = sum_i s_i0 gamma_ic (gamma = dL/df,
+    /// [`Model::output_grad`]), each sum in sample order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn backward_in_sequence<A: Arith<Real = R>, M: Model>(
+        &mut self,
+        ar: &A,
+        m: &M,
+        x: &[f64],
+        tokens: usize,
+        s: &[R],
+        nu: &[R],
+        samples: &[Sample<R>],
+        c: &[R],
+    ) {
+        let (d, k, p) = (self.q.len(), m.outputs(), tokens + 1);
+        let zero = ar.zero();
+        let g = &mut self.grad_q;
+        g.iter_mut().for_each(|v| ar.set(v, &zero));
+        for (i, ci) in c.chunks(p).enumerate() {
+            ar.axpy(&ci[0], &self.p, g);
+            for (t, ct) in ci[1..].iter().enumerate() {
+                let r = i * tokens + t;
+                ar.axpy_f64(ct, &x[r * d..(r + 1) * d], g);
+            }
+        }
+        let mut c0 = ar.zero();
+        let mut a = ar.zeros(k);
+        let mut gamma = ar.zeros(k);
+        for (i, sample) in samples.iter().enumerate() {
+            ar.add(&mut c0, &c[i * p]);
+            m.output_grad(ar, sample, &mut gamma);
+            for (ac, gc) in a.iter_mut().zip(&gamma) {
+                ar.fma(ac, &s[i * p], gc);
+            }
+        }
+        let mut extra = ar.zeros(d);
+        ar.axpy(&c0, &self.q, &mut extra);
+        for (ac, row) in a.iter().zip(nu.chunks(d)) {
+            ar.axpy(ac, row, &mut extra);
+        }
+        self.prompt_grad = Some(extra);
     }
 
     /// dL/dq from the last forward pass: `Stable`: X^T c; `Naive`: per-sample
@@ -158,8 +238,9 @@ impl<R: Clone + Send + Sync> Direct<R> {
     ) -> Result<(), Stopped> {
         let d = self.q.len();
         let g = &self.grad_q;
-        // W dL/dq at the old W (p- and joint mode)
-        let dp = match (&self.w, mode) {
+        // W dL/dq at the old W (p- and joint mode), plus the in-sequence prompt's own
+        // terms
+        let mut dp = match (&self.w, mode) {
             (_, Mode::W) => None,
             (None, _) => Some(g.clone()),
             (Some(w), _) => {
@@ -168,6 +249,11 @@ impl<R: Clone + Send + Sync> Direct<R> {
                 Some(dp)
             }
         };
+        if let (Some(dp), Some(extra)) = (&mut dp, &self.prompt_grad) {
+            for (v, e) in dp.iter_mut().zip(extra) {
+                ar.add(v, e);
+            }
+        }
         let w_norm = |p: &[R]| {
             let mut n = euclidean_norm(ar, p);
             ar.mul(&mut n, &euclidean_norm(ar, g));

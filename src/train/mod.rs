@@ -95,6 +95,10 @@ pub struct Trainer<'a, A: Arith, M: Model = AnyModel> {
     pub loss: A::Real,
     g_train: Vec<A::Real>,
     g_test: Vec<A::Real>,
+    /// The head's rows nu_c ([`Model::head_rows`]) where the prompt is in the sequence
+    /// (`[model] prompt = "in-sequence"`; empty otherwise): the prompt's head values
+    /// <nu_c, p> are formed from them at every forward pass.
+    prompt_head: Vec<A::Real>,
     /// How the test set's scores are formed at checkpoints ([`plan::test_path`]).
     pub test_path: TestPath,
     /// The cross Gram rows of the test tokens, built at the first checkpoint that needs
@@ -171,7 +175,7 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
         init: &Params,
         model: M,
     ) -> Result<Self> {
-        if model.spec() != cfg.model {
+        if model.spec() != cfg.model.head() {
             return Err(Error::config(
                 "model",
                 format!(
@@ -183,6 +187,21 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
         }
         check_data(cfg, data)?;
         let method = resolve_method(cfg, form, ar.kind(), ar.prec(), method);
+        let in_sequence = cfg.model.in_sequence();
+        if in_sequence && (method == Method::Span || form == Formulation::Naive) {
+            return Err(Error::config(
+                "model.prompt",
+                "the prompt in sequence is implemented in the direct step's stable \
+                 formulation only (the span step's Gram matrices assume fixed tokens)",
+            ));
+        }
+        if in_sequence && (cfg.optimizer.batch.is_some() || cfg.direction.is_some()) {
+            return Err(Error::config(
+                "model.prompt",
+                "the prompt in sequence is implemented for full-batch runs without direction \
+                 tracking only",
+            ));
+        }
         if method == Method::Span
             && let Some(why) = cfg.optimizer.span_refusal()
         {
@@ -204,6 +223,8 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
             ));
         }
         let x = train_rows(data);
+        // positions per sample: T, or T + 1 with the prompt as position 0
+        let pos = cfg.model.positions(t);
         let engine = match method {
             Method::Span => Engine::Span(Box::new(Span::new(&ar, init, cfg.mode, x))),
             _ if cfg.optimizer.is_adam() => {
@@ -229,13 +250,22 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
             ar,
             form,
             engine,
-            scores: ar.zeros(n * t),
-            attention: ar.zeros(n * t),
-            c: ar.zeros(n * t),
+            scores: ar.zeros(n * pos),
+            attention: ar.zeros(n * pos),
+            c: ar.zeros(n * pos),
             samples: vec![Sample::new(&ar, k); n],
             loss: ar.zero(),
-            g_train: model.head_values(&ar, data, data.train.x.view()),
+            g_train: with_prompt_slot(
+                &ar,
+                model.head_values(&ar, data, data.train.x.view()),
+                t * k,
+                if in_sequence { k } else { 0 },
+            ),
             g_test: model.head_values(&ar, data, data.test.x.view()),
+            prompt_head: match in_sequence {
+                true => model.head_rows(&ar, data),
+                false => Vec::new(),
+            },
             test_path: plan::test_path(cfg, ar.kind(), method),
             test_rows: std::sync::OnceLock::new(),
             step: 0,
@@ -243,6 +273,37 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
             direction: None,
             batch,
         })
+    }
+
+    /// Positions a sample's attention covers: T, or T + 1 with the prompt in sequence
+    /// (position 0 the prompt, positions 1..=T the tokens).
+    pub fn positions(&self) -> usize {
+        self.cfg.model.positions(self.data.train.x.dim().1)
+    }
+
+    /// True where the prompt is position 0 of every sequence (`[model] prompt =
+    /// "in-sequence"`).
+    pub fn in_sequence(&self) -> bool {
+        !self.prompt_head.is_empty()
+    }
+
+    /// The prompt token's head values <nu_c, p> at the current p (`outputs()` values),
+    /// each the dot product the tokens' head values take; empty with a separate prompt.
+    pub fn prompt_head_values(&self) -> Vec<A::Real> {
+        if !self.in_sequence() {
+            return Vec::new();
+        }
+        let ar = &self.ar;
+        let p = self.p();
+        let d = p.len();
+        self.prompt_head
+            .chunks(d)
+            .map(|nu| {
+                let mut v = ar.zero();
+                ar.dot(&p, nu, &mut v);
+                v
+            })
+            .collect()
     }
 
     /// The method of the engine (`auto` resolved).
@@ -387,10 +448,23 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
     /// (direct method).
     fn full_pass(&mut self, backward: bool) -> Result<()> {
         let ar = self.ar;
-        let t = self.data.train.x.dim().1;
+        let tokens = self.data.train.x.dim().1;
+        let t = self.positions();
         let x = train_rows(self.data);
+        let prompt = self.in_sequence();
+        if prompt {
+            // the prompt's head values at the current p, position 0 of every sample
+            let g0 = self.prompt_head_values();
+            let k = g0.len();
+            for gi in self.g_train.chunks_mut(t * k) {
+                for (dst, v) in gi.iter_mut().zip(&g0) {
+                    ar.set(dst, v);
+                }
+            }
+        }
         match &self.engine {
-            Engine::Direct(e) => e.scores(&ar, x, t, &mut self.scores),
+            Engine::Direct(e) if prompt => e.scores_in_sequence(&ar, x, tokens, &mut self.scores),
+            Engine::Direct(e) => e.scores(&ar, x, tokens, &mut self.scores),
             Engine::Span(e) => e.scores(&ar, &mut self.scores),
         }
         let n = self.samples.len();
@@ -434,7 +508,21 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
         if !ar.is_finite(&self.loss) {
             return Err(self.non_finite(Quantity::Loss, None));
         }
-        if let (true, Engine::Direct(e)) = (backward, &mut self.engine) {
+        if let (true, true, Engine::Direct(e)) = (backward, prompt, &mut self.engine) {
+            e.backward_in_sequence(
+                &ar,
+                m,
+                x,
+                tokens,
+                &self.attention,
+                &self.prompt_head,
+                &self.samples,
+                &self.c,
+            );
+            if !e.grad_q.iter().all(|v| ar.is_finite(v)) {
+                return Err(self.non_finite(Quantity::GradQ, None));
+            }
+        } else if let (true, Engine::Direct(e)) = (backward, &mut self.engine) {
             e.backward(
                 &ar,
                 form,
@@ -606,20 +694,38 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
         let k = self.model.outputs();
         let mut out = ar.zeros(n * k);
         let ops = if scores.is_some() { 4 * t * k } else { t * d };
+        // the prompt in sequence: its score <p, q> and head values, position 0
+        let prompt = self.in_sequence().then(|| {
+            let p = self.p();
+            let mut z0 = ar.zero();
+            ar.dot(&p, q, &mut z0);
+            (z0, self.prompt_head_values())
+        });
+        let pos = t + usize::from(prompt.is_some());
         linalg::for_each_row(&ar, &mut out, k, ops, |i, fi| {
-            let mut z = ar.zeros(t);
-            let mut s = ar.zeros(t);
+            let mut z = ar.zeros(pos);
+            let mut s = ar.zeros(pos);
             let mut att = Softmax::new(&ar);
+            let off = pos - t;
             match &scores {
                 Some(all) => {
                     for (zt, v) in z.iter_mut().zip(&all[i * t..(i + 1) * t]) {
                         ar.set(zt, v);
                     }
                 }
-                None => model::scores(&ar, split.tokens(i), q, &mut z),
+                None => model::scores(&ar, split.tokens(i), q, &mut z[off..]),
             }
-            model::softmax(&ar, &z, &mut s, self.form, &mut att);
             let gi = &g[i * t * k..(i + 1) * t * k];
+            let with_prompt;
+            let gi = match &prompt {
+                None => gi,
+                Some((z0, g0)) => {
+                    ar.set(&mut z[0], z0);
+                    with_prompt = [&g0[..], gi].concat();
+                    &with_prompt[..]
+                }
+            };
+            model::softmax(&ar, &z, &mut s, self.form, &mut att);
             self.model.forward(&ar, &s, gi, att.top, self.form, fi);
         });
         out
@@ -706,6 +812,21 @@ fn check_data(cfg: &Config, data: &Dataset) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Head values `g` (rows of `width` per sample) with `slot` zero values before each row:
+/// the prompt's head values (position 0) where the prompt is in the sequence, written at
+/// each forward pass; `g` itself for `slot` = 0.
+fn with_prompt_slot<A: Arith>(ar: &A, g: Vec<A::Real>, width: usize, slot: usize) -> Vec<A::Real> {
+    if slot == 0 || width == 0 {
+        return g;
+    }
+    let mut out = Vec::with_capacity(g.len() / width * (width + slot));
+    for row in g.chunks(width) {
+        out.extend((0..slot).map(|_| ar.zero()));
+        out.extend_from_slice(row);
+    }
+    out
 }
 
 /// The nT x d training rows of `data`, row-major.

@@ -177,7 +177,8 @@ impl CostModel {
 /// commands whose default is the span step (certify, compare's twin and enclosure,
 /// judge's replays) then take the direct one; a config's own `method = "span"` with
 /// such an optimizer is refused by its validation, and a trainer asked for the span
-/// step of one refuses it too.
+/// step of one refuses it too. The same holds for `[model] prompt = "in-sequence"` (the
+/// span step's Gram matrices assume fixed tokens; the prompt token moves).
 pub fn resolve_method(
     cfg: &Config,
     form: Formulation,
@@ -186,10 +187,11 @@ pub fn resolve_method(
     method: Method,
 ) -> Method {
     match method {
-        Method::Span if cfg.optimizer.needs_direct() => Method::Direct,
+        Method::Span if cfg.optimizer.needs_direct() || cfg.model.in_sequence() => Method::Direct,
         Method::Direct | Method::Span => method,
         Method::Auto => {
-            if form == Formulation::Naive || cfg.optimizer.needs_direct() {
+            if form == Formulation::Naive || cfg.optimizer.needs_direct() || cfg.model.in_sequence()
+            {
                 return Method::Direct;
             }
             let model = CostModel::of(cfg);
@@ -212,7 +214,7 @@ pub fn resolve_method(
 /// limbs; f64 8 bytes.
 pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
     let method = match method {
-        Method::Span if cfg.optimizer.needs_direct() => Method::Direct,
+        Method::Span if cfg.optimizer.needs_direct() || cfg.model.in_sequence() => Method::Direct,
         m => m,
     };
     let per = match kind {

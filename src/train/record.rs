@@ -8,11 +8,11 @@ use crate::config::{Config, Group};
 use crate::error::{Error, Result};
 use crate::io::trajectory::{
     self, ByNoise, Checkpoint, ClassMetrics, ClassSelection, Cumulative, DirectionPoint, PerGroup,
-    SampleState, SelectionShare, Trajectory,
+    PromptShare, PromptState, SampleState, SelectionShare, Trajectory,
 };
 use crate::model::multiclass::argmax_status;
 use crate::model::token_selection::limit::{Space, off_pattern};
-use crate::model::{Model, Selection};
+use crate::model::{Model, Selection, Softmax};
 
 use super::Trainer;
 use super::direction::DirectionValues;
@@ -156,13 +156,19 @@ pub fn selection_by_noise(
 
 impl<A: Arith, M: Model> Trainer<'_, A, M> {
     /// Group masses of training sample `i` (last forward pass), in [`Group::ALL`] order,
-    /// summed in this arithmetic in token order.
+    /// summed in this arithmetic in token order: the attention on the tokens 1..=T of
+    /// each group where the prompt is in the sequence (the prompt's s_0 in no group).
     pub fn group_mass(&self, i: usize) -> [A::Real; 4] {
         let ar = &self.ar;
         let groups = &self.data.groups;
         let t = groups.len();
+        let pos = self.positions();
+        let off = pos - t;
         let mut m: [A::Real; 4] = std::array::from_fn(|_| ar.zero());
-        for (st, grp) in self.attention[i * t..(i + 1) * t].iter().zip(groups) {
+        for (st, grp) in self.attention[i * pos + off..(i + 1) * pos]
+            .iter()
+            .zip(groups)
+        {
             ar.add(&mut m[grp.index()], st);
         }
         m
@@ -211,14 +217,33 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
             .count()
     }
 
+    /// Training sample `i`'s softmax summary over its tokens (last forward pass): the
+    /// sample's own with a separate prompt; with the prompt in sequence the softmax of
+    /// the scores of positions 1..=T alone (top token index, selection, gap and 1 -
+    /// s_top among the tokens of X), so that a token's group is never the prompt's.
+    pub fn token_softmax(&self, i: usize) -> Softmax<A::Real> {
+        if !self.in_sequence() {
+            return self.samples[i].softmax.clone();
+        }
+        let ar = &self.ar;
+        let pos = self.positions();
+        let z = &self.scores[i * pos + 1..(i + 1) * pos];
+        let mut s = ar.zeros(z.len());
+        let mut att = Softmax::new(ar);
+        crate::model::softmax(ar, z, &mut s, self.form, &mut att);
+        att
+    }
+
     /// The share of clean and noisy training samples whose top token is decided in each
-    /// group, ties, or is undecided, at the last forward pass.
+    /// group, ties, or is undecided, at the last forward pass (among the tokens 1..=T
+    /// with the prompt in sequence: [`Trainer::token_softmax`]).
     pub fn selection_share(&self) -> ByNoise<SelectionShare> {
         let groups = &self.data.groups;
+        let tops: Vec<Softmax<A::Real>> = (0..self.samples.len())
+            .map(|i| self.token_softmax(i))
+            .collect();
         selection_by_noise(
-            self.samples
-                .iter()
-                .map(|s| (s.softmax.selection, groups[s.softmax.top])),
+            tops.iter().map(|s| (s.selection, groups[s.top])),
             &self.data.train.y,
             &self.data.train.y_true,
         )
@@ -229,20 +254,28 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
     pub fn checkpoint(&self, cumulative: Cumulative) -> Checkpoint {
         let ar = &self.ar;
         let scores = self.selection_scores();
+        let pos = self.positions();
         let samples: Vec<SampleState> = self
             .samples
             .iter()
             .enumerate()
-            .map(|(i, s)| SampleState {
-                f: ar.to_f64(&s.f),
-                outputs: (!s.outputs.is_empty())
-                    .then(|| s.outputs.iter().map(|v| ar.to_f64(v)).collect()),
-                top: s.softmax.top,
-                selection: s.softmax.selection,
-                gap: ar.to_f64(&s.softmax.gap),
-                rest: ar.to_f64(&s.softmax.rest),
-                mass: self.mass(i),
-                selection_score: scores[i],
+            .map(|(i, s)| {
+                let tok = self.token_softmax(i);
+                SampleState {
+                    f: ar.to_f64(&s.f),
+                    outputs: (!s.outputs.is_empty())
+                        .then(|| s.outputs.iter().map(|v| ar.to_f64(v)).collect()),
+                    top: tok.top,
+                    selection: tok.selection,
+                    gap: ar.to_f64(&tok.gap),
+                    rest: ar.to_f64(&tok.rest),
+                    mass: self.mass(i),
+                    selection_score: scores[i],
+                    prompt: self.in_sequence().then(|| PromptState {
+                        attention: ar.to_f64(&self.attention[i * pos]),
+                        top: s.softmax.top == 0,
+                    }),
+                }
             })
             .collect();
         let q = self.q();
@@ -254,7 +287,7 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
             .cfg
             .model
             .is_multiclass()
-            .then(|| self.class_metrics(&test_f, &scores));
+            .then(|| self.class_metrics(&test_f, &scores, &samples));
         let direction = self.direction_values(&q).map(|v| DirectionPoint {
             one_minus_corr: v.one_minus_corr.map(|x| ar.to_f64(&x)),
             norm: ar.to_f64(&v.norm),
@@ -276,6 +309,9 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
                 y_true,
             ),
             cumulative,
+            prompt: self
+                .in_sequence()
+                .then(|| prompt_share(&samples, y, y_true)),
             samples,
             classes,
             direction,
@@ -301,7 +337,12 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
     /// A K-class run's [`ClassMetrics`] at the last forward pass: `test_f` the test
     /// outputs ([`Trainer::test_outputs`]), `scores` the training samples' Definition 4.1
     /// scores.
-    fn class_metrics(&self, test_f: &[A::Real], scores: &[f64]) -> ClassMetrics {
+    fn class_metrics(
+        &self,
+        test_f: &[A::Real],
+        scores: &[f64],
+        states: &[SampleState],
+    ) -> ClassMetrics {
         let ar = &self.ar;
         let k = self.cfg.model.classes;
         let (y, y_true) = (&self.data.train.y, &self.data.train.y_true);
@@ -330,13 +371,12 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
         let share = |status: Selection| {
             test.iter().filter(|p| p.1 == status).count() as f64 / test.len() as f64
         };
-        let one_hot: Vec<[f64; 7]> = self
-            .samples
+        let one_hot: Vec<[f64; 7]> = states
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                let top = s.softmax.top;
-                let slot = match s.softmax.selection {
+                let top = s.top;
+                let slot = match s.selection {
                     Selection::Tie => 5,
                     Selection::Undecided => 6,
                     Selection::Decided => match self.data.groups[top] {
@@ -373,6 +413,24 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
             selection: mean_by_noise(&one_hot, y, y_true).map(ClassSelection::from_array),
             selection_score: per_true_score,
         }
+    }
+}
+
+/// The in-sequence prompt's record over clean and noisy samples: the mean s_0 and the
+/// share of samples whose top position is the prompt (`states`: every sample's record,
+/// each with its [`PromptState`]).
+pub fn prompt_share(states: &[SampleState], y: &[i8], y_true: &[i8]) -> PromptShare {
+    let values: Vec<[f64; 2]> = states
+        .iter()
+        .map(|s| {
+            let p = s.prompt.expect("an in-sequence sample record");
+            [p.attention, f64::from(u8::from(p.top))]
+        })
+        .collect();
+    let m = mean_by_noise(&values, y, y_true);
+    PromptShare {
+        attention: m.map(|v| v[0]),
+        top: m.map(|v| v[1]),
     }
 }
 

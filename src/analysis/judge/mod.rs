@@ -73,6 +73,7 @@ impl Options {
     pub fn check(&self, cfg: &Config) -> Result<()> {
         use crate::train::check_memory;
         cfg.full_batch_only("judge")?;
+        cfg.separate_prompt_only("judge (its candidate replays)")?;
         self.validate()?;
         check_memory(cfg, Mpfr::truth(self.prec)?.kind(), self.prec, Method::Span)?;
         if let Some(p) = self.enclosure {
@@ -382,6 +383,7 @@ pub fn judge(
     progress: &mut dyn FnMut(u64),
 ) -> Result<Report> {
     cfg.full_batch_only("judge")?;
+    cfg.separate_prompt_only("judge (its candidate replays)")?;
     let twin = Trainer::with_method(
         cfg,
         data,

@@ -233,6 +233,7 @@ pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
     cfg.validate()?;
     crate::train::check_memory(cfg, crate::arith::Kind::F64, 53, cfg.method)?;
     cfg.full_batch_only("a grid cell")?;
+    cfg.separate_prompt_only("a grid cell")?;
     let data = Dataset::generate_cached(cfg, cache);
     let mut tr = Trainer::new(cfg, &data, F64, cfg.formulation)?;
     let (y, y_true) = (&data.train.y, &data.train.y_true);

@@ -317,6 +317,7 @@ impl Spec {
         self.base
             .binary_only("grid (its regime metrics are the binary Theorem 4.1's)")?;
         self.base.full_batch_only("grid")?;
+        self.base.separate_prompt_only("grid")?;
         if self.seeds.is_empty() {
             return Err(Error::config("seeds", "a grid needs at least one seed"));
         }

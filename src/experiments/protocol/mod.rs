@@ -174,6 +174,7 @@ impl Pool {
 
 /// The config's `[protocol]` section (an error without one).
 pub fn settings(cfg: &Config) -> Result<&Protocol> {
+    cfg.separate_prompt_only("protocol")?;
     cfg.protocol.as_ref().ok_or_else(|| {
         Error::config(
             "protocol",

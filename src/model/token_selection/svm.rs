@@ -1233,6 +1233,7 @@ pub fn report(
     choice: &PatternChoice,
 ) -> Result<Report> {
     cfg.binary_only("svm (the attention SVM of the binary model)")?;
+    cfg.separate_prompt_only("svm (the attention SVM of fixed tokens)")?;
     let d = cfg.d;
     let dense = cfg.init.w == crate::config::WInit::KaimingUniform;
     check_sizes(cfg.n_train, cfg.layout.tokens, d, dense)?;
