@@ -96,7 +96,7 @@ fn protocol_claims_read_a_seeds_row() {
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let outcomes = v.as_array().unwrap();
-    assert_eq!(outcomes.len(), 6);
+    assert_eq!(outcomes.len(), 7);
     for o in outcomes {
         assert_eq!(o["missing"].as_array().unwrap().len(), 0, "{o}");
         assert_eq!(o["per_seed"].as_array().unwrap().len(), 1, "{o}");
