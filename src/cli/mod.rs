@@ -387,6 +387,38 @@ struct RunOutput {
     quiet: bool,
 }
 
+/// Publish `files` into `out` (the set prepared before the work, and the path given),
+/// then print `report`: one JSON object with `json`, else its readable text and, once
+/// published, where it was written (`written`: the file names). The report is printed
+/// whether or not it could be written, so the result is not lost; a failed publication
+/// is the returned error.
+fn print_and_publish<R: serde::Serialize + std::fmt::Display>(
+    report: &R,
+    files: Vec<(String, Vec<u8>)>,
+    out: Option<(&OutputDir, &Path)>,
+    json: bool,
+    written: &str,
+) -> Result<()> {
+    let published = out.map(|(dir, _)| dir.publish(&files));
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(report).expect("report serialises")
+        );
+    } else {
+        print!("{report}");
+        if let (Some((_, path)), Some(Ok(()))) = (out, &published) {
+            println!("\n  written: {}/{written}", path.display());
+        }
+    }
+    match published {
+        Some(Err(e)) => Err(Error::NotPublished {
+            source: Box::new(e),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The trajectory set of `--out DIR`, checked before any work.
 fn trajectory_dir(out: Option<&Path>) -> Result<Option<OutputDir>> {
     out.map(|dir| OutputDir::prepare(dir, SetKind::Trajectory))

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use clap::Args;
 
-use super::{ConfigArgs, EXIT_OK, finish, progress_bar};
+use super::{ConfigArgs, EXIT_OK, finish, print_and_publish, progress_bar};
 use crate::error::{Error, Result};
 use crate::experiments::protocol::{self, Pool};
 use crate::io::publish::{OutputDir, SetKind};
@@ -91,29 +91,16 @@ pub(super) fn protocol(args: &ProtocolArgs) -> Result<i32> {
         &mut |k, s| bar.set_position((k as u64).saturating_mul(per_seed).saturating_add(s)),
     )?;
     bar.finish_and_clear();
-    // printed whether or not it could be written: the result is not lost
-    let published = out.as_ref().map(|dir| dir.publish(&report.files()));
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).expect("report serialises")
-        );
-    } else {
-        print!("{report}");
-        if let (Some(dir), Some(Ok(()))) = (&args.out, &published) {
-            println!(
-                "\n  written: {}/{{protocol.json,protocol.csv,attention.csv}}",
-                dir.display()
-            );
-        }
-    }
+    let published = print_and_publish(
+        &report,
+        report.files(),
+        out.as_ref().zip(args.out.as_deref()),
+        args.json,
+        "{protocol.json,protocol.csv,attention.csv}",
+    );
     // head steps and attention steps cost differently: no per-step average
     finish(t0, None);
-    if let Some(Err(e)) = published {
-        return Err(Error::NotPublished {
-            source: Box::new(e),
-        });
-    }
+    published?;
     if let Some(st) = &report.stopped {
         return Err(Error::Refused(format!(
             "seed {} stopped in phase {}: {} (the report holds the {} seed(s) before it)",

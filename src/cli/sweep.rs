@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use clap::Args;
 
-use super::{ConfigArgs, EXIT_OK, finish, progress_bar};
+use super::{ConfigArgs, EXIT_OK, finish, print_and_publish, progress_bar};
 use crate::config::Preset;
 use crate::error::Result;
 use crate::experiments::sweep;
@@ -50,24 +50,14 @@ pub(super) fn sweep(args: &SweepArgs) -> Result<i32> {
         bar.set_position(done as u64)
     })?;
     bar.finish_and_clear();
-    // printed whether or not it could be written: the result is not lost
-    let published = out.as_ref().map(|dir| dir.publish(&report.files()));
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).expect("report serialises")
-        );
-    } else {
-        print!("{report}");
-        if let (Some(dir), Some(Ok(()))) = (&args.out, &published) {
-            println!("\n  written: {}/sweep.{{csv,json,svg}}", dir.display());
-        }
-    }
+    let published = print_and_publish(
+        &report,
+        report.files(),
+        out.as_ref().zip(args.out.as_deref()),
+        args.json,
+        "sweep.{csv,json,svg}",
+    );
     finish(t0, None);
-    if let Some(Err(e)) = published {
-        return Err(crate::error::Error::NotPublished {
-            source: Box::new(e),
-        });
-    }
+    published?;
     Ok(EXIT_OK)
 }
