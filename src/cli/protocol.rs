@@ -67,9 +67,9 @@ pub(super) fn protocol(args: &ProtocolArgs) -> Result<i32> {
             Some(pool)
         }
         None => {
-            // the first seed's pool is generated here so that a config whose pool is not
-            // valid fails before any training
-            Pool::generated(&cfg, prot.seeds[0])?.check(&cfg)?;
+            // a config whose pool is not valid fails before any training (a generated
+            // pool has the config's shapes: only its config needs checking)
+            Pool::generated_config(&cfg, prot.seeds[0])?;
             None
         }
     };

@@ -73,14 +73,7 @@ impl Pool {
     /// The config's generated pool under seed `seed`: n_clean + n_train training samples
     /// without label noise, and the config's test set.
     pub fn generated(cfg: &Config, seed: u64) -> Result<Pool> {
-        let prot = settings(cfg)?;
-        let mut pool_cfg = cfg.clone();
-        pool_cfg.seed = seed;
-        pool_cfg.n_train = prot.n_clean + cfg.n_train;
-        pool_cfg.eta = 0.0;
-        pool_cfg.protocol = None;
-        pool_cfg.validate()?;
-        let ds = Dataset::generate(&pool_cfg);
+        let ds = Dataset::generate(&Pool::generated_config(cfg, seed)?);
         Ok(Pool {
             x: ds.train.x,
             y: ds.train.y_true,
@@ -89,6 +82,20 @@ impl Pool {
             groups: None,
             generated: true,
         })
+    }
+
+    /// The config [`Pool::generated`] draws seed `seed`'s pool from (validated, so a pool
+    /// the config cannot generate is refused before anything is drawn): `cfg` at that
+    /// seed with n_clean + n_train training samples and no label noise.
+    pub fn generated_config(cfg: &Config, seed: u64) -> Result<Config> {
+        let prot = settings(cfg)?;
+        let mut pool_cfg = cfg.clone();
+        pool_cfg.seed = seed;
+        pool_cfg.n_train = prot.n_clean + cfg.n_train;
+        pool_cfg.eta = 0.0;
+        pool_cfg.protocol = None;
+        pool_cfg.validate()?;
+        Ok(pool_cfg)
     }
 
     /// The pool of a data set (a `tokensel data` directory, or arrays): its training
