@@ -291,3 +291,18 @@ pub(crate) fn method_arg(arg: &str, name: &str) -> PyResult<Method> {
         )),
     }
 }
+
+/// Every key of the dict `d` is one of `keys` (a ", "-separated list, named in the
+/// message); else a bad `data` argument.
+pub(crate) fn known_keys(d: &Bound<'_, PyDict>, keys: &str) -> PyResult<()> {
+    for key in d.keys() {
+        let key: String = key.extract()?;
+        if !keys.split(", ").any(|k| k.trim() == key) {
+            return Err(bad_arg(
+                "data",
+                format!("unknown key `{key}` (keys: {keys})"),
+            ));
+        }
+    }
+    Ok(())
+}

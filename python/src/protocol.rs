@@ -7,7 +7,7 @@ use pyo3::types::PyDict;
 use tokensel::experiments::protocol::{self as protocol_lib, Pool};
 
 use crate::config::PyConfig;
-use crate::convert::{floats, groups, labels};
+use crate::convert::{floats, groups, known_keys, labels};
 use crate::errors::{bad_arg, lib};
 
 /// The keys a pool dict may hold.
@@ -17,15 +17,7 @@ const POOL_KEYS: &str = "X_train, y_train, X_test, y_test, groups, nu";
 /// test set `X_test`, `y_test`, optionally `groups` (`nu` is accepted and ignored: phase
 /// 1 fits the head), checked against `cfg`.
 fn pool_of(cfg: &tokensel::config::Config, d: &Bound<'_, PyDict>) -> PyResult<Pool> {
-    for key in d.keys() {
-        let key: String = key.extract()?;
-        if !POOL_KEYS.split(", ").any(|k| k == key) {
-            return Err(bad_arg(
-                "data",
-                format!("unknown key `{key}` (keys: {POOL_KEYS})"),
-            ));
-        }
-    }
+    known_keys(d, POOL_KEYS)?;
     let need = |key: &str| bad_arg(key, "missing from the data dict");
     let pool = Pool {
         x: floats(d, "X_train")?.ok_or_else(|| need("X_train"))?,

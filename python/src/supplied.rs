@@ -11,7 +11,7 @@ use tokensel::data::supplied::Supplied;
 use tokensel::data::{Dataset, Params};
 use tokensel::error::Error;
 
-use crate::convert::{bools, floats, groups, labels, real_array};
+use crate::convert::{bools, floats, groups, known_keys, labels, real_array};
 use crate::errors::{bad_arg, lib, py_err};
 
 /// The keys a supplied data dict may hold (those of `tokensel.data`, plus `groups`).
@@ -23,15 +23,7 @@ const DATA_KEYS: &str = "X_train, y_train, y_true_train, noisy_train, X_test, y_
 /// present, must be what the labels and the config give (the initial parameters come
 /// from the config's seed and init).
 fn supplied_of(cfg: &Config, d: &Bound<'_, PyDict>) -> PyResult<Dataset> {
-    for key in d.keys() {
-        let key: String = key.extract()?;
-        if !DATA_KEYS.split(", ").any(|k| k.trim() == key) {
-            return Err(bad_arg(
-                "data",
-                format!("unknown key `{key}` (keys: {DATA_KEYS})"),
-            ));
-        }
-    }
+    known_keys(d, DATA_KEYS)?;
     let need = |key: &str| bad_arg(key, "missing from the data dict");
     let s = Supplied {
         x_train: floats(d, "X_train")?.ok_or_else(|| need("X_train"))?,
