@@ -22,6 +22,7 @@
 mod common;
 
 use rug::Float;
+use rug::ops::Pow;
 use tokensel::arith::{Arith, Ball, F64, Mpfr};
 use tokensel::config::{Optimizer, OptimizerKind, Schedule};
 use tokensel::data::{Dataset, Params};
@@ -214,9 +215,9 @@ fn balls_enclose_the_twin_under_adamw() {
 /// p(0) = 0 with W = I, so dp = dL/dq; the linear schedule's factor at step 0 is 1).
 /// In the 1024-bit twin to 2^-1000 relative (a few dozen roundings of 2^-1024); in f64
 /// to 12 u relative, u = 2^-53: 1 - b1 and 1 - b2 are exact (Sterbenz), and m, (c2 g) g,
-/// sqrt(bc2), lr / bc1, sqrt(v), the division by sqrt(bc2), + eps, m / denom and the
-/// product with the step size round once each (10 roundings; 12 u covers the second
-/// order).
+/// sqrt(bc2), lr / bc1, sqrt(v), the division by sqrt(bc2), + eps, the product of the
+/// step size with m and its quotient by denom round once each (10 roundings; 12 u
+/// covers the second order).
 #[test]
 fn the_first_adam_step_is_lr_times_the_sign() {
     let cfg = config(
@@ -613,6 +614,253 @@ fn weight_decay_is_decoupled_in_adamw_and_l2_in_adam() {
             let diff = Float::with_val(1100, &p1 - &want);
             let rel = Float::with_val(1100, diff / &want).abs().to_f64();
             assert!(rel < 2f64.powi(-1000), "{kind:?}: {p1} vs {want}");
+        }
+    }
+}
+
+/// beta^t, 1024 bits, rounded ONCE to f64: the correctly rounded f64 value (the
+/// definition; no f64 midpoint is within 2^-1024 relative of a power of an f64 with
+/// more than one significant bit, which the sizes below keep away from).
+fn power_1024(beta: f64, t: u64) -> Float {
+    Float::with_val(1024, beta).pow(t)
+}
+
+/// A value (here >= 0) rounded once to binary32: below 2^-126 to the nearest multiple of
+/// 2^-149 (ties to even), else to 24 bits. (rug's `to_f32` rounds to 24 bits and then
+/// again into the subnormal range: twice.)
+fn to_f32_once(v: &Float) -> f32 {
+    if *v < Float::with_val(24, Float::i_exp(1, -126)) {
+        let q = Float::with_val(v.prec(), v << 149u32).round_even();
+        Float::with_val(v.prec(), q >> 149u32).to_f32()
+    } else {
+        Float::with_val(24, v).to_f32()
+    }
+}
+
+/// beta^t is correctly rounded in every arithmetic, at every t in 1..=2000 (issue 40,
+/// item 2: binary powering was off by up to 417 ulp there) and at a few large t
+/// (where binary32's exponent cannot hold t exactly, t > 2^24, and where binary64's
+/// cannot, t > 2^53; and results in binary32's subnormal range): f64 and the
+/// predictor equal the 1024-bit power rounded once to f64 (so the predictor keeps the
+/// f64 bits); f32 equals the 1024-bit power of the binary32 beta rounded once to
+/// binary32; the 256-bit twin equals it rounded once to 256 bits; the balls (53 and 128
+/// bits) enclose it, and a ball with a radius encloses the power of both its ends
+/// and its midpoint (odd and even t, a negative base).
+#[test]
+fn beta_to_the_t_is_correctly_rounded_in_every_arithmetic() {
+    let pred = Mpfr::predictor();
+    let twin = Mpfr::truth(256).unwrap();
+    let (b53, b128) = (Ball::new(53).unwrap(), Ball::new(128).unwrap());
+    let mut cases: Vec<(f64, u64)> = Vec::new();
+    for beta in [0.9, 0.999, 0.95, 0.98, 0.9999] {
+        cases.extend((1..=2000).map(|t| (beta, t)));
+    }
+    cases.extend([
+        (0.999, 123_457),
+        (1.0 - 2f64.powi(-24), (1 << 24) + 1),
+        (1.0 - 2f64.powi(-24), 1_000_000_000),
+        (1.0 - 4.6e-6, 20_000_001),
+        (0.5, 1100),
+        (1.0 - 2f64.powi(-53), (1 << 53) + 3),
+    ]);
+    let mut off = 0;
+    for (beta, t) in cases {
+        let exact = power_1024(beta, t);
+        let want = exact.to_f64();
+        let got = tokensel::train::adam::pow(&F64, &beta, t);
+        if got.to_bits() != want.to_bits() {
+            off += 1;
+            continue;
+        }
+        let got = pred.to_f64(&tokensel::train::adam::pow(&pred, &pred.of(beta), t));
+        assert_eq!(got.to_bits(), want.to_bits(), "predictor {beta}^{t}");
+        let b32 = F32.of(beta);
+        let want32 = to_f32_once(&Float::with_val(1024, b32).pow(t));
+        let got32 = tokensel::train::adam::pow(&F32, &b32, t);
+        assert_eq!(got32.to_bits(), want32.to_bits(), "f32 {b32}^{t}");
+        let got = tokensel::train::adam::pow(&twin, &twin.of(beta), t);
+        assert_eq!(got, Float::with_val(256, &exact), "twin {beta}^{t}");
+        for b in [b53, b128] {
+            let got = tokensel::train::adam::pow(&b, &b.of(beta), t);
+            assert!(got.contains(&exact), "ball {beta}^{t}: {got:?}");
+        }
+    }
+    assert_eq!(off, 0, "f64 powers not correctly rounded");
+    // balls with a radius: [m - r, m + r]^t contains (m - r)^t, m^t, (m + r)^t
+    let r = Float::with_val(64, 1e-9);
+    for m in [0.999, -0.999, 1e-10, -0.5] {
+        for t in [0u64, 1, 2, 3, 1000, 1001] {
+            let mid = Float::with_val(53, m);
+            let x = BallReal::new(mid.clone(), tokensel::arith::Mag::of_float(&r));
+            for b in [b53, b128] {
+                let got = tokensel::train::adam::pow(&b, &x, t);
+                for point in [
+                    Float::with_val(200, &mid - &r),
+                    mid.clone(),
+                    Float::with_val(200, &mid + &r),
+                ] {
+                    // exact: the point has at most 128 significant bits
+                    let v = Float::with_val(128 * (t as u32 + 1), &point).pow(t);
+                    assert!(got.contains(&v), "ball [{m} +- 1e-9]^{t}: {got:?}");
+                }
+            }
+        }
+    }
+}
+
+/// Adam's documented order, hand-written in f64 (the module docs of `train::adam`):
+/// with t the step, g the gradient, beta^t the correctly rounded power,
+/// Adam: g <- g + wd p; AdamW: p <- p (1 - lr wd); m <- m + (1 - b1)(g - m);
+/// v <- v b2 + ((1 - b2) g) g; p <- p + ((-(lr / (1 - b1^t))) m) / (sqrt(v) /
+/// sqrt(1 - b2^t) + eps), every operation rounded once (Rust does not contract a * b
+/// + c into an fma). The powers come from 1024 bits rounded once (the definition of
+/// correct rounding), not from the code under test.
+#[allow(clippy::too_many_arguments)]
+fn hand_adam_step(
+    p: &mut [f64],
+    g: &[f64],
+    m: &mut [f64],
+    v: &mut [f64],
+    t: u64,
+    lr: f64,
+    wd: f64,
+    decoupled: bool,
+) {
+    let (b1, b2, eps) = (0.9, 0.999, 1e-8);
+    let bc1 = 1.0 - power_1024(b1, t).to_f64();
+    let bc2_sqrt = (1.0 - power_1024(b2, t).to_f64()).sqrt();
+    let neg_step = -(lr / bc1);
+    let (w1, c2) = (1.0 - b1, 1.0 - b2);
+    for k in 0..p.len() {
+        let mut gk = g[k];
+        if wd != 0.0 {
+            if decoupled {
+                p[k] *= 1.0 - lr * wd;
+            } else {
+                gk += p[k] * wd;
+            }
+        }
+        m[k] += w1 * (gk - m[k]);
+        v[k] = v[k] * b2 + (c2 * gk) * gk;
+        let den = v[k].sqrt() / bc2_sqrt + eps;
+        p[k] += (neg_step * m[k]) / den;
+    }
+}
+
+/// The first two Adam steps in f64 (p-mode, W = I so p's gradient is dL/dq; 20
+/// coordinates; the constant schedule) are bit for bit the hand-written documented
+/// order ([`hand_adam_step`]) fed the trainer's own gradients: Adam from p(0) = 0
+/// without decay, Adam with L2 decay and AdamW with decoupled decay from a Gaussian
+/// p(0). For the first, p(2) is also checked against the twin's Adam step (1024 bits,
+/// `train::adam::step` in `Mpfr::truth(1024)`) fed the same f64 gradients (exact at 1024
+/// bits: this measures Adam's rounding alone, not the gradient's), within the
+/// first-order bound derived below (u = 2^-53, times 1.01 for the second-order terms,
+/// plus 2^-1000 |p2| for the twin's own roundings):
+///
+/// - step 1: 1 - b1 and 1 - b2 are exact (Sterbenz), b^1 = b, so bc1 and bc2 are exact;
+///   m1 = w1 g1 (u), v1 = (c2 g1) g1 (2u), -lr / bc1 (u), sqrt(v1) (2u), / sqrt(bc2)
+///   (4u), + eps (5u: positive terms), the product with m1 and the quotient: 9u, and
+///   p1 = 0 + that is exact: |dp1| <= 9u |p1|;
+/// - step 2: |dm2| <= u (|m1| (1 + w1) + 2 w1 |g2 - m1| + |m2|) (m1's error through
+///   both terms of m1 + w1 (g2 - m1), the difference, the product and the sum rounded
+///   once each); v2 = v1 b2 + (c2 g2) g2, positive terms: 4u relative; bc = 1 - b^2 with
+///   b^2 correctly rounded: rel(bc) <= u (b^2 / bc + 1) (about 5.3u for bc1, 500u for
+///   bc2: the bias correction's cancellation); rel(-lr / bc1) <= rel(bc1) + u;
+///   rel(sqrt(bc2)) <= rel(bc2) / 2 + u; rel(den2) <= 3u + rel(sqrt(bc2)) + u + u;
+///   |du2| <= |u2| (rel(step) + u + rel(den2) + u) + |step / den2| |dm2|;
+///   |dp2| <= |dp1| + |du2| + u |p2|.
+///
+/// On the code before issue 40 (p + (m / den)(-lr / bc1)) the bits differ.
+#[test]
+fn the_first_two_adam_steps_follow_the_documented_order() {
+    let u = f64::EPSILON / 2.0;
+    for (kind, wd, init) in [
+        (OptimizerKind::Adam, 0.0, false),
+        (OptimizerKind::Adam, 0.01, true),
+        (OptimizerKind::Adamw, 0.01, true),
+    ] {
+        let mut opt = adam(kind, wd, None, None);
+        opt.schedule = Schedule::Constant;
+        let mut cfg = config(6, 20, Mode::P, 2, opt);
+        if init {
+            cfg = common::with_init(cfg, Mode::P, 0.5, false);
+        }
+        cfg.validate().unwrap();
+        let data = Dataset::generate(&cfg);
+        let lr = cfg.step_size;
+        let mut tr = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
+        let mut p = tr.p();
+        let (mut m, mut v) = (vec![0.0; p.len()], vec![0.0; p.len()]);
+        let mut grads = Vec::new();
+        let mut ps = vec![p.clone()];
+        for t in 1..=2 {
+            tr.forward_backward().unwrap();
+            let g = tr.grad_q();
+            tr.update().unwrap();
+            hand_adam_step(
+                &mut p,
+                &g,
+                &mut m,
+                &mut v,
+                t,
+                lr,
+                wd,
+                kind == OptimizerKind::Adamw,
+            );
+            let got: Vec<u64> = tr.p().iter().map(|x| x.to_bits()).collect();
+            let want: Vec<u64> = p.iter().map(|x| x.to_bits()).collect();
+            assert_eq!(
+                got, want,
+                "{kind:?} wd {wd}: step {t} left the documented order"
+            );
+            grads.push(g);
+            ps.push(p.clone());
+        }
+        if init {
+            continue;
+        }
+        // the twin's Adam step on the same gradients
+        let ar = Mpfr::truth(1024).unwrap();
+        let h = tokensel::train::adam::Hyper::of(&cfg).unwrap();
+        let lr_t = ar.of(lr);
+        let n = ps[0].len();
+        let mut tp = ar.zeros(n);
+        let (mut tm, mut tv) = (ar.zeros(n), ar.zeros(n));
+        let mut twin = Vec::new();
+        for (t, g) in (1..=2).zip(&grads) {
+            let s = h.scalars(&ar, &lr_t, t);
+            tokensel::train::adam::step(&ar, &s, &mut tp, &ar.of_slice(g), &mut tm, &mut tv);
+            twin.push((tp.clone(), tm.clone(), tv.clone()));
+        }
+        let (b1, b2, w1) = (0.9f64, 0.999f64, 1.0 - 0.9f64);
+        let bc = |b: f64| 1.0 - b * b;
+        let rel_bc = |b: f64| u * (b * b / bc(b) + 1.0);
+        let rel_step = rel_bc(b1) + u;
+        let rel_den = 3.0 * u + (rel_bc(b2) / 2.0 + u) + u + u;
+        let den2 = |v2: f64| v2.sqrt() / bc(b2).sqrt() + 1e-8;
+        for k in 0..n {
+            let f = |x: &Float| x.to_f64();
+            let (p1, m1) = (f(&twin[0].0[k]), f(&twin[0].1[k]));
+            let (p2, m2, v2) = (f(&twin[1].0[k]), f(&twin[1].1[k]), f(&twin[1].2[k]));
+            let g2 = grads[1][k];
+            let step = lr / bc(b1);
+            let u2 = p2 - p1;
+            let dp1 = 9.0 * u * p1.abs();
+            let dm2 = u * (m1.abs() * (1.0 + w1) + 2.0 * w1 * (g2 - m1).abs() + m2.abs());
+            let du2 = u2.abs() * (rel_step + u + rel_den + u) + step / den2(v2) * dm2;
+            let bound = 1.01 * (dp1 + du2 + u * p2.abs()) + 2f64.powi(-1000) * p2.abs();
+            let err = Float::with_val(1100, Float::with_val(1100, ps[2][k]) - &twin[1].0[k])
+                .abs()
+                .to_f64();
+            assert!(
+                err <= bound,
+                "p2[{k}]: f64 {:e} twin {p2:e}: {err:e} > {bound:e}",
+                ps[2][k]
+            );
+            let err1 = Float::with_val(1100, Float::with_val(1100, ps[1][k]) - &twin[0].0[k])
+                .abs()
+                .to_f64();
+            assert!(err1 <= 1.01 * dp1, "p1[{k}]: {err1:e} > {:e}", 1.01 * dp1);
         }
     }
 }

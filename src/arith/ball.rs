@@ -19,6 +19,10 @@
 //! ln(1 + a)        1 + ma - ra > 0 proved, else r = inf;  r = ra / (1 + ma - ra) + e
 //! sqrt(a)          ma - ra >= 0 proved, else r = inf;  r = ra / (sqrt(ma) + sqrt(ma - ra)) + e
 //!                  (the divisor, both roots and their sum, rounded DOWN)
+//! a^t (integer)    ra = 0: m = ma^t rounded to nearest (MPFR), r = e;  else the hull of
+//!                  [lo^t, hi^t] (odd t or lo >= 0), [hi^t, lo^t] (even t, hi <= 0),
+//!                  [0, max(|lo|, |hi|)^t] (even t, lo < 0 < hi), lo = ma - ra rounded
+//!                  down, hi = ma + ra rounded up, each power rounded outward
 //! ```
 //!
 //! Every bound is evaluated with upward rounding (and its divisors with downward
@@ -56,7 +60,9 @@ use gmp_mpfr_sys::mpfr;
 use rug::Assign;
 use rug::Float;
 use rug::float::Round;
-use rug::ops::{AddAssignRound, AssignRound, DivAssignRound, MulAssignRound, SubAssignRound};
+use rug::ops::{
+    AddAssignRound, AssignRound, DivAssignRound, MulAssignRound, PowAssignRound, SubAssignRound,
+};
 
 use super::fixed::{self, FixedRows, limbs_for};
 use super::mag::Mag;
@@ -764,6 +770,53 @@ impl Arith for Ball {
         };
         let t = tern(x.mid.sqrt_round(Round::Nearest));
         x.rad = r.add_up(err(&x.mid, t));
+    }
+    /// x^t: a point ball (radius 0, as the config's beta enters) gets MPFR's correctly
+    /// rounded power and its half ulp; a ball with a radius gets the hull of the power
+    /// over [m - r, m + r] (ends widened outward at 8 more bits), whose ends are powers
+    /// of the interval's ends rounded outward: y^t is increasing for odd t and for
+    /// y >= 0, decreasing for even t and y <= 0, and for even t over an interval around
+    /// 0 lies in [0, max(|lo|, |hi|)^t] (module docs, the a^t rule).
+    fn pow_u64(&self, x: &mut BallReal, t: u64) {
+        if t == 0 {
+            // y^0 = 1 for every point (an infinite radius included)
+            *x = self.of(1.0);
+            return;
+        }
+        if x.rad.is_zero() {
+            let tn = tern(x.mid.pow_assign_round(t, Round::Nearest));
+            x.rad = err(&x.mid, tn);
+            return;
+        }
+        if !self.is_finite(x) {
+            return;
+        }
+        let p = self.prec + 8;
+        let r = x.rad.to_float(64);
+        let lo = Float::with_val_round(p, &x.mid - &r, Round::Down).0;
+        let hi = Float::with_val_round(p, &x.mid + &r, Round::Up).0;
+        let power = |v: &Float, dir: Round| {
+            let mut f = v.clone();
+            f.pow_assign_round(t, dir);
+            f
+        };
+        let (a, b) = if t % 2 == 1 || !lo.is_sign_negative() {
+            (power(&lo, Round::Down), power(&hi, Round::Up))
+        } else if hi.is_sign_negative() || hi.is_zero() {
+            (power(&hi, Round::Down), power(&lo, Round::Up))
+        } else {
+            let top = if lo.cmp_abs(&hi) == Some(Ordering::Greater) {
+                &lo
+            } else {
+                &hi
+            };
+            (Float::with_val(p, 0), power(top, Round::Up))
+        };
+        if a.is_finite() && b.is_finite() {
+            *x = self.hull(&a, &b);
+        } else {
+            x.rad = Mag::INF;
+        }
     }
     /// The logistic function 1 / (1 + exp(-x)) over the whole ball: it is increasing, so
     /// the exact values lie in [sigma(m - r), sigma(m + r)]; each end is evaluated with

@@ -143,6 +143,18 @@ impl Arith for F32 {
         24
     }
     hardware_scalar_ops!(f32, r32, core_math::expf, core_math::log1pf);
+    /// CORE-MATH's `powf` (correctly rounded for every binary32 input, subnormals
+    /// included) while `t` is a binary32 exactly (t <= 2^24); beyond (Adam at more than
+    /// 2^24 steps), MPFR's pow at 24 bits rounded into binary32's range by its ternary
+    /// value: also correctly rounded (not CORE-MATH's `pow` in f64 rounded to binary32,
+    /// which would round twice).
+    fn pow_u64(&self, x: &mut f32, t: u64) {
+        *x = if t <= 1 << 24 {
+            core_math::powf(*x, t as f32)
+        } else {
+            super::predictor::pow_in_format(*x as f64, t, &super::predictor::BINARY32) as f32
+        };
+    }
     /// The binary32 bits as 8 hex digits.
     fn to_exact_string(&self, x: &f32) -> String {
         format!("{:08x}", x.to_bits())

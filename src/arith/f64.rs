@@ -244,6 +244,16 @@ impl Arith for F64 {
         53
     }
     hardware_scalar_ops!(f64, |v: f64| v, core_math::exp, core_math::log1p);
+    /// CORE-MATH's `pow` (correctly rounded, subnormals included) while `t` is an f64
+    /// exactly (t <= 2^53); beyond, MPFR's pow rounded into binary64's range (the
+    /// predictor's: also correctly rounded).
+    fn pow_u64(&self, x: &mut f64, t: u64) {
+        *x = if t <= 1 << 53 {
+            core_math::pow(*x, t as f64)
+        } else {
+            super::predictor::pow_in_format(*x, t, &super::predictor::BINARY64)
+        };
+    }
     fn to_exact_string(&self, x: &f64) -> String {
         format!("{:016x}", x.to_bits())
     }

@@ -331,6 +331,12 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
     fn ln_1p(&self, x: &mut Self::Real);
     /// `x = sqrt(x)`.
     fn sqrt(&self, x: &mut Self::Real);
+    /// `x = x^t` for an integer `t >= 0` (x^0 = 1 for every x, NaN included): correctly
+    /// rounded in [`F64`] (CORE-MATH's `pow`), [`F32`] (CORE-MATH's `powf`) and MPFR
+    /// (`mpfr_pow_ui`; in the predictor then rounded into binary64's range, so it keeps
+    /// [`F64`]'s bits); a ball encloses the power of every point of its input. Adam's
+    /// bias corrections 1 - beta^t (`train::adam`).
+    fn pow_u64(&self, x: &mut Self::Real, t: u64);
     /// `x = 1 / (1 + exp(-x))`, the logistic function, without overflow: for `x >= 0` as
     /// `1 / (1 + exp(-x))`, else as `exp(x) / (1 + exp(x))` (one exp, one addition, one
     /// division in this arithmetic's rounding). A ball arithmetic overrides it with the

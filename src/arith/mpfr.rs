@@ -11,7 +11,9 @@ use std::cmp::Ordering;
 use gmp_mpfr_sys::mpfr;
 use rug::Float;
 use rug::float::Round;
-use rug::ops::{AddAssignRound, AssignRound, DivAssignRound, MulAssignRound, SubAssignRound};
+use rug::ops::{
+    AddAssignRound, AssignRound, DivAssignRound, MulAssignRound, PowAssignRound, SubAssignRound,
+};
 
 use super::fixed::{self, FixedRows, limbs_for};
 use super::mag::Mag;
@@ -219,6 +221,11 @@ impl Arith for Mpfr {
     #[inline]
     fn sqrt(&self, x: &mut Float) {
         let dir = x.sqrt_round(Round::Nearest);
+        self.fix(x, dir);
+    }
+    /// `mpfr_pow_ui`, correctly rounded (the predictor: then into binary64's range).
+    fn pow_u64(&self, x: &mut Float, t: u64) {
+        let dir = x.pow_assign_round(t, Round::Nearest);
         self.fix(x, dir);
     }
     #[inline]

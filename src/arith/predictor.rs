@@ -11,23 +11,61 @@
 use std::cmp::Ordering;
 
 use rug::float::Round;
+use rug::ops::PowAssignRound;
 use rug::{Assign, Float};
+
+/// An IEEE binary format's precision and range in MPFR's exponents (x = m 2^e with
+/// 1/2 <= |m| < 1).
+#[derive(Debug)]
+pub(super) struct Format {
+    /// Significand bits (rug's `subnormalize_ieee` picks the format by it).
+    prec: u32,
+    /// e of the smallest positive subnormal.
+    min_sub: i64,
+    /// e of the smallest positive normal number.
+    min_normal: i64,
+    /// The largest e of a finite number.
+    max: i64,
+}
+
+/// binary64: 2^-1074 (e = -1073), 2^-1022 (e = -1021), below 2^1024.
+pub(super) const BINARY64: Format = Format {
+    prec: 53,
+    min_sub: -1073,
+    min_normal: -1021,
+    max: 1024,
+};
+
+/// binary32: 2^-149 (e = -148), 2^-126 (e = -125), below 2^128.
+pub(super) const BINARY32: Format = Format {
+    prec: 24,
+    min_sub: -148,
+    min_normal: -125,
+    max: 128,
+};
 
 /// Round a 53-bit result `x` (whose exact value lay on side `dir` of it) into binary64's
 /// range: subnormals, underflow to +-0 and overflow to +-inf.
 #[inline]
 pub(super) fn fix_binary64_range(x: &mut Float, dir: Ordering) {
+    fix_range(x, dir, &BINARY64);
+}
+
+/// Round a result `x` at `f`'s precision (whose exact value lay on side `dir` of it)
+/// into `f`'s range: subnormals, underflow to +-0 and overflow to +-inf.
+#[inline(always)]
+fn fix_range(x: &mut Float, dir: Ordering, f: &Format) {
     if !x.is_normal() {
         return;
     }
-    // MPFR exponent: x = m 2^e with 1/2 <= |m| < 1; 2^-1074 has e = -1073.
-    let e = x.get_exp().unwrap_or(0);
-    if e < -1073 {
-        // |x| < 2^-1074: rounds to 2^-1074 above the midpoint 2^-1075, to 0 below; at the
-        // midpoint, the ternary value tells on which side the exact value was.
+    let e = x.get_exp().unwrap_or(0) as i64;
+    if e < f.min_sub {
+        // below the smallest subnormal s: rounds to s above the midpoint s / 2, to 0
+        // below; at the midpoint, the ternary value tells on which side the exact value
+        // was.
         let neg = x.is_sign_negative();
-        let above_mid = e == -1074 && {
-            let mid = Float::with_val(53, Float::i_exp(1, -1075));
+        let above_mid = e == f.min_sub - 1 && {
+            let mid = Float::with_val(f.prec, Float::i_exp(1, (f.min_sub - 2) as i32));
             match x.cmp_abs(&mid) {
                 Some(Ordering::Greater) => true,
                 // the exact value lay beyond the midpoint iff x was rounded toward 0
@@ -37,18 +75,36 @@ pub(super) fn fix_binary64_range(x: &mut Float, dir: Ordering) {
                 _ => false,
             }
         };
-        let v = if above_mid { f64::from_bits(1) } else { 0.0 };
-        x.assign(if neg { -v } else { v });
-    } else if e < -1021 {
+        if above_mid {
+            x.assign(Float::i_exp(1, (f.min_sub - 1) as i32));
+        } else {
+            x.assign(0u32);
+        }
+        if neg {
+            rug::ops::NegAssign::neg_assign(x);
+        }
+    } else if e < f.min_normal {
         x.subnormalize_ieee_round(dir, Round::Nearest);
-    } else if e > 1024 {
-        // a 53-bit |x| >= 2^1024 is above f64::MAX = (1 - 2^-53) 2^1024
+    } else if e > f.max {
+        // a |x| >= 2^max at the format's precision is above its largest finite number
         x.assign(if x.is_sign_negative() {
             f64::NEG_INFINITY
         } else {
             f64::INFINITY
         });
     }
+}
+
+/// `x^t` correctly rounded in the format `f` (binary64 or binary32; `x` one of its
+/// numbers), with its subnormals, underflow and overflow: MPFR's `mpfr_pow_ui` at `f`'s
+/// precision (correctly rounded in MPFR's exponent range), then rounded into `f`'s range
+/// by its ternary value (so nothing is rounded twice). x^0 = 1 for every x, NaN included.
+pub(super) fn pow_in_format(x: f64, t: u64, f: &Format) -> f64 {
+    let mut y = Float::with_val(f.prec, x);
+    debug_assert!(x.is_nan() || y == x, "{x} is not a number of the format");
+    let dir = y.pow_assign_round(t, Round::Nearest);
+    fix_range(&mut y, dir, f);
+    y.to_f64()
 }
 
 #[cfg(test)]
@@ -109,6 +165,34 @@ mod tests {
                 core_math::exp(v).to_bits(),
                 "exp({v})"
             );
+        }
+    }
+
+    /// Powers into the subnormal and underflow ranges: the predictor's (MPFR's pow rounded
+    /// into binary64's range) equal CORE-MATH's correctly rounded `pow`, and MPFR's pow
+    /// rounded into binary32's range ([`super::pow_in_format`], f32 beyond t = 2^24)
+    /// equals CORE-MATH's `powf`, at bases in [0.5, 1) and t placing x^t around the
+    /// smallest normal and subnormal numbers of each format.
+    #[test]
+    fn powers_round_into_each_format_as_core_math() {
+        let ar = Mpfr::predictor();
+        let mut x = ar.zero();
+        for k in 0..4000u32 {
+            let b = 0.5 + k as f64 / 8000.0 + 1e-7;
+            for target in [1020.0, 1060.0, 1074.0, 1075.0, 1080.0] {
+                let t = (target / -b.log2()).round() as u64;
+                ar.set_f64(&mut x, b);
+                ar.pow_u64(&mut x, t);
+                let want = core_math::pow(b, t as f64);
+                assert_eq!(x.to_f64().to_bits(), want.to_bits(), "{b}^{t}");
+            }
+            let b32 = b as f32;
+            for target in [125.0, 140.0, 149.0, 150.0, 152.0] {
+                let t = (target / -(b32 as f64).log2()).round() as u64;
+                let got = super::pow_in_format(b32 as f64, t, &super::BINARY32) as f32;
+                let want = core_math::powf(b32, t as f32);
+                assert_eq!(got.to_bits(), want.to_bits(), "{b32}^{t}");
+            }
         }
     }
 
