@@ -712,9 +712,9 @@ fn beta_to_the_t_is_correctly_rounded_in_every_arithmetic() {
 /// with t the step, g the gradient, beta^t the correctly rounded power,
 /// Adam: g <- g + wd p; AdamW: p <- p (1 - lr wd); m <- m + (1 - b1)(g - m);
 /// v <- v b2 + ((1 - b2) g) g; p <- p + ((-(lr / (1 - b1^t))) m) / (sqrt(v) /
-/// sqrt(1 - b2^t) + eps), every operation rounded once (Rust does not contract a * b
-/// + c into an fma). The powers come from 1024 bits rounded once (the definition of
-/// correct rounding), not from the code under test.
+/// sqrt(1 - b2^t) + eps), every operation rounded once (Rust does not contract a
+/// product and a sum into an fma). The powers come from 1024 bits rounded once (the
+/// definition of correct rounding), not from the code under test.
 #[allow(clippy::too_many_arguments)]
 fn hand_adam_step(
     p: &mut [f64],
