@@ -29,26 +29,27 @@
 //! in the radius, so it encloses (f64 beta)^t, as every other config constant (lr, eps,
 //! beta) enters a ball as its f64 value.
 //!
+//! The square root takes max(v, 0): v >= 0 in exact arithmetic (a sum of non-negative
+//! terms) and in every rounded one, but a ball's enclosure of v may reach below 0; `max`
+//! keeps the enclosure of max(v, 0) (where the clamped ball still reaches 0 the root's
+//! enclosure is only as good as the ball's square root: sound, possibly wide).
+//!
 //! # Agreement with PyTorch
 //! Bit-for-bit agreement with torch is not promised. What differs, as measured in issue
 //! 40 (torch's CPU build on x86-64, float64, `torch.optim.Adam(foreach=False)`, with the
 //! gradients made exact; NumPy emulations reproduced each side bit for bit there; not
 //! re-measured here, where there is no torch): torch's CPU kernels compute `lerp_`,
 //! `addcmul_` and `add(alpha=)` with fused multiply-adds on x86-64, where tokensel rounds
-//! the product and the sum separately (so the two first differ at step 2, by an ulp of m
-//! and v; the issue measured 2e-17 normwise in p at step 10 to 2e-15 at step 2000); and
-//! torch's float64 sqrt was not correctly rounded on about 0.7% of the inputs there,
-//! where tokensel's is. Whether torch fuses, and how its sqrt rounds, depends on its build
-//! and the CPU, so tokensel has no option for torch's fused forms (none could be tested
-//! against torch bit for bit here). torch forms 1 - beta, beta^t (Python's `**`, found
-//! correctly rounded at every t <= 2000 in the issue, as tokensel's beta^t is), lr / bc1
-//! and sqrt(bc2) in Python floats (f64) and runs the tensor ops in the tensor's dtype;
-//! tokensel forms every scalar in the run's arithmetic, which is the same for f64 and
-//! differs for f32. The square root takes
-//! max(v, 0): v >= 0 in exact arithmetic (a sum of non-negative terms) and in every
-//! rounded one, but a ball's enclosure of v may reach below 0; `max` keeps the
-//! enclosure of max(v, 0) (where the clamped ball still reaches 0 the root's enclosure
-//! is only as good as the ball's square root: sound, possibly wide).
+//! the product and the sum separately (in the issue's run the two first differed at step
+//! 2, by an ulp of m and v; the issue puts the order differences at 2e-17 normwise in p
+//! at step 10 to 2e-15 at step 2000); and torch's float64 sqrt was not correctly rounded
+//! on about 0.7% of the inputs there, where tokensel's is. Whether torch fuses, and how
+//! its sqrt rounds, depends on its build and the CPU, so tokensel has no option for
+//! torch's fused forms (none could be tested against torch bit for bit here). torch forms
+//! 1 - beta, beta^t (Python's `**`, found correctly rounded at every t <= 2000 in the
+//! issue), lr / bc1 and sqrt(bc2) in Python floats (f64) and runs the tensor ops in the
+//! tensor's dtype; tokensel forms every scalar in the run's arithmetic: in f64 the same
+//! operations, in f32 rounded to binary32 where torch keeps f64 scalars.
 
 use crate::arith::Arith;
 use crate::config::{Config, OptimizerKind};
