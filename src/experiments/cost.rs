@@ -277,7 +277,7 @@ pub fn check(
         }
     }
     if let (Some(why), true) = (
-        cfg.optimizer.span_refusal(),
+        cfg.optimizer.span_refusal(cfg.n_train),
         methods.contains(&Method::Span),
     ) {
         return Err(Error::config("method", format!("the span step: {why}")));
