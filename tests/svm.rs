@@ -537,3 +537,59 @@ fn a_failed_refactorisation_is_reported_and_infeasibility_proved() {
     }
     assert!(check_farkas(&g, &cons, &y));
 }
+
+/// Where the f64 stage stopped and no Farkas vector passed the exact check, the report
+/// says what happened (the refactorisation that failed, its iteration and constraint;
+/// or the iteration limit) and "feasibility undecided", which is not an answer (exit
+/// code 1: `decided()` false); it once said "did not converge in N iterations" for a
+/// failed refactorisation.
+#[test]
+fn an_undecided_feasibility_is_reported_as_such() {
+    let cfg = small();
+    let (data, s) = solve_cfg(&cfg, &PatternChoice::Theorem);
+    // 20 samples of 8 tokens: 140 constraints, at most 20 * 140 + 1000 iterations
+    assert_eq!(svm::iteration_limit(s.constraints.count()), 3800);
+    let (i, t) = s.constraints.sample_token(9);
+    for (outcome, needle) in [
+        (
+            svm::F64Outcome::FactorisationFailed {
+                iteration: 43,
+                set: vec![0, 1, 2],
+                c: 9,
+            },
+            format!(
+                "stopped at iteration 43 (of at most 3800): the Cholesky refactorisation of \
+                 its free set failed, constraint (sample {i}, token {t}) being numerically \
+                 dependent on the 3 before it"
+            ),
+        ),
+        (
+            svm::F64Outcome::NoConvergence,
+            "reached its limit of 3800 iterations".to_string(),
+        ),
+    ] {
+        let solved = svm::Solved {
+            f64: svm::F64Solution {
+                outcome,
+                iterations: 43,
+                condition: 1.0,
+            },
+            support: Vec::new(),
+            exact: None,
+            verdict: Verdict::NoCertificate {
+                reason: "no Farkas vector: feasibility undecided".into(),
+            },
+            ..s.clone()
+        };
+        let r = svm::Report::new(&data, &PatternChoice::Theorem, cfg.d, false, &solved);
+        assert_eq!(r.verdict, "feasibility undecided");
+        assert!(!r.decided() && !r.proved());
+        let stop = r.f64_stop.as_deref().unwrap();
+        assert!(stop.contains(&needle), "{stop}");
+        let text = r.to_string();
+        assert!(
+            text.contains(&needle) && !text.contains("did not converge"),
+            "{text}"
+        );
+    }
+}

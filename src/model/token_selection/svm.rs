@@ -1088,7 +1088,7 @@ pub fn farkas_search(q: &[f64], m: usize) -> Option<Vec<usize>> {
 /// The exact Farkas vector on the constraints `set` ([`farkas_search`]'s passive set):
 /// (Q_SS + 1 1^T) y = 1 solved over the integers (Q 2^scale is integer: (Q_int +
 /// 2^scale) y = 2^scale 1), y = 0 off `set`; returned (as integers, the common
-/// denominator dropped) only when every entry is >= 0 and [`check_farkas`] holds
+/// denominator dropped and divided by their greatest common divisor) only when every entry is >= 0 and [`check_farkas`] holds
 /// exactly, `None` otherwise.
 pub fn farkas_on(g: &Gram, cons: &Constraints, set: &[usize]) -> Option<Vec<Integer>> {
     let k = set.len();
@@ -1103,9 +1103,11 @@ pub fn farkas_on(g: &Gram, cons: &Constraints, set: &[usize]) -> Option<Vec<Inte
     if den <= 0 || x.iter().any(|v| *v < 0) {
         return None;
     }
+    // any positive multiple is a Farkas vector: the smallest integer one
+    let gcd = x.iter().fold(Integer::new(), |acc, v| acc.gcd(v));
     let mut y = vec![Integer::new(); cons.count()];
     for (&c, v) in set.iter().zip(x) {
-        y[c] = v;
+        y[c] = if gcd > 1 { v.div_exact(&gcd) } else { v };
     }
     check_farkas(g, cons, &y).then_some(y)
 }
