@@ -300,28 +300,36 @@ impl Optimizer {
         self.kind.is_adam()
     }
 
-    /// True where the run is not full-batch gradient descent of the paper's kind in a
-    /// way the span step cannot express: Adam (coordinate-wise), minibatches or
-    /// clipping. Such runs take the direct step (`train::plan::resolve_method`).
-    pub fn needs_direct(&self) -> bool {
-        self.is_adam() || self.batch.is_some() || self.clip_norm.is_some()
+    /// The minibatch size of a run on `n_train` training samples: `batch` where it is
+    /// below `n_train`, `None` for the full batch (no `batch`, or `batch >= n_train`: one
+    /// batch of every sample is the full-batch run, bit for bit, and is taken as it).
+    pub fn minibatch(&self, n_train: usize) -> Option<usize> {
+        self.batch.filter(|&b| b < n_train)
     }
 
-    /// True where the run's steps are not full-batch steps whose p <-> W relation is
-    /// Lemma A.6's (Adam or minibatches).
-    pub fn breaks_lemma_a6(&self) -> bool {
-        self.is_adam() || self.batch.is_some() || self.clip_norm.is_some()
+    /// True where the run (on `n_train` training samples) is not full-batch gradient
+    /// descent of the paper's kind in a way the span step cannot express: Adam
+    /// (coordinate-wise), minibatches or clipping. Such runs take the direct step
+    /// (`train::plan::resolve_method`).
+    pub fn needs_direct(&self, n_train: usize) -> bool {
+        self.span_refusal(n_train).is_some()
     }
 
-    /// Why the span step cannot take this optimizer (for error messages), `None` where
-    /// it can.
-    pub fn span_refusal(&self) -> Option<&'static str> {
+    /// True where the run's steps (on `n_train` training samples) are not full-batch
+    /// steps whose p <-> W relation is Lemma A.6's (Adam, minibatches or clipping).
+    pub fn breaks_lemma_a6(&self, n_train: usize) -> bool {
+        self.needs_direct(n_train)
+    }
+
+    /// Why the span step cannot take this optimizer on `n_train` training samples (for
+    /// error messages), `None` where it can.
+    pub fn span_refusal(&self, n_train: usize) -> Option<&'static str> {
         if self.is_adam() {
             Some(
                 "Adam is coordinate-wise in the parameters' own coordinates, which the span \
                  step's coefficients do not have: use method = \"direct\" or \"auto\"",
             )
-        } else if self.batch.is_some() {
+        } else if self.minibatch(n_train).is_some() {
             Some(
                 "minibatches are taken by the direct step only: use method = \"direct\" or \
                  \"auto\"",
@@ -459,7 +467,7 @@ impl Optimizer {
             ));
         }
         if method == Method::Span
-            && let Some(why) = self.span_refusal()
+            && let Some(why) = self.span_refusal(n_train)
         {
             return Err(Error::config("method", format!("method = \"span\": {why}")));
         }
@@ -1103,6 +1111,19 @@ impl Config {
                  Set init.p = \"gaussian\" with init.p_scale > 0",
             ));
         }
+        if self.mode == Mode::Joint
+            && (self.init.p == PInit::Zero || self.init.p_scale == 0.0)
+            && self.optimizer.is_normalized()
+            && self.optimizer.eps == 0.0
+        {
+            return Err(Error::config(
+                "optimizer.eps",
+                "normalised GD with eps = 0 divides each block's gradient by its norm, and in \
+                 joint mode from p(0) = 0 the gradient with respect to W at step 0, \
+                 p (dL/dq)^T, is exactly 0: the step alpha G / ||G|| is undefined there. Set \
+                 optimizer.eps > 0, or init.p = \"gaussian\" with init.p_scale > 0",
+            ));
+        }
         if self.method == Method::Span && self.formulation == Formulation::Naive {
             return Err(Error::config(
                 "method",
@@ -1228,7 +1249,7 @@ impl Config {
                  form has no prompt row)",
             );
         }
-        if self.optimizer.batch.is_some() {
+        if self.optimizer.minibatch(self.n_train).is_some() {
             return why(
                 "optimizer.batch",
                 "is implemented for full-batch steps only (remove optimizer.batch)",
@@ -1316,16 +1337,18 @@ impl Config {
     }
 
     /// Refuse a minibatch config in `what`, which observes every training sample at
-    /// every step (a config error: exit code 2, before any work).
+    /// every step (a config error: exit code 2, before any work). `batch >= n_train` is
+    /// the full-batch run and is taken ([`Optimizer::minibatch`]).
     pub fn full_batch_only(&self, what: &str) -> Result<()> {
-        match self.optimizer.batch {
+        match self.optimizer.minibatch(self.n_train) {
             None => Ok(()),
             Some(b) => Err(Error::config(
                 "optimizer.batch",
                 format!(
                     "{what} reads every training sample's values at every step; a minibatch \
-                     run (batch = {b}) computes only its batch's, so it is taken by run and \
-                     twin (and claims on them) only"
+                     run (batch = {b} < n_train = {}) computes only its batch's, so it is taken by run and \
+                     twin (and claims on them) only",
+                    self.n_train
                 ),
             )),
         }

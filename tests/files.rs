@@ -1361,3 +1361,54 @@ fn a_result_that_cannot_be_written_is_still_printed() {
         );
     }
 }
+
+/// A directory that a user put in an output set under a member's name
+/// (`R/trajectory.csv/notes/mine.txt` after a first `run --out R`; `sweep.svg/` in a
+/// sweep's set) is not replaced with the set: a second `run`, `twin` or `sweep --out`
+/// there is refused with exit 2 before any work (each would otherwise train for longer
+/// than `QUICK`), naming the member, and the user's files are kept (publishing once
+/// deleted the directory and everything in it).
+#[test]
+fn a_directory_under_a_member_name_is_never_replaced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = |n: &str| tmp.path().join(n);
+    let cfg = small(tmp.path(), "small.toml", "");
+    let first = |cmd: &str, out: &Path| -> Vec<String> {
+        let mut args: Vec<String> = [cmd, "--quiet", "--config", s(&cfg), "--out", s(out)]
+            .map(String::from)
+            .to_vec();
+        match cmd {
+            "sweep" => args.extend(["--etas", "0.1", "--seeds", "0", "--steps"].map(String::from)),
+            _ => args.push("--steps".into()),
+        }
+        args
+    };
+    for (cmd, member) in [
+        ("run", "trajectory.csv"),
+        ("twin", "trajectory.json"),
+        ("sweep", "sweep.svg"),
+    ] {
+        let out = p(&format!("{cmd}-out"));
+        let mut args = first(cmd, &out);
+        args.push("3".into());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ok(&tokensel(&args), cmd);
+        std::fs::remove_file(out.join(member)).unwrap();
+        std::fs::create_dir_all(out.join(member).join("notes")).unwrap();
+        std::fs::write(out.join(member).join("notes/mine.txt"), "mine").unwrap();
+        let before = names(&out);
+        let mut args = first(cmd, &out);
+        args.push("1000000".into());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = tokensel_within(&args, QUICK).unwrap_or_else(|| panic!("{cmd}: worked"));
+        assert_eq!(code(&o), Some(2), "{cmd}: {}", stderr(&o));
+        assert!(stderr(&o).contains(member), "{cmd}: {}", stderr(&o));
+        assert_eq!(names(&out), before, "{cmd}");
+        assert_eq!(
+            std::fs::read_to_string(out.join(member).join("notes/mine.txt")).unwrap(),
+            "mine",
+            "{cmd}"
+        );
+        assert_no_temps(tmp.path());
+    }
+}

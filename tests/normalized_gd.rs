@@ -13,7 +13,7 @@ mod common;
 
 use rug::Float;
 use tokensel::analysis::lemma_a6;
-use tokensel::config::{Optimizer, OptimizerKind};
+use tokensel::config::{Optimizer, OptimizerKind, PInit};
 use tokensel::prelude::*;
 
 /// `cfg` under normalised GD with `eps`.
@@ -490,4 +490,71 @@ fn compare_reports_the_steps_before_an_f64_stop() {
     assert_eq!(v["stopped"]["last_step"], 694);
     let rows = v["checkpoints"].as_array().unwrap();
     assert!(rows.last().unwrap()["step"].as_u64().unwrap() <= 694);
+}
+
+/// `compare` with the f64 predictor on a run that stops (normalised GD, eps = 0: the f64
+/// run stops at step 694 here, `compare_reports_the_steps_before_an_f64_stop`) names the
+/// steps the predictor actually compared, 0-694, and says the run stopped there and why
+/// (it printed "equal bit for bit at steps 0-800", the config's steps); the JSON's
+/// `predictor.steps` is 694.
+#[test]
+fn compare_names_the_predictor_steps_before_a_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("ngd.toml");
+    std::fs::write(
+        &cfg,
+        "d = 60\nn_train = 6\nn_test = 20\nmu_norm = 6.0\neta = 0.0\nstep_size = 0.5\n\
+         steps = 800\nmethod = \"span\"\n[optimizer]\nkind = \"normalized-gd\"\n",
+    )
+    .unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let out = common::tokensel(&["compare", "--config", cfg, "--quiet"]);
+    assert_eq!(out.status.code(), Some(3), "{}", common::stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "equal bit for bit at steps 0-694 (the steps compared: the run stopped after step \
+             694, normalised GD stopped at step 694"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("0-800"), "{text}");
+    let json = common::tokensel(&["compare", "--config", cfg, "--quiet", "--json"]);
+    assert_eq!(json.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["predictor"]["steps"], 694);
+    assert_eq!(v["predictor"]["bits_equal"], true);
+}
+
+/// Joint-mode normalised GD with eps = 0 from p(0) = 0 is refused before any work (exit
+/// 2, naming `optimizer.eps`): W's gradient p (dL/dq)^T is exactly 0 at step 0, so the
+/// step alpha G / ||G|| is undefined there (the run once stopped at step 0 without
+/// saying why). With eps > 0, or a Gaussian p(0), the config is taken.
+#[test]
+fn joint_normalized_gd_from_p0_zero_is_refused_before_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("joint.toml");
+    let body = "d = 20\nn_train = 4\nn_test = 4\nsteps = 1000000\nmode = \"joint\"\n\
+                [init]\nw = \"kaiming_uniform\"\n[optimizer]\nkind = \"normalized-gd\"\n";
+    std::fs::write(&path, body).unwrap();
+    let f = path.to_str().unwrap();
+    for cmd in ["run", "twin", "certify", "compare"] {
+        let o = common::tokensel_within(
+            &[cmd, "--quiet", "--config", f],
+            std::time::Duration::from_secs(20),
+        )
+        .unwrap_or_else(|| panic!("{cmd}: worked"));
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {err}");
+        assert!(err.contains("`optimizer.eps`"), "{cmd}: {err}");
+        assert!(
+            err.contains("gradient with respect to W at step 0"),
+            "{cmd}: {err}"
+        );
+    }
+    let mut cfg = normalized(small(Mode::Joint, Method::Direct, 3), 0.0);
+    cfg.init.p = PInit::Zero;
+    assert!(cfg.validate().is_err());
+    cfg.optimizer.eps = 1e-9;
+    cfg.validate().unwrap();
 }

@@ -864,3 +864,50 @@ fn the_first_two_adam_steps_follow_the_documented_order() {
         }
     }
 }
+
+/// `batch >= n_train` is the full-batch run everywhere: `certify` and `compare` take
+/// `batch = n_train` (exit 0; `certify` once refused it as "a minibatch run"), and its
+/// trainer takes the full-batch step (no batch pass, the method `auto` picks for the
+/// full batch); `batch = n_train - 1` is still refused there (exit 2), naming both.
+#[test]
+fn batch_of_n_train_is_the_full_batch_run_everywhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let write = |name: &str, batch: usize| {
+        let path = tmp.path().join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "d = 16\nn_train = 5\nn_test = 4\nsteps = 10\nstep_size = 0.05\n[optimizer]\nkind = \"gd\"\nbatch = {batch}\n"
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let (full, mini) = (write("full.toml", 5), write("mini.toml", 4));
+    for (cmd, extra) in [("certify", &["--prec", "128"][..]), ("compare", &[][..])] {
+        let run = |path: &std::path::Path| {
+            let mut args = vec![cmd, "--quiet", "--config", path.to_str().unwrap()];
+            args.extend(extra);
+            tokensel(&args)
+        };
+        let o = run(&full);
+        assert_eq!(o.status.code(), Some(0), "{cmd}: {}", stderr(&o));
+        let o = run(&mini);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("batch = 4 < n_train = 5"),
+            "{cmd}: {}",
+            stderr(&o)
+        );
+    }
+    let mut cfg = config(5, 16, Mode::P, 10, Optimizer::default());
+    let plain = Trainer::new(&cfg, &Dataset::generate(&cfg), F64, cfg.formulation)
+        .unwrap()
+        .method();
+    cfg.optimizer.batch = Some(5);
+    let data = Dataset::generate(&cfg);
+    let mut tr = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
+    assert_eq!(tr.method(), plain);
+    tr.forward_backward().unwrap();
+    assert!(tr.batch_indices().is_none(), "no batch pass");
+}

@@ -6,6 +6,7 @@ use tokensel::config::Config;
 use tokensel::data::{Dataset, Params};
 use tokensel::model::token_selection::svm::{
     self, Constraints, Failure, Gram, PatternChoice, Verdict, certificate_for, check, check_farkas,
+    farkas_on, farkas_search, q_f64,
 };
 
 mod common;
@@ -405,4 +406,190 @@ fn data_dir_gives_the_configs_svm() {
     assert_eq!(supplied["norm2"], direct["norm2"]);
     let o = tokensel(&["svm", "--data", sup_dir.to_str().unwrap(), "--config", c]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+/// `svm --out FILE` whose write fails after the work (here a file size limit of 64
+/// bytes, RLIMIT_FSIZE with SIGXFSZ ignored: the write fails with EFBIG, as on a full
+/// disk) still prints the proved report and exits 3 naming the failed write, as `run`,
+/// `twin`, `certify`, `sweep` and `protocol` do (it was exit 2 with nothing printed);
+/// no partial file is left.
+#[test]
+fn a_report_that_cannot_be_written_is_still_printed() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, "d = 200\nn_test = 3\n").unwrap();
+    let out = dir.path().join("svm.json");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tokensel"));
+    cmd.args([
+        "svm",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    // SAFETY: only async-signal-safe calls between fork and exec
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let limit = libc::rlimit {
+                rlim_cur: 64,
+                rlim_max: 64,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let o = cmd.output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not written"), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|_| panic!("nothing printed: {}", stderr(&o)));
+    assert_eq!(v["verdict"], "proved optimal");
+    assert!(!out.exists());
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(left.len(), 1, "only the config is left: {left:?}");
+}
+
+/// The Farkas search (nonnegative least squares on the columns (v_c, 1), then the exact
+/// solve on its passive set) proves a hand instance infeasible: v = (1, 0), (-1, 1),
+/// (-1, -1) (each sample's token 1 is 0, token 0 selected) have 2 v_1 + v_2 + v_3 = 0,
+/// so y = (2, 1, 1) up to scale; and finds nothing for a feasible instance (v = (1, 0),
+/// (0, 1): p = (1, 1) has margins 1).
+#[test]
+fn the_farkas_search_proves_a_hand_instance_infeasible() {
+    let x = vec![
+        1.0, 0.0, 0.0, 0.0, //
+        -1.0, 1.0, 0.0, 0.0, //
+        -1.0, -1.0, 0.0, 0.0,
+    ];
+    let g = Gram::of_tokens(&x, 2, None);
+    let cons = Constraints::new(2, vec![0, 0, 0]);
+    let q = q_f64(&g, &cons);
+    let set = farkas_search(&q, 3).expect("a Farkas set");
+    assert_eq!(set.len(), 3, "{set:?}");
+    let y = farkas_on(&g, &cons, &set).expect("an exact Farkas vector");
+    assert!(check_farkas(&g, &cons, &y));
+    assert_eq!(Integer::from(&y[0] - &y[1] * 2u32), 0, "{y:?}");
+    assert_eq!(y[1], y[2], "{y:?}");
+    let x = vec![1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0];
+    let g = Gram::of_tokens(&x, 2, None);
+    let cons = Constraints::new(2, vec![0, 0]);
+    assert_eq!(farkas_search(&q_f64(&g, &cons), 2), None);
+}
+
+/// The optimal pattern of 600 samples of T = 2 tokens at d = 30 has 600 constraints in
+/// 30 dimensions and is infeasible. The f64 active set's Cholesky refactorisation fails
+/// there (at iteration 68: a constraint numerically dependent on the free set), which
+/// `svm` reported as "did not converge in 68 iterations", "not proved", exit 1. Now the
+/// report names the failed refactorisation and its iteration, the Farkas search proves
+/// the pattern infeasible ("infeasible (proved)", exit 0: an answer), and the Farkas
+/// vector of the JSON is re-checked here in exact arithmetic on the test's own Gram
+/// matrix: y >= 0, not all 0, and sum_c y_c v_c = 0.
+#[test]
+fn a_failed_refactorisation_is_reported_and_infeasibility_proved() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    let text = "d = 30\nn_train = 600\nn_test = 3\n[layout]\ntokens = 2\nrelevant = 1\n\
+                weak_same = 0\nweak_opposite = 0\nirrelevant = 1\n";
+    std::fs::write(&path, text).unwrap();
+    let o = tokensel(&["svm", "--config", path.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verdict"], "infeasible (proved)", "{v}");
+    assert_eq!(v["f64_outcome"], "factorisation failed", "{v}");
+    let stop = v["f64_stop"].as_str().unwrap();
+    assert!(
+        stop.contains("stopped at iteration 68")
+            && stop.contains("Cholesky refactorisation of its free set failed"),
+        "{stop}"
+    );
+    let o = tokensel(&["svm", "--config", path.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("did not converge"), "{out}");
+    assert!(out.contains("verdict: infeasible (proved)"), "{out}");
+    // the Farkas vector, checked independently
+    let cfg = Config::from_toml_str(text, &path).unwrap();
+    let data = Dataset::generate(&cfg);
+    let pattern: Vec<usize> = v["selected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_u64().unwrap() as usize)
+        .collect();
+    let x = data.train.x.as_slice().unwrap();
+    let g = Gram::of_tokens(x, cfg.d, None);
+    let cons = Constraints::new(2, pattern.clone());
+    let mut y = vec![Integer::new(); cons.count()];
+    let entries = v["farkas"].as_array().unwrap();
+    assert!(!entries.is_empty());
+    for e in entries {
+        let (i, t) = (
+            e["sample"].as_u64().unwrap() as usize,
+            e["token"].as_u64().unwrap() as usize,
+        );
+        assert_ne!(t, pattern[i]);
+        assert_eq!(e["value"]["den"], "1");
+        y[i] = e["value"]["num"].as_str().unwrap().parse().unwrap();
+    }
+    assert!(check_farkas(&g, &cons, &y));
+}
+
+/// Where the f64 stage stopped and no Farkas vector passed the exact check, the report
+/// says what happened (the refactorisation that failed, its iteration and constraint;
+/// or the iteration limit) and "feasibility undecided", which is not an answer (exit
+/// code 1: `decided()` false); it once said "did not converge in N iterations" for a
+/// failed refactorisation.
+#[test]
+fn an_undecided_feasibility_is_reported_as_such() {
+    let cfg = small();
+    let (data, s) = solve_cfg(&cfg, &PatternChoice::Theorem);
+    // 20 samples of 8 tokens: 140 constraints, at most 20 * 140 + 1000 iterations
+    assert_eq!(svm::iteration_limit(s.constraints.count()), 3800);
+    let (i, t) = s.constraints.sample_token(9);
+    for (outcome, needle) in [
+        (
+            svm::F64Outcome::FactorisationFailed {
+                iteration: 43,
+                set: vec![0, 1, 2],
+                c: 9,
+            },
+            format!(
+                "stopped at iteration 43 (of at most 3800): the Cholesky refactorisation of \
+                 its free set failed, constraint (sample {i}, token {t}) being numerically \
+                 dependent on the 3 before it"
+            ),
+        ),
+        (
+            svm::F64Outcome::NoConvergence,
+            "reached its limit of 3800 iterations".to_string(),
+        ),
+    ] {
+        let solved = svm::Solved {
+            f64: svm::F64Solution {
+                outcome,
+                iterations: 43,
+                condition: 1.0,
+            },
+            support: Vec::new(),
+            exact: None,
+            verdict: Verdict::NoCertificate {
+                reason: "no Farkas vector: feasibility undecided".into(),
+            },
+            ..s.clone()
+        };
+        let r = svm::Report::new(&data, &PatternChoice::Theorem, cfg.d, false, &solved);
+        assert_eq!(r.verdict, "feasibility undecided");
+        assert!(!r.decided() && !r.proved());
+        let stop = r.f64_stop.as_deref().unwrap();
+        assert!(stop.contains(&needle), "{stop}");
+        let text = r.to_string();
+        assert!(
+            text.contains(&needle) && !text.contains("did not converge"),
+            "{text}"
+        );
+    }
 }

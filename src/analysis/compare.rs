@@ -147,7 +147,8 @@ pub struct Absorption {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Predictor {
     /// The steps checked: 0 to this one (0 in reports of versions that checked the
-    /// whole run and did not record it).
+    /// whole run and did not record it); at most the last step compared where the run
+    /// stopped ([`Report::stopped`]).
     #[serde(default)]
     pub steps: u64,
     /// Every compared f64 quantity equal to the predictor's, bit for bit, at every step
@@ -618,6 +619,10 @@ pub fn compare(
         }
         (Err(e), _) => return Err(e),
     };
+    // the predictor was compared up to the last step compared, not past the stop
+    if let (Some(st), Some(v)) = (&stopped, predictor.as_mut()) {
+        v.steps = v.steps.min(st.last_step);
+    }
     Ok(Report {
         prec_bits: opts.prec,
         steps: cfg.steps,
@@ -745,9 +750,17 @@ impl std::fmt::Display for Report {
             );
         }
         if let Some(p) = &self.predictor {
+            // a stopped run was compared up to its stop only: say so, and why
+            let stop = match &self.stopped {
+                Some(st) if st.last_step <= p.steps => format!(
+                    " (the steps compared: the run stopped after step {}, {})",
+                    st.last_step, st.error
+                ),
+                _ => String::new(),
+            };
             out += &match &p.first_mismatch {
                 None => format!(
-                    "  f64 predictor (53-bit twin): every f64 quantity equal bit for bit at steps 0-{}\n",
+                    "  f64 predictor (53-bit twin): every f64 quantity equal bit for bit at steps 0-{}{stop}\n",
                     p.steps
                 ),
                 Some((step, q)) => {

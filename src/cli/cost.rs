@@ -41,7 +41,7 @@ pub(super) fn cost(args: &CostArgs) -> Result<i32> {
     let methods = match args.config.method {
         Some(m) => vec![m],
         // the span step only where the config's optimizer allows it
-        None if cfg.optimizer.needs_direct() => vec![Method::Direct],
+        None if cfg.optimizer.needs_direct(cfg.n_train) => vec![Method::Direct],
         None => vec![Method::Direct, Method::Span],
     };
     // every argument is checked (`cost::check`, `cost::check_classes`) before any work

@@ -65,13 +65,21 @@ pub(super) fn svm_cmd(args: &SvmArgs) -> Result<i32> {
     svm::check_sizes(cfg.n_train, cfg.layout.tokens, cfg.d, dense)?;
     let data = data.unwrap_or_else(|| Dataset::generate(&cfg));
     let report = svm::report(&cfg, &data, &choice)?;
-    if let Some(out) = &args.out {
+    // printed whether or not it could be written (a full disk, a file size limit): the
+    // proved result is not lost, and the failed write is exit code 3 (`NotPublished`)
+    let written = args.out.as_ref().map(|out| {
         let mut bytes = serde_json::to_vec_pretty(&report).expect("reports serialise");
         bytes.push(b'\n');
-        write_atomic(out, &bytes)?;
-    }
+        write_atomic(out, &bytes)
+    });
     print_report(&report, args.json);
-    Ok(if report.proved() {
+    if let Some(Err(e)) = written {
+        return Err(Error::NotPublished {
+            source: Box::new(e),
+        });
+    }
+    // a proof either way (optimal, or infeasible by a Farkas vector) is an answer
+    Ok(if report.decided() {
         EXIT_OK
     } else {
         EXIT_FAILED

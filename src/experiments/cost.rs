@@ -33,8 +33,10 @@ pub struct Row {
     /// Median CPU seconds per step: the process's CPU time over the same blocks (every
     /// thread's; with `RAYON_NUM_THREADS=1` the cost on one thread).
     pub cpu_per_step_s: f64,
-    /// Ratio to the f64 direct step in the config's formulation (to the first f64 row
-    /// when that was not measured).
+    /// Ratio of the CPU time per step (`cpu_per_step_s`) to the f64 direct step's in the
+    /// config's formulation (to the first row's when that was not measured): the cost in
+    /// the CPU time the steps used, independent of the machine's load (a wall-time ratio
+    /// is not: other processes stretch the rows measured while they run).
     pub ratio_to_f64: f64,
 }
 
@@ -93,12 +95,12 @@ pub struct ClassRow {
     pub seconds_per_step: f64,
     /// Median CPU seconds per step (every thread's).
     pub cpu_per_step_s: f64,
-    /// Ratio of the wall time to the config's own step (the binary model at the
-    /// config's T) in the same arithmetic, precision and method, stable formulation
+    /// Ratio of the CPU time per step to the config's own step's (the binary model at
+    /// the config's T) in the same arithmetic, precision and method, stable formulation
     /// (`None` when that was not measured).
     pub ratio_to_binary: Option<f64>,
-    /// A K-class row's ratio to the binary model at the same T in the same arithmetic,
-    /// precision and method (`None` for the binary rows).
+    /// A K-class row's ratio of CPU time per step to the binary model's at the same T in
+    /// the same arithmetic, precision and method (`None` for the binary rows).
     pub ratio_to_same_t: Option<f64>,
 }
 
@@ -227,6 +229,23 @@ fn time_steps<A: Arith>(
     })
 }
 
+/// Set every row's [`Row::ratio_to_f64`]: its CPU time per step over the f64 direct
+/// step's in `form` (the first row's where that was not measured). CPU times, not wall
+/// times: on a loaded machine the wall time of a row depends on what else ran.
+fn set_ratios(rows: &mut [Row], form: Formulation) {
+    let Some(first) = rows.first() else {
+        return;
+    };
+    let f64_step = rows
+        .iter()
+        .find(|r| r.trainer == Kind::F64 && r.method == Method::Direct && r.formulation == form)
+        .unwrap_or(first)
+        .cpu_per_step_s;
+    for r in rows {
+        r.ratio_to_f64 = r.cpu_per_step_s / f64_step;
+    }
+}
+
 /// What [`time_steps`] measured: set-up seconds, median wall and CPU seconds per step,
 /// the method run.
 struct Timing {
@@ -277,7 +296,7 @@ pub fn check(
         }
     }
     if let (Some(why), true) = (
-        cfg.optimizer.span_refusal(),
+        cfg.optimizer.span_refusal(cfg.n_train),
         methods.contains(&Method::Span),
     ) {
         return Err(Error::config("method", format!("the span step: {why}")));
@@ -376,16 +395,13 @@ pub fn measure(
         push(Kind::Ball, prec, form, t);
     }
     rows.sort_by_key(|r| (r.trainer, r.prec_bits, r.formulation != Formulation::Stable));
+    set_ratios(&mut rows, cfg.formulation);
     let direct = rows
         .iter()
         .find(|r| {
             r.trainer == Kind::F64 && r.method == Method::Direct && r.formulation == cfg.formulation
         })
         .map(|r| r.seconds_per_step);
-    let f64_step = direct.unwrap_or(rows[0].seconds_per_step);
-    for r in &mut rows {
-        r.ratio_to_f64 = r.seconds_per_step / f64_step;
-    }
     let flops = flops_per_step(cfg);
     let m = CostModel::of(cfg);
     Ok(Report {
@@ -533,7 +549,17 @@ pub fn measure_classes(
             }
         }
     }
-    // the binary steps by (T, trainer, bits, method): the config's own, then the new T's
+    set_class_ratios(binary, &mut rows);
+    Ok(rows)
+}
+
+/// Set the K-class rows' ratios ([`ClassRow::ratio_to_binary`],
+/// [`ClassRow::ratio_to_same_t`]): each row's CPU time per step over the binary step's
+/// of the same trainer, bits and method, at the config's T (`binary`'s rows, stable
+/// formulation) and at the row's own T (the binary rows among `rows`).
+fn set_class_ratios(binary: &Report, rows: &mut [ClassRow]) {
+    // the binary steps' CPU times by (T, trainer, bits, method): the config's own, then
+    // the new T's (ratios of CPU time, as the binary table's)
     let mut base: Vec<(usize, Kind, u32, Method, f64)> = binary
         .rows
         .iter()
@@ -544,42 +570,33 @@ pub fn measure_classes(
                 r.trainer,
                 r.prec_bits,
                 r.method,
-                r.seconds_per_step,
+                r.cpu_per_step_s,
             )
         })
         .collect();
     base.extend(
         rows.iter()
             .filter(|r| r.model == ModelKind::TokenSelection)
-            .map(|r| {
-                (
-                    r.tokens,
-                    r.trainer,
-                    r.prec_bits,
-                    r.method,
-                    r.seconds_per_step,
-                )
-            }),
+            .map(|r| (r.tokens, r.trainer, r.prec_bits, r.method, r.cpu_per_step_s)),
     );
     let find = |t: usize, r: &ClassRow| {
         base.iter()
             .find(|b| (b.0, b.1, b.2, b.3) == (t, r.trainer, r.prec_bits, r.method))
-            .map(|b| r.seconds_per_step / b.4)
+            .map(|b| r.cpu_per_step_s / b.4)
     };
-    for r in &mut rows {
+    for r in rows.iter_mut() {
         r.ratio_to_binary = find(binary.tokens, r);
         if r.model == ModelKind::Multiclass {
             r.ratio_to_same_t = find(r.tokens, r);
         }
     }
-    Ok(rows)
 }
 
 impl std::fmt::Display for Report {
     /// The readable cost table of `tokensel cost`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut out = format!(
-            "tokensel cost: one gradient step, n = {}, T = {}, d = {} ({:.3e} flops per direct f64 step{})\n  on {} ({} thread{}; CPU: the process's CPU time over all threads)\n\n  {:<12}{:>6}{:>8}{:>8}{:>14}{:>16}{:>16}{:>14}\n",
+            "tokensel cost: one gradient step, n = {}, T = {}, d = {} ({:.3e} flops per direct f64 step{})\n  on {} ({} thread{}; CPU: the process's CPU time over all threads; the ratios are of CPU times)\n\n  {:<12}{:>6}{:>8}{:>8}{:>14}{:>16}{:>16}{:>14}\n",
             self.n,
             self.tokens,
             self.d,
@@ -596,7 +613,7 @@ impl std::fmt::Display for Report {
             "setup",
             "time per step",
             "CPU per step",
-            "ratio to f64"
+            "CPU vs f64"
         );
         let shown = |t: f64| {
             if t < 1e-3 {
@@ -628,7 +645,7 @@ impl std::fmt::Display for Report {
         );
         if !self.multiclass.is_empty() {
             out += &format!(
-                "\n  the K-class model (SPEC section 14), n = {}, d = {}: T grown by K - 2 weakly relevant tokens (one per other class); the binary model at that T (irrelevant tokens added) as a baseline; ratios of the time per step to the binary step above (T = {}) and to the binary step at the same T, in the same trainer, bits and method\n\n  {:<10}{:>4}  {:<12}{:>6}{:>8}{:>14}{:>16}{:>16}{:>14}{:>13}\n",
+                "\n  the K-class model (SPEC section 14), n = {}, d = {}: T grown by K - 2 weakly relevant tokens (one per other class); the binary model at that T (irrelevant tokens added) as a baseline; ratios of the CPU time per step to the binary step above (T = {}) and to the binary step at the same T, in the same trainer, bits and method\n\n  {:<10}{:>4}  {:<12}{:>6}{:>8}{:>14}{:>16}{:>16}{:>14}{:>13}\n",
                 self.n,
                 self.d,
                 self.tokens,
@@ -825,6 +842,77 @@ mod tests {
             assert!(line.ends_with(ratios[1]), "{line}");
         }
         assert_eq!(lines.len(), title + 7, "{text}");
+    }
+
+    /// The ratios are of CPU times, not wall times: on a loaded machine (here the MPFR
+    /// rows' wall times stretched to the f64 step's, as measured at load 10 where a
+    /// 256-bit span step read 0.995x an f64 step) a row 6 times the f64 direct step's
+    /// CPU time has ratio 6, and a K-class row twice its binary step's CPU time ratio 2,
+    /// whatever the wall clock says. The binary rows fall back to the first row where no
+    /// f64 direct row was measured.
+    #[test]
+    fn ratios_are_of_cpu_time() {
+        let row = |trainer, method, wall: f64, cpu: f64| Row {
+            trainer,
+            prec_bits: if trainer == Kind::F64 { 53 } else { 256 },
+            method,
+            formulation: Formulation::Stable,
+            setup_seconds: 0.0,
+            seconds_per_step: wall,
+            cpu_per_step_s: cpu,
+            ratio_to_f64: f64::NAN,
+        };
+        let mut rows = vec![
+            row(Kind::F64, Method::Direct, 1e-4, 1e-4),
+            row(Kind::F64, Method::Span, 4e-6, 2.5e-6),
+            row(Kind::Mpfr, Method::Span, 0.995e-4, 6e-4),
+        ];
+        set_ratios(&mut rows, Formulation::Stable);
+        let ratios: Vec<f64> = rows.iter().map(|r| r.ratio_to_f64).collect();
+        assert_eq!(ratios, [1.0, 2.5e-6 / 1e-4, 6e-4 / 1e-4]);
+        let mut span_only = rows[1..].to_vec();
+        set_ratios(&mut span_only, Formulation::Stable);
+        assert_eq!(span_only[0].ratio_to_f64, 1.0);
+        assert_eq!(span_only[1].ratio_to_f64, 6e-4 / 2.5e-6);
+        let binary = Report {
+            n: 20,
+            tokens: 8,
+            d: 2000,
+            flops_per_step: 1.0,
+            model: Model {
+                direct_step: 1.0,
+                span_step: 1.0,
+                span_setup: 1.0,
+            },
+            auto: Method::Span,
+            f64_gflops: None,
+            cpu: "a CPU".into(),
+            threads: 1,
+            rows,
+            multiclass: vec![],
+        };
+        let class = |model, tokens, wall: f64, cpu: f64| ClassRow {
+            model,
+            classes: if model == ModelKind::Multiclass { 4 } else { 2 },
+            tokens,
+            trainer: Kind::Mpfr,
+            prec_bits: 256,
+            method: Method::Span,
+            setup_seconds: 0.0,
+            seconds_per_step: wall,
+            cpu_per_step_s: cpu,
+            ratio_to_binary: None,
+            ratio_to_same_t: None,
+        };
+        let mut classes = vec![
+            class(ModelKind::TokenSelection, 10, 5e-4, 9e-4),
+            class(ModelKind::Multiclass, 10, 5e-4, 1.2e-3),
+        ];
+        set_class_ratios(&binary, &mut classes);
+        assert_eq!(classes[0].ratio_to_binary, Some(9e-4 / 6e-4));
+        assert_eq!(classes[0].ratio_to_same_t, None);
+        assert_eq!(classes[1].ratio_to_binary, Some(1.2e-3 / 6e-4));
+        assert_eq!(classes[1].ratio_to_same_t, Some(1.2e-3 / 9e-4));
     }
 
     /// `with_classes`: the K-class model on the balanced sizes has T = K + 6 (one weakly

@@ -16,7 +16,8 @@
 //! tokensel never destroys a user's files: a target directory is replaced only when it
 //! is empty or holds a set of the same kind whose marker lists every file in it.
 //! Anything else (no marker, a marker of another kind, a file the marker does not list,
-//! a symbolic link, a file where the directory should be) is refused with exit 2 before
+//! a directory or symbolic link under a member's name, a symbolic link, a file where the
+//! directory should be) is refused with exit 2 before
 //! any work, naming what is there ([`OutputDir::prepare`]).
 
 use std::path::{Path, PathBuf};
@@ -166,6 +167,24 @@ fn inspect(target: &Path, kind: SetKind) -> Result<Target> {
         return refuse(format!(
             "holds {} besides the set its marker lists",
             list(&foreign)
+        ));
+    }
+    // a listed name is replaced as a whole with the set: it must still be the regular
+    // file the set wrote (a directory or link put there under a member's name is the
+    // user's, and replacing the set would delete it with everything in it)
+    let mut not_files = Vec::new();
+    for name in marker.files.iter().filter(|n| n.as_str() != MARKER) {
+        match std::fs::symlink_metadata(target.join(name)) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(e)),
+            Ok(m) if m.is_file() => {}
+            Ok(_) => not_files.push(name.clone()),
+        }
+    }
+    if !not_files.is_empty() {
+        return refuse(format!(
+            "holds {} under the name of a set member but not as the regular file the set wrote",
+            list(&not_files)
         ));
     }
     Ok(Target::Replaceable)

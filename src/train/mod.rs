@@ -195,7 +195,9 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
                  formulation only (the span step's Gram matrices assume fixed tokens)",
             ));
         }
-        if in_sequence && (cfg.optimizer.batch.is_some() || cfg.direction.is_some()) {
+        if in_sequence
+            && (cfg.optimizer.minibatch(cfg.n_train).is_some() || cfg.direction.is_some())
+        {
             return Err(Error::config(
                 "model.prompt",
                 "the prompt in sequence is implemented for full-batch runs without direction \
@@ -203,7 +205,7 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
             ));
         }
         if method == Method::Span
-            && let Some(why) = cfg.optimizer.span_refusal()
+            && let Some(why) = cfg.optimizer.span_refusal(cfg.n_train)
         {
             return Err(Error::config("method", format!("the span step: {why}")));
         }
@@ -233,7 +235,7 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
             _ => Engine::Direct(Direct::new(&ar, init, form, n)),
         };
         let k = model.outputs();
-        let batch = cfg.optimizer.batch.map(|b| {
+        let batch = cfg.optimizer.minibatch(n).map(|b| {
             Box::new(batch::Pass {
                 order: batch::Order::new(cfg.seed, n, b),
                 full_steps: record::schedule(cfg.steps, cfg.record.checkpoints_per_decade),

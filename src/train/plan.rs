@@ -187,10 +187,14 @@ pub fn resolve_method(
     method: Method,
 ) -> Method {
     match method {
-        Method::Span if cfg.optimizer.needs_direct() || cfg.model.in_sequence() => Method::Direct,
+        Method::Span if cfg.optimizer.needs_direct(cfg.n_train) || cfg.model.in_sequence() => {
+            Method::Direct
+        }
         Method::Direct | Method::Span => method,
         Method::Auto => {
-            if form == Formulation::Naive || cfg.optimizer.needs_direct() || cfg.model.in_sequence()
+            if form == Formulation::Naive
+                || cfg.optimizer.needs_direct(cfg.n_train)
+                || cfg.model.in_sequence()
             {
                 return Method::Direct;
             }
@@ -214,7 +218,9 @@ pub fn resolve_method(
 /// limbs; f64 8 bytes.
 pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
     let method = match method {
-        Method::Span if cfg.optimizer.needs_direct() || cfg.model.in_sequence() => Method::Direct,
+        Method::Span if cfg.optimizer.needs_direct(cfg.n_train) || cfg.model.in_sequence() => {
+            Method::Direct
+        }
         m => m,
     };
     let per = match kind {
@@ -247,7 +253,10 @@ pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
                 (true, Mode::W) => 2 * d * d,
                 (true, Mode::Joint) => 2 * (d + d * d),
             };
-            let batch = cfg.optimizer.batch.map_or(0, |b| 2 * b as u128 * t);
+            let batch = cfg
+                .optimizer
+                .minibatch(cfg.n_train)
+                .map_or(0, |b| 2 * b as u128 * t);
             3 * d + w + naive + adam + batch
         }
         // G, K, M, the basis (and X's rows while the Gram matrices are formed), W(0),

@@ -232,6 +232,18 @@ pub enum F64Outcome {
     },
     /// The iteration limit was reached (cycling on a degenerate instance).
     NoConvergence,
+    /// The Cholesky refactorisation of the free set after an exchange or a step back
+    /// failed: constraint `c` is (numerically) dependent on the constraints `set` before
+    /// it in the free set. The method cannot go on; whether the pattern is feasible is
+    /// left to the exact Farkas search ([`farkas_search`]).
+    FactorisationFailed {
+        /// The iteration at which it failed.
+        iteration: usize,
+        /// The free set's constraints before `c`.
+        set: Vec<usize>,
+        /// The dependent constraint.
+        c: usize,
+    },
     /// The free set grew past the limit given to [`solve_f64`] (the exact re-solve
     /// would refuse it: [`MAX_SUPPORT`]).
     SupportOverLimit,
@@ -249,18 +261,20 @@ struct Chol {
 }
 
 impl Chol {
-    fn of(q: &[f64], m: usize, free: &[usize]) -> Option<Chol> {
+    /// The factor of Q_FF for the free set `free`, or `Err(k)` where the pivot of
+    /// `free[k]` is (numerically) 0: that constraint depends on the k before it.
+    fn of(q: &[f64], m: usize, free: &[usize]) -> std::result::Result<Chol, usize> {
         let mut ch = Chol { rows: Vec::new() };
         for (k, &c) in free.iter().enumerate() {
             let col: Vec<f64> = free[..k].iter().map(|&j| q[j * m + c]).collect();
             let l = ch.forward(&col);
             let piv2 = q[c * m + c] - l.iter().map(|v| v * v).sum::<f64>();
             if piv2 <= DEPENDENT * q[c * m + c] || piv2 <= 0.0 {
-                return None;
+                return Err(k);
             }
             ch.push(l, piv2.sqrt());
         }
-        Some(ch)
+        Ok(ch)
     }
 
     fn push(&mut self, mut l: Vec<f64>, diag: f64) {
@@ -318,6 +332,11 @@ pub struct F64Solution {
     pub condition: f64,
 }
 
+/// The iteration limit of [`solve_f64`] on `m` constraints: 20 m + 1000.
+pub fn iteration_limit(m: usize) -> usize {
+    20 * m + 1000
+}
+
 /// The dual active-set method (Lawson-Hanson's, for min 1/2 l^T Q l - 1^T l, l >= 0):
 /// add the constraint of largest dual gradient 1 - (Q l)_c; solve Q_FF s = 1 on the free
 /// set; step back to the boundary and free the constraints whose multiplier reaches 0
@@ -327,7 +346,7 @@ pub struct F64Solution {
 /// [`F64Outcome::SupportOverLimit`] when the free set would exceed `max_free`
 /// constraints, so every Cholesky factorisation is of at most `max_free` rows.
 pub fn solve_f64(q: &[f64], m: usize, max_free: usize) -> F64Solution {
-    let max_iter = 20 * m + 1000;
+    let max_iter = iteration_limit(m);
     let mut lam = vec![0.0; m];
     let mut free: Vec<usize> = Vec::new();
     let mut in_free = vec![false; m];
@@ -338,10 +357,15 @@ pub fn solve_f64(q: &[f64], m: usize, max_free: usize) -> F64Solution {
         iterations: it,
         condition: ch.condition_estimate(),
     };
+    let failed = |iteration, free: &[usize], k: usize| F64Outcome::FactorisationFailed {
+        iteration,
+        set: free[..k].to_vec(),
+        c: free[k],
+    };
     loop {
         it += 1;
         if it > max_iter {
-            return done(F64Outcome::NoConvergence, it, &ch);
+            return done(F64Outcome::NoConvergence, max_iter, &ch);
         }
         let mut best: Option<(usize, f64)> = None;
         for c in (0..m).filter(|c| !in_free[*c]) {
@@ -382,8 +406,8 @@ pub fn solve_f64(q: &[f64], m: usize, max_free: usize) -> F64Solution {
             free.push(c);
             in_free[c] = true;
             match Chol::of(q, m, &free) {
-                Some(f) => ch = f,
-                None => return done(F64Outcome::NoConvergence, it, &ch),
+                Ok(f) => ch = f,
+                Err(k) => return done(failed(it, &free, k), it, &ch),
             }
         } else {
             if free.len() >= max_free {
@@ -397,7 +421,7 @@ pub fn solve_f64(q: &[f64], m: usize, max_free: usize) -> F64Solution {
         loop {
             it += 1;
             if it > max_iter {
-                return done(F64Outcome::NoConvergence, it, &ch);
+                return done(F64Outcome::NoConvergence, max_iter, &ch);
             }
             let s = ch.backward(&ch.forward(&vec![1.0; free.len()]));
             if s.iter().all(|v| *v > 0.0) {
@@ -424,8 +448,8 @@ pub fn solve_f64(q: &[f64], m: usize, max_free: usize) -> F64Solution {
             }
             free = keep;
             match Chol::of(q, m, &free) {
-                Some(f) => ch = f,
-                None => return done(F64Outcome::NoConvergence, it, &ch),
+                Ok(f) => ch = f,
+                Err(k) => return done(failed(it, &free, k), it, &ch),
             }
             if free.is_empty() {
                 break;
@@ -985,6 +1009,109 @@ pub fn farkas_for(g: &Gram, cons: &Constraints, set: &[usize], c: usize) -> Opti
     Some(y)
 }
 
+/// Search a Farkas vector in f64, for a pattern whose f64 solve did not end optimal:
+/// the nonnegative least-squares problem min ||A y - b||^2, y >= 0, with A's columns
+/// (v_c, 1) and b = (0, 1) (Gram matrix Q + 1 1^T, A^T b = 1), by Lawson and Hanson's
+/// active-set method. Its residual is 1 - sum_c y_c at the end, 0 exactly when some
+/// y >= 0 has sum_c y_c v_c = 0 and sum_c y_c = 1 (a Farkas vector); then the columns
+/// of the final passive set are independent and the exact [`farkas_on`] recovers y.
+/// Returns that passive set when the residual is below 1e-9, `None` otherwise (no
+/// Farkas vector found: a feasible pattern, or one f64 cannot resolve). At most
+/// [`iteration_limit`] iterations.
+pub fn farkas_search(q: &[f64], m: usize) -> Option<Vec<usize>> {
+    let gq: Vec<f64> = q.iter().map(|v| v + 1.0).collect();
+    let max_iter = iteration_limit(m);
+    let mut y = vec![0.0; m];
+    let mut passive: Vec<usize> = Vec::new();
+    let mut in_p = vec![false; m];
+    let mut it = 0;
+    loop {
+        it += 1;
+        if it > max_iter {
+            return None;
+        }
+        // the gradient w = A^T (b - A y) = 1 - G y off the passive set
+        let best = (0..m)
+            .filter(|c| !in_p[*c])
+            .map(|c| {
+                let row = &gq[c * m..(c + 1) * m];
+                (c, 1.0 - passive.iter().map(|&j| row[j] * y[j]).sum::<f64>())
+            })
+            .fold(None, |b: Option<(usize, f64)>, (c, w)| match b {
+                Some((_, bw)) if bw >= w => b,
+                _ => Some((c, w)),
+            });
+        let Some((t, _)) = best.filter(|(_, w)| *w > 1e-12) else {
+            break;
+        };
+        passive.push(t);
+        in_p[t] = true;
+        loop {
+            it += 1;
+            if it > max_iter {
+                return None;
+            }
+            let ch = Chol::of(&gq, m, &passive).ok()?;
+            let z = ch.backward(&ch.forward(&vec![1.0; passive.len()]));
+            if z.iter().all(|v| *v > 0.0) {
+                for (k, &j) in passive.iter().enumerate() {
+                    y[j] = z[k];
+                }
+                break;
+            }
+            let mut alpha = 1.0f64;
+            for (k, &j) in passive.iter().enumerate() {
+                if z[k] <= 0.0 {
+                    alpha = alpha.min(y[j] / (y[j] - z[k]));
+                }
+            }
+            let mut keep = Vec::with_capacity(passive.len());
+            for (k, &j) in passive.iter().enumerate() {
+                y[j] += alpha * (z[k] - y[j]);
+                if y[j] > 0.0 && !(z[k] <= 0.0 && y[j] / (y[j] - z[k]) <= alpha) {
+                    keep.push(j);
+                } else {
+                    y[j] = 0.0;
+                    in_p[j] = false;
+                }
+            }
+            passive = keep;
+            if passive.is_empty() {
+                break;
+            }
+        }
+    }
+    let residual = 1.0 - passive.iter().map(|&j| y[j]).sum::<f64>();
+    (residual.abs() < 1e-9 && !passive.is_empty()).then_some(passive)
+}
+
+/// The exact Farkas vector on the constraints `set` ([`farkas_search`]'s passive set):
+/// (Q_SS + 1 1^T) y = 1 solved over the integers (Q 2^scale is integer: (Q_int +
+/// 2^scale) y = 2^scale 1), y = 0 off `set`; returned (as integers, the common
+/// denominator dropped and divided by their greatest common divisor) only when every entry is >= 0 and [`check_farkas`] holds
+/// exactly, `None` otherwise.
+pub fn farkas_on(g: &Gram, cons: &Constraints, set: &[usize]) -> Option<Vec<Integer>> {
+    let k = set.len();
+    let one = Integer::from(1) << g.scale;
+    let mut a = Vec::with_capacity(k * k);
+    for &i in set {
+        for &j in set {
+            a.push(cons.q(g, i, j) + &one);
+        }
+    }
+    let (x, den) = solve_exact(a, k, vec![one; k])?;
+    if den <= 0 || x.iter().any(|v| *v < 0) {
+        return None;
+    }
+    // any positive multiple is a Farkas vector: the smallest integer one
+    let gcd = x.iter().fold(Integer::new(), |acc, v| acc.gcd(v));
+    let mut y = vec![Integer::new(); cons.count()];
+    for (&c, v) in set.iter().zip(x) {
+        y[c] = if gcd > 1 { v.div_exact(&gcd) } else { v };
+    }
+    check_farkas(g, cons, &y).then_some(y)
+}
+
 /// Which pattern the SVM is solved for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PatternChoice {
@@ -1181,12 +1308,16 @@ pub fn solve(
         }
         F64Outcome::Infeasible { set, c } => {
             let size = exact_size(&gram, &cons, set)?;
-            let verdict = match farkas_for(&gram, &cons, set, *c) {
-                Some(y) if check_farkas(&gram, &cons, &y) => Verdict::Infeasible { farkas: y },
-                _ => Verdict::NoCertificate {
+            let verdict = match farkas_for(&gram, &cons, set, *c)
+                .filter(|y| check_farkas(&gram, &cons, y))
+                .or_else(|| search_farkas(&gram, &cons, &q, m))
+            {
+                Some(y) => Verdict::Infeasible { farkas: y },
+                None => Verdict::NoCertificate {
                     reason: format!(
                         "f64 found constraint {c} dependent on {} others with no positive \
-                         coefficient, but the exact Farkas check did not confirm infeasibility",
+                         coefficient, but no Farkas vector passed the exact check: \
+                         feasibility undecided",
                         set.len()
                     ),
                 },
@@ -1202,16 +1333,29 @@ pub fn solve(
                 ),
             });
         }
-        F64Outcome::NoConvergence => (
-            Vec::new(),
-            None,
-            Verdict::NoCertificate {
-                reason: format!(
-                    "the f64 active-set method did not converge in {} iterations",
-                    sol.iterations
+        F64Outcome::NoConvergence | F64Outcome::FactorisationFailed { .. } => {
+            let what = stop_description(&sol.outcome, &cons).unwrap_or_default();
+            // the free set when it failed (the dependent constraint last)
+            let free = match &sol.outcome {
+                F64Outcome::FactorisationFailed { set, c, .. } => {
+                    set.iter().copied().chain([*c]).collect()
+                }
+                _ => Vec::new(),
+            };
+            match search_farkas(&gram, &cons, &q, m) {
+                Some(y) => (free, None, Verdict::Infeasible { farkas: y }),
+                None => (
+                    free,
+                    None,
+                    Verdict::NoCertificate {
+                        reason: format!(
+                            "{what}; no Farkas vector was found that passes the exact check \
+                             either: feasibility undecided"
+                        ),
+                    },
                 ),
-            },
-        ),
+            }
+        }
     };
     Ok(Solved {
         gram,
@@ -1221,6 +1365,38 @@ pub fn solve(
         exact,
         verdict,
     })
+}
+
+/// How the f64 active-set method stopped where it ended neither optimal nor with an
+/// infeasibility report: its iteration limit, or the Cholesky refactorisation that
+/// failed (the iteration and the dependent constraint). `None` for the other outcomes.
+pub fn stop_description(outcome: &F64Outcome, cons: &Constraints) -> Option<String> {
+    let limit = iteration_limit(cons.count());
+    match outcome {
+        F64Outcome::FactorisationFailed { iteration, set, c } => {
+            let (i, t) = cons.sample_token(*c);
+            Some(format!(
+                "the f64 active-set method stopped at iteration {iteration} (of at most \
+                 {limit}): the Cholesky refactorisation of its free set failed, constraint \
+                 (sample {i}, token {t}) being numerically dependent on the {} before it",
+                set.len()
+            ))
+        }
+        F64Outcome::NoConvergence => Some(format!(
+            "the f64 active-set method reached its limit of {limit} iterations without \
+             converging"
+        )),
+        _ => None,
+    }
+}
+
+/// [`farkas_search`] in f64, then [`farkas_on`] exactly on the set it found: a Farkas
+/// vector that passed the exact check, or `None` (also where that set is past the exact
+/// re-solve's limits, [`exact_size`]).
+fn search_farkas(g: &Gram, cons: &Constraints, q: &[f64], m: usize) -> Option<Vec<Integer>> {
+    let set = farkas_search(q, m)?;
+    exact_size(g, cons, &set).ok()?;
+    farkas_on(g, cons, &set)
 }
 
 /// The attention SVM of `cfg`'s binary model on `data` for the pattern `choice`: sizes
@@ -1386,10 +1562,15 @@ pub struct Report {
     pub constraints: usize,
     /// The pattern by group, clean and noisy.
     pub groups: Vec<GroupCount>,
-    /// The f64 stage: "optimal", "infeasible" or "no convergence".
+    /// The f64 stage: "optimal", "infeasible", "no convergence" (its iteration limit) or
+    /// "factorisation failed" (a Cholesky refactorisation of its free set failed; the
+    /// reason names the iteration and the dependent constraint).
     pub f64_outcome: &'static str,
     /// Its iterations.
     pub f64_iterations: usize,
+    /// How it stopped where it ended neither optimal nor infeasible (the iteration
+    /// limit, or the refactorisation that failed: [`stop_description`]).
+    pub f64_stop: Option<String>,
     /// Its support size (optimal), or the size of its free set when it stopped
     /// (infeasible: the constraints the Farkas vector is sought on).
     pub f64_support: usize,
@@ -1399,7 +1580,9 @@ pub struct Report {
     pub f64_condition_estimate: f64,
     /// The exact re-solve's size.
     pub exact: Option<ExactSize>,
-    /// "proved optimal", "not proved" or "proved infeasible".
+    /// "proved optimal", "infeasible (proved)" (an exact Farkas vector), "not proved" (a
+    /// failed exact check) or "feasibility undecided" (the f64 stage ended neither
+    /// optimal nor with a Farkas vector that passed the exact check).
     pub verdict: &'static str,
     /// The failed check or the missing certificate's reason (not proved).
     pub reason: Option<String>,
@@ -1480,9 +1663,11 @@ impl Report {
                 F64Outcome::Optimal { .. } => "optimal",
                 F64Outcome::Infeasible { .. } => "infeasible",
                 F64Outcome::NoConvergence => "no convergence",
+                F64Outcome::FactorisationFailed { .. } => "factorisation failed",
                 F64Outcome::SupportOverLimit => "support over the limit",
             },
             f64_iterations: solved.f64.iterations,
+            f64_stop: stop_description(&solved.f64.outcome, cons),
             f64_support: solved.support.len(),
             f64_norm2,
             f64_condition_estimate: solved.f64.condition,
@@ -1531,9 +1716,15 @@ impl Report {
                 r.reason = Some(failure.to_string());
                 r.failure = Some(failure.clone());
             }
-            Verdict::NoCertificate { reason } => r.reason = Some(reason.clone()),
+            Verdict::NoCertificate { reason } => {
+                r.reason = Some(reason.clone());
+                // the f64 stage found neither an optimum nor a checked infeasibility
+                if !matches!(solved.f64.outcome, F64Outcome::Optimal { .. }) {
+                    r.verdict = "feasibility undecided";
+                }
+            }
             Verdict::Infeasible { farkas } => {
-                r.verdict = "proved infeasible";
+                r.verdict = "infeasible (proved)";
                 r.farkas = (0..cons.count())
                     .filter(|c| !farkas[*c].is_zero_int())
                     .map(|c| entry(c, (&Rational::from(farkas[c].clone())).into()))
@@ -1543,9 +1734,16 @@ impl Report {
         r
     }
 
-    /// True for "proved optimal" (exit code 0).
+    /// True for "proved optimal".
     pub fn proved(&self) -> bool {
         self.verdict == "proved optimal"
+    }
+
+    /// True where the question is answered with a proof: "proved optimal" or
+    /// "infeasible (proved)" (exit code 0; "not proved" and "feasibility undecided" exit
+    /// with 1).
+    pub fn decided(&self) -> bool {
+        self.proved() || self.verdict == "infeasible (proved)"
     }
 }
 
@@ -1577,6 +1775,9 @@ impl fmt::Display for Report {
             ", cond(Q_SS) >= {:.3e} (estimate)",
             self.f64_condition_estimate
         )?;
+        if let Some(stop) = &self.f64_stop {
+            writeln!(f, "  {stop}")?;
+        }
         if let Some(e) = &self.exact {
             writeln!(
                 f,
