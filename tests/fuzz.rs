@@ -1237,12 +1237,15 @@ const OPTIMIZER_KINDS: [&str; 4] = [
     "[optimizer]\nkind = \"adamw\"\nweight_decay = 0.01\n",
 ];
 
+/// A data directory's files (name, bytes) and an external JSON trajectory of its run.
+type DataAndExternal = (BTreeMap<String, Vec<u8>>, Vec<u8>);
+
 /// For each optimizer kind of [`OPTIMIZER_KINDS`] and model ([`TINY`], [`TINY_K`]), in
 /// that order: the data directory's files and tokensel's own f64 trajectory of the run
 /// as an external JSON (p, output, grad_q and loss at every step; direct step).
-fn optimizer_fixtures() -> &'static Vec<(BTreeMap<String, Vec<u8>>, Vec<u8>)> {
+fn optimizer_fixtures() -> &'static Vec<DataAndExternal> {
     use tokensel::arith::{Arith, F64};
-    static F: OnceLock<Vec<(BTreeMap<String, Vec<u8>>, Vec<u8>)>> = OnceLock::new();
+    static F: OnceLock<Vec<DataAndExternal>> = OnceLock::new();
     F.get_or_init(|| {
         let mut out = Vec::new();
         for section in OPTIMIZER_KINDS {

@@ -740,7 +740,7 @@ fn departure(
     let located = match cause {
         Cause::NonFinite => Located::Unexplained,
         _ if lost => Located::LostUpdates,
-        _ => locate(errs, k, &|q| ratio(q) > 1.0, &widest),
+        _ => locate(errs, k, &|q| ratio(q) > 1.0, widest),
     };
     Departure {
         cause,

@@ -396,6 +396,9 @@ struct Measured {
     /// The twin's trained parameter (p; q in W-mode) in f64 at each record where the
     /// external records it.
     twin_trained: Vec<Option<Vec<f64>>>,
+    /// The twin's method: the span step, or the direct step where the optimizer needs
+    /// it.
+    twin_method: Method,
 }
 
 /// The running maximum of each part's norm.
@@ -604,7 +607,7 @@ pub fn judge(
         Ok(Control::Continue)
     })?;
     let (twin, (ball, cands)) = lockstep;
-    let twin_method = twin.method();
+    m.twin_method = twin.method();
     let (c0, (c1, (c2, c3))) = cands;
     let absorption: BTreeMap<Candidate, Absorption> = Candidate::ALL
         .into_iter()
@@ -615,16 +618,7 @@ pub fn judge(
         .zip([c0.stopped, c1.stopped, c2.stopped, c3.stopped])
         .filter_map(|(c, s)| s.map(|s| (c, s)))
         .collect();
-    Ok(assemble(
-        cfg,
-        ext,
-        opts,
-        twin_method,
-        m,
-        absorption,
-        stops,
-        ball,
-    ))
+    Ok(assemble(cfg, ext, opts, m, absorption, stops, ball))
 }
 
 /// Per record: the external's update of its trained parameter `tq` from the record
@@ -671,7 +665,6 @@ fn assemble(
     cfg: &Config,
     ext: &External,
     opts: Options,
-    twin_method: Method,
     m: Measured,
     absorption: BTreeMap<Candidate, Absorption>,
     stops: BTreeMap<Candidate, (u64, String)>,
@@ -902,7 +895,7 @@ fn assemble(
         dtype,
         eps,
         prec_bits: opts.prec,
-        twin_method,
+        twin_method: m.twin_method,
         tolerance: opts.tol,
         steps_compared: rows.len(),
         last_step: *steps.last().expect("steps not empty"),
