@@ -11,7 +11,8 @@
 //! random files, valid files with bytes replaced, numbers replaced by extreme ones, cut
 //! short, or cut out, and for the K-class files a field of the JSON replaced or removed;
 //! every exit must be 0-3 (never a panic, 101, or an abort, 134) and no process may hang
-//! (each is killed after [`HANG`]).
+//! (each is killed after [`HANG`]). `judge` is run over every optimizer kind too
+//! (gd, normalised GD, Adam, AdamW; binary and K = 3).
 //!
 //! `TOKENSEL_FUZZ_CASES=N` runs N cases per command-line target (default
 //! [`CI_CASES`], a few dozen: about a minute for all targets on 2 cores).
@@ -217,7 +218,7 @@ impl Edit {
 /// Run a command on a fuzzed input: an exit status 0-3, no panic, no hang. With
 /// `TOKENSEL_FUZZ_LOG=FILE`, each command and its exit status is appended to FILE (to
 /// see how deep the cases reach).
-fn run(args: &[&str]) -> Result<(), TestCaseError> {
+fn run(args: &[&str]) -> Result<std::process::Output, TestCaseError> {
     let o = tokensel_within(args, HANG);
     if let Ok(log) = std::env::var("TOKENSEL_FUZZ_LOG") {
         use std::io::Write;
@@ -251,7 +252,7 @@ fn run(args: &[&str]) -> Result<(), TestCaseError> {
         err
     );
     prop_assert!(!err.contains("panicked"), "{:?}: {}", args, err);
-    Ok(())
+    Ok(o)
 }
 
 /// The valid files every target starts from, computed once (read into memory; the
@@ -1225,5 +1226,124 @@ proptest! {
             }
         }
         run(&["run", "--quiet", "--data", &p(tmp.path(), "data"), "--steps", "2"])?;
+    }
+}
+
+/// The `[optimizer]` sections of [`fuzz_judge_every_optimizer`]: every kind.
+const OPTIMIZER_KINDS: [&str; 4] = [
+    "[optimizer]\nkind = \"gd\"\n",
+    "[optimizer]\nkind = \"normalized-gd\"\n",
+    "[optimizer]\nkind = \"adam\"\nweight_decay = 0.01\n",
+    "[optimizer]\nkind = \"adamw\"\nweight_decay = 0.01\n",
+];
+
+/// A data directory's files (name, bytes) and an external JSON trajectory of its run.
+type DataAndExternal = (BTreeMap<String, Vec<u8>>, Vec<u8>);
+
+/// For each optimizer kind of [`OPTIMIZER_KINDS`] and model ([`TINY`], [`TINY_K`]), in
+/// that order: the data directory's files and tokensel's own f64 trajectory of the run
+/// as an external JSON (p, output, grad_q and loss at every step; direct step).
+fn optimizer_fixtures() -> &'static Vec<DataAndExternal> {
+    use tokensel::arith::{Arith, F64};
+    static F: OnceLock<Vec<DataAndExternal>> = OnceLock::new();
+    F.get_or_init(|| {
+        let mut out = Vec::new();
+        for section in OPTIMIZER_KINDS {
+            for base in [TINY, TINY_K] {
+                let tmp = tempfile::tempdir().unwrap();
+                let dir = tmp.path();
+                let text = format!("step_size = 0.05\n{base}{section}");
+                std::fs::write(dir.join("c.toml"), &text).unwrap();
+                ok(&tokensel(&[
+                    "data",
+                    "--config",
+                    &p(dir, "c.toml"),
+                    "--out",
+                    &p(dir, "data"),
+                ]));
+                let cfg = Config::from_file(&dir.join("data/config.toml")).unwrap();
+                let data = tokensel::data::Dataset::generate(&cfg);
+                let mut t = tokensel::train::Trainer::with_method(
+                    &cfg,
+                    &data,
+                    F64,
+                    tokensel::config::Formulation::Stable,
+                    tokensel::config::Method::Direct,
+                )
+                .unwrap();
+                let (mut p_, mut out_, mut grad, mut loss) = (vec![], vec![], vec![], vec![]);
+                loop {
+                    t.forward_backward().unwrap();
+                    p_.push(t.p());
+                    out_.push(
+                        t.samples
+                            .iter()
+                            .map(|s| match cfg.model.is_multiclass() {
+                                true => serde_json::json!(s.outputs),
+                                false => serde_json::json!(F64.to_f64(&s.f)),
+                            })
+                            .collect::<Vec<_>>(),
+                    );
+                    grad.push(t.grad_q());
+                    loss.push(t.loss);
+                    if t.step == cfg.steps {
+                        break;
+                    }
+                    t.update().unwrap();
+                }
+                let ext = serde_json::json!({
+                    "format": "tokensel-external/2",
+                    "dtype": "float64",
+                    "config": {"step_size": cfg.step_size},
+                    "steps": (0..=cfg.steps).collect::<Vec<u64>>(),
+                    "p": p_, "output": out_, "grad_q": grad, "loss": loss,
+                });
+                out.push((files_under(&dir.join("data")), ext.to_string().into_bytes()));
+            }
+        }
+        out
+    })
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// `judge` over every optimizer kind (gd, normalised GD, Adam, AdamW), binary and
+    /// K = 3, with and without the enclosure, on tokensel's own run or a fuzzed copy of
+    /// it: an exit 0-3 (judge panicked on every Adam and AdamW run: issue 40) and a
+    /// readable message (a report with its verdict, or an `error:` line).
+    #[test]
+    fn fuzz_judge_every_optimizer(
+        kind in 0..OPTIMIZER_KINDS.len(),
+        k3 in any::<bool>(),
+        enclosure in any::<bool>(),
+        e in proptest::option::of(edit()),
+    ) {
+        let (files, ext) = &optimizer_fixtures()[2 * kind + usize::from(k3)];
+        let tmp = tempfile::tempdir().unwrap();
+        write_all(tmp.path(), "data", files);
+        let f = p(tmp.path(), "ext.json");
+        let bytes = e.as_ref().map_or_else(|| ext.clone(), |e| e.apply(ext));
+        std::fs::write(&f, bytes).unwrap();
+        let data = p(tmp.path(), "data");
+        let mut args = vec!["judge", "--quiet", &f, "--data", &data];
+        if !enclosure {
+            args.push("--no-enclosure");
+        }
+        let o = run(&args)?;
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+        match o.status.code() {
+            Some(0 | 1) => prop_assert!(out.contains("verdict: "), "{:?}: {}{}", args, out, err),
+            _ => prop_assert!(
+                err.lines().any(|l| l.starts_with("error: ") && l.len() > 10),
+                "{:?}: {}",
+                args,
+                err
+            ),
+        }
+        if e.is_none() {
+            // tokensel's own run: within the tolerance
+            prop_assert_eq!(o.status.code(), Some(0), "{:?}: {}{}", args, out, err);
+        }
     }
 }

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::candidate::{Absorption, Candidate};
+use crate::config::Mode;
 use crate::io::external::Dtype;
 use crate::quantity::Quantity;
 
@@ -55,6 +56,62 @@ pub struct Errors {
     /// record). Where it is not, its errors (the external's and the candidates') are NaN
     /// placeholders that nothing weighs.
     pub recorded: BTreeMap<Quantity, Vec<bool>>,
+    /// The run's mode (which recorded parameters fix q, the scores' input).
+    pub mode: Mode,
+    /// Per record k: how the external's update of its trained parameter from record
+    /// k - 1 to k compares with the twin's, where both records are one update apart and
+    /// record that parameter (`None` elsewhere).
+    pub scaled: Vec<Option<Scaled>>,
+}
+
+/// The external's update Δe = e(k) - e(k - 1) of the trained parameter (p; q in
+/// W-mode) against the twin's Δt over the same update: the least-squares factor r of
+/// Δe ≈ r Δt and what it leaves, each relative to the twin's ||t(k)||.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Scaled {
+    /// r = <Δe, Δt> / <Δt, Δt>.
+    #[serde(with = "crate::io::nonfinite")]
+    pub ratio: f64,
+    /// ||Δe - r Δt|| / ||t(k)||: the part of the external's update that is not r Δt.
+    #[serde(with = "crate::io::nonfinite")]
+    pub residual: f64,
+    /// |r - 1| ||Δt|| / ||t(k)||: the error the factor alone makes.
+    #[serde(with = "crate::io::nonfinite")]
+    pub scaling: f64,
+}
+
+impl Scaled {
+    /// The comparison of the updates Δe = `ext_now` - `ext_before` and Δt = `twin_now`
+    /// - `twin_before` (`None` where Δt or t(k) is zero, or a value is not finite).
+    pub fn of(
+        ext_before: &[f64],
+        ext_now: &[f64],
+        twin_before: &[f64],
+        twin_now: &[f64],
+    ) -> Option<Scaled> {
+        let de: Vec<f64> = ext_now.iter().zip(ext_before).map(|(a, b)| a - b).collect();
+        let dt: Vec<f64> = twin_now
+            .iter()
+            .zip(twin_before)
+            .map(|(a, b)| a - b)
+            .collect();
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+        let (tt, norm) = (dot(&dt, &dt), dot(twin_now, twin_now).sqrt());
+        if !(tt > 0.0 && norm > 0.0 && tt.is_finite() && norm.is_finite()) {
+            return None;
+        }
+        let ratio = dot(&de, &dt) / tt;
+        let rest: Vec<f64> = de.iter().zip(&dt).map(|(e, t)| e - ratio * t).collect();
+        let s = Scaled {
+            ratio,
+            residual: dot(&rest, &rest).sqrt() / norm,
+            scaling: (ratio - 1.0).abs() * tt.sqrt() / norm,
+        };
+        [s.ratio, s.residual, s.scaling]
+            .iter()
+            .all(|x| x.is_finite())
+            .then_some(s)
+    }
 }
 
 impl Errors {
@@ -330,11 +387,57 @@ impl Cause {
     }
 }
 
+/// Where the records locate a departure: a stage named only where the records
+/// exclude the others (the quantities before it recorded and within the limits, the
+/// ones it computes outside), else [`Located::Unexplained`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "stage")]
+pub enum Located {
+    /// At step 0 a recorded parameter is not the data's initial one.
+    InitialParameters {
+        /// The parameter.
+        quantity: Quantity,
+    },
+    /// The forward pass: `right` is within the limits at the step, `wrong`, computed
+    /// from it, is not.
+    ForwardPass {
+        /// The last recorded quantity before the fault, right.
+        right: Quantity,
+        /// The first one after it, wrong.
+        wrong: Quantity,
+    },
+    /// The outputs are right, the loss is not (the gradient not wrong: within the
+    /// limits, or not recorded).
+    Loss,
+    /// The attention and the outputs are right, dL/dq is not (the loss not wrong).
+    Gradient,
+    /// The outputs and the attention are right, the loss and dL/dq are not.
+    LossAndGradient,
+    /// The external's trained parameter is right before the update and its update is
+    /// `ratio` times the truth's, to within what rounding explains.
+    ScaledUpdate {
+        /// The factor.
+        #[serde(with = "crate::io::nonfinite")]
+        ratio: f64,
+        /// dL/dq was recorded and right before the update: the gradient is excluded.
+        gradient_right: bool,
+    },
+    /// The trained parameter and dL/dq are right before the update, the parameter after
+    /// it is not: the optimizer's step.
+    Update,
+    /// The trained parameter did not change while the explaining replays' did.
+    LostUpdates,
+    /// The records do not tell the cause.
+    Unexplained,
+}
+
 /// Where the external departs from every rounding explanation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Departure {
     /// What it looks like.
     pub cause: Cause,
+    /// Where the records locate it.
+    pub located: Located,
     /// The step of the first record that no candidate explains.
     pub step: u64,
     /// The updates it may come from (first, last; counted from 1), none at step 0.
@@ -479,7 +582,7 @@ pub fn attribute(
         .map(|f| f.candidate)
         .collect();
     let explained_until = (best > 0).then(|| errs.steps[best - 1]);
-    let departure = (!explains_all).then(|| departure(errs, &envs, &chosen, best));
+    let departure = (!explains_all).then(|| departure(errs, &envs, &chosen, best, frozen, moved));
     let to_separate = to_separate(errs, &chosen, &not_excluded, best);
     let summary = summary(
         errs,
@@ -489,17 +592,17 @@ pub fn attribute(
             departure: departure.as_ref(),
             more_accurate,
             not_excluded: &not_excluded,
-            not_excluded_holds: fits
+            not_excluded_holds: not_excluded
                 .iter()
-                .filter(|f| not_excluded.contains(&f.candidate))
-                .map(|f| f.holds)
-                .max()
-                .unwrap_or(0),
+                .map(|c| {
+                    fits.iter()
+                        .find(|f| f.candidate == *c)
+                        .map_or(0, |f| f.holds)
+                })
+                .collect(),
             to_separate: &to_separate,
         },
         &fits,
-        frozen,
-        moved,
     );
     (
         fits,
@@ -522,7 +625,8 @@ struct Told<'a> {
     departure: Option<&'a Departure>,
     more_accurate: bool,
     not_excluded: &'a [Candidate],
-    not_excluded_holds: usize,
+    /// The records each of `not_excluded` holds (the same order).
+    not_excluded_holds: Vec<usize>,
     to_separate: &'a [String],
 }
 
@@ -572,12 +676,15 @@ fn to_separate(
     out
 }
 
-/// The departure at record `k` from the candidates `chosen`.
+/// The departure at record `k` from the candidates `chosen` (`frozen`, `moved`: as
+/// [`attribute`]'s).
 fn departure(
     errs: &Errors,
     envs: &BTreeMap<Candidate, BTreeMap<Quantity, Vec<f64>>>,
     chosen: &[Candidate],
     k: usize,
+    frozen: &[bool],
+    moved: &BTreeMap<Candidate, Vec<bool>>,
 ) -> Departure {
     // per quantity: the external's error over the widest limit among the chosen
     let widest = |q: Quantity| {
@@ -621,8 +728,23 @@ fn departure(
     } else {
         Cause::WrongModel
     };
+    let lost = k > 0
+        && frozen.get(k).copied().unwrap_or(false)
+        && chosen.iter().all(|c| {
+            moved
+                .get(c)
+                .and_then(|m| m.get(k))
+                .copied()
+                .unwrap_or(false)
+        });
+    let located = match cause {
+        Cause::NonFinite => Located::Unexplained,
+        _ if lost => Located::LostUpdates,
+        _ => locate(errs, k, &|q| ratio(q) > 1.0, widest),
+    };
     Departure {
         cause,
+        located,
         step: errs.steps[k],
         updates,
         quantity,
@@ -630,6 +752,141 @@ fn departure(
         rel_err,
         limit: widest(quantity),
         score_gap: errs.gaps[k],
+    }
+}
+
+/// Where the records locate a departure at record `k` ([`Located`]): `outside(q)` is
+/// true where the external's `q` is outside the limits there, `limit(q)` the widest
+/// limit. A quantity counts as right only where it is recorded at `k` and within.
+fn locate(
+    errs: &Errors,
+    k: usize,
+    outside: &dyn Fn(Quantity) -> bool,
+    limit: impl Fn(Quantity) -> f64,
+) -> Located {
+    use Quantity::{Attention, GradQ, Loss, Output, P, Q, Rest, Scores, W};
+    let rec = |q: Quantity| errs.external.contains_key(&q) && errs.has(q, k);
+    let wrong = |q: Quantity| rec(q) && outside(q);
+    let right = |q: Quantity| rec(q) && !outside(q);
+    let params = [P, Q, W];
+    // the recorded parameter that fixes q = W^T p at this record, right
+    let q_from = if right(Q) {
+        Some(Q)
+    } else {
+        match errs.mode {
+            Mode::P if right(P) => Some(P),
+            Mode::W if right(W) => Some(W),
+            Mode::Joint if right(P) && right(W) => Some(W),
+            _ => None,
+        }
+    };
+    if let Some(&p) = params.iter().find(|&&q| wrong(q)) {
+        if errs.steps[k] == 0 {
+            return Located::InitialParameters { quantity: p };
+        }
+        // one update from a right record: is it a multiple of the truth's?
+        let tq = if errs.mode == Mode::W { Q } else { P };
+        let one_update = k > 0 && errs.steps[k - 1] + 1 == errs.steps[k];
+        let before =
+            |q: Quantity| one_update && errs.external.contains_key(&q) && errs.has(q, k - 1);
+        if p == tq && before(tq) {
+            let lim = limit(tq);
+            if let Some(s) = errs.scaled[k].filter(|s| s.residual <= lim && s.scaling > lim) {
+                return Located::ScaledUpdate {
+                    ratio: s.ratio,
+                    gradient_right: before(GradQ),
+                };
+            }
+            if before(GradQ) {
+                return Located::Update;
+            }
+        }
+        return Located::Unexplained;
+    }
+    // the forward pass: the first wrong quantity after the last right one
+    let chain: [(Quantity, &[Quantity]); 4] = [
+        (Scores, &[]),
+        (Attention, &[Scores]),
+        (Rest, &[Scores]),
+        (Output, &[Attention, Scores]),
+    ];
+    if let Some((q, before)) = chain.iter().find(|(q, _)| wrong(*q)) {
+        let upstream = before.iter().copied().find(|&b| right(b)).or(q_from);
+        return match upstream {
+            Some(r) => Located::ForwardPass {
+                right: r,
+                wrong: *q,
+            },
+            None => Located::Unexplained,
+        };
+    }
+    match (wrong(Loss), wrong(GradQ)) {
+        (true, false) if right(Output) => Located::Loss,
+        (false, true) if right(Output) && right(Attention) => Located::Gradient,
+        (true, true) if right(Output) && right(Attention) => Located::LossAndGradient,
+        _ => Located::Unexplained,
+    }
+}
+
+/// What a departure's [`Located`] says, in words (`dep` at record `k`).
+fn located_text(errs: &Errors, dep: &Departure, k: usize, chosen: &[Candidate]) -> String {
+    let before = if k > 0 { errs.steps[k - 1] } else { 0 };
+    let step = dep.step;
+    let tq = if errs.mode == Mode::W { "q" } else { "p" };
+    match &dep.located {
+        Located::InitialParameters { quantity } => format!(
+            "the initial parameters: `{quantity}` at step 0 is not the data's (read or recorded otherwise)"
+        ),
+        Located::ForwardPass { right, wrong } => {
+            let part = match wrong {
+                Quantity::Scores => "the scores x_t^T W^T p",
+                Quantity::Attention | Quantity::Rest => "the softmax",
+                _ => "the outputs from the attention (the head)",
+            };
+            format!(
+                "the forward pass ({part}): `{right}` is right at step {step} and `{wrong}`, computed from it, is not"
+            )
+        }
+        Located::Loss => format!(
+            "the loss: `output` is right at step {step} and `loss`, computed from it, is not"
+        ),
+        Located::Gradient => format!(
+            "the gradient: `attention` and `output` are right at step {step} and `grad_q`, computed from them, is not"
+        ),
+        Located::LossAndGradient => format!(
+            "the loss and its gradient: `attention` and `output` are right at step {step} and `loss` and `grad_q` are not"
+        ),
+        Located::ScaledUpdate {
+            ratio,
+            gradient_right,
+        } => {
+            let what = match (*ratio < 0.0, *gradient_right) {
+                (true, true) => format!("the update's sign (`{tq}` and `grad_q` are right at step {before})"),
+                (false, true) => format!("the step size (`{tq}` and `grad_q` are right at step {before})"),
+                (true, false) => format!(
+                    "the update's sign, or the gradient's (`{tq}` is right at step {before}; record grad_q to tell them apart)"
+                ),
+                (false, false) => format!(
+                    "the step size, or a constant factor in the gradient (`{tq}` is right at step {before}; record grad_q to tell them apart)"
+                ),
+            };
+            format!(
+                "{what}: the update from step {before} to {step} is {ratio:.6} times the truth's, to within what rounding explains"
+            )
+        }
+        Located::Update => format!(
+            "the update: `{tq}` and `grad_q` are right at step {before} and `{tq}` is not at step {step} (the optimizer's step from them)"
+        ),
+        Located::LostUpdates => format!(
+            "the external's trained parameter did not change from step {before} to {step} while the {} replay's did: updates were lost, not absorbed",
+            chosen
+                .iter()
+                .map(|c| c.name())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
+        Located::Unexplained if dep.updates.is_none() => "the cause is unexplained: the records do not exclude other data, initial parameters, head or forward pass, or a quantity computed or stored in another precision".into(),
+        Located::Unexplained => "the cause is unexplained: the records do not exclude a wrong model or data (gradient, sign, step size, head), lost updates, or a quantity computed or stored in another precision".into(),
     }
 }
 
@@ -653,14 +910,7 @@ fn either(items: &[String]) -> String {
 }
 
 /// The diagnosis in words.
-#[allow(clippy::too_many_arguments)]
-fn summary(
-    errs: &Errors,
-    t: &Told<'_>,
-    fits: &[Fit],
-    frozen: &[bool],
-    moved: &BTreeMap<Candidate, Vec<bool>>,
-) -> String {
+fn summary(errs: &Errors, t: &Told<'_>, fits: &[Fit]) -> String {
     let (chosen, until, departure) = (t.chosen, t.until, t.departure);
     let names: Vec<String> = chosen.iter().map(|c| c.describe().to_string()).collect();
     let who = either(&names);
@@ -678,24 +928,39 @@ fn summary(
         String::new()
     };
     if !t.not_excluded.is_empty() {
-        let names: Vec<String> = t
-            .not_excluded
-            .iter()
-            .map(|c| c.describe().to_string())
-            .collect();
-        let reach = if t.not_excluded_holds == errs.records() {
-            "the whole run".to_string()
-        } else {
+        // each candidate with the records its own row of the table holds
+        let reach = |h: usize| {
+            if h == errs.records() {
+                "the whole run".to_string()
+            } else {
+                format!("the records up to step {}", errs.steps[h.max(1) - 1])
+            }
+        };
+        let same = t.not_excluded_holds.windows(2).all(|w| w[0] == w[1]);
+        let fit = if same {
+            let names: Vec<String> = t
+                .not_excluded
+                .iter()
+                .map(|c| c.describe().to_string())
+                .collect();
             format!(
-                "the records up to step {}",
-                errs.steps[t.not_excluded_holds - 1]
+                "{} also fit{} {}",
+                either(&names),
+                if names.len() == 1 { "s" } else { "" },
+                reach(t.not_excluded_holds[0])
             )
+        } else {
+            let each: Vec<String> = t
+                .not_excluded
+                .iter()
+                .zip(&t.not_excluded_holds)
+                .map(|(c, &h)| format!("{} {}", c.describe(), reach(h)))
+                .collect();
+            format!("also fitting: {}", each.join(", "))
         };
         accuracy.push_str(&format!(
-            "; {} also fit{} {reach}: the records do not exclude {} (only the header's dtype {} does; if the run computed or stored a quantity in {}, its header is wrong)",
-            either(&names),
-            if names.len() == 1 { "s" } else { "" },
-            if names.len() == 1 { "it" } else { "them" },
+            "; {fit}: the records do not exclude {} (only the header's dtype {} does; if the run computed or stored a quantity in {}, its header is wrong)",
+            if t.not_excluded.len() == 1 { "it" } else { "them" },
             errs.dtype.name(),
             t.not_excluded[0].dtype().name()
         ));
@@ -759,59 +1024,32 @@ fn summary(
     } else {
         format!("; also outside: {}", others.join(", "))
     };
-    let k = errs
-        .steps
-        .iter()
-        .position(|&s| s == dep.step)
-        .expect("a recorded step");
-    let lost = k > 0
-        && frozen.get(k).copied().unwrap_or(false)
-        && chosen.iter().all(|c| {
-            moved
-                .get(c)
-                .and_then(|m| m.get(k))
-                .copied()
-                .unwrap_or(false)
-        });
-    let lost = if lost {
-        format!(
-            "; the external's trained parameter did not change from step {} to {} while the {} replay's did: updates were lost, not absorbed",
-            errs.steps[k - 1],
-            dep.step,
-            chosen
-                .iter()
-                .map(|c| c.name())
-                .collect::<Vec<_>>()
-                .join(" and ")
-        )
-    } else {
-        String::new()
-    };
+    let k = errs.steps.iter().position(|&s| s == dep.step).unwrap_or(0);
+    let located = located_text(errs, dep, k, chosen);
     let head = match (dep.cause, dep.updates) {
         (Cause::NonFinite, _) => format!(
             "non-finite values at step {} in `{}` where the truth is finite",
             dep.step, dep.quantity
         ),
-        (Cause::WrongData, _) => format!(
-            "not explained by {} rounding at step 0 (before any update), first in `{}`: error {}, {limit}{also}: wrong data, initial parameters, head or forward pass (or a quantity computed or stored in another precision)",
+        (_, None) => format!(
+            "not explained by {} rounding at step 0 (before any update), first in `{}`: error {}, {limit}{also}: {located}",
             errs.dtype.name(),
             dep.quantity,
             error_text(dep.rel_err)
         ),
-        (Cause::WrongModel, Some((a, b))) => {
+        (_, Some((a, b))) => {
             let when = if a == b {
                 format!("at update {b}")
             } else {
                 format!("from an update between {a} and {b} (first seen at step {b})")
             };
             format!(
-                "not explained by {} rounding {when}, first in `{}`: error {}, {limit}{also}{lost}: a wrong model or data (gradient, sign, step size, head), lost updates, or a quantity computed or stored in another precision",
+                "not explained by {} rounding {when}, first in `{}`: error {}, {limit}{also}: {located}",
                 errs.dtype.name(),
                 dep.quantity,
                 error_text(dep.rel_err)
             )
         }
-        (Cause::WrongModel, None) => unreachable!("a wrong model comes after an update"),
     };
     format!("{before}{head}{accuracy}")
 }
@@ -856,6 +1094,8 @@ mod tests {
             entries: qs.iter().map(|(q, ..)| (*q, 40)).collect(),
             dtype,
             recorded: BTreeMap::new(),
+            mode: Mode::P,
+            scaled: vec![None; 4],
         }
     }
 
@@ -1106,5 +1346,30 @@ mod tests {
         let (fits, d) = diagnose(&e);
         assert_eq!(fits[3].holds, 2);
         assert_eq!(d.explained_by, [Candidate::F32Stable]);
+    }
+
+    /// Issue 40 (item 4): each candidate the records do not exclude is told with the
+    /// records its own row holds. Here the float64 replays hold step 0 only (the
+    /// external's 1e-10 at step 1 is past them), the f32-stable replay the whole run and
+    /// the f32-naive one steps 0-1 (it leaves at step 2): the summary said both "also
+    /// fit the whole run", the table beside it showing f32-naive leave at step 2.
+    #[test]
+    fn each_not_excluded_candidate_is_told_its_own_reach() {
+        let e = errors(
+            [0.0, 1e-10, 1e-5, 1e-5],
+            [F64, F64, [0.0, 1e-7, 1e-6, 1e-6], [0.0, 1e-8, 1e-8, 1e-8]],
+        );
+        let (fits, d) = diagnose(&e);
+        assert_eq!(d.explained_until, Some(0));
+        assert_eq!(d.not_excluded, [Candidate::F32Stable, Candidate::F32Naive]);
+        assert_eq!((fits[2].holds, fits[3].holds), (4, 2));
+        assert_eq!(fits[3].exit.as_ref().map(|x| x.step), Some(2));
+        assert!(
+            d.summary.contains(
+                "also fitting: float32 rounding (stable softmax gradient) the whole run, float32 rounding with the naive softmax gradient the records up to step 1"
+            ),
+            "{}",
+            d.summary
+        );
     }
 }

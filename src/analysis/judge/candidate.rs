@@ -119,7 +119,8 @@ impl<'a, A: Arith> Replay<'a, A> {
         })
     }
 
-    /// A replay on the span step (the enclosure).
+    /// A replay on the span step, or the direct step where the optimizer needs it
+    /// (the enclosure).
     pub fn span(cfg: &'a Config, data: &'a Dataset, ar: A) -> Result<Self> {
         Ok(Replay {
             tr: Trainer::with_method(cfg, data, ar, Formulation::Stable, Method::Span)?,
@@ -197,18 +198,19 @@ impl<A: Arith> Stepper for Replay<'_, A> {
     }
 }
 
-/// A direct trainer's value of `q` (rounded to f64: exact for f64 and f32), row-major;
+/// A trainer's value of `q` (rounded to f64: exact for f64 and f32), row-major;
 /// `identity` is W where the trainer keeps W = I.
 pub fn values<A: Arith>(tr: &Trainer<'_, A>, q: Quantity, identity: &[f64]) -> Vec<f64> {
     let ar = tr.ar;
     let conv = |v: &[A::Real]| v.iter().map(|x| ar.to_f64(x)).collect::<Vec<f64>>();
-    let Engine::Direct(e) = &tr.engine else {
-        unreachable!("candidates replay the direct step")
-    };
     match q {
-        Quantity::P => conv(&e.p),
-        Quantity::Q => conv(&e.q),
-        Quantity::W => e.w.as_deref().map_or_else(|| identity.to_vec(), conv),
+        Quantity::P => conv(&tr.p()),
+        Quantity::Q => conv(&tr.q()),
+        Quantity::W => tr
+            .params()
+            .1
+            .as_deref()
+            .map_or_else(|| identity.to_vec(), conv),
         Quantity::Scores => conv(&tr.scores),
         Quantity::Attention => conv(&tr.attention),
         Quantity::Rest => tr
@@ -221,7 +223,7 @@ pub fn values<A: Arith>(tr: &Trainer<'_, A>, q: Quantity, identity: &[f64]) -> V
             .iter()
             .flat_map(|s| s.model_outputs().iter().map(|v| ar.to_f64(v)))
             .collect(),
-        Quantity::GradQ => conv(&e.grad_q),
+        Quantity::GradQ => conv(&tr.grad_q()),
         Quantity::Loss => vec![ar.to_f64(&tr.loss)],
     }
 }

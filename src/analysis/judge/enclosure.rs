@@ -1,5 +1,5 @@
 //! Proof of wrongness: the ball enclosure of the exact trajectory (`Trainer<Ball>`,
-//! span step; proofs-notes/certify.md) replayed in lockstep, and rigorous lower bounds
+//! span step, or the direct step where the optimizer needs it; proofs-notes/certify.md) replayed in lockstep, and rigorous lower bounds
 //! on how far each external value is from the exact one.
 //!
 //! Every enclosed entry becomes an f64 interval [lo, hi] that contains the exact value
@@ -42,7 +42,7 @@ pub fn intervals(tr: &Trainer<'_, Ball>, q: Quantity) -> Option<Vec<(f64, f64)>>
         Quantity::P => enclose(&tr.p()),
         Quantity::Q if tr.cfg.mode == Mode::W => enclose(&tr.q()),
         Quantity::Q => enclose(&tr.p()),
-        Quantity::W => unreachable!("not enclosed"),
+        Quantity::W => return None,
         Quantity::Scores => enclose(&tr.scores),
         Quantity::Attention => enclose(&tr.attention),
         Quantity::Rest => tr
@@ -82,9 +82,15 @@ fn norm_directed(g: &[f64], lower: bool) -> Wide {
         return Wide::INF;
     }
     let (_, e) = rug::Float::with_val(53, top).to_f64_exp();
-    let scale = 2f64.powi(-e);
+    // 2^-e in two factors, each finite and normal: 2^-e itself is not for e = 1024
+    // (a top of 1e308 or more: powi(-1024) rounds 2^1024 to infinity and returns 0) nor
+    // for e below -1023 (a subnormal top)
+    let (h1, h2) = (2f64.powi(-(e / 2)), 2f64.powi(-(e - e / 2)));
     let sum = g.iter().fold(0.0, |acc, v| {
-        let s = round(v * scale); // exact unless it falls into the subnormal range
+        // exact unless the first product falls into the subnormal range (scaling down:
+        // its error, at most 2^-1075 and scaled by h2 <= 1, and the second product's
+        // sum to at most one step of `round`)
+        let s = round(v * h1 * h2);
         round(acc + round(s * s))
     });
     Wide::scaled(round(sum.sqrt()), i64::from(e))
@@ -138,6 +144,27 @@ mod tests {
         let norm = hi.ratio(one);
         assert!(norm >= (1.0f64 + 1e-10).hypot(2.0), "{norm}");
         assert_eq!(bounds(&iv, 0..1, &[f64::NAN, 0.0, 0.0]).0, Wide::INF);
+        // values at the top of f64's range, and infinite ones, are far from [0.3, 0.31]
+        // (issue 40: a top of 2^1024 > x >= 2^1023 scaled by powi(-1024) = 0 gave 0)
+        let near = [(0.3, 0.31)];
+        for (v, want) in [
+            (1e308, 1e308 - 0.31),
+            (f64::MAX, f64::MAX),
+            (f64::INFINITY, f64::MAX),
+        ] {
+            let (lo, hi) = bounds(&near, 0..1, &[v]);
+            let d = lo.ratio(one);
+            assert!(
+                d.is_infinite() || (d <= want && d > want * (1.0 - 1e-14)),
+                "{v:e}: {d:e}"
+            );
+            assert!(lo.ratio(hi) > 1e300, "{v:e}: {lo:?} {hi:?}");
+        }
+        // and a subnormal distance is not taken for an infinite one (2^1062 = powi(1062)
+        // overflows)
+        let (lo, _) = bounds(&[(0.0, 0.0)], 0..1, &[1e-320]);
+        let d = lo.ratio(one);
+        assert!(d <= 1e-320 && d > 0.99e-320, "{lo:?}: {d:e}");
         assert_eq!(bounds(&iv, 1..2, &[0.0, -2.0, 0.0]).0, Wide::ZERO);
     }
 }

@@ -4,7 +4,8 @@
 //! proofs-notes/judge.md).
 //!
 //! Steppers in lockstep through [`drive`]: the twin (the truth trainer, stable formulas,
-//! `prec` bits, span step), optionally the ball enclosure (span step: `enclosure`),
+//! `prec` bits, span step; the direct step where the optimizer needs it: Adam, AdamW,
+//! clipping), optionally the ball enclosure (the same step: `enclosure`),
 //! and the four candidates ([`Candidate`]: tokensel's direct step in f64 and f32, stable
 //! and naive softmax gradient). At each recorded step, every recorded quantity of the
 //! external run and of each candidate is measured against the twin (`measure`): p,
@@ -38,7 +39,8 @@ mod enclosure;
 mod measure;
 
 pub use attribute::{
-    BELOW_DTYPE, Cause, Coarse, Coarseness, Departure, Diagnosis, Exit, FACTOR, Fit,
+    BELOW_DTYPE, Cause, Coarse, Coarseness, Departure, Diagnosis, Exit, FACTOR, Fit, Located,
+    Scaled,
 };
 pub use candidate::{Absorption, Candidate};
 
@@ -196,7 +198,8 @@ pub struct Report {
     pub eps: f64,
     /// Twin precision in bits.
     pub prec_bits: u32,
-    /// The twin's method.
+    /// The twin's method: the span step, or the direct step where the optimizer needs
+    /// it (Adam, AdamW, clipping).
     pub twin_method: Method,
     /// Tolerance.
     #[serde(with = "crate::io::nonfinite")]
@@ -246,18 +249,33 @@ impl<'t, 'a> Twin<'t, 'a> {
     }
 
     /// The reference of quantity `q`, with the bound of a double-double rebuild.
+    ///
+    /// The twin takes the span step where the run allows it; where the optimizer needs
+    /// the direct step (Adam, AdamW, clipping: [`crate::config::Optimizer::needs_direct`])
+    /// it keeps p, q and W itself in MPFR, and every reference is its own MPFR value.
     fn reference(&self, q: Quantity) -> (Reference<'t>, Option<dd::Bound>) {
         let b = self.b;
-        let (cfg, x) = (b.cfg, train_rows(b.data));
-        let Engine::Span(e) = &b.engine else {
-            unreachable!("the twin takes the span step")
-        };
         let mpfr = |v: Vec<Float>| (Reference::Mpfr(v), None);
+        let e = match &b.engine {
+            Engine::Span(e) => e,
+            Engine::Direct(e) => {
+                return match q {
+                    Quantity::P => mpfr(e.p.clone()),
+                    Quantity::Q => mpfr(e.q.clone()),
+                    Quantity::W => match &e.w {
+                        Some(w) => mpfr(w.clone()),
+                        None => (Reference::Identity(b.cfg.d), None),
+                    },
+                    _ => self.common(q),
+                };
+            }
+        };
+        let (cfg, x) = (b.cfg, train_rows(b.data));
         match q {
             Quantity::P => mpfr(self.p().to_vec()),
             Quantity::Q => match (cfg.mode, self.w0) {
                 (Mode::P, None) => mpfr(self.p().to_vec()),
-                (Mode::W, _) => mpfr(b.q()),
+                (Mode::W, _) | (Mode::Joint, None) => mpfr(b.q()),
                 (_, Some(w0)) => {
                     // q = W(0)^T p + X^T M^T (B p) (joint), W(0)^T p (p-mode)
                     let v = match e.joint_factors() {
@@ -274,35 +292,50 @@ impl<'t, 'a> Twin<'t, 'a> {
                     let (q, bound) = dd::q_dense(w0, self.p(), x, &v);
                     (Reference::Dd(q), Some(bound))
                 }
-                (Mode::Joint, None) => unreachable!("joint mode stores W(0)"),
             },
-            Quantity::W => match (cfg.mode, self.w0) {
-                (_, None) => (Reference::Identity(cfg.d), None),
-                (Mode::P, Some(w0)) => (Reference::Exact(w0), None),
-                (Mode::W, Some(w0)) => {
+            Quantity::W => match (cfg.mode, self.w0, e.joint_factors()) {
+                (_, None, _) => (Reference::Identity(cfg.d), None),
+                (Mode::P, Some(w0), _) => (Reference::Exact(w0), None),
+                (Mode::W, Some(w0), _) => {
                     let mut v = b.ar.zeros(cfg.d);
                     linalg::matvec_t_f64(&b.ar, x, &e.a[1..], &mut v);
                     let (w, bound) = dd::w_rank_one(w0, self.p0, &v);
                     (Reference::Dd(w), Some(bound))
                 }
-                (Mode::Joint, Some(w0)) => {
-                    let (basis, m) = e.joint_factors().expect("joint mode");
+                (Mode::Joint, Some(w0), Some((basis, m))) => {
                     let (w, bound) = dd::w_joint(w0, basis, m, x);
                     (Reference::Dd(w), Some(bound))
                 }
+                // (joint mode always has factors) the twin's own W, rebuilt in MPFR
+                (Mode::Joint, Some(_), None) => self.common(q),
             },
-            Quantity::Scores => mpfr(b.scores.clone()),
-            Quantity::Attention => mpfr(b.attention.clone()),
-            Quantity::Rest => mpfr(b.samples.iter().map(|s| s.softmax.rest.clone()).collect()),
-            Quantity::Output => mpfr(
-                b.samples
-                    .iter()
-                    .flat_map(|s| s.model_outputs().iter().cloned())
-                    .collect(),
-            ),
-            Quantity::GradQ => mpfr(b.grad_q()),
-            Quantity::Loss => mpfr(vec![b.loss.clone()]),
+            _ => self.common(q),
         }
+    }
+
+    /// The reference of a quantity both engines keep alike (scores, attention, the
+    /// softmax rest, outputs, dL/dq, the loss): the twin's own MPFR values.
+    fn common(&self, q: Quantity) -> (Reference<'t>, Option<dd::Bound>) {
+        let b = self.b;
+        let v = match q {
+            Quantity::P => self.p().to_vec(),
+            Quantity::Q => b.q(),
+            Quantity::W => match b.params().1 {
+                Some(w) => w,
+                None => return (Reference::Identity(b.cfg.d), None),
+            },
+            Quantity::Scores => b.scores.clone(),
+            Quantity::Attention => b.attention.clone(),
+            Quantity::Rest => b.samples.iter().map(|s| s.softmax.rest.clone()).collect(),
+            Quantity::Output => b
+                .samples
+                .iter()
+                .flat_map(|s| s.model_outputs().iter().cloned())
+                .collect(),
+            Quantity::GradQ => b.grad_q(),
+            Quantity::Loss => vec![b.loss.clone()],
+        };
+        (Reference::Mpfr(v), None)
     }
 }
 
@@ -360,6 +393,12 @@ struct Measured {
     last_trained: BTreeMap<Candidate, Vec<f64>>,
     bounds: DenseBounds,
     enclosed: std::collections::BTreeSet<Quantity>,
+    /// The twin's trained parameter (p; q in W-mode) in f64 at each record where the
+    /// external records it.
+    twin_trained: Vec<Option<Vec<f64>>>,
+    /// The twin's method: the span step, or the direct step where the optimizer needs
+    /// it.
+    twin_method: Method,
 }
 
 /// The running maximum of each part's norm.
@@ -540,6 +579,15 @@ pub fn judge(
                 m.ball.entry(q).or_default().push(Some(pend));
             }
         }
+        let tq = trained(cfg.mode);
+        m.twin_trained
+            .push(index.get(&tq).and_then(|i| i[k]).map(|_| {
+                let v = match tq {
+                    Quantity::Q => b.q(),
+                    _ => twin.p().to_vec(),
+                };
+                v.iter().map(Float::to_f64).collect()
+            }));
         let moved = [
             trained_values(c0, &identity),
             trained_values(c1, &identity),
@@ -558,7 +606,8 @@ pub fn judge(
         }
         Ok(Control::Continue)
     })?;
-    let (_, (ball, cands)) = lockstep;
+    let (twin, (ball, cands)) = lockstep;
+    m.twin_method = twin.method();
     let (c0, (c1, (c2, c3))) = cands;
     let absorption: BTreeMap<Candidate, Absorption> = Candidate::ALL
         .into_iter()
@@ -570,6 +619,31 @@ pub fn judge(
         .filter_map(|(c, s)| s.map(|s| (c, s)))
         .collect();
     Ok(assemble(cfg, ext, opts, m, absorption, stops, ball))
+}
+
+/// Per record: the external's update of its trained parameter `tq` from the record
+/// before against the twin's ([`attribute::Scaled`]), where both records hold it and
+/// are one update apart.
+fn scaled_updates(
+    ext: &External,
+    tq: Quantity,
+    twin: &[Option<Vec<f64>>],
+) -> Vec<Option<attribute::Scaled>> {
+    let steps = &ext.steps;
+    let Some(series) = ext.series.get(&tq) else {
+        return vec![None; steps.len()];
+    };
+    let index = ext.value_index(tq);
+    (0..steps.len())
+        .map(|k| {
+            if k == 0 || steps[k - 1] + 1 != steps[k] {
+                return None;
+            }
+            let (a, b) = (index[k - 1]?, index[k]?);
+            let (ta, tb) = (twin[k - 1].as_ref()?, twin[k].as_ref()?);
+            attribute::Scaled::of(&series.values[a], &series.values[b], ta, tb)
+        })
+        .collect()
 }
 
 /// Resolve every pending error against its scales.
@@ -640,6 +714,8 @@ fn assemble(
             .filter(|(_, s)| s.steps.is_some())
             .map(|(&q, _)| (q, index[&q].iter().map(Option::is_some).collect()))
             .collect(),
+        mode: cfg.mode,
+        scaled: scaled_updates(ext, trained(cfg.mode), &m.twin_trained),
     };
     // the external's trained parameter unchanged (bitwise) between consecutive records
     let tq = trained(cfg.mode);
@@ -784,27 +860,42 @@ fn assemble(
                 .collect(),
         })
         .collect();
+    // the verdict names the quantity the diagnosis names where both are at one step and
+    // it is past the tolerance, else the first past it in report order (as the
+    // diagnosis orders its quantities)
+    let dep = diagnosis.departure.as_ref();
     let first_over_tol = rows.iter().find_map(|r| {
-        let (q, e) =
-            r.rel_err
-                .iter()
-                .fold(None, |acc: Option<(Quantity, f64)>, (&q, &e)| match acc {
-                    Some((_, best)) if !(e > best || e.is_nan()) => acc,
-                    _ => Some((q, e)),
-                })?;
-        exceeds(e, opts.tol).then_some(OverTol {
+        let past = |q: &Quantity| r.rel_err.get(q).is_some_and(|&e| exceeds(e, opts.tol));
+        let q = dep
+            .filter(|d| d.step == r.step)
+            .map(|d| d.quantity)
+            .filter(|q| past(q))
+            .or_else(|| r.rel_err.keys().copied().find(|q| past(q)))?;
+        Some(OverTol {
             step: r.step,
             quantity: q,
-            rel_err: e,
+            rel_err: r.rel_err[&q],
             score_gap: r.max_gap,
         })
     });
+    let mut diagnosis = diagnosis;
+    if let (Some(o), Some(d)) = (&first_over_tol, &diagnosis.departure)
+        && o.step == d.step
+        && o.quantity != d.quantity
+    {
+        // the departure's first quantity is within the tolerance: say which one is not
+        let note = format!(
+            " (`{}` is within the tolerance {:e} at step {}; the first quantity past it there is `{}`, the verdict's)",
+            d.quantity, opts.tol, o.step, o.quantity
+        );
+        diagnosis.summary.push_str(&note);
+    }
     Report {
         implementation: ext.header.implementation.clone(),
         dtype,
         eps,
         prec_bits: opts.prec,
-        twin_method: Method::Span,
+        twin_method: m.twin_method,
         tolerance: opts.tol,
         steps_compared: rows.len(),
         last_step: *steps.last().expect("steps not empty"),
