@@ -862,7 +862,7 @@ impl Preset {
             .find(|p| p.name() == name)
             .ok_or_else(|| {
                 let names: Vec<_> = Preset::ALL.iter().map(|p| p.name()).collect();
-                Error::config(
+                Error::argument(
                     "preset",
                     format!("unknown preset `{name}` (known: {})", names.join(", ")),
                 )

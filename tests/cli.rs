@@ -945,3 +945,79 @@ fn numpy_multiclass_step_peer_answers_and_checks_its_arguments() {
         assert!(us > 0.0, "{line}");
     }
 }
+
+/// Errors about a command-line argument or a claim's field are not called "invalid
+/// config" (issue 40): an argument's say "invalid argument" and name it, a claim
+/// field's name the claim and the field; the exit code stays 2.
+#[test]
+fn argument_and_claim_errors_are_not_config_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let t = small_trajectory(dir);
+    let t = t.to_str().unwrap();
+    let state = dir.join("state.json");
+    let claims = dir.join("claims.toml");
+    std::fs::write(
+        &claims,
+        "[[claim]]\nname = \"late\"\nconfig = { d = 20, n_train = 4, n_test = 4, steps = 3 }\n\
+         source = \"run\"\nquantity = \"train_accuracy\"\nop = \">=\"\nbound = 0.0\nstep = 9\n",
+    )
+    .unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["plot", t, "--out", "x.txt"], "invalid argument `--out`"),
+        (vec!["plot", t, t, "--out", "x.svg"], "invalid argument `MORE`"),
+        (
+            vec!["twin", "--steps", "2", "--save-every", "0", "--quiet"],
+            "invalid argument `--save-every`",
+        ),
+        (
+            vec!["twin", "--steps", "2", "--resume", "--quiet"],
+            "invalid argument `--resume`",
+        ),
+        (
+            vec!["saturation", "--points", "1"],
+            "invalid argument `--points`",
+        ),
+        (
+            vec!["saturation", "--sample", "1000"],
+            "invalid argument `--sample`",
+        ),
+        (
+            vec!["twin", "--steps", "2", "--prec", "10", "--quiet", "--state", state.to_str().unwrap()],
+            "invalid argument `prec`",
+        ),
+        (vec!["diff", "--rtol=-1", t, t], "invalid argument `rtol`"),
+        (vec!["run", "--preset", "nope"], "invalid argument `preset`"),
+        (
+            vec!["check", claims.to_str().unwrap()],
+            "claim 1 (`late`): `step`: 9 is past the run's 3 steps",
+        ),
+    ];
+    for (args, words) in cases {
+        let o = tokensel(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(words), "{args:?}: {err}");
+        assert!(!err.contains("invalid config"), "{args:?}: {err}");
+    }
+}
+
+/// `svm`, `saturation` and `cost` take `--quiet` as the other computing commands do
+/// (issue 40: they rejected it, exit 2); `cost --quiet` prints no "timing" lines.
+#[test]
+fn svm_saturation_and_cost_take_quiet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("s.toml");
+    std::fs::write(&cfg, "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 2\n").unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let o = tokensel(&["svm", "--quiet", "--config", cfg, "--pattern", "theorem"]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let o = tokensel(&["saturation", "--quiet", "--config", cfg, "--points", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = tokensel(&[
+        "cost", "--quiet", "--config", cfg, "--precs", "64", "--reps", "1", "--twin-reps", "1",
+        "--method", "direct",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("timing"), "{}", stderr(&o));
+}

@@ -35,15 +35,15 @@ pub(super) struct PlotArgs {
 pub(super) fn plot(args: &PlotArgs) -> Result<i32> {
     let ext = args.out.extension().and_then(|e| e.to_str()).unwrap_or("");
     if ext != "svg" && ext != "png" {
-        return Err(Error::config("out", "must end in .svg or .png"));
+        return Err(Error::argument("--out", "must end in .svg or .png"));
     }
     check_output_file(&args.out)?;
     if args.direction {
         return direction(args, ext);
     }
     if !args.more.is_empty() {
-        return Err(Error::config(
-            "input",
+        return Err(Error::argument(
+            "MORE",
             "more than one input is drawn only with --direction",
         ));
     }
@@ -76,8 +76,8 @@ const MAX_DIRECTION_INPUTS: usize = 8;
 fn direction(args: &PlotArgs, ext: &str) -> Result<i32> {
     let inputs: Vec<&PathBuf> = std::iter::once(&args.input).chain(&args.more).collect();
     if inputs.len() > MAX_DIRECTION_INPUTS {
-        return Err(Error::config(
-            "input",
+        return Err(Error::argument(
+            "MORE",
             format!(
                 "{} trajectories given; a direction figure draws at most {MAX_DIRECTION_INPUTS}",
                 inputs.len()
@@ -88,8 +88,8 @@ fn direction(args: &PlotArgs, ext: &str) -> Result<i32> {
     for path in inputs {
         let t = Trajectory::from_json(&read_large(path)?, path)?;
         if t.direction.is_none() {
-            return Err(Error::config(
-                "direction",
+            return Err(Error::argument(
+                "--direction",
                 format!(
                     "`{}` has no direction records (its config has no [direction] section)",
                     path.display()
