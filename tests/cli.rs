@@ -1021,3 +1021,22 @@ fn svm_saturation_and_cost_take_quiet() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("timing"), "{}", stderr(&o));
 }
+
+/// A data set over the memory limit is refused (exit 3) naming the largest of the
+/// sizes that make it: an oversize `n_test` was "refused: `d`" (issue 40).
+#[test]
+fn the_data_limit_names_the_largest_size() {
+    for (text, key) in [
+        ("d = 20\nn_train = 4\nn_test = 1000000000\n", "`n_test`"),
+        ("d = 20\nn_train = 1000000000\nn_test = 4\n", "`n_train`"),
+        ("d = 1000000000\nn_train = 4\nn_test = 4\n", "`d`"),
+    ] {
+        let o = bad_config(text);
+        assert_eq!(o.status.code(), Some(3), "{text}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("refused: {key}")),
+            "{text}: {}",
+            stderr(&o)
+        );
+    }
+}
