@@ -47,8 +47,10 @@ pub enum Error {
     },
     /// A path that cannot serve as what it was given for: an input that is not a regular
     /// file (a FIFO, device, socket or directory: refused before anything is read), a
-    /// state file that is a symbolic link, or an output target that holds files tokensel
-    /// did not write (refused before any work, never replaced).
+    /// state file that is a symbolic link, an output target that holds files tokensel
+    /// did not write (refused before any work, never replaced), or an input that is of a
+    /// kind the command does not take (`plot` of a judge report, of a trajectory with
+    /// nothing to draw).
     #[error("`{path}`: {reason}")]
     Path {
         /// The path.

@@ -1040,3 +1040,97 @@ fn the_data_limit_names_the_largest_size() {
         );
     }
 }
+
+/// `plot` refuses, with exit 2 and the reason, what it cannot draw (issue 40): a
+/// trajectory that holds only step 0 (it drew an empty chart: the step axis is
+/// logarithmic), alone or under `--direction`, and a judge report (it failed with the
+/// trajectory reader's message, never saying that judge reports are not plottable).
+#[test]
+fn plot_says_why_it_draws_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let cfg = dir.join("s.toml");
+    std::fs::write(&cfg, "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 0\n").unwrap();
+    let out = dir.join("t0");
+    let o = tokensel(&[
+        "run",
+        "--quiet",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t0 = out.join("trajectory.json");
+    let fig = dir.join("f.png");
+    let o = tokensel(&["plot", t0.to_str().unwrap(), "--out", fig.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("only step 0"), "{}", stderr(&o));
+    assert!(!fig.exists(), "no empty chart is written");
+    // the same under --direction
+    let dcfg = dir.join("d.toml");
+    std::fs::write(
+        &dcfg,
+        "d = 60\nn_train = 6\nn_test = 20\nmu_norm = 6.0\nsteps = 0\n[direction]\npattern = \"theorem\"\n",
+    )
+    .unwrap();
+    let dout = dir.join("d0");
+    let o = tokensel(&[
+        "run",
+        "--quiet",
+        "--config",
+        dcfg.to_str().unwrap(),
+        "--out",
+        dout.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let d0 = dout.join("trajectory.json");
+    let o = tokensel(&[
+        "plot",
+        d0.to_str().unwrap(),
+        "--direction",
+        "--out",
+        fig.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("only step 0"), "{}", stderr(&o));
+    // a judge report (of the run's own step 0, in the format `judge` reads)
+    let data = dir.join("data");
+    let o = tokensel(&[
+        "data",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        data.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let p0: ndarray::Array1<f64> = ndarray_npy::read_npy(data.join("p0.npy")).unwrap();
+    let ext = dir.join("ext.json");
+    let external = serde_json::json!({
+        "format": "tokensel-external/2",
+        "dtype": "float64",
+        "config": {"d": 20, "steps": 0},
+        "steps": [0],
+        "p": [p0.to_vec()],
+    });
+    std::fs::write(&ext, external.to_string()).unwrap();
+    let o = tokensel(&[
+        "judge",
+        "--quiet",
+        "--json",
+        "--no-enclosure",
+        ext.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+    ]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let report = dir.join("judge.json");
+    std::fs::write(&report, &o.stdout).unwrap();
+    let o = tokensel(&["plot", report.to_str().unwrap(), "--out", fig.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("judge reports are not plottable"),
+        "{}",
+        stderr(&o)
+    );
+}

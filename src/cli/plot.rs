@@ -58,15 +58,55 @@ pub(super) fn plot(args: &PlotArgs) -> Result<i32> {
         crate::analysis::certify::Certificate::from_json(&text, &args.input)?;
     }
     let svg = match Trajectory::from_json(&text, &args.input) {
-        Ok(t) => plot::trajectory_svg(&t),
+        Ok(t) => {
+            drawable(&t, &args.input)?;
+            plot::trajectory_svg(&t)
+        }
         Err(first) => match Report::from_json(&text, &args.input) {
             Ok(r) => plot::error_chart(&r).to_svg(),
             // a report whose checks failed says why
             Err(e) if serde_json::from_str::<Report>(&text).is_ok() => return Err(e),
-            Err(_) => return Err(first),
+            Err(_) => return Err(other_output(&text, &args.input).unwrap_or(first)),
         },
     };
     draw(svg, &args.out, ext)
+}
+
+/// A trajectory has something to draw: a checkpoint after step 0 (the charts are
+/// against step on a log axis, which step 0 is not on). A run of 0 steps, or one
+/// stopped at step 0, is refused with that reason rather than drawn as an empty chart.
+fn drawable(t: &Trajectory, path: &std::path::Path) -> Result<()> {
+    if t.checkpoints.iter().any(|c| c.step > 0) {
+        return Ok(());
+    }
+    Err(Error::path(
+        path,
+        format!(
+            "the trajectory holds only step 0 (its run has {} step{}): plot draws against \
+             step on a log axis, where step 0 has no place, so there is nothing to draw",
+            t.config.steps,
+            if t.config.steps == 1 { "" } else { "s" }
+        ),
+    ))
+}
+
+/// Where `text` is the JSON output of a command whose output plot does not draw (a
+/// judge report), the error that says so (exit 2); `None` for anything else (the
+/// trajectory reader's error then stands).
+fn other_output(text: &str, path: &std::path::Path) -> Option<Error> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let o = v.as_object()?;
+    let judge = ["envelope_factor", "diagnosis", "within_tolerance", "candidates"]
+        .iter()
+        .all(|k| o.contains_key(*k));
+    judge.then(|| {
+        Error::path(
+            path,
+            "a judge report (`tokensel judge --json`): judge reports are not plottable; \
+             plot draws a trajectory (run --out, twin --out), a compare report (compare \
+             --json) or a certificate (certify --out)",
+        )
+    })
 }
 
 /// Most trajectories one direction figure draws.
@@ -96,6 +136,7 @@ fn direction(args: &PlotArgs, ext: &str) -> Result<i32> {
                 ),
             ));
         }
+        drawable(&t, path)?;
         ts.push(t);
     }
     let fig = plot::direction_figure(&ts).expect("every input has direction records");
