@@ -964,8 +964,14 @@ fn argument_and_claim_errors_are_not_config_errors() {
     )
     .unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["plot", t, "--out", "x.txt"], "invalid argument `--out`"),
-        (vec!["plot", t, t, "--out", "x.svg"], "invalid argument `MORE`"),
+        (
+            vec!["plot", t, "--out", "x.txt"],
+            "invalid argument `--out`",
+        ),
+        (
+            vec!["plot", t, t, "--out", "x.svg"],
+            "invalid argument `MORE`",
+        ),
         (
             vec!["twin", "--steps", "2", "--save-every", "0", "--quiet"],
             "invalid argument `--save-every`",
@@ -983,7 +989,16 @@ fn argument_and_claim_errors_are_not_config_errors() {
             "invalid argument `--sample`",
         ),
         (
-            vec!["twin", "--steps", "2", "--prec", "10", "--quiet", "--state", state.to_str().unwrap()],
+            vec![
+                "twin",
+                "--steps",
+                "2",
+                "--prec",
+                "10",
+                "--quiet",
+                "--state",
+                state.to_str().unwrap(),
+            ],
             "invalid argument `prec`",
         ),
         (vec!["diff", "--rtol=-1", t, t], "invalid argument `rtol`"),
@@ -1008,15 +1023,29 @@ fn argument_and_claim_errors_are_not_config_errors() {
 fn svm_saturation_and_cost_take_quiet() {
     let tmp = tempfile::tempdir().unwrap();
     let cfg = tmp.path().join("s.toml");
-    std::fs::write(&cfg, "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 2\n").unwrap();
+    std::fs::write(
+        &cfg,
+        "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 2\n",
+    )
+    .unwrap();
     let cfg = cfg.to_str().unwrap();
     let o = tokensel(&["svm", "--quiet", "--config", cfg, "--pattern", "theorem"]);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
     let o = tokensel(&["saturation", "--quiet", "--config", cfg, "--points", "2"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let o = tokensel(&[
-        "cost", "--quiet", "--config", cfg, "--precs", "64", "--reps", "1", "--twin-reps", "1",
-        "--method", "direct",
+        "cost",
+        "--quiet",
+        "--config",
+        cfg,
+        "--precs",
+        "64",
+        "--reps",
+        "1",
+        "--twin-reps",
+        "1",
+        "--method",
+        "direct",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("timing"), "{}", stderr(&o));
@@ -1050,7 +1079,11 @@ fn plot_says_why_it_draws_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let cfg = dir.join("s.toml");
-    std::fs::write(&cfg, "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 0\n").unwrap();
+    std::fs::write(
+        &cfg,
+        "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 0\n",
+    )
+    .unwrap();
     let out = dir.join("t0");
     let o = tokensel(&[
         "run",
@@ -1126,7 +1159,12 @@ fn plot_says_why_it_draws_nothing() {
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
     let report = dir.join("judge.json");
     std::fs::write(&report, &o.stdout).unwrap();
-    let o = tokensel(&["plot", report.to_str().unwrap(), "--out", fig.to_str().unwrap()]);
+    let o = tokensel(&[
+        "plot",
+        report.to_str().unwrap(),
+        "--out",
+        fig.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("judge reports are not plottable"),

@@ -650,6 +650,11 @@ fn every_reader_refuses_impossible_direction_records() {
         );
         assert!(!fig.exists(), "{field} = {value}: nothing drawn");
         let diff = common::tokensel(&["diff", good.to_str().unwrap(), bad.to_str().unwrap()]);
-        assert_eq!(diff.status.code(), Some(2), "{field} = {value}: {}", common::stderr(&diff));
+        assert_eq!(
+            diff.status.code(),
+            Some(2),
+            "{field} = {value}: {}",
+            common::stderr(&diff)
+        );
     }
 }

@@ -309,8 +309,8 @@ const DIRECTION_FIELDS: [&str; 5] = [
 
 /// Values (JSON) put into a direction record's field: in and out of each field's range.
 const DIRECTION_VALUES: [&str; 12] = [
-    "0.0", "0.5", "1.0", "2.0", "2.5", "-1.0", "-0.5", "1e308", "\"inf\"", "\"-inf\"",
-    "\"nan\"", "null",
+    "0.0", "0.5", "1.0", "2.0", "2.5", "-1.0", "-0.5", "1e308", "\"inf\"", "\"-inf\"", "\"nan\"",
+    "null",
 ];
 
 /// Whether `value` (one of [`DIRECTION_VALUES`]) is impossible in direction field

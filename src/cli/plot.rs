@@ -96,9 +96,14 @@ fn drawable(t: &Trajectory, path: &std::path::Path) -> Result<()> {
 fn other_output(text: &str, path: &std::path::Path) -> Option<Error> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
     let o = v.as_object()?;
-    let judge = ["envelope_factor", "diagnosis", "within_tolerance", "candidates"]
-        .iter()
-        .all(|k| o.contains_key(*k));
+    let judge = [
+        "envelope_factor",
+        "diagnosis",
+        "within_tolerance",
+        "candidates",
+    ]
+    .iter()
+    .all(|k| o.contains_key(*k));
     judge.then(|| {
         Error::path(
             path,

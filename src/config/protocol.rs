@@ -106,10 +106,7 @@ impl Protocol {
             }
         }
         if self.head_epochs == 0 {
-            return Err(Error::config(
-                "protocol.head_epochs",
-                "must be at least 1",
-            ));
+            return Err(Error::config("protocol.head_epochs", "must be at least 1"));
         }
         if !(self.head_step_size.is_finite() && self.head_step_size > 0.0) {
             return Err(Error::config(

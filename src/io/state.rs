@@ -190,7 +190,12 @@ pub fn config_differences(saved: &Config, now: &Config) -> Vec<String> {
                     } else {
                         format!("{key}.{k}")
                     };
-                    walk(&sub, x.get(k).unwrap_or(&null), y.get(k).unwrap_or(&null), out);
+                    walk(
+                        &sub,
+                        x.get(k).unwrap_or(&null),
+                        y.get(k).unwrap_or(&null),
+                        out,
+                    );
                 }
             }
             _ if a != b => {
