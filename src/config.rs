@@ -870,7 +870,7 @@ impl Preset {
             .find(|p| p.name() == name)
             .ok_or_else(|| {
                 let names: Vec<_> = Preset::ALL.iter().map(|p| p.name()).collect();
-                Error::config(
+                Error::argument(
                     "preset",
                     format!("unknown preset `{name}` (known: {})", names.join(", ")),
                 )
@@ -1031,7 +1031,6 @@ impl Config {
                 0
             };
             p.validate(classes)?;
-            p.check_work(classes, self.d)?;
         }
         let l = &self.layout;
         if l.tokens == 0 {
@@ -1142,6 +1141,22 @@ impl Config {
                 ),
             ));
         }
+        self.check_limits()
+    }
+
+    /// The size limits, checked after every key's domain (bad input, exit 2, is found
+    /// first), in one fixed order whatever the other keys hold: the protocol's pool in
+    /// memory, the data set in memory, then the protocol's seeds and phase-1 work
+    /// (`Protocol::check_limits`). Each is a refusal ([`Error::TooLarge`], exit 3) naming
+    /// the largest of the sizes that make it (`n_test` where n_test is the largest), so
+    /// one over-limit input gets one answer.
+    fn check_limits(&self) -> Result<()> {
+        let sizes = [
+            ("d", self.d),
+            ("layout.tokens", self.layout.tokens),
+            ("n_train", self.n_train),
+            ("n_test", self.n_test),
+        ];
         if let Some(p) = &self.protocol {
             // the pool: the clean block, the noisy block and the test set, all held at once
             let pool = (p.n_clean as u128 + self.n_train as u128 + self.n_test as u128)
@@ -1149,11 +1164,18 @@ impl Config {
                 .saturating_mul(self.d as u128)
                 .saturating_mul(8);
             if pool > MAX_DATA_BYTES as u128 {
+                let mut with_pool = sizes.to_vec();
+                with_pool.push(("protocol.n_clean", p.n_clean));
                 return Err(Error::TooLarge {
-                    field: "protocol.n_clean".into(),
+                    field: largest(&with_pool).into(),
                     reason: format!(
-                        "the pool (n_clean + n_train + n_test) * tokens * d needs {:.3e} bytes, \
-                         more than the limit of {} GiB",
+                        "the pool (n_clean + n_train + n_test) * tokens * d = ({} + {} + {}) \
+                         * {} * {} values needs {:.3e} bytes, more than the limit of {} GiB",
+                        p.n_clean,
+                        self.n_train,
+                        self.n_test,
+                        self.layout.tokens,
+                        self.d,
                         pool as f64,
                         MAX_DATA_BYTES >> 30
                     ),
@@ -1163,9 +1185,10 @@ impl Config {
         let bytes = self.data_bytes();
         if bytes > MAX_DATA_BYTES {
             return Err(Error::TooLarge {
-                field: "d".into(),
+                field: largest(&sizes).into(),
                 reason: format!(
-                    "the data set (n_train + n_test) * tokens * d{} needs {} GiB, more than the limit of {} GiB",
+                    "the data set (n_train + n_test) * tokens * d{}{} needs {} GiB, more than the limit of {} GiB",
+                    self.data_sizes_text(),
                     if self.data_bytes_has_w() {
                         " plus d * d for W"
                     } else {
@@ -1178,6 +1201,10 @@ impl Config {
                     MAX_DATA_BYTES >> 30
                 ),
             });
+        }
+        if let Some(p) = &self.protocol {
+            let classes = self.model.classes;
+            p.check_limits(classes, self.d)?;
         }
         Ok(())
     }
@@ -1370,9 +1397,26 @@ impl Config {
         }
     }
 
+    /// The sizes (n_train + n_test) * tokens * d, as in the message of the data limit.
+    fn data_sizes_text(&self) -> String {
+        format!(
+            " = ({} + {}) * {} * {}",
+            self.n_train, self.n_test, self.layout.tokens, self.d
+        )
+    }
+
     fn data_bytes_has_w(&self) -> bool {
         !(self.mode == Mode::P && self.init.w == WInit::Identity)
     }
+}
+
+/// The key of the largest size in `sizes` (the first of equal ones): the one a size
+/// limit names.
+fn largest(sizes: &[(&'static str, usize)]) -> &'static str {
+    sizes
+        .iter()
+        .fold(sizes[0], |best, s| if s.1 > best.1 { *s } else { best })
+        .0
 }
 
 #[cfg(test)]

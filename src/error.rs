@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 /// Everything that can go wrong in tokensel, as a typed value.
 ///
-/// Input errors ([`Error::InvalidConfig`], [`Error::Parse`]) are the user's to fix;
-/// the CLI maps them to exit code 2.
+/// Input errors ([`Error::InvalidConfig`], [`Error::InvalidArgument`], [`Error::Parse`])
+/// are the user's to fix; the CLI maps them to exit code 2.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A configuration value is out of its domain.
@@ -13,6 +13,16 @@ pub enum Error {
     InvalidConfig {
         /// Dotted name of the offending field, e.g. `layout.relevant`.
         field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A command-line argument (a flag such as `--out`, or a positional input) or a
+    /// function argument of the bindings is out of its domain: not a config key, so not
+    /// called "invalid config".
+    #[error("invalid argument `{name}`: {reason}")]
+    InvalidArgument {
+        /// The argument as the user wrote it: `--save-every`, `INPUT`, ...
+        name: String,
         /// What is wrong with it.
         reason: String,
     },
@@ -37,8 +47,10 @@ pub enum Error {
     },
     /// A path that cannot serve as what it was given for: an input that is not a regular
     /// file (a FIFO, device, socket or directory: refused before anything is read), a
-    /// state file that is a symbolic link, or an output target that holds files tokensel
-    /// did not write (refused before any work, never replaced).
+    /// state file that is a symbolic link, an output target that holds files tokensel
+    /// did not write (refused before any work, never replaced), or an input that is of a
+    /// kind the command does not take (`plot` of a judge report, of a trajectory with
+    /// nothing to draw).
     #[error("`{path}`: {reason}")]
     Path {
         /// The path.
@@ -122,6 +134,14 @@ impl Error {
         }
     }
 
+    /// Shorthand for [`Error::InvalidArgument`].
+    pub fn argument(name: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            name: name.into(),
+            reason: reason.into(),
+        }
+    }
+
     /// Shorthand for [`Error::InvalidConfig`].
     pub fn config(field: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::InvalidConfig {
@@ -130,12 +150,13 @@ impl Error {
         }
     }
 
-    /// True for errors caused by bad user input: config values, unparsable files,
+    /// True for errors caused by bad user input: config values, arguments, unparsable files,
     /// unreadable inputs and unusable output paths (the CLI exits with code 2).
     pub fn is_input_error(&self) -> bool {
         matches!(
             self,
             Error::InvalidConfig { .. }
+                | Error::InvalidArgument { .. }
                 | Error::Parse { .. }
                 | Error::Io { .. }
                 | Error::Path { .. }

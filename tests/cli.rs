@@ -945,3 +945,230 @@ fn numpy_multiclass_step_peer_answers_and_checks_its_arguments() {
         assert!(us > 0.0, "{line}");
     }
 }
+
+/// Errors about a command-line argument or a claim's field are not called "invalid
+/// config" (issue 40): an argument's say "invalid argument" and name it, a claim
+/// field's name the claim and the field; the exit code stays 2.
+#[test]
+fn argument_and_claim_errors_are_not_config_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let t = small_trajectory(dir);
+    let t = t.to_str().unwrap();
+    let state = dir.join("state.json");
+    let claims = dir.join("claims.toml");
+    std::fs::write(
+        &claims,
+        "[[claim]]\nname = \"late\"\nconfig = { d = 20, n_train = 4, n_test = 4, steps = 3 }\n\
+         source = \"run\"\nquantity = \"train_accuracy\"\nop = \">=\"\nbound = 0.0\nstep = 9\n",
+    )
+    .unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["plot", t, "--out", "x.txt"],
+            "invalid argument `--out`",
+        ),
+        (
+            vec!["plot", t, t, "--out", "x.svg"],
+            "invalid argument `MORE`",
+        ),
+        (
+            vec!["twin", "--steps", "2", "--save-every", "0", "--quiet"],
+            "invalid argument `--save-every`",
+        ),
+        (
+            vec!["twin", "--steps", "2", "--resume", "--quiet"],
+            "invalid argument `--resume`",
+        ),
+        (
+            vec!["saturation", "--points", "1"],
+            "invalid argument `--points`",
+        ),
+        (
+            vec!["saturation", "--sample", "1000"],
+            "invalid argument `--sample`",
+        ),
+        (
+            vec![
+                "twin",
+                "--steps",
+                "2",
+                "--prec",
+                "10",
+                "--quiet",
+                "--state",
+                state.to_str().unwrap(),
+            ],
+            "invalid argument `prec`",
+        ),
+        (vec!["diff", "--rtol=-1", t, t], "invalid argument `rtol`"),
+        (vec!["run", "--preset", "nope"], "invalid argument `preset`"),
+        (
+            vec!["check", claims.to_str().unwrap()],
+            "claim 1 (`late`): `step`: 9 is past the run's 3 steps",
+        ),
+    ];
+    for (args, words) in cases {
+        let o = tokensel(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(words), "{args:?}: {err}");
+        assert!(!err.contains("invalid config"), "{args:?}: {err}");
+    }
+}
+
+/// `svm`, `saturation` and `cost` take `--quiet` as the other computing commands do
+/// (issue 40: they rejected it, exit 2); `cost --quiet` prints no "timing" lines.
+#[test]
+fn svm_saturation_and_cost_take_quiet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("s.toml");
+    std::fs::write(
+        &cfg,
+        "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 2\n",
+    )
+    .unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let o = tokensel(&["svm", "--quiet", "--config", cfg, "--pattern", "theorem"]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let o = tokensel(&["saturation", "--quiet", "--config", cfg, "--points", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = tokensel(&[
+        "cost",
+        "--quiet",
+        "--config",
+        cfg,
+        "--precs",
+        "64",
+        "--reps",
+        "1",
+        "--twin-reps",
+        "1",
+        "--method",
+        "direct",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("timing"), "{}", stderr(&o));
+}
+
+/// A data set over the memory limit is refused (exit 3) naming the largest of the
+/// sizes that make it: an oversize `n_test` was "refused: `d`" (issue 40).
+#[test]
+fn the_data_limit_names_the_largest_size() {
+    for (text, key) in [
+        ("d = 20\nn_train = 4\nn_test = 1000000000\n", "`n_test`"),
+        ("d = 20\nn_train = 1000000000\nn_test = 4\n", "`n_train`"),
+        ("d = 1000000000\nn_train = 4\nn_test = 4\n", "`d`"),
+    ] {
+        let o = bad_config(text);
+        assert_eq!(o.status.code(), Some(3), "{text}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("refused: {key}")),
+            "{text}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+/// `plot` refuses, with exit 2 and the reason, what it cannot draw (issue 40): a
+/// trajectory that holds only step 0 (it drew an empty chart: the step axis is
+/// logarithmic), alone or under `--direction`, and a judge report (it failed with the
+/// trajectory reader's message, never saying that judge reports are not plottable).
+#[test]
+fn plot_says_why_it_draws_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let cfg = dir.join("s.toml");
+    std::fs::write(
+        &cfg,
+        "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 0\n",
+    )
+    .unwrap();
+    let out = dir.join("t0");
+    let o = tokensel(&[
+        "run",
+        "--quiet",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t0 = out.join("trajectory.json");
+    let fig = dir.join("f.png");
+    let o = tokensel(&["plot", t0.to_str().unwrap(), "--out", fig.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("only step 0"), "{}", stderr(&o));
+    assert!(!fig.exists(), "no empty chart is written");
+    // the same under --direction
+    let dcfg = dir.join("d.toml");
+    std::fs::write(
+        &dcfg,
+        "d = 60\nn_train = 6\nn_test = 20\nmu_norm = 6.0\nsteps = 0\n[direction]\npattern = \"theorem\"\n",
+    )
+    .unwrap();
+    let dout = dir.join("d0");
+    let o = tokensel(&[
+        "run",
+        "--quiet",
+        "--config",
+        dcfg.to_str().unwrap(),
+        "--out",
+        dout.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let d0 = dout.join("trajectory.json");
+    let o = tokensel(&[
+        "plot",
+        d0.to_str().unwrap(),
+        "--direction",
+        "--out",
+        fig.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("only step 0"), "{}", stderr(&o));
+    // a judge report (of the run's own step 0, in the format `judge` reads)
+    let data = dir.join("data");
+    let o = tokensel(&[
+        "data",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        data.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let p0: ndarray::Array1<f64> = ndarray_npy::read_npy(data.join("p0.npy")).unwrap();
+    let ext = dir.join("ext.json");
+    let external = serde_json::json!({
+        "format": "tokensel-external/2",
+        "dtype": "float64",
+        "config": {"d": 20, "steps": 0},
+        "steps": [0],
+        "p": [p0.to_vec()],
+    });
+    std::fs::write(&ext, external.to_string()).unwrap();
+    let o = tokensel(&[
+        "judge",
+        "--quiet",
+        "--json",
+        "--no-enclosure",
+        ext.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+    ]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let report = dir.join("judge.json");
+    std::fs::write(&report, &o.stdout).unwrap();
+    let o = tokensel(&[
+        "plot",
+        report.to_str().unwrap(),
+        "--out",
+        fig.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("judge reports are not plottable"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -593,3 +593,68 @@ fn diff_compares_the_direction_records() {
     );
     assert!((r.max_rel_dev["direction.one_minus_corr"] - 0.5).abs() < 1e-12);
 }
+
+/// Impossible direction records are refused by every trajectory reader (issue 40: `plot
+/// --direction` drew on_pattern = 2, 1 - corr = -1 and an infinite norm with exit 0):
+/// `plot --direction` and `diff` exit 2 naming the checkpoint and the field. The bounds
+/// are the records' definitions (a share in [0, 1]; 1 - corr, half the squared distance
+/// of two unit vectors, in [0, 2]; a norm and a support deviation >= 0; finite norms
+/// and margins); the valid run's own records pass.
+#[test]
+fn every_reader_refuses_impossible_direction_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "dir.toml",
+        &format!("{SMALL}[direction]\npattern = \"theorem\"\n"),
+    );
+    let out_dir = dir.path().join("run");
+    let out = run_out(&cfg, &out_dir);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let good = out_dir.join("trajectory.json");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    let k = v["checkpoints"].as_array().unwrap().len() - 1;
+    let step = v["checkpoints"][k]["step"].as_u64().unwrap();
+    for (field, value) in [
+        ("on_pattern", serde_json::json!(2.0)),
+        ("on_pattern", serde_json::json!(-0.5)),
+        ("one_minus_corr", serde_json::json!(-1.0)),
+        ("one_minus_corr", serde_json::json!(2.5)),
+        ("one_minus_corr", serde_json::json!("inf")),
+        ("norm", serde_json::json!("inf")),
+        ("norm", serde_json::json!(-1.0)),
+        ("margin", serde_json::json!("-inf")),
+        ("support_deviation", serde_json::json!(-1.0)),
+        ("support_deviation", serde_json::json!("inf")),
+    ] {
+        let mut e = v.clone();
+        e["checkpoints"][k]["direction"][field] = value.clone();
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, serde_json::to_string(&e).unwrap()).unwrap();
+        let fig = dir.path().join("bad.png");
+        let _ = std::fs::remove_file(&fig);
+        let plot = common::tokensel(&[
+            "plot",
+            good.to_str().unwrap(),
+            bad.to_str().unwrap(),
+            "--direction",
+            "--out",
+            fig.to_str().unwrap(),
+        ]);
+        let err = common::stderr(&plot);
+        assert_eq!(plot.status.code(), Some(2), "{field} = {value}: {err}");
+        assert!(
+            err.contains(&format!("checkpoint {step}")) && err.contains(&format!("`{field}`")),
+            "{field} = {value}: {err}"
+        );
+        assert!(!fig.exists(), "{field} = {value}: nothing drawn");
+        let diff = common::tokensel(&["diff", good.to_str().unwrap(), bad.to_str().unwrap()]);
+        assert_eq!(
+            diff.status.code(),
+            Some(2),
+            "{field} = {value}: {}",
+            common::stderr(&diff)
+        );
+    }
+}

@@ -1,8 +1,10 @@
 //! Fuzzing every file tokensel reads. In process: random text to the config and
 //! trajectory parsers, and configs with a generated `[model]` section. Through the
 //! command line, one target per file-reading command and file kind (config, claims, grid
-//! TOML, grid directory and cell files, trajectory, compare report, external JSON,
-//! external NPZ with lying headers, data directory and manifest, twin state), and for
+//! TOML, grid directory and cell files, trajectory, a trajectory with direction records
+//! under `plot --direction` whose impossible records must exit 2, compare report,
+//! external JSON, external NPZ with lying headers, data directory and manifest, twin
+//! state), and for
 //! the K-class model (SPEC section 14) one per kind again: configs whose `[model]`
 //! section is generated (kinds, class counts in and out of range, of other types,
 //! missing, beside binary-only keys and layouts), K-class trajectories (`diff`, `plot`)
@@ -276,7 +278,12 @@ struct Fixtures {
     k_state: Vec<u8>,
     /// A supplied K-class data directory (file name, bytes): [`TINY_K`]'s arrays.
     k_data: BTreeMap<String, Vec<u8>>,
+    /// A run's trajectory with direction records ([`TINY_DIRECTION`]).
+    direction_trajectory: Vec<u8>,
 }
+
+/// A tiny run tracking its direction against the theorem pattern's attention SVM.
+const TINY_DIRECTION: &str = "d = 60\nn_train = 6\nn_test = 20\nmu_norm = 6.0\neta = 0.34\nstep_size = 0.2\nsteps = 5\n[optimizer]\nkind = \"normalized-gd\"\n[direction]\npattern = \"theorem\"\n";
 
 /// A tiny run: every command on it takes well under a second.
 const TINY: &str = "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 3\n";
@@ -290,6 +297,45 @@ fn supplied_k_export() -> BTreeMap<String, Vec<u8>> {
     let cfg = Config::from_toml_str(TINY_K, Path::new("tiny_k")).unwrap();
     let data = tokensel::data::Dataset::generate(&cfg);
     common::supplied_files(&cfg, &data).into_iter().collect()
+}
+
+/// The fields of a direction record.
+const DIRECTION_FIELDS: [&str; 5] = [
+    "one_minus_corr",
+    "norm",
+    "margin",
+    "support_deviation",
+    "on_pattern",
+];
+
+/// Values (JSON) put into a direction record's field: in and out of each field's range.
+const DIRECTION_VALUES: [&str; 12] = [
+    "0.0", "0.5", "1.0", "2.0", "2.5", "-1.0", "-0.5", "1e308", "\"inf\"", "\"-inf\"", "\"nan\"",
+    "null",
+];
+
+/// Whether `value` (one of [`DIRECTION_VALUES`]) is impossible in direction field
+/// `field`, by the records' definitions: `on_pattern` a share in [0, 1], 1 - corr in
+/// [0, 2], `norm` and `support_deviation` >= 0, all finite (NaN is read back, as any
+/// recorded NaN; null is a missing optional record, or a parse error for `norm` and
+/// `on_pattern`, exit 2 as well).
+fn impossible_direction(field: &str, value: &str) -> bool {
+    if value == "null" {
+        return matches!(field, "norm" | "on_pattern");
+    }
+    let v: f64 = match value.trim_matches('"') {
+        "inf" => f64::INFINITY,
+        "-inf" => f64::NEG_INFINITY,
+        "nan" => return false,
+        x => x.parse().unwrap(),
+    };
+    let (lo, hi) = match field {
+        "on_pattern" => (0.0, 1.0),
+        "one_minus_corr" => (0.0, 2.0),
+        "norm" | "support_deviation" => (0.0, f64::MAX),
+        _ => (-f64::MAX, f64::MAX),
+    };
+    !(lo..=hi).contains(&v)
 }
 
 fn ok(o: &std::process::Output) {
@@ -411,6 +457,9 @@ fn fixtures() -> &'static Fixtures {
             "2",
         ]);
         assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        let dir_cfg = p(dir, "direction.toml");
+        std::fs::write(&dir_cfg, TINY_DIRECTION).unwrap();
+        ok(&tokensel(&["run", "--quiet", "--config", &dir_cfg, "--out", &p(dir, "td")]));
         let claims = "[[claim]]\nname = \"tiny\"\nconfig = { d = 20, n_train = 4, n_test = 4, steps = 3 }\nsource = \"run\"\nquantity = \"train_accuracy\"\nop = \">=\"\nbound = 0.0\n";
         let f = Fixtures {
             config: TINY.as_bytes().to_vec(),
@@ -426,6 +475,7 @@ fn fixtures() -> &'static Fixtures {
             k_trajectory: std::fs::read(dir.join("tk/trajectory.json")).unwrap(),
             k_state: std::fs::read(&k_state).unwrap(),
             k_data: supplied_k_export(),
+            direction_trajectory: std::fs::read(dir.join("td/trajectory.json")).unwrap(),
         };
         // every fixture is valid: the targets start from accepted input
         let check = tempfile::tempdir().unwrap();
@@ -455,6 +505,8 @@ fn fixtures() -> &'static Fixtures {
         ]));
         std::fs::write(c.join("tk.json"), &f.k_trajectory).unwrap();
         ok(&tokensel(&["plot", &p(c, "tk.json"), "--out", &p(c, "tk.svg")]));
+        std::fs::write(c.join("td.json"), &f.direction_trajectory).unwrap();
+        ok(&tokensel(&["plot", &p(c, "td.json"), "--direction", "--out", &p(c, "td.svg")]));
         f
     })
 }
@@ -562,6 +614,48 @@ proptest! {
         std::fs::write(&good, &fixtures().trajectory).unwrap();
         run(&["diff", &f, &good])?;
         run(&["plot", &f, "--out", &p(tmp.path(), "t.svg")])?;
+    }
+
+    /// `plot --direction` and `diff` on a trajectory with direction records: one record's
+    /// field replaced by a value in or out of its range (an impossible one, e.g.
+    /// `on_pattern` = 2, 1 - corr = -1 or an infinite norm, must be refused: exit 2), or
+    /// the file edited as any trajectory.
+    #[test]
+    fn fuzz_direction_trajectory(
+        record in proptest::option::weighted(0.7, (any::<usize>(), 0..DIRECTION_FIELDS.len(), 0..DIRECTION_VALUES.len())),
+        e in edit(),
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        let f = p(tmp.path(), "t.json");
+        let good = p(tmp.path(), "good.json");
+        std::fs::write(&good, &fixtures().direction_trajectory).unwrap();
+        let impossible = match record {
+            Some((k, field, value)) => {
+                let mut v: serde_json::Value =
+                    serde_json::from_slice(&fixtures().direction_trajectory).unwrap();
+                let cps = v["checkpoints"].as_array_mut().unwrap();
+                let n = cps.len();
+                let (name, text) = (DIRECTION_FIELDS[field], DIRECTION_VALUES[value]);
+                cps[k % n]["direction"][name] = serde_json::from_str(text).unwrap();
+                std::fs::write(&f, serde_json::to_string(&v).unwrap()).unwrap();
+                impossible_direction(name, text)
+            }
+            None => {
+                std::fs::write(&f, e.apply(&fixtures().direction_trajectory)).unwrap();
+                false
+            }
+        };
+        let out = p(tmp.path(), "d.svg");
+        for args in [
+            vec!["plot", good.as_str(), f.as_str(), "--direction", "--out", out.as_str()],
+            vec!["diff", good.as_str(), f.as_str()],
+        ] {
+            run(&args)?;
+            if impossible {
+                let o = tokensel(&args);
+                prop_assert_eq!(o.status.code(), Some(2), "{:?}: {}", args, stderr(&o));
+            }
+        }
     }
 
     /// `plot` on a fuzzed compare report.

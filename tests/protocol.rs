@@ -419,3 +419,41 @@ head_step_size = 5e305
         serde_json::from_str(&std::fs::read_to_string(out.join("protocol.json")).unwrap()).unwrap();
     assert_eq!(written, printed);
 }
+
+/// One over-limit input, one answer (issue 40: a pool over the memory limit was refused
+/// naming the pool, exit 3, at head_epochs = 2, and as bad input naming head_epochs,
+/// exit 2, at head_epochs = 5, whose head-step count was over its own limit). The size
+/// limits are checked after every key's domain in one order (the pool first), each a
+/// refusal (exit 3) naming the largest size; the head-step limit alone is a refusal too.
+#[test]
+fn an_over_limit_pool_gets_one_answer_whatever_head_epochs_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config();
+    c.d = 20;
+    // the pool (4e8 + 220) * 9 * 20 * 8 bytes = 5.8e11 > 8 GiB
+    c.protocol.as_mut().unwrap().n_clean = 400_000_000;
+    for epochs in [2u64, 5, 2_000_000] {
+        c.protocol.as_mut().unwrap().head_epochs = epochs;
+        let path = write(dir.path(), "big.toml", &toml::to_string(&c).unwrap());
+        let o = common::tokensel(&["protocol", "--config", &path, "--quiet"]);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(3), "head_epochs = {epochs}: {err}");
+        assert!(
+            err.contains("refused: `protocol.n_clean`") && err.contains("the pool"),
+            "head_epochs = {epochs}: {err}"
+        );
+    }
+    // phase 1 alone over its step limit: 1e6 epochs of 200 batches of 1 = 2e8 > 1e8
+    let mut c = config();
+    c.d = 20;
+    let p = c.protocol.as_mut().unwrap();
+    (p.n_clean, p.head_batch, p.head_epochs) = (200, 1, 1_000_000);
+    let path = write(dir.path(), "steps.toml", &toml::to_string(&c).unwrap());
+    let o = common::tokensel(&["protocol", "--config", &path, "--quiet"]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("refused: `protocol.head_epochs`") && err.contains("head steps"),
+        "{err}"
+    );
+}

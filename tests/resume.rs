@@ -75,6 +75,13 @@ fn stopped_and_resumed_twin_run_is_bit_identical() {
         "--resume",
     ]);
     assert_eq!(o.status.code(), Some(2));
+    // the message names the key that differs (issue 40: "another config than this run")
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("`steps` is 60 in the state, 61 in this run")
+            && !err.contains("invalid config"),
+        "{err}"
+    );
     // a corrupted state file: refused, exit 2
     std::fs::write(&state, "{\"format\": \"tokensel-twin-state/1\", \"step\": ").unwrap();
     let o = tokensel(&[

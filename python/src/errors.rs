@@ -11,7 +11,7 @@ use tokensel::error::Error;
 /// The `tokensel.errors` class that stands for a library error.
 fn error_class(e: &Error) -> &'static str {
     match e {
-        Error::InvalidConfig { .. } => "ConfigError",
+        Error::InvalidConfig { .. } | Error::InvalidArgument { .. } => "ConfigError",
         Error::Parse { .. } => "ParseError",
         Error::Mismatch { .. } => "MismatchError",
         Error::Io { .. } => "TokenselIOError",

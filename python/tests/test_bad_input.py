@@ -40,6 +40,28 @@ def test_bad_input_raises(make, kind, words):
     assert words.lower() in str(e.value).lower()
 
 
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda: tokensel.svm(tokensel.Config(**SMALL), None), "`pattern`"),
+        (lambda: tokensel.svm(tokensel.Config(**SMALL), 3), "`pattern`"),
+        (lambda: tokensel.run(tokensel.Config(**SMALL), "f16"), "`arithmetic`"),
+        (lambda: tokensel.run(tokensel.Config(**SMALL), "mpfr", prec=10), "`prec`"),
+        (lambda: tokensel.compare(tokensel.Config(**SMALL), tol=-1.0), "`tol`"),
+        (lambda: tokensel.run(tokensel.Config(**SMALL), data=3), "`data`"),
+    ],
+)
+def test_bad_arguments_name_the_argument(make, name):
+    """A function argument of the wrong type or value (``svm(cfg, None)`` raised a bare
+    TypeError, issue 40) is a ConfigError naming the argument, and says "invalid
+    argument", not "invalid config": it is not a config key."""
+    with pytest.raises(errors.ConfigError) as e:
+        make()
+    message = str(e.value)
+    assert name in message and "invalid argument" in message, message
+    assert "invalid config" not in message, message
+
+
 def trajectory(**changes):
     cfg = tokensel.Config(**SMALL)
     t = {"steps": [0, 1], "dtype": "float64", "p": np.zeros((2, 10)), "loss": [0.7, 0.7]}

@@ -128,7 +128,7 @@ def _dict(d: Data | None, config: Config | None = None, what: str = "data") -> d
                 f"external trajectory: expected a dict of arrays, got {type(d).__name__}"
             )
         raise errors.ConfigError(
-            f"invalid config: `{what}`: expected a dict of arrays, got {type(d).__name__}"
+            f"invalid argument `{what}`: expected a dict of arrays, got {type(d).__name__}"
         )
     d = dict(d)
     if config is not None and "y_true_train" not in d and float(config.eta) > 0:
@@ -157,7 +157,7 @@ def _call(fn: Any, *args: Any) -> Any:
     except (TypeError, OverflowError) as e:
         message = str(e)
         name = message.split("'")[1] if message.startswith("argument '") else "arguments"
-        raise errors.ConfigError(f"invalid config: `{name}`: {message}") from None
+        raise errors.ConfigError(f"invalid argument `{name}`: {message}") from None
 
 
 def run(
@@ -183,7 +183,7 @@ def write_data(directory: str | os.PathLike, config: Config, *, data: Data | Non
     try:
         path = os.fspath(directory)
     except TypeError as e:
-        raise errors.ConfigError(f"invalid config: `directory`: {e}") from None
+        raise errors.ConfigError(f"invalid argument `directory`: {e}") from None
     return json.loads(_call(_tokensel.write_data, path, config, _dict(data, config)))
 
 
@@ -300,7 +300,13 @@ def svm(
     proved optimal exactly; the report of ``tokensel svm --json`` (``verdict``, the exact
     ``norm2``, the support, the multipliers)."""
     if not isinstance(pattern, str):
-        pattern = list(pattern)
+        try:
+            pattern = list(pattern)
+        except TypeError:
+            raise errors.ConfigError(
+                "invalid argument `pattern`: expected \"optimal\", \"theorem\" or a sequence "
+                f"of token indices (one per training sample), got {type(pattern).__name__}"
+            ) from None
     return json.loads(_call(_tokensel.svm, config, pattern, _dict(data, config)))
 
 

@@ -25,12 +25,13 @@ pub struct Row {
     pub rel_err: BTreeMap<Quantity, f64>,
 }
 
-/// Refuse a tolerance that is not finite and > 0 (`field` names the flag or key).
+/// Refuse a tolerance that is not finite and > 0 (`field` names the argument: a flag,
+/// a keyword argument or a claim field).
 pub fn check_tol(field: &str, tol: f64) -> crate::Result<()> {
     if tol.is_finite() && tol > 0.0 {
         Ok(())
     } else {
-        Err(crate::Error::config(
+        Err(crate::Error::argument(
             field,
             format!("must be finite and > 0, got {tol}"),
         ))

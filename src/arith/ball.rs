@@ -549,7 +549,7 @@ impl Ball {
     /// The ball arithmetic at `prec` bits ([`MIN_BALL_PREC`]..=[`MAX_PREC`]).
     pub fn new(prec: u32) -> Result<Ball> {
         if !(MIN_BALL_PREC..=MAX_PREC).contains(&prec) {
-            return Err(Error::config(
+            return Err(Error::argument(
                 "prec",
                 format!("a ball needs {MIN_BALL_PREC}..={MAX_PREC} bits, got {prec}"),
             ));

@@ -40,12 +40,12 @@ impl Choice {
 
     /// The arithmetic named `name` (`f64`, `f32`, `predictor`, `mpfr`, `ball`) at `prec`
     /// bits (only for `mpfr`, default [`DEFAULT_PREC`], and `ball`, default
-    /// [`DEFAULT_BALL_PREC`]). An unknown name is a config error of `arithmetic`; a
+    /// [`DEFAULT_BALL_PREC`]). An unknown name is an argument error of `arithmetic`; a
     /// precision given to an arithmetic of fixed precision, or out of range, one of
-    /// `prec`.
+    /// `prec` ([`Error::InvalidArgument`]).
     pub fn parse(name: &str, prec: Option<u32>) -> Result<Choice> {
         let fixed = |c| match prec {
-            Some(_) => Err(Error::config(
+            Some(_) => Err(Error::argument(
                 "prec",
                 format!("`{name}` has a fixed precision (prec is for mpfr and ball)"),
             )),
@@ -57,7 +57,7 @@ impl Choice {
             "predictor" => fixed(Choice::Predictor),
             "mpfr" => Choice::mpfr(prec.unwrap_or(DEFAULT_PREC)),
             "ball" => Choice::ball(prec.unwrap_or(DEFAULT_BALL_PREC)),
-            _ => Err(Error::config(
+            _ => Err(Error::argument(
                 "arithmetic",
                 format!("`{name}` is not one of {}", Choice::NAMES),
             )),

@@ -40,7 +40,7 @@ impl Mpfr {
     /// [`MIN_TRUTH_PREC`] bits: a judge must resolve more than f64 does.
     pub fn truth(prec: u32) -> Result<Mpfr> {
         if !(MIN_TRUTH_PREC..=MAX_PREC).contains(&prec) {
-            return Err(Error::config(
+            return Err(Error::argument(
                 "prec",
                 format!(
                     "the truth twin needs {MIN_TRUTH_PREC}..={MAX_PREC} bits, got {prec} \

@@ -33,6 +33,16 @@ pub(super) struct CostArgs {
     /// Print exactly one JSON object on stdout.
     #[arg(long)]
     json: bool,
+    /// No progress lines ("timing ..." on stderr).
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// A "timing NAME" progress line on stderr, unless `quiet`.
+fn progress(quiet: bool, name: &str) {
+    if !quiet {
+        eprintln!("timing {name}");
+    }
 }
 
 pub(super) fn cost(args: &CostArgs) -> Result<i32> {
@@ -61,7 +71,7 @@ pub(super) fn cost(args: &CostArgs) -> Result<i32> {
         &methods,
         args.reps,
         args.twin_reps,
-        &mut |name| eprintln!("timing {name}"),
+        &mut |name| progress(args.quiet, name),
     )?;
     r.multiclass = cost::measure_classes(
         &cfg,
@@ -71,7 +81,7 @@ pub(super) fn cost(args: &CostArgs) -> Result<i32> {
         &methods,
         args.reps,
         args.twin_reps,
-        &mut |name| eprintln!("timing {name}"),
+        &mut |name| progress(args.quiet, name),
     )?;
     print_report(&r, args.json);
     Ok(EXIT_OK)

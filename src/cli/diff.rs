@@ -38,16 +38,16 @@ pub(super) fn diff(args: &DiffArgs) -> Result<i32> {
             true => format!("multiclass (K = {})", t.config.model.classes),
             false => "token-selection (binary)".to_string(),
         };
-        return Err(crate::Error::config(
-            "model",
-            format!(
+        return Err(crate::Error::Mismatch {
+            what: "the models of A and B".into(),
+            reason: format!(
                 "A is {} and B is {}: their outputs f and labels mean different things \
                  (the binary f against a K-class margin; labels +-1 against class indices), \
                  so they are not compared number by number",
                 name(&a),
                 name(&b)
             ),
-        ));
+        });
     }
     let r = crate::analysis::diff::diff(&a, &b, args.rtol, args.common_only);
     print_report(&r, args.json);

@@ -35,15 +35,15 @@ pub(super) struct PlotArgs {
 pub(super) fn plot(args: &PlotArgs) -> Result<i32> {
     let ext = args.out.extension().and_then(|e| e.to_str()).unwrap_or("");
     if ext != "svg" && ext != "png" {
-        return Err(Error::config("out", "must end in .svg or .png"));
+        return Err(Error::argument("--out", "must end in .svg or .png"));
     }
     check_output_file(&args.out)?;
     if args.direction {
         return direction(args, ext);
     }
     if !args.more.is_empty() {
-        return Err(Error::config(
-            "input",
+        return Err(Error::argument(
+            "MORE",
             "more than one input is drawn only with --direction",
         ));
     }
@@ -58,15 +58,60 @@ pub(super) fn plot(args: &PlotArgs) -> Result<i32> {
         crate::analysis::certify::Certificate::from_json(&text, &args.input)?;
     }
     let svg = match Trajectory::from_json(&text, &args.input) {
-        Ok(t) => plot::trajectory_svg(&t),
+        Ok(t) => {
+            drawable(&t, &args.input)?;
+            plot::trajectory_svg(&t)
+        }
         Err(first) => match Report::from_json(&text, &args.input) {
             Ok(r) => plot::error_chart(&r).to_svg(),
             // a report whose checks failed says why
             Err(e) if serde_json::from_str::<Report>(&text).is_ok() => return Err(e),
-            Err(_) => return Err(first),
+            Err(_) => return Err(other_output(&text, &args.input).unwrap_or(first)),
         },
     };
     draw(svg, &args.out, ext)
+}
+
+/// A trajectory has something to draw: a checkpoint after step 0 (the charts are
+/// against step on a log axis, which step 0 is not on). A run of 0 steps, or one
+/// stopped at step 0, is refused with that reason rather than drawn as an empty chart.
+fn drawable(t: &Trajectory, path: &std::path::Path) -> Result<()> {
+    if t.checkpoints.iter().any(|c| c.step > 0) {
+        return Ok(());
+    }
+    Err(Error::path(
+        path,
+        format!(
+            "the trajectory holds only step 0 (its run has {} step{}): plot draws against \
+             step on a log axis, where step 0 has no place, so there is nothing to draw",
+            t.config.steps,
+            if t.config.steps == 1 { "" } else { "s" }
+        ),
+    ))
+}
+
+/// Where `text` is the JSON output of a command whose output plot does not draw (a
+/// judge report), the error that says so (exit 2); `None` for anything else (the
+/// trajectory reader's error then stands).
+fn other_output(text: &str, path: &std::path::Path) -> Option<Error> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let o = v.as_object()?;
+    let judge = [
+        "envelope_factor",
+        "diagnosis",
+        "within_tolerance",
+        "candidates",
+    ]
+    .iter()
+    .all(|k| o.contains_key(*k));
+    judge.then(|| {
+        Error::path(
+            path,
+            "a judge report (`tokensel judge --json`): judge reports are not plottable; \
+             plot draws a trajectory (run --out, twin --out), a compare report (compare \
+             --json) or a certificate (certify --out)",
+        )
+    })
 }
 
 /// Most trajectories one direction figure draws.
@@ -76,8 +121,8 @@ const MAX_DIRECTION_INPUTS: usize = 8;
 fn direction(args: &PlotArgs, ext: &str) -> Result<i32> {
     let inputs: Vec<&PathBuf> = std::iter::once(&args.input).chain(&args.more).collect();
     if inputs.len() > MAX_DIRECTION_INPUTS {
-        return Err(Error::config(
-            "input",
+        return Err(Error::argument(
+            "MORE",
             format!(
                 "{} trajectories given; a direction figure draws at most {MAX_DIRECTION_INPUTS}",
                 inputs.len()
@@ -88,14 +133,15 @@ fn direction(args: &PlotArgs, ext: &str) -> Result<i32> {
     for path in inputs {
         let t = Trajectory::from_json(&read_large(path)?, path)?;
         if t.direction.is_none() {
-            return Err(Error::config(
-                "direction",
+            return Err(Error::argument(
+                "--direction",
                 format!(
                     "`{}` has no direction records (its config has no [direction] section)",
                     path.display()
                 ),
             ));
         }
+        drawable(&t, path)?;
         ts.push(t);
     }
     let fig = plot::direction_figure(&ts).expect("every input has direction records");

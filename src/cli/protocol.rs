@@ -38,8 +38,8 @@ pub(super) struct ProtocolArgs {
 
 pub(super) fn protocol(args: &ProtocolArgs) -> Result<i32> {
     if args.config.seed.is_some() {
-        return Err(Error::config(
-            "seed",
+        return Err(Error::argument(
+            "--seed",
             "the protocol runs the seeds of [protocol] seeds: give them with --seeds",
         ));
     }

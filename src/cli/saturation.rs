@@ -22,28 +22,34 @@ pub(super) struct SaturationArgs {
     /// Print exactly one JSON object on stdout.
     #[arg(long)]
     json: bool,
+    /// No progress output: `saturation` has none; accepted as `run`, `twin` and the
+    /// other computing commands accept it.
+    #[arg(long)]
+    quiet: bool,
 }
 
 /// Largest grid of `saturation --points` (each point is one 256-bit evaluation).
 const MAX_SWEEP_POINTS: usize = 10_000;
 
 pub(super) fn saturation(args: &SaturationArgs) -> Result<i32> {
+    // `--quiet`: saturation prints no progress, so there is nothing to hide
+    let _ = args.quiet;
     let cfg = args.config.load()?;
     cfg.binary_only("saturation (a sweep of the binary head's output and gradient)")?;
     cfg.separate_prompt_only("saturation")?;
     crate::analysis::check_tol("tol", args.judge.tol)?;
     if args.sample >= cfg.n_train {
-        return Err(Error::config(
-            "sample",
+        return Err(Error::argument(
+            "--sample",
             format!("must be below n_train = {}", cfg.n_train),
         ));
     }
     if args.points < 2 {
-        return Err(Error::config("points", "must be at least 2"));
+        return Err(Error::argument("--points", "must be at least 2"));
     }
     if args.points > MAX_SWEEP_POINTS {
         return Err(Error::TooLarge {
-            field: "points".into(),
+            field: "--points".into(),
             reason: format!(
                 "{} grid points, more than the limit of {MAX_SWEEP_POINTS}",
                 args.points

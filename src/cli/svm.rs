@@ -28,6 +28,10 @@ pub(super) struct SvmArgs {
     /// Print exactly one JSON object on stdout.
     #[arg(long)]
     json: bool,
+    /// No progress output: `svm` has none; accepted as `run`, `twin` and the other
+    /// computing commands accept it.
+    #[arg(long)]
+    quiet: bool,
     /// Also write the JSON report to FILE (atomically).
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
@@ -54,6 +58,8 @@ fn choice(s: &str) -> Result<PatternChoice> {
 }
 
 pub(super) fn svm_cmd(args: &SvmArgs) -> Result<i32> {
+    // `--quiet`: svm prints no progress, so there is nothing to hide
+    let _ = args.quiet;
     let (cfg, data) = args.data.load(&args.config)?;
     cfg.binary_only("svm (the attention SVM of the binary model)")?;
     cfg.separate_prompt_only("svm (the attention SVM of fixed tokens)")?;

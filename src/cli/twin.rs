@@ -55,17 +55,17 @@ pub(super) fn twin(args: &TwinArgs) -> Result<i32> {
     crate::train::check_memory(&cfg, arith.kind(), arith.prec(), cfg.method)?;
     crate::train::record::check_size(&cfg)?;
     if args.save_every == 0 {
-        return Err(Error::config("save-every", "must be at least 1"));
+        return Err(Error::argument("--save-every", "must be at least 1"));
     }
     if args.resume && args.state.is_none() {
-        return Err(Error::config("resume", "needs --state FILE"));
+        return Err(Error::argument("--resume", "needs --state FILE"));
     }
     if let (Some(state), Some(out)) = (&args.state, &args.output.out) {
         // The --out set replaces DIR as a whole: a state file in it would be lost, and
         // would make DIR hold a file the set does not list.
         if crate::io::files::resolved(state).starts_with(crate::io::files::resolved(out)) {
-            return Err(Error::config(
-                "state",
+            return Err(Error::argument(
+                "--state",
                 format!(
                     "`{}` is the --out directory `{}` or inside it: the trajectory set replaces that directory as a whole; keep the state file elsewhere",
                     state.display(),

@@ -76,7 +76,8 @@ impl Protocol {
     }
 
     /// Check every key's domain (`classes`: the config's model's class count, 0 for
-    /// the binary model, which the protocol does not run).
+    /// the binary model, which the protocol does not run). The size limits are
+    /// [`Protocol::check_limits`]'s, checked after every key's domain.
     pub fn validate(&self, classes: usize) -> Result<()> {
         if classes == 0 {
             return Err(Error::config(
@@ -94,17 +95,6 @@ impl Protocol {
                 "must name at least one seed",
             ));
         }
-        if self.seeds.len() as u64 > crate::seeds::MAX_SEEDS {
-            // a size over a limit, as a seed list on the command line (exit code 3)
-            return Err(Error::TooLarge {
-                field: "protocol.seeds".into(),
-                reason: format!(
-                    "{} seeds, more than the limit of {}",
-                    self.seeds.len(),
-                    crate::seeds::MAX_SEEDS
-                ),
-            });
-        }
         let mut seen = std::collections::BTreeSet::new();
         for &s in &self.seeds {
             crate::seeds::check("protocol.seeds", s)?;
@@ -115,11 +105,8 @@ impl Protocol {
                 ));
             }
         }
-        if !(1..=MAX_HEAD_EPOCHS).contains(&self.head_epochs) {
-            return Err(Error::config(
-                "protocol.head_epochs",
-                format!("must be 1 to {MAX_HEAD_EPOCHS}, got {}", self.head_epochs),
-            ));
+        if self.head_epochs == 0 {
+            return Err(Error::config("protocol.head_epochs", "must be at least 1"));
         }
         if !(self.head_step_size.is_finite() && self.head_step_size > 0.0) {
             return Err(Error::config(
@@ -145,24 +132,48 @@ impl Protocol {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// Refuse, before any work, a protocol over a size limit ([`Error::TooLarge`], exit
+    /// 3), in this order: more than [`crate::seeds::MAX_SEEDS`] seeds, more than
+    /// [`MAX_HEAD_EPOCHS`] epochs, more than [`MAX_HEAD_STEPS`] head steps (epochs x
+    /// batches per epoch), more than [`MAX_HEAD_WORK`] phase-1 multiply-adds per seed
+    /// (head_epochs x n_clean x K x d, the gradients' cost). `Config::validate` calls it
+    /// after every key's domain and the pool's memory limit.
+    pub fn check_limits(&self, classes: usize, d: usize) -> Result<()> {
+        if self.seeds.len() as u64 > crate::seeds::MAX_SEEDS {
+            // a size over a limit, as a seed list on the command line
+            return Err(Error::TooLarge {
+                field: "protocol.seeds".into(),
+                reason: format!(
+                    "{} seeds, more than the limit of {}",
+                    self.seeds.len(),
+                    crate::seeds::MAX_SEEDS
+                ),
+            });
+        }
+        if self.head_epochs > MAX_HEAD_EPOCHS {
+            return Err(Error::TooLarge {
+                field: "protocol.head_epochs".into(),
+                reason: format!(
+                    "{} epochs, more than the limit of {MAX_HEAD_EPOCHS}",
+                    self.head_epochs
+                ),
+            });
+        }
         let steps = self.head_epochs as f64 * self.head_batches_per_epoch() as f64;
         if steps > MAX_HEAD_STEPS as f64 {
-            return Err(Error::config(
-                "protocol.head_epochs",
-                format!(
+            return Err(Error::TooLarge {
+                field: "protocol.head_epochs".into(),
+                reason: format!(
                     "{} epochs of {} batches are {steps:.3e} head steps, more than the limit \
                      of {MAX_HEAD_STEPS}",
                     self.head_epochs,
                     self.head_batches_per_epoch()
                 ),
-            ));
+            });
         }
-        Ok(())
-    }
-
-    /// Refuse a phase 1 over [`MAX_HEAD_WORK`] multiply-adds per seed (head_epochs x
-    /// n_clean x K x d, the gradients' cost), before any work: a size over a limit.
-    pub fn check_work(&self, classes: usize, d: usize) -> Result<()> {
         let work = self.head_epochs as f64 * self.n_clean as f64 * classes as f64 * d as f64;
         if work > MAX_HEAD_WORK {
             return Err(Error::TooLarge {

@@ -320,12 +320,15 @@ impl ClaimsFile {
                 ));
             }
             let err = |field: &str, reason: String| claim_error(path, k, &c.name, field, reason);
-            // a size over a limit stays one (exit 3); anything else names the claim
+            // a size over a limit stays one (exit 3); anything else names the claim, and
+            // an error about the claim's own field gives its reason alone (a claim field
+            // is neither a config key nor a command-line argument)
             let input = |field: &str, e: Error| match e {
                 Error::TooLarge { field: f, reason } => Error::TooLarge {
                     field: format!("claim {} (`{}`): {field}: {f}", k + 1, c.name),
                     reason,
                 },
+                Error::InvalidArgument { name, reason } if name == field => err(field, reason),
                 e => err(field, e.to_string()),
             };
             if let Some(s) = &c.seeds {
@@ -404,13 +407,13 @@ impl ClaimsFile {
                 ));
             }
             if let Some(p) = c.prec {
-                Mpfr::truth(p).map_err(|e| err("prec", e.to_string()))?;
+                Mpfr::truth(p).map_err(|e| input("prec", e))?;
             }
             if let Some(t) = c.tol.filter(|t| !(t.is_finite() && *t > 0.0)) {
                 return Err(err("tol", format!("must be finite and > 0, got {t}")));
             }
             let preset = Preset::from_name(c.preset.as_deref().unwrap_or("balanced"))
-                .map_err(|e| err("preset", e.to_string()))?;
+                .map_err(|e| input("preset", e))?;
             let overlay = c
                 .config
                 .as_ref()
@@ -451,7 +454,7 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
         let Some(s) = step else { continue };
         if s > cfg.steps {
             let reason = format!("{s} is past the run's {} steps", cfg.steps);
-            return Err((field, Error::config(field, reason)));
+            return Err((field, Error::argument(field, reason)));
         }
         if let Err(k) = schedule.binary_search(&s) {
             let reason = format!(
@@ -461,7 +464,7 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
                 schedule[k - 1],
                 schedule[k]
             );
-            return Err((field, Error::config(field, reason)));
+            return Err((field, Error::argument(field, reason)));
         }
     }
     let reads_checkpoint = c.step.is_some() || c.baseline_step.is_some();
@@ -473,8 +476,8 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
     };
     schema
         .check(&c.quantity)
-        .map_err(|m| ("quantity", Error::config("quantity", m)))?;
-    check_classes(&c.quantity, cfg).map_err(|m| ("quantity", Error::config("quantity", m)))?;
+        .map_err(|m| ("quantity", Error::argument("quantity", m)))?;
+    check_classes(&c.quantity, cfg).map_err(|m| ("quantity", Error::argument("quantity", m)))?;
     let memory = |e| ("config", e);
     let f64_run = |cfg: &Config| crate::train::check_memory(cfg, F64.kind(), 53, cfg.method);
     match c.source {

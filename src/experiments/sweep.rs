@@ -76,8 +76,8 @@ pub const MAX_RUNS: usize = crate::experiments::grid::MAX_RUNS;
 /// each run's trainer and trajectory fit their memory limits.
 pub fn check(base: &Config, etas: &[f64], seeds: &[u64]) -> Result<()> {
     if etas.is_empty() || seeds.is_empty() {
-        return Err(Error::config(
-            "eta/seeds",
+        return Err(Error::argument(
+            "--etas/--seeds",
             "need at least one eta and one seed",
         ));
     }

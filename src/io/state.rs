@@ -150,13 +150,19 @@ impl State {
                 format!("`{}`", p.display())
             });
         let mismatch = |what: &str| {
-            Err(Error::config(
-                "resume",
-                format!("{file} has another {what} than this run"),
-            ))
+            Err(Error::Mismatch {
+                what: format!("--resume: {file} and this run"),
+                reason: format!(
+                    "the state has another {what} than this run (a state resumes only the run \
+                     it was saved from)"
+                ),
+            })
         };
         if &self.config != cfg {
-            return mismatch("config");
+            return mismatch(&format!(
+                "config: {}",
+                config_differences(&self.config, cfg).join("; ")
+            ));
         }
         if &self.trainer != trainer {
             return mismatch("trainer (arithmetic, precision, formulation or method)");
@@ -166,6 +172,54 @@ impl State {
         }
         Ok(())
     }
+}
+
+/// The config keys whose values differ between `saved` and `now`, each as "`key` is
+/// V in the state, W in this run" (dotted keys, e.g. `optimizer.eps`; a key present on
+/// one side only shows "absent" on the other).
+pub fn config_differences(saved: &Config, now: &Config) -> Vec<String> {
+    fn walk(key: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
+        use serde_json::Value::Object;
+        match (a, b) {
+            (Object(x), Object(y)) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                let null = serde_json::Value::Null;
+                for k in keys {
+                    let sub = if key.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{key}.{k}")
+                    };
+                    walk(
+                        &sub,
+                        x.get(k).unwrap_or(&null),
+                        y.get(k).unwrap_or(&null),
+                        out,
+                    );
+                }
+            }
+            _ if a != b => {
+                let shown = |v: &serde_json::Value| match v {
+                    serde_json::Value::Null => "absent".to_string(),
+                    v => v.to_string(),
+                };
+                out.push(format!(
+                    "`{key}` is {} in the state, {} in this run",
+                    shown(a),
+                    shown(b)
+                ));
+            }
+            _ => {}
+        }
+    }
+    let json = |c: &Config| serde_json::to_value(c).expect("a config serialises");
+    let mut out = Vec::new();
+    walk("", &json(saved), &json(now), &mut out);
+    if out.is_empty() {
+        // equal as JSON, unequal as values (e.g. -0.0 against 0.0)
+        out.push("a value that prints the same differs in its bits".into());
+    }
+    out
 }
 
 /// How a run with a state file starts.

@@ -646,6 +646,45 @@ fn check_shares(c: &Checkpoint) -> std::result::Result<(), String> {
         }
         unit(&format!("samples[{i}].rest"), sample.rest)?;
     }
+    if let Some(d) = &c.direction {
+        check_direction(d)?;
+    }
+    Ok(())
+}
+
+/// A direction record's numbers within what they can be (NaN read back as in
+/// [`check_shares`]): `on_pattern` a share in [0, 1]; 1 - corr = ||u / ||u|| - v / ||v||
+/// ||^2 / 2 in [0, 2] (the squared distance of two unit vectors, halved); `norm` >= 0
+/// and `support_deviation` >= 0 (a maximum that starts at 0), each up to
+/// [`SHARE_SLACK`] of rounding; `norm` and `margin` finite (a run stops at a non-finite
+/// value; its margin is a finite score gap over a positive norm). An impossible record
+/// (`on_pattern` 2, 1 - corr = -1, an infinite norm) is refused, not drawn.
+fn check_direction(d: &DirectionPoint) -> std::result::Result<(), String> {
+    // `hi` = f64::MAX: any finite value (f64::MAX + SHARE_SLACK is f64::MAX)
+    let within = |what: &str, v: f64, lo: f64, hi: f64| {
+        let range = match (lo, hi) {
+            (_, f64::MAX) if lo == -f64::MAX => "a finite number".to_string(),
+            (_, f64::MAX) => format!("finite and >= {lo}"),
+            _ => format!("in [{lo}, {hi}]"),
+        };
+        match v.is_nan() || (lo - SHARE_SLACK..=hi + SHARE_SLACK).contains(&v) {
+            true => Ok(()),
+            false => Err(format!(
+                "the direction record's `{what}` is {v}; it can only be {range}"
+            )),
+        }
+    };
+    within("on_pattern", d.on_pattern, 0.0, 1.0)?;
+    if let Some(v) = d.one_minus_corr {
+        within("one_minus_corr", v, 0.0, 2.0)?;
+    }
+    within("norm", d.norm, 0.0, f64::MAX)?;
+    if let Some(v) = d.support_deviation {
+        within("support_deviation", v, 0.0, f64::MAX)?;
+    }
+    if let Some(v) = d.margin {
+        within("margin", v, -f64::MAX, f64::MAX)?;
+    }
     Ok(())
 }
 

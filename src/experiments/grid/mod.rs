@@ -455,8 +455,8 @@ impl Spec {
         let grid_preset = req.preset.and_then(GridPreset::from_name);
         let mut spec = match (req.grid, grid_preset) {
             (Some(_), Some(_)) => {
-                return Err(Error::config(
-                    "grid",
+                return Err(Error::argument(
+                    "--grid",
                     "give --grid FILE or a grid --preset, not both",
                 ));
             }
@@ -484,8 +484,8 @@ impl Spec {
                 }
             }
             _ => {
-                return Err(Error::config(
-                    "grid",
+                return Err(Error::argument(
+                    "--grid",
                     "--config and a config --preset build a grid from --set; a grid TOML or grid preset carries its own base config",
                 ));
             }
@@ -493,7 +493,7 @@ impl Spec {
         for text in req.set {
             let (key, values) = text
                 .split_once('=')
-                .ok_or_else(|| Error::config("set", format!("`{text}` is not KEY=VALUES")))?;
+                .ok_or_else(|| Error::argument("--set", format!("`{text}` is not KEY=VALUES")))?;
             let key = key.trim();
             let values = values
                 .parse::<axis::Values>()
