@@ -78,7 +78,7 @@ fn stopped_and_resumed_twin_run_is_bit_identical() {
     // the message names the key that differs (issue 40: "another config than this run")
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("`steps` is 60 in the state, 61 in this run")
+        err.contains("another config than this run: `steps` is 60 in the state, 61 in this run (")
             && !err.contains("invalid config"),
         "{err}"
     );

@@ -149,26 +149,26 @@ impl State {
             .map_or("the saved state".to_string(), |p| {
                 format!("`{}`", p.display())
             });
-        let mismatch = |what: &str| {
+        let mismatch = |what: &str, detail: &str| {
             Err(Error::Mismatch {
                 what: format!("--resume: {file} and this run"),
                 reason: format!(
-                    "the state has another {what} than this run (a state resumes only the run \
-                     it was saved from)"
+                    "the state has another {what} than this run{detail} (a state resumes only \
+                     the run it was saved from)"
                 ),
             })
         };
         if &self.config != cfg {
-            return mismatch(&format!(
-                "config: {}",
-                config_differences(&self.config, cfg).join("; ")
-            ));
+            return mismatch(
+                "config",
+                &format!(": {}", config_differences(&self.config, cfg).join("; ")),
+            );
         }
         if &self.trainer != trainer {
-            return mismatch("trainer (arithmetic, precision, formulation or method)");
+            return mismatch("trainer (arithmetic, precision, formulation or method)", "");
         }
         if self.step > cfg.steps {
-            return mismatch("step count");
+            return mismatch("step count", "");
         }
         Ok(())
     }
