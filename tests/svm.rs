@@ -409,8 +409,9 @@ fn data_dir_gives_the_configs_svm() {
 }
 
 /// `svm --out FILE` whose write fails after the work (here a file size limit of 64
-/// bytes, RLIMIT_FSIZE with SIGXFSZ ignored: the write fails with EFBIG, as on a full
-/// disk) still prints the proved report and exits 3 naming the failed write, as `run`,
+/// bytes, RLIMIT_FSIZE as a shell's `ulimit -f` sets it, SIGXFSZ at its default action:
+/// tokensel ignores that signal, so the write fails with EFBIG, as on a full disk, instead
+/// of the signal killing the process with nothing printed) still prints the proved report and exits 3 naming the failed write, as `run`,
 /// `twin`, `certify`, `sweep` and `protocol` do (it was exit 2 with nothing printed);
 /// no partial file is left.
 #[test]
@@ -432,7 +433,7 @@ fn a_report_that_cannot_be_written_is_still_printed() {
     // SAFETY: only async-signal-safe calls between fork and exec
     unsafe {
         cmd.pre_exec(|| {
-            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
             let limit = libc::rlimit {
                 rlim_cur: 64,
                 rlim_max: 64,
@@ -511,6 +512,15 @@ fn a_failed_refactorisation_is_reported_and_infeasibility_proved() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(!out.contains("did not converge"), "{out}");
     assert!(out.contains("verdict: infeasible (proved)"), "{out}");
+    // the help's exit codes say the same (it once said "1 not proved or infeasible")
+    let help = tokensel(&["--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains(
+            "exit 0 proved optimal or proved infeasible, 1 not proved or feasibility undecided"
+        ),
+        "{help}"
+    );
     // the Farkas vector, checked independently
     let cfg = Config::from_toml_str(text, &path).unwrap();
     let data = Dataset::generate(&cfg);

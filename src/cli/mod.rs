@@ -10,8 +10,9 @@
 //! here calls `process::exit` (but the hidden `--stop-after` crash simulation).
 //!
 //! Standard streams: at start-up SIGPIPE's default action is restored (a reader that
-//! goes away, `tokensel ... | head -1`, ends the command at once, as other Unix tools)
-//! and closed standard descriptors (`>&-`, `2>&-`) are opened on `/dev/null` (so no
+//! goes away, `tokensel ... | head -1`, ends the command at once, as other Unix tools),
+//! SIGXFSZ is ignored (a write past `ulimit -f` fails as on a full disk: reported, the
+//! results kept on stdout, exit 3) and closed standard descriptors (`>&-`, `2>&-`) are opened on `/dev/null` (so no
 //! file tokensel opens can take their place). Inside `cli/`, `print!`, `println!`,
 //! `eprint!` and `eprintln!` are this module's macros, not std's: they never panic. A
 //! failed write to stdout (a full disk) is reported at the end and makes the exit code 2
@@ -105,7 +106,7 @@ enum Command {
     /// enclosure blew up, and the certificate holds the checkpoints before it).
     Certify(certify::CertifyArgs),
     /// The attention SVM of a selection pattern, solved in f64 and proved optimal exactly
-    /// (exit 0 proved optimal, 1 not proved or infeasible, 2 bad input, 3 refused).
+    /// (exit 0 proved optimal or proved infeasible, 1 not proved or feasibility undecided, 2 bad input, 3 refused).
     Svm(svm::SvmArgs),
     /// Sweep the score gap on one sequence: where does each f64 formulation break?
     Saturation(saturation::SaturationArgs),
@@ -139,6 +140,7 @@ enum Command {
 /// standard streams are made safe (see the module documentation).
 pub fn main() -> i32 {
     restore_sigpipe();
+    ignore_sigxfsz();
     open_closed_std_fds();
     main_with(std::env::args_os())
 }
@@ -151,6 +153,18 @@ fn restore_sigpipe() {
     // signal's disposition to its default touches no memory of this program.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// Ignore SIGXFSZ: a write past the file size limit (`ulimit -f`) then fails with EFBIG,
+/// which the command reports as any failed write (the results printed, the partial file
+/// removed, exit 3), instead of the signal's default action killing the process with
+/// nothing printed and a temporary left behind.
+fn ignore_sigxfsz() {
+    // SAFETY: as in `restore_sigpipe`: before any other thread exists, and ignoring a
+    // signal touches no memory of this program.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
 }
 
