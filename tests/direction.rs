@@ -627,6 +627,11 @@ fn every_reader_refuses_impossible_direction_records() {
         ("margin", serde_json::json!("-inf")),
         ("support_deviation", serde_json::json!(-1.0)),
         ("support_deviation", serde_json::json!("inf")),
+        // never NaN: the tracker records None where a value is undefined
+        ("on_pattern", serde_json::json!("nan")),
+        ("norm", serde_json::json!("nan")),
+        ("one_minus_corr", serde_json::json!("nan")),
+        ("margin", serde_json::json!("nan")),
     ] {
         let mut e = v.clone();
         e["checkpoints"][k]["direction"][field] = value.clone();

@@ -316,8 +316,8 @@ const DIRECTION_VALUES: [&str; 12] = [
 
 /// Whether `value` (one of [`DIRECTION_VALUES`]) is impossible in direction field
 /// `field`, by the records' definitions: `on_pattern` a share in [0, 1], 1 - corr in
-/// [0, 2], `norm` and `support_deviation` >= 0, all finite (NaN is read back, as any
-/// recorded NaN; null is a missing optional record, or a parse error for `norm` and
+/// [0, 2], `norm` and `support_deviation` >= 0, all finite and never NaN (the tracker records null where a value is
+/// undefined); null is a missing optional record, or a parse error for `norm` and
 /// `on_pattern`, exit 2 as well).
 fn impossible_direction(field: &str, value: &str) -> bool {
     if value == "null" {
@@ -326,7 +326,7 @@ fn impossible_direction(field: &str, value: &str) -> bool {
     let v: f64 = match value.trim_matches('"') {
         "inf" => f64::INFINITY,
         "-inf" => f64::NEG_INFINITY,
-        "nan" => return false,
+        "nan" => return true,
         x => x.parse().unwrap(),
     };
     let (lo, hi) = match field {

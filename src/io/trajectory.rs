@@ -652,8 +652,10 @@ fn check_shares(c: &Checkpoint) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// A direction record's numbers within what they can be (NaN read back as in
-/// [`check_shares`]): `on_pattern` a share in [0, 1]; 1 - corr = ||u / ||u|| - v / ||v||
+/// A direction record's numbers within what they can be, and never NaN (a tracker
+/// records `None` where a value is undefined, at theta = theta0 or theta = 0, and a run
+/// stops at a non-finite value, so a NaN there is not a record tokensel writes; a
+/// trajectory of NaNs would draw empty charts): `on_pattern` a share in [0, 1]; 1 - corr = ||u / ||u|| - v / ||v||
 /// ||^2 / 2 in [0, 2] (the squared distance of two unit vectors, halved); `norm` >= 0
 /// and `support_deviation` >= 0 (a maximum that starts at 0), each up to
 /// [`SHARE_SLACK`] of rounding; `norm` and `margin` finite (a run stops at a non-finite
@@ -667,7 +669,7 @@ fn check_direction(d: &DirectionPoint) -> std::result::Result<(), String> {
             (_, f64::MAX) => format!("finite and >= {lo}"),
             _ => format!("in [{lo}, {hi}]"),
         };
-        match v.is_nan() || (lo - SHARE_SLACK..=hi + SHARE_SLACK).contains(&v) {
+        match (lo - SHARE_SLACK..=hi + SHARE_SLACK).contains(&v) {
             true => Ok(()),
             false => Err(format!(
                 "the direction record's `{what}` is {v}; it can only be {range}"
