@@ -977,6 +977,7 @@ fn argument_and_claim_errors_are_not_config_errors() {
     // a pattern file's errors name the file (it is read, not a flag's value)
     let short = &write("short.json", "[0, 0, 0]");
     let past_t = &write("past_t.json", "[0, 0, 0, 99]");
+    let existing = &write("existing.json", "{}");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["plot", t, "--out", "x.txt"],
@@ -1020,6 +1021,10 @@ fn argument_and_claim_errors_are_not_config_errors() {
         (
             vec!["check", claims.to_str().unwrap()],
             "claim 1 (`late`): `step`: 9 is past the run's 3 steps",
+        ),
+        (
+            vec!["twin", "--steps", "2", "--quiet", "--state", existing],
+            "invalid argument `--state`: ",
         ),
         (vec!["cost", "--reps", "0"], "invalid argument `--reps`"),
         (vec!["cost", "--twin-reps", "0"], "invalid argument `--twin-reps`"),
