@@ -1027,11 +1027,23 @@ fn argument_and_claim_errors_are_not_config_errors() {
             "invalid argument `--state`: ",
         ),
         (vec!["cost", "--reps", "0"], "invalid argument `--reps`"),
-        (vec!["cost", "--twin-reps", "0"], "invalid argument `--twin-reps`"),
-        (vec!["cost", "--precs", "64,64"], "invalid argument `--precs`"),
+        (
+            vec!["cost", "--twin-reps", "0"],
+            "invalid argument `--twin-reps`",
+        ),
+        (
+            vec!["cost", "--precs", "64,64"],
+            "invalid argument `--precs`",
+        ),
         (vec!["cost", "--ball", "64,64"], "invalid argument `--ball`"),
-        (vec!["cost", "--classes", "1"], "invalid argument `--classes`"),
-        (vec!["cost", "--classes", "3,3"], "invalid argument `--classes`"),
+        (
+            vec!["cost", "--classes", "1"],
+            "invalid argument `--classes`",
+        ),
+        (
+            vec!["cost", "--classes", "3,3"],
+            "invalid argument `--classes`",
+        ),
         (
             vec!["svm", "--config", no_w_opposite, "--pattern", "theorem"],
             "invalid argument `--pattern`: the theorem pattern needs a W_opposite token",
@@ -1081,19 +1093,31 @@ fn grid_errors_name_the_grid_field_or_the_flag() {
     let cases: Vec<(Vec<&str>, Vec<String>)> = vec![
         (
             vec!["grid", "--grid", &not_key, "--out", out],
-            vec![format!("`{not_key}`"), "`axes.nope`: not a config key".into()],
+            vec![
+                format!("`{not_key}`"),
+                "`axes.nope`: not a config key".into(),
+            ],
         ),
         (
             vec!["grid", "--grid", &twice, "--out", out],
-            vec![format!("`{twice}`"), "`axes.eta`: the value 0.1 appears twice".into()],
+            vec![
+                format!("`{twice}`"),
+                "`axes.eta`: the value 0.1 appears twice".into(),
+            ],
         ),
         (
             vec!["grid", "--grid", &listed_twice, "--out", out],
-            vec![format!("`{listed_twice}`"), "`axes.n_train`: the value 4 appears twice".into()],
+            vec![
+                format!("`{listed_twice}`"),
+                "`axes.n_train`: the value 4 appears twice".into(),
+            ],
         ),
         (
             vec!["grid", "--grid", &fractional, "--out", out],
-            vec![format!("`{fractional}`"), "`axes.d`: takes a non-negative integer".into()],
+            vec![
+                format!("`{fractional}`"),
+                "`axes.d`: takes a non-negative integer".into(),
+            ],
         ),
         (
             vec!["grid", "--grid", &bad_name, "--out", out],

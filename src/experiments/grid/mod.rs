@@ -244,10 +244,10 @@ impl Spec {
         for (key, v) in &g.axes {
             let values = match v {
                 toml::Value::String(s) => s
-                .parse::<axis::Values>()
-                .map_err(parse)?
-                .values(key)
-                .map_err(|e| in_file(e, origin))?,
+                    .parse::<axis::Values>()
+                    .map_err(parse)?
+                    .values(key)
+                    .map_err(|e| in_file(e, origin))?,
                 toml::Value::Array(items) => items
                     .iter()
                     .map(|x| match x {
@@ -433,11 +433,13 @@ impl Spec {
         }
         // the same checks as when a grid is built: merge, resume and shards rely on them
         spec.check().map_err(|e| match e {
-            Error::InvalidConfig { field, reason } | Error::InvalidGrid { field, reason } => Error::Parse {
-                what: "grid spec",
-                path,
-                message: format!("`{field}`: {reason}"),
-            },
+            Error::InvalidConfig { field, reason } | Error::InvalidGrid { field, reason } => {
+                Error::Parse {
+                    what: "grid spec",
+                    path,
+                    message: format!("`{field}`: {reason}"),
+                }
+            }
             other => other,
         })?;
         Ok(spec)
