@@ -1655,7 +1655,7 @@ fn adam_and_adamw_runs_are_judged() {
             };
             let data = export(tmp.path(), &config);
             let cfg = Config::from_file(&data.join("config.toml")).unwrap();
-            assert!(cfg.optimizer.needs_direct(), "{config}");
+            assert!(cfg.optimizer.needs_direct(cfg.n_train), "{config}");
             let ext = own_trajectory(&cfg);
             for extra in [&[][..], &["--no-enclosure"][..]] {
                 let path = tmp.path().join("own.json");
