@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 /// Everything that can go wrong in tokensel, as a typed value.
 ///
-/// Input errors ([`Error::InvalidConfig`], [`Error::InvalidArgument`], [`Error::Parse`])
-/// are the user's to fix; the CLI maps them to exit code 2.
+/// Input errors ([`Error::InvalidConfig`], [`Error::InvalidArgument`],
+/// [`Error::InvalidGrid`], [`Error::Parse`]) are the user's to fix; the CLI maps them to exit code 2.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A configuration value is out of its domain.
@@ -23,6 +23,17 @@ pub enum Error {
     InvalidArgument {
         /// The argument as the user wrote it: `--save-every`, `INPUT`, ...
         name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A grid's own field (its `seeds`, `name`, `axes` or one axis `axes.KEY`) is out of
+    /// its domain: a grid spec is not a config, so not called "invalid config". A grid
+    /// TOML's errors are reported as [`Error::Parse`] naming the file, `--set`'s as
+    /// [`Error::InvalidArgument`]; this is the message of a grid built from both.
+    #[error("invalid grid spec: `{field}`: {reason}")]
+    InvalidGrid {
+        /// The grid field: `seeds`, `name`, `axes`, `axes.d`, ...
+        field: String,
         /// What is wrong with it.
         reason: String,
     },
@@ -142,6 +153,14 @@ impl Error {
         }
     }
 
+    /// Shorthand for [`Error::InvalidGrid`].
+    pub fn grid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::InvalidGrid {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
     /// Shorthand for [`Error::InvalidConfig`].
     pub fn config(field: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::InvalidConfig {
@@ -157,6 +176,7 @@ impl Error {
             self,
             Error::InvalidConfig { .. }
                 | Error::InvalidArgument { .. }
+                | Error::InvalidGrid { .. }
                 | Error::Parse { .. }
                 | Error::Io { .. }
                 | Error::Path { .. }

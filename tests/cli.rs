@@ -963,6 +963,21 @@ fn argument_and_claim_errors_are_not_config_errors() {
          source = \"run\"\nquantity = \"train_accuracy\"\nop = \">=\"\nbound = 0.0\nstep = 9\n",
     )
     .unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let small_cfg = "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 2\n";
+    let small = &write("small.toml", small_cfg);
+    let no_w_opposite = &write(
+        "no_w.toml",
+        &format!("{small_cfg}[layout]\nweak_opposite = 0\nirrelevant = 6\n"),
+    );
+    // a pattern file's errors name the file (it is read, not a flag's value)
+    let short = &write("short.json", "[0, 0, 0]");
+    let past_t = &write("past_t.json", "[0, 0, 0, 99]");
+    let existing = &write("existing.json", "{}");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["plot", t, "--out", "x.txt"],
@@ -1007,6 +1022,40 @@ fn argument_and_claim_errors_are_not_config_errors() {
             vec!["check", claims.to_str().unwrap()],
             "claim 1 (`late`): `step`: 9 is past the run's 3 steps",
         ),
+        (
+            vec!["twin", "--steps", "2", "--quiet", "--state", existing],
+            "invalid argument `--state`: ",
+        ),
+        (vec!["cost", "--reps", "0"], "invalid argument `--reps`"),
+        (
+            vec!["cost", "--twin-reps", "0"],
+            "invalid argument `--twin-reps`",
+        ),
+        (
+            vec!["cost", "--precs", "64,64"],
+            "invalid argument `--precs`",
+        ),
+        (vec!["cost", "--ball", "64,64"], "invalid argument `--ball`"),
+        (
+            vec!["cost", "--classes", "1"],
+            "invalid argument `--classes`",
+        ),
+        (
+            vec!["cost", "--classes", "3,3"],
+            "invalid argument `--classes`",
+        ),
+        (
+            vec!["svm", "--config", no_w_opposite, "--pattern", "theorem"],
+            "invalid argument `--pattern`: the theorem pattern needs a W_opposite token",
+        ),
+        (
+            vec!["svm", "--config", small, "--pattern", short],
+            "the pattern file has 3 entries, the training set 4 samples",
+        ),
+        (
+            vec!["svm", "--config", small, "--pattern", past_t],
+            "entry 3 is 99, not a token index below T = 8",
+        ),
     ];
     for (args, words) in cases {
         let o = tokensel(&args);
@@ -1014,6 +1063,88 @@ fn argument_and_claim_errors_are_not_config_errors() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(words), "{args:?}: {err}");
         assert!(!err.contains("invalid config"), "{args:?}: {err}");
+    }
+    for file in [short, past_t] {
+        let o = tokensel(&["svm", "--config", small, "--pattern", file]);
+        assert!(stderr(&o).contains(&format!("`{file}`")), "{}", stderr(&o));
+    }
+}
+
+/// A grid's own fields (`seeds`, `name`, `[axes]`) are not config keys (issue 40): a
+/// grid TOML's errors name the file and the field (`axes.KEY`), `--set`'s name the flag
+/// and the key; exit 2, before any cell runs.
+#[test]
+fn grid_errors_name_the_grid_field_or_the_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let base = "[config]\nd = 20\nn_train = 4\nn_test = 4\nsteps = 2\n";
+    let grid = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("{text}\n{base}")).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let out = dir.join("out");
+    let out = out.to_str().unwrap();
+    let not_key = grid("not_key.toml", "seeds = \"0\"\n[axes]\nnope = [1, 2]");
+    let twice = grid("twice.toml", "seeds = \"0\"\n[axes]\neta = \"0.1,0.1\"");
+    let listed_twice = grid("listed.toml", "seeds = \"0\"\n[axes]\nn_train = [4, 4]");
+    let fractional = grid("frac.toml", "seeds = \"0\"\n[axes]\nd = [20.5]");
+    let bad_name = grid("name.toml", "name = \"a\\u0007b\"\nseeds = \"0\"");
+    let cases: Vec<(Vec<&str>, Vec<String>)> = vec![
+        (
+            vec!["grid", "--grid", &not_key, "--out", out],
+            vec![
+                format!("`{not_key}`"),
+                "`axes.nope`: not a config key".into(),
+            ],
+        ),
+        (
+            vec!["grid", "--grid", &twice, "--out", out],
+            vec![
+                format!("`{twice}`"),
+                "`axes.eta`: the value 0.1 appears twice".into(),
+            ],
+        ),
+        (
+            vec!["grid", "--grid", &listed_twice, "--out", out],
+            vec![
+                format!("`{listed_twice}`"),
+                "`axes.n_train`: the value 4 appears twice".into(),
+            ],
+        ),
+        (
+            vec!["grid", "--grid", &fractional, "--out", out],
+            vec![
+                format!("`{fractional}`"),
+                "`axes.d`: takes a non-negative integer".into(),
+            ],
+        ),
+        (
+            vec!["grid", "--grid", &bad_name, "--out", out],
+            vec![format!("`{bad_name}`"), "`name`: ".into()],
+        ),
+        (
+            vec!["grid", "--set", "nope=1,2", "--out", out],
+            vec!["invalid argument `--set`: `nope`: not a config key".into()],
+        ),
+        (
+            vec!["grid", "--set", "d=10,10", "--out", out],
+            vec!["invalid argument `--set`: `d`: the value 10 appears twice".into()],
+        ),
+        (
+            vec!["grid", "--set", "d=1:2", "--out", out],
+            vec!["invalid argument `--set`: `d`: ".into()],
+        ),
+    ];
+    for (args, words) in cases {
+        let o = tokensel(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        for w in &words {
+            assert!(err.contains(w.as_str()), "{args:?}: {err}");
+        }
+        assert!(!err.contains("invalid config"), "{args:?}: {err}");
+        assert!(!std::path::Path::new(out).exists(), "{args:?}: work began");
     }
 }
 

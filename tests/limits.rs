@@ -228,7 +228,7 @@ fn grid_merge_checks_the_spec_it_reads() {
             "/axes",
             serde_json::json!([axis("d", serde_json::json!([]))]),
             2,
-            "`d`",
+            "`axes.d`",
         ),
         (
             "/axes",

@@ -9,7 +9,7 @@ use tokensel::config::{Config, Preset};
 use tokensel::error::Error;
 
 use crate::convert::{text_arg, to_json};
-use crate::errors::{bad_arg, lib};
+use crate::errors::{bad_config, lib};
 
 /// Lay `over` onto `base`, tables key by key (a TOML overlay in JSON).
 fn overlay(base: &mut serde_json::Value, over: serde_json::Value) {
@@ -178,7 +178,7 @@ fn model_shorthand(base: &Config, over: serde_json::Value) -> PyResult<serde_jso
         match model {
             Value::Object(m) => {
                 if let Some(other) = m.get("prompt") {
-                    return Err(bad_arg(
+                    return Err(bad_config(
                         "prompt",
                         format!("given twice: prompt={prompt} and model.prompt = {other}"),
                     ));
@@ -186,7 +186,7 @@ fn model_shorthand(base: &Config, over: serde_json::Value) -> PyResult<serde_jso
                 m.insert("prompt".into(), prompt);
             }
             other => {
-                return Err(bad_arg(
+                return Err(bad_config(
                     "model",
                     format!(
                         "expected a model name or a table {{\"kind\": ..., \"prompt\": ...}}, \
@@ -203,7 +203,7 @@ fn model_shorthand(base: &Config, over: serde_json::Value) -> PyResult<serde_jso
         match model {
             Value::Object(m) => {
                 if let Some(other) = m.get("classes") {
-                    return Err(bad_arg(
+                    return Err(bad_config(
                         "classes",
                         format!("given twice: classes={classes} and model.classes = {other}"),
                     ));
@@ -213,7 +213,7 @@ fn model_shorthand(base: &Config, over: serde_json::Value) -> PyResult<serde_jso
                 m.insert("classes".into(), classes);
             }
             other => {
-                return Err(bad_arg(
+                return Err(bad_config(
                     "model",
                     format!(
                         "expected a model name (\"token-selection\", \"multiclass\") or a \

@@ -11,7 +11,9 @@ use tokensel::error::Error;
 /// The `tokensel.errors` class that stands for a library error.
 fn error_class(e: &Error) -> &'static str {
     match e {
-        Error::InvalidConfig { .. } | Error::InvalidArgument { .. } => "ConfigError",
+        Error::InvalidConfig { .. } | Error::InvalidArgument { .. } | Error::InvalidGrid { .. } => {
+            "ConfigError"
+        }
         Error::Parse { .. } => "ParseError",
         Error::Mismatch { .. } => "MismatchError",
         Error::Io { .. } => "TokenselIOError",
@@ -41,7 +43,15 @@ pub(crate) fn lib<T>(r: tokensel::Result<T>) -> PyResult<T> {
     r.map_err(py_err)
 }
 
-/// A keyword-argument error (raised as `tokensel.errors.ConfigError`, a ValueError).
-pub(crate) fn bad_arg(field: &str, reason: impl Into<String>) -> PyErr {
+/// A keyword-argument error ("invalid argument `NAME`: ...", raised as
+/// `tokensel.errors.ConfigError`, a ValueError): a function's argument or a data dict's
+/// key, not a config key ([`bad_config`]).
+pub(crate) fn bad_arg(name: &str, reason: impl Into<String>) -> PyErr {
+    py_err(Error::argument(name, reason))
+}
+
+/// A config key's error given as a keyword argument of `Config` ("invalid config:
+/// `FIELD`: ..."; `tokensel.errors.ConfigError`).
+pub(crate) fn bad_config(field: &str, reason: impl Into<String>) -> PyErr {
     py_err(Error::config(field, reason))
 }

@@ -28,7 +28,7 @@ pub(crate) fn svm(
             "optimal" => PatternChoice::Optimal,
             "theorem" => PatternChoice::Theorem,
             other => {
-                return Err(py_err(Error::config(
+                return Err(py_err(Error::argument(
                     "pattern",
                     format!(
                         "must be \"optimal\", \"theorem\" or a list of token indices, got {other:?}"
@@ -40,7 +40,7 @@ pub(crate) fn svm(
         match pattern.extract::<Vec<usize>>() {
             Ok(list) => PatternChoice::Given(list),
             Err(_) => {
-                return Err(py_err(Error::config(
+                return Err(py_err(Error::argument(
                     "pattern",
                     "must be \"optimal\", \"theorem\" or a list of token indices (integers >= 0)",
                 )));
@@ -59,7 +59,16 @@ pub(crate) fn svm(
     let data = data_of(&cfg, data)?;
     let report = lib(py.detach(|| {
         let data = or_generate(&cfg, data);
-        svm_lib::report(&cfg, &data, &choice)
+        svm_lib::report(&cfg, &data, &choice).map_err(|e| match e {
+            Error::InvalidArgument { name, reason } if name == "pattern" => Error::argument(
+                name,
+                reason.replace(
+                    "give the pattern as a file",
+                    "give the pattern as a list of token indices",
+                ),
+            ),
+            e => e,
+        })
     }))?;
     py.check_signals()?;
     Ok(serde_json::to_string(&report).expect("reports serialise"))

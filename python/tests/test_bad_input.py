@@ -49,6 +49,9 @@ def test_bad_input_raises(make, kind, words):
         (lambda: tokensel.run(tokensel.Config(**SMALL), "mpfr", prec=10), "`prec`"),
         (lambda: tokensel.compare(tokensel.Config(**SMALL), tol=-1.0), "`tol`"),
         (lambda: tokensel.run(tokensel.Config(**SMALL), data=3), "`data`"),
+        # issue 40: keyword arguments and patterns the library checks said "invalid config"
+        (lambda: tokensel.compare(tokensel.Config(**SMALL), twin_method="x"), "`twin_method`"),
+        (lambda: tokensel.svm(tokensel.Config(**SMALL), [0]), "`pattern`"),
     ],
 )
 def test_bad_arguments_name_the_argument(make, name):

@@ -70,7 +70,18 @@ pub(super) fn svm_cmd(args: &SvmArgs) -> Result<i32> {
     let dense = cfg.init.w == WInit::KaimingUniform;
     svm::check_sizes(cfg.n_train, cfg.layout.tokens, cfg.d, dense)?;
     let data = data.unwrap_or_else(|| Dataset::generate(&cfg));
-    let report = svm::report(&cfg, &data, &choice)?;
+    // a pattern that does not fit the data is the flag's error, or its file's
+    let report = svm::report(&cfg, &data, &choice).map_err(|e| match e {
+        Error::InvalidArgument { name, reason } if name == "pattern" => match &choice {
+            PatternChoice::Given(_) => Error::Parse {
+                what: "pattern (a JSON list of token indices)",
+                path: PathBuf::from(&args.pattern),
+                message: reason,
+            },
+            _ => Error::argument("--pattern", reason),
+        },
+        e => e,
+    })?;
     // printed whether or not it could be written (a full disk, a file size limit): the
     // proved result is not lost, and the failed write is exit code 3 (`NotPublished`)
     let written = args.out.as_ref().map(|out| {

@@ -282,11 +282,11 @@ pub fn check(
     reps: usize,
     twin_reps: usize,
 ) -> Result<()> {
-    distinct("precs", precs)?;
-    distinct("ball", ball_precs)?;
-    for (field, n) in [("reps", reps), ("twin-reps", twin_reps)] {
+    distinct("--precs", precs)?;
+    distinct("--ball", ball_precs)?;
+    for (field, n) in [("--reps", reps), ("--twin-reps", twin_reps)] {
         if n == 0 {
-            return Err(Error::config(field, "must be at least 1"));
+            return Err(Error::argument(field, "must be at least 1"));
         }
         if n > MAX_REPS {
             return Err(Error::TooLarge {
@@ -302,8 +302,8 @@ pub fn check(
         return Err(Error::config("method", format!("the span step: {why}")));
     }
     if precs.is_empty() || methods.is_empty() {
-        return Err(Error::config(
-            "precs",
+        return Err(Error::argument(
+            "--precs",
             "name at least one precision and one method",
         ));
     }
@@ -423,12 +423,13 @@ pub fn measure(
     })
 }
 
-/// Refuse a list that names a value twice (a table row would be timed and printed twice).
-fn distinct<T: Ord + Copy + std::fmt::Display>(field: &str, values: &[T]) -> Result<()> {
+/// Refuse a list that names a value twice (a table row would be timed and printed twice);
+/// `flag` names the command-line argument.
+fn distinct<T: Ord + Copy + std::fmt::Display>(flag: &str, values: &[T]) -> Result<()> {
     let mut seen = std::collections::BTreeSet::new();
     match values.iter().find(|v| !seen.insert(**v)) {
         None => Ok(()),
-        Some(v) => Err(Error::config(field, format!("names {v} twice"))),
+        Some(v) => Err(Error::argument(flag, format!("names {v} twice"))),
     }
 }
 
@@ -445,23 +446,30 @@ pub fn check_classes(
     if classes.is_empty() {
         return Ok(());
     }
-    distinct("classes", classes)?;
+    distinct("--classes", classes)?;
     if cfg.model.is_multiclass() {
-        return Err(Error::config(
-            "classes",
+        return Err(Error::argument(
+            "--classes",
             "--classes derives the K-class model from the binary one; the config already \
              names the multi-class model (time it without --classes)",
         ));
     }
     for &k in classes {
         if !(2..=MAX_CLASSES).contains(&k) {
-            return Err(Error::config(
-                "classes",
+            return Err(Error::argument(
+                "--classes",
                 format!("K must lie in 2..={MAX_CLASSES}, got {k}"),
             ));
         }
         let c = with_classes(cfg, k);
-        c.validate()?;
+        // the derived config's flaw is the flag's (the user's config is valid)
+        c.validate().map_err(|e| match e {
+            Error::InvalidConfig { field, reason } => Error::argument(
+                "--classes",
+                format!("K = {k} does not fit the config: `{field}`: {reason}"),
+            ),
+            e => e,
+        })?;
         for &m in methods {
             crate::train::check_memory(&c, Kind::F64, 53, m)?;
             for &p in precs {

@@ -93,7 +93,10 @@ pub fn check(base: &Config, etas: &[f64], seeds: &[u64]) -> Result<()> {
         });
     }
     for &seed in seeds {
-        crate::seeds::check("seeds", seed)?;
+        crate::seeds::check("--seeds", seed).map_err(|e| match e {
+            Error::InvalidConfig { field, reason } => Error::argument(field, reason),
+            e => e,
+        })?;
     }
     for &eta in etas {
         Config {

@@ -271,8 +271,8 @@ pub fn open(path: &Path, resume: bool) -> Result<Start> {
         }
     };
     if exists && !resume {
-        return Err(Error::config(
-            "state",
+        return Err(Error::argument(
+            "--state",
             format!(
                 "`{}` exists: pass --resume to continue that run, or remove it",
                 path.display()

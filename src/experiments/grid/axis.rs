@@ -176,7 +176,7 @@ impl Values {
                 let v = (0..n)
                     .map(|k| to_f64(&(a + step * k), *e, text))
                     .collect::<std::result::Result<_, _>>()
-                    .map_err(|m| Error::config(key, m))?;
+                    .map_err(|m| Error::grid(format!("axes.{key}"), m))?;
                 no_repeats(key, v)
             }
         }
@@ -189,8 +189,8 @@ fn no_repeats(key: &str, v: Vec<f64>) -> Result<Vec<f64>> {
     let mut sorted = v.clone();
     sorted.sort_by(f64::total_cmp);
     match sorted.windows(2).find(|w| w[0] == w[1]) {
-        Some(w) => Err(Error::config(
-            key,
+        Some(w) => Err(Error::grid(
+            format!("axes.{key}"),
             format!("the value {} appears twice on the axis", w[0]),
         )),
         None => Ok(v),

@@ -163,14 +163,14 @@ pub fn with_value(cfg: &Config, key: &str, value: f64) -> Result<Config> {
     for part in key.split('.') {
         slot = slot
             .get_mut(part)
-            .ok_or_else(|| Error::config(key, "not a config key"))?;
+            .ok_or_else(|| Error::grid(format!("axes.{key}"), "not a config key"))?;
     }
     *slot = match slot {
         toml::Value::Integer(_) => {
             // 2^63 = i64::MAX as f64 itself is out of range (`as i64` would saturate)
             if value.fract() != 0.0 || value < 0.0 || value >= i64::MAX as f64 {
-                return Err(Error::config(
-                    key,
+                return Err(Error::grid(
+                    format!("axes.{key}"),
                     format!("takes a non-negative integer, got {value}"),
                 ));
             }
@@ -178,18 +178,31 @@ pub fn with_value(cfg: &Config, key: &str, value: f64) -> Result<Config> {
         }
         toml::Value::Float(_) => toml::Value::Float(value),
         _ => {
-            return Err(Error::config(
-                key,
+            return Err(Error::grid(
+                format!("axes.{key}"),
                 "is not numeric: it cannot be a grid axis",
             ));
         }
     };
     let out: Config = root
         .try_into()
-        .map_err(|e: toml::de::Error| Error::config(key, e.to_string()))?;
+        .map_err(|e: toml::de::Error| Error::grid(format!("axes.{key}"), e.to_string()))?;
     match out.validate() {
         Err(e) if !e.is_stopped_run() => Err(e),
         _ => Ok(out),
+    }
+}
+
+/// A grid field's error ([`Error::InvalidGrid`]) as an error of the grid TOML `origin`
+/// that holds the field; other errors as they are.
+fn in_file(e: Error, origin: &Path) -> Error {
+    match e {
+        Error::InvalidGrid { field, reason } => Error::Parse {
+            what: "grid",
+            path: origin.to_path_buf(),
+            message: format!("`{field}`: {reason}"),
+        },
+        e => e,
     }
 }
 
@@ -230,7 +243,11 @@ impl Spec {
         let mut axes = Vec::new();
         for (key, v) in &g.axes {
             let values = match v {
-                toml::Value::String(s) => s.parse::<axis::Values>().map_err(parse)?.values(key)?,
+                toml::Value::String(s) => s
+                    .parse::<axis::Values>()
+                    .map_err(parse)?
+                    .values(key)
+                    .map_err(|e| in_file(e, origin))?,
                 toml::Value::Array(items) => items
                     .iter()
                     .map(|x| match x {
@@ -243,8 +260,14 @@ impl Spec {
                             "axis `{key}`: values must be finite numbers (integers below 2^53)"
                         )),
                     })
-                    .collect::<std::result::Result<_, _>>()
-                    .map_err(parse)?,
+                    .collect::<std::result::Result<Vec<f64>, _>>()
+                    .map_err(parse)
+                    .and_then(|v| {
+                        // a value twice would run a grid point twice, as in a range
+                        axis::Values::List(v)
+                            .values(key)
+                            .map_err(|e| in_file(e, origin))
+                    })?,
                 _ => {
                     return Err(parse(format!(
                         "axis `{key}`: a range string \"a:b:step\" or a list"
@@ -267,7 +290,7 @@ impl Spec {
             axes,
             seeds,
         };
-        spec.cells()?;
+        spec.cells().map_err(|e| in_file(e, origin))?;
         Ok(spec)
     }
 
@@ -319,7 +342,7 @@ impl Spec {
         self.base.full_batch_only("grid")?;
         self.base.separate_prompt_only("grid")?;
         if self.seeds.is_empty() {
-            return Err(Error::config("seeds", "a grid needs at least one seed"));
+            return Err(Error::grid("seeds", "a grid needs at least one seed"));
         }
         if self.seeds.len() as u64 > MAX_SEEDS {
             return Err(Error::TooLarge {
@@ -332,10 +355,13 @@ impl Spec {
         }
         let mut distinct = std::collections::BTreeSet::new();
         for &seed in &self.seeds {
-            crate::seeds::check("seeds", seed)?;
+            crate::seeds::check("seeds", seed).map_err(|e| match e {
+                Error::InvalidConfig { field, reason } => Error::grid(field, reason),
+                e => e,
+            })?;
             // a seed twice would run one cell twice, as a repeated axis value would
             if !distinct.insert(seed) {
-                return Err(Error::config(
+                return Err(Error::grid(
                     "seeds",
                     format!("the seed {seed} appears twice"),
                 ));
@@ -344,7 +370,7 @@ impl Spec {
         // the name is printed and written into the grid's files: no control characters
         // (found here, before any cell runs, not when the results are written)
         if let Some(c) = self.name.chars().find(|c| c.is_control()) {
-            return Err(Error::config(
+            return Err(Error::grid(
                 "name",
                 format!(
                     "{:?} holds the control character {:?}; a grid name is printable text",
@@ -353,19 +379,19 @@ impl Spec {
             ));
         }
         if self.axes.len() > 4 {
-            return Err(Error::config("grid", "at most 4 axes"));
+            return Err(Error::grid("axes", "at most 4 axes"));
         }
         let mut seen = std::collections::BTreeSet::new();
         for a in &self.axes {
             if !seen.insert(a.key.as_str()) || a.key == "seed" {
-                return Err(Error::config(
-                    &a.key,
+                return Err(Error::grid(
+                    format!("axes.{}", a.key),
                     "axis given twice (or `seed`: use seeds)",
                 ));
             }
             if a.values.is_empty() || a.values.iter().any(|v| !v.is_finite()) {
-                return Err(Error::config(
-                    &a.key,
+                return Err(Error::grid(
+                    format!("axes.{}", a.key),
                     "an axis needs at least one value, every value finite",
                 ));
             }
@@ -407,11 +433,13 @@ impl Spec {
         }
         // the same checks as when a grid is built: merge, resume and shards rely on them
         spec.check().map_err(|e| match e {
-            Error::InvalidConfig { field, reason } => Error::Parse {
-                what: "grid spec",
-                path,
-                message: format!("`{field}`: {reason}"),
-            },
+            Error::InvalidConfig { field, reason } | Error::InvalidGrid { field, reason } => {
+                Error::Parse {
+                    what: "grid spec",
+                    path,
+                    message: format!("`{field}`: {reason}"),
+                }
+            }
             other => other,
         })?;
         Ok(spec)
@@ -497,8 +525,14 @@ impl Spec {
             let key = key.trim();
             let values = values
                 .parse::<axis::Values>()
-                .map_err(|m| Error::config(key, m))?
-                .values(key)?;
+                .map_err(|m| Error::argument("--set", format!("`{key}`: {m}")))?
+                .values(key)
+                .map_err(|e| match e {
+                    Error::InvalidGrid { reason, .. } => {
+                        Error::argument("--set", format!("`{key}`: {reason}"))
+                    }
+                    e => e,
+                })?;
             let axis = Axis {
                 key: key.to_string(),
                 values,
@@ -509,7 +543,7 @@ impl Spec {
             }
         }
         if let Some(seeds) = req.seeds {
-            spec.seeds = seeds.seeds("seeds")?;
+            spec.seeds = seeds.seeds("--seeds")?;
         }
         if let Some(steps) = req.steps {
             spec.base.steps = steps;
@@ -518,7 +552,21 @@ impl Spec {
             spec.base.method = method;
         }
         spec.base.validate()?;
-        spec.cells()?;
+        // a grid field's error names what holds it: an axis of --set, else the grid TOML
+        spec.cells().map_err(|e| match e {
+            Error::InvalidGrid { field, reason } => {
+                let from_set = req.set.iter().find_map(|t| {
+                    let key = t.split_once('=')?.0.trim();
+                    (field == format!("axes.{key}")).then_some(key)
+                });
+                match (from_set, req.grid) {
+                    (Some(key), _) => Error::argument("--set", format!("`{key}`: {reason}")),
+                    (None, Some((_, path))) => in_file(Error::grid(field, reason), path),
+                    (None, None) => Error::grid(field, reason),
+                }
+            }
+            e => e,
+        })?;
         Ok(spec)
     }
 

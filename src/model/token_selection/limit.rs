@@ -275,7 +275,7 @@ impl Limit {
             Space::P => svm::w0_map(cfg),
         };
         let pattern = svm::pattern(data, choice).map_err(|e| match e {
-            Error::InvalidConfig { field, reason } if field == "pattern" => Error::InvalidConfig {
+            Error::InvalidArgument { name, reason } if name == "pattern" => Error::InvalidConfig {
                 field: "direction.pattern".into(),
                 reason: reason.replace(
                     "give the pattern as a file",

@@ -1143,8 +1143,12 @@ pub const PATTERN_PREC: u32 = 128;
 /// `Optimal`: the head values Y_i nu^T x_it through the model's [`super::head_values`]
 /// in ball arithmetic at [`PATTERN_PREC`] bits, each argmax PROVED (every other token's
 /// ball lies below the largest); a tie or an undecided comparison is refused with
-/// [`Error::InvalidConfig`] (`pattern`: the pattern is not defined) naming the sample.
+/// [`Error::InvalidArgument`] (`pattern`: the pattern is not defined) naming the sample.
 /// `Theorem`: by the data's groups. `Given`: checked (n entries, each below T).
+///
+/// Every refusal is an [`Error::InvalidArgument`] named `pattern`: each caller says
+/// what the pattern was to it (the CLI's `--pattern` or its pattern file, a config's
+/// `direction.pattern`, the bindings' `pattern` argument).
 pub fn pattern(data: &Dataset, choice: &PatternChoice) -> Result<Vec<usize>> {
     use crate::arith::{Arith, Ball};
     use crate::model::Model;
@@ -1152,7 +1156,7 @@ pub fn pattern(data: &Dataset, choice: &PatternChoice) -> Result<Vec<usize>> {
     match choice {
         PatternChoice::Given(p) => {
             if p.len() != n {
-                return Err(Error::config(
+                return Err(Error::argument(
                     "pattern",
                     format!(
                         "the pattern file has {} entries, the training set {n} samples",
@@ -1161,7 +1165,7 @@ pub fn pattern(data: &Dataset, choice: &PatternChoice) -> Result<Vec<usize>> {
                 ));
             }
             if let Some((i, a)) = p.iter().enumerate().find(|(_, a)| **a >= t) {
-                return Err(Error::config(
+                return Err(Error::argument(
                     "pattern",
                     format!("entry {i} is {a}, not a token index below T = {t}"),
                 ));
@@ -1178,7 +1182,7 @@ pub fn pattern(data: &Dataset, choice: &PatternChoice) -> Result<Vec<usize>> {
                         true => (w, "W_opposite"),
                     };
                     want.ok_or_else(|| {
-                        Error::config(
+                        Error::argument(
                             "pattern",
                             format!(
                                 "the theorem pattern needs a {name} token; the layout has none"
@@ -1199,7 +1203,7 @@ pub fn pattern(data: &Dataset, choice: &PatternChoice) -> Result<Vec<usize>> {
                     }
                     match proved_argmax(&ar, &s) {
                         Ok(best) => Ok(best),
-                        Err((best, u)) => Err(Error::config(
+                        Err((best, u)) => Err(Error::argument(
                             "pattern",
                             format!(
                                 "the optimal pattern is not defined at training sample {i}: tokens \
