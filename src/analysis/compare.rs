@@ -826,9 +826,7 @@ impl std::fmt::Display for Report {
             }
             if let Some(st) = &e.stopped {
                 out += &format!(
-                    "  ENCLOSURE INCOMPLETE: the {}-bit enclosure stopped: {}; {}, the rest of the run
-  is not measured against it (the f64 run and the twin are compared above all the same)
-",
+                    "  ENCLOSURE INCOMPLETE: the {}-bit enclosure stopped: {}\n  ({}; the rest of the run is not measured against it, while the f64 run, the twin and\n  the predictor are compared at every step all the same)\n",
                     e.prec_bits,
                     st.error,
                     match st.last_step {
