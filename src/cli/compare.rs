@@ -36,7 +36,8 @@ pub(super) struct CompareArgs {
     twin_method: Method,
     /// Also run the ball trainer (128 bits, span step) in lockstep and report how far
     /// each f64 and twin value lies outside its enclosure of the exact value, in ulps (a
-    /// proved lower bound of its error).
+    /// proved lower bound of its error). A ball that becomes non-finite ends the
+    /// enclosure only (reported, exit 1); the comparison goes on to the last step.
     #[arg(long)]
     certify: bool,
     /// Print exactly one JSON object on stdout.
