@@ -911,3 +911,52 @@ fn batch_of_n_train_is_the_full_batch_run_everywhere() {
     tr.forward_backward().unwrap();
     assert!(tr.batch_indices().is_none(), "no batch pass");
 }
+
+/// `compare --certify` on an Adam run whose 128-bit balls blow up at step 31 (only the
+/// enclosure: the f64 run and the twin stay finite): the comparison and the predictor
+/// cover every step, the enclosure's stop is reported as the enclosure's (what blew up,
+/// the steps it covers), and the exit code is 1 (an incomplete certificate, undecided as
+/// `certify`'s), not 3 (a run stopped). Once it said "STOPPED after comparing step 30 of
+/// 40" and exited 3.
+#[test]
+fn an_enclosure_that_blows_up_ends_the_enclosure_not_the_comparison() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("a7.toml");
+    std::fs::write(
+        &path,
+        "d = 16\nn_train = 6\nn_test = 4\nsteps = 40\nstep_size = 0.05\nmode = \"p\"\n\
+         [init]\np = \"gaussian\"\n[optimizer]\nkind = \"adam\"\nbeta1 = 0.3\nweight_decay = 0.05\n",
+    )
+    .unwrap();
+    let args = [
+        "compare",
+        "--quiet",
+        "--certify",
+        "--config",
+        path.to_str().unwrap(),
+    ];
+    let o = tokensel(&args);
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(o.status.code(), Some(1), "{out}{}", stderr(&o));
+    assert!(!out.contains("STOPPED"), "{out}");
+    assert!(
+        out.contains("the 128-bit enclosure stopped: the ball of")
+            && out.contains("became non-finite at step 31")
+            && out.contains("cover steps 0-30"),
+        "{out}"
+    );
+    assert!(out.contains("bit for bit at steps 0-40\n"), "{out}");
+    let mut json = args.to_vec();
+    json.push("--json");
+    let o = tokensel(&json);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(r.get("stopped").is_none(), "{r}");
+    assert_eq!(r["predictor"]["steps"], 40);
+    assert_eq!(
+        r["checkpoints"].as_array().unwrap().last().unwrap()["step"],
+        40
+    );
+    assert_eq!(r["enclosure"]["stopped"]["last_step"], 30);
+    assert_eq!(r["enclosure"]["f64"]["loss"]["compared"], 31);
+}

@@ -33,7 +33,7 @@ use crate::config::{Config, Formulation, Method};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::quantity::Quantity;
-use crate::train::drive::{Control, Event, Prefix, drive};
+use crate::train::drive::{Control, Event, Prefix, Stepper, drive};
 use crate::train::{Engine, Trainer, record, resolve_method};
 
 /// The compared quantities, in report order.
@@ -205,6 +205,77 @@ pub struct Enclosure {
     /// The twin's values, rounded to f64 (inside, up to a boundary case of half an ulp,
     /// when the twin is right).
     pub twin: BTreeMap<Quantity, Distance>,
+    /// Where the ball trainer stopped before the last step (a ball became non-finite:
+    /// the enclosure lost every bit; or normalised GD's factor left its range): the
+    /// distances above cover the steps before it only, while the comparison of the f64
+    /// run with the twin (and the predictor) goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<EnclosureStop>,
+}
+
+/// An enclosure that ended before the last step ([`Enclosure::stopped`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnclosureStop {
+    /// The last step whose values were measured against it (none: it stopped at step 0).
+    pub last_step: Option<u64>,
+    /// Why it stopped.
+    pub error: String,
+}
+
+/// The ball trainer in the lockstep of `compare`: its stop (a non-finite ball, a
+/// normalised step it cannot take) ends the enclosure only, not the comparison; it is
+/// dropped and recorded, and the other trainers go on.
+struct Balls<'a> {
+    inner: Option<Trainer<'a, Ball>>,
+    /// The last step whose forward pass it completed.
+    measured: Option<u64>,
+    stopped: Option<EnclosureStop>,
+}
+
+impl Balls<'_> {
+    /// Record a stop of the ball trainer, or pass on any other error.
+    fn stop(&mut self, r: Result<()>) -> Result<()> {
+        let error = match r {
+            Ok(()) => return Ok(()),
+            Err(Error::NonFinite {
+                step,
+                quantity,
+                sample,
+            }) => format!(
+                "the ball of {quantity}{} became non-finite at step {step} (every bit lost)",
+                sample.map_or(String::new(), |i| format!(" of training sample {i}"))
+            ),
+            Err(e @ Error::NormalizedStep { .. }) => e.to_string(),
+            Err(e) => return Err(e),
+        };
+        self.inner = None;
+        self.stopped = Some(EnclosureStop {
+            last_step: self.measured,
+            error,
+        });
+        Ok(())
+    }
+}
+
+impl Stepper for Balls<'_> {
+    fn forward_backward(&mut self) -> Result<()> {
+        let Some(t) = self.inner.as_mut() else {
+            return Ok(());
+        };
+        let r = t.forward_backward();
+        if r.is_ok() {
+            self.measured = Some(t.step);
+        }
+        self.stop(r)
+    }
+
+    fn update(&mut self) -> Result<()> {
+        let Some(t) = self.inner.as_mut() else {
+            return Ok(());
+        };
+        let r = t.update();
+        self.stop(r)
+    }
 }
 
 impl Enclosure {
@@ -483,13 +554,17 @@ pub fn compare(
     let e = match opts.certify {
         Some(bits) => {
             let ball = Ball::new(bits)?;
-            Some(Trainer::with_method(
-                cfg,
-                data,
-                ball,
-                Formulation::Stable,
-                Method::Span,
-            )?)
+            Some(Balls {
+                inner: Some(Trainer::with_method(
+                    cfg,
+                    data,
+                    ball,
+                    Formulation::Stable,
+                    Method::Span,
+                )?),
+                measured: None,
+                stopped: None,
+            })
         }
         None => None,
     };
@@ -497,6 +572,7 @@ pub fn compare(
         prec_bits: bits,
         f64: BTreeMap::new(),
         twin: BTreeMap::new(),
+        stopped: None,
     });
     let schedule = record::schedule(cfg.steps, cfg.record.checkpoints_per_decade);
     let (method, twin_method) = (a.method(), b.method());
@@ -527,8 +603,8 @@ pub fn compare(
     let gap_limit = -(rug::float::exp_min() as f64) * std::f64::consts::LN_2;
     // the f64 q before an update (direct f64 trainer), for the absorption check
     let mut q_before: Option<Vec<f64>> = None;
-    // the f64 trainer, the truth twin and the optional predictor, in lockstep
-    // the f64 trainer, the truth twin, the optional predictor and ball trainer, in lockstep
+    // the f64 trainer, the truth twin, the optional predictor and ball trainer, in
+    // lockstep (the ball trainer's own stop ends the enclosure only: `Balls`)
     let mut all = (a, (b, (p, e)));
     let mut last_step = None;
     let ran = drive(&mut all, cfg.steps, |(a, (b, (p, e))), event| {
@@ -592,7 +668,10 @@ pub fn compare(
             verdict.bits_equal = false;
             verdict.first_mismatch = Some((step, q.to_string()));
         }
-        if let (Some(e), Some(enc)) = (e, enclosure.as_mut()) {
+        if let (Some(e), Some(enc)) = (
+            e.as_ref().and_then(|e| e.inner.as_ref()),
+            enclosure.as_mut(),
+        ) {
             enc.measure(a, b, e, at_checkpoint);
         }
         if at_checkpoint {
@@ -619,6 +698,9 @@ pub fn compare(
         }
         (Err(e), _) => return Err(e),
     };
+    if let (Some(balls), Some(enc)) = (all.1.1.1.take(), enclosure.as_mut()) {
+        enc.stopped = balls.stopped;
+    }
     // the predictor was compared up to the last step compared, not past the stop
     if let (Some(st), Some(v)) = (&stopped, predictor.as_mut()) {
         v.steps = v.steps.min(st.last_step);
@@ -740,6 +822,17 @@ impl std::fmt::Display for Report {
                     a.max_ulps_outside,
                     format!("{}/{}", t.outside, t.compared),
                     a.max_width_ulps.max(t.max_width_ulps)
+                );
+            }
+            if let Some(st) = &e.stopped {
+                out += &format!(
+                    "  ENCLOSURE INCOMPLETE: the {}-bit enclosure stopped: {}\n  ({}; the rest of the run is not measured against it, while the f64 run, the twin and\n  the predictor are compared at every step all the same)\n",
+                    e.prec_bits,
+                    st.error,
+                    match st.last_step {
+                        Some(k) => format!("the distances above cover steps 0-{k}"),
+                        None => "no step was measured".to_string(),
+                    }
                 );
             }
         }

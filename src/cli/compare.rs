@@ -5,8 +5,8 @@ use std::time::Instant;
 use clap::Args;
 
 use super::{
-    ConfigArgs, DataDir, EXIT_OK, EXIT_STOPPED, JudgeArgs, finish, parse_method, print_report,
-    progress_bar,
+    ConfigArgs, DataDir, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, JudgeArgs, finish, parse_method,
+    print_report, progress_bar,
 };
 use crate::analysis::compare::{self, DEFAULT_PREDICTOR_STEPS, Options};
 use crate::config::Method;
@@ -36,7 +36,8 @@ pub(super) struct CompareArgs {
     twin_method: Method,
     /// Also run the ball trainer (128 bits, span step) in lockstep and report how far
     /// each f64 and twin value lies outside its enclosure of the exact value, in ulps (a
-    /// proved lower bound of its error).
+    /// proved lower bound of its error). A ball that becomes non-finite ends the
+    /// enclosure only (reported, exit 1); the comparison goes on to the last step.
     #[arg(long)]
     certify: bool,
     /// Print exactly one JSON object on stdout.
@@ -88,9 +89,16 @@ pub(super) fn compare(args: &CompareArgs) -> Result<i32> {
     bar.finish_and_clear();
     print_report(&report, args.json);
     finish(t0, None);
-    // a trainer stopped before the last step: the report covers the steps before it
-    Ok(match report.stopped {
-        Some(_) => EXIT_STOPPED,
-        None => EXIT_OK,
+    // a trainer stopped before the last step: the report covers the steps before it;
+    // the enclosure alone stopped (its balls blew up): the comparison is complete, the
+    // certificate of it is not (undecided, as `certify`'s)
+    let enclosure_stopped = report
+        .enclosure
+        .as_ref()
+        .is_some_and(|e| e.stopped.is_some());
+    Ok(match (&report.stopped, enclosure_stopped) {
+        (Some(_), _) => EXIT_STOPPED,
+        (None, true) => EXIT_FAILED,
+        (None, false) => EXIT_OK,
     })
 }
