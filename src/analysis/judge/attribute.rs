@@ -826,9 +826,12 @@ fn locate(
             return Located::InitialParameters { quantity: p };
         }
         // its consequences: the scores at this step, its next record
-        let same = [Scores]
+        // (q = W^T p is computed from p where W is fixed or right)
+        let q_too = p == P && errs.mode != Mode::W && !wrong(W);
+        let same = [Scores, Q]
             .into_iter()
-            .find(|&s| rec(s) && errs.external.contains_key(&s));
+            .filter(|&s| s != Q || q_too)
+            .find(|&s| rec(s));
         let same_right = same.filter(|&s| !outside(s));
         let next = errs.external.get(&p).and_then(|_| {
             (k + 1..errs.records())
