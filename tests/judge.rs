@@ -1877,16 +1877,30 @@ fn a_parameter_stored_otherwise_is_not_named_the_step_size() {
             s.contains(&format!("`p` at step {step} is not what the quantities computed from it were computed from: stored otherwise")),
             "{s}"
         );
-        assert!(s.contains(&format!("`p` is right again at step {}", step + 1)), "{s}");
-        assert!(!s.contains("the step size") && !s.contains("the update:"), "{s}");
+        assert!(
+            s.contains(&format!("`p` is right again at step {}", step + 1)),
+            "{s}"
+        );
+        assert!(
+            !s.contains("the step size") && !s.contains("the update:"),
+            "{s}"
+        );
     }
     // p and grad_q only, up to step 1: nothing computed from p(1) is recorded
     let mut e = ext.clone();
     map_quantity(&mut e, "p", &|s, x| if s == 1 { x * 1.0001 } else { x });
-    let (code, r) = judge(&only(&e, &["p", "grad_q"], 2), tmp.path(), &data, "alone.json");
+    let (code, r) = judge(
+        &only(&e, &["p", "grad_q"], 2),
+        tmp.path(),
+        &data,
+        "alone.json",
+    );
     assert_eq!(code, 1, "{r:#}");
     assert_eq!(located(&r), "scaled-update", "{r:#}");
-    assert_eq!(r["diagnosis"]["departure"]["located"]["stored_not_excluded"], true, "{r:#}");
+    assert_eq!(
+        r["diagnosis"]["departure"]["located"]["stored_not_excluded"], true,
+        "{r:#}"
+    );
     assert!(
         summary(&r).contains("or `p` at step 1 stored otherwise"),
         "{}",
@@ -1911,8 +1925,7 @@ fn a_stage_that_reads_the_data_is_named_with_it() {
     let (code, r) = judge(&ext, tmp.path(), &data, "x.json");
     assert_eq!(code, 1, "{r:#}");
     assert!(
-        summary(&r).contains("or the data it reads (X, nu)")
-            || summary(&r).contains("other data"),
+        summary(&r).contains("or the data it reads (X, nu)") || summary(&r).contains("other data"),
         "{}",
         summary(&r)
     );
@@ -1922,7 +1935,10 @@ fn a_stage_that_reads_the_data_is_named_with_it() {
     let (code, r) = judge(&ext, tmp.path(), &data, "x2.json");
     assert_eq!(code, 1, "{r:#}");
     let s = summary(&r);
-    assert!(!s.contains("the gradient:") && !s.contains("(the head)):"), "{s}");
+    assert!(
+        !s.contains("the gradient:") && !s.contains("(the head)):"),
+        "{s}"
+    );
     assert!(s.contains("or the data") || s.contains("other data"), "{s}");
 }
 
@@ -1934,9 +1950,18 @@ fn a_stage_that_reads_the_data_is_named_with_it() {
 fn a_scaled_update_names_every_scale_of_the_optimizer() {
     let small = SMALL.replace("step_size = 0.5", "step_size = 0.02");
     for (optimizer, want) in [
-        ("[optimizer]\nkind = \"gd\"\nclip_norm = 0.05\n", "the step size or the clip threshold"),
-        ("[optimizer]\nkind = \"adam\"\n", "the step size or the bias correction"),
-        ("[optimizer]\nkind = \"adamw\"\n", "the step size or the bias correction"),
+        (
+            "[optimizer]\nkind = \"gd\"\nclip_norm = 0.05\n",
+            "the step size or the clip threshold",
+        ),
+        (
+            "[optimizer]\nkind = \"adam\"\n",
+            "the step size or the bias correction",
+        ),
+        (
+            "[optimizer]\nkind = \"adamw\"\n",
+            "the step size or the bias correction",
+        ),
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let data = export(tmp.path(), &format!("{small}{optimizer}"));

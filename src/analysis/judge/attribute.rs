@@ -393,7 +393,8 @@ impl Cause {
 
 /// Where the records locate a departure: a stage named only where the records
 /// exclude the others (the quantities before it recorded and within the limits, the
-/// ones it computes outside), else [`Located::Unexplained`].
+/// ones it computes outside; a stage that reads the data is told with it), else
+/// [`Located::Unexplained`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "stage")]
 pub enum Located {
@@ -839,7 +840,7 @@ fn locate(
                 .and_then(|j| outside_at(p, j).map(|o| (j, o)))
         });
         let right_again = next.filter(|&(_, o)| !o).map(|(j, _)| errs.steps[j]);
-        let consistent = same.is_some_and(|s| outside(s)) || next.is_some_and(|(_, o)| o);
+        let consistent = same.is_some_and(outside) || next.is_some_and(|(_, o)| o);
         if same_right.is_some() || right_again.is_some() {
             if consistent {
                 return Located::Unexplained;
@@ -980,7 +981,7 @@ fn located_text(errs: &Errors, dep: &Departure, k: usize, chosen: &[Candidate]) 
                 .join(" and ")
         ),
         Located::Unexplained if dep.updates.is_none() => "the cause is unexplained: the records do not exclude other data, initial parameters, head or forward pass, or a quantity computed or stored in another precision".into(),
-        Located::Unexplained => "the cause is unexplained: the records do not exclude a wrong model or data (gradient, sign, step size, head), lost updates, or a quantity computed or stored in another precision".into(),
+        Located::Unexplained => "the cause is unexplained: the records do not exclude a wrong model or data (gradient, sign, step size, head), lost updates, a parameter stored otherwise, or a quantity computed or stored in another precision".into(),
     }
 }
 
