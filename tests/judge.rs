@@ -1813,7 +1813,7 @@ fn a_wrong_k_class_loss_is_named_the_loss() {
     assert_eq!(located(&r), "loss", "{r:#}");
     assert!(
         summary(&r)
-            .contains("the loss: `output` is right at step 0 and `loss`, computed from it, is not"),
+            .contains("the loss, or the labels it reads: `output` is right at step 0 and `loss`, computed from it, is not"),
         "{}",
         summary(&r)
     );
@@ -1848,5 +1848,134 @@ fn huge_and_infinite_values_are_proved_wrong() {
         let (code, r) = judge(&bad, tmp.path(), &data, &format!("{name}.json"));
         assert_eq!(code, 1, "{name}: {r:#}");
         assert_eq!(proved(&r), Some((3, "loss")), "{name}: {r:#}");
+    }
+}
+
+/// Issue 40, the adversary's first defect: p recorded 1.0001x (step 1) or (1 + 1e-6)x
+/// (step 3) its value at one step only, the rest of the run right. The scores and q
+/// at that step, computed from p, are right, and p is right again at the next record:
+/// a wrong step size or update is excluded, the recorded p was stored otherwise (the
+/// judge named the step size, and the update). With neither the scores, q nor a later
+/// p recorded, the step size is told with the storing error beside it.
+#[test]
+fn a_parameter_stored_otherwise_is_not_named_the_step_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = export(tmp.path(), SMALL);
+    let cfg = Config::from_file(&data.join("config.toml")).unwrap();
+    let ext = own_trajectory(&cfg);
+    for (step, rel) in [(1u64, 1e-4), (3, 1e-6)] {
+        let mut e = ext.clone();
+        map_quantity(&mut e, "p", &move |s, x| {
+            if s == step { x * (1.0 + rel) } else { x }
+        });
+        let (code, r) = judge(&e, tmp.path(), &data, "stored.json");
+        assert_eq!(code, 1, "{r:#}");
+        assert_eq!(departure(&r), Some(("wrong-model", step, "p")), "{r:#}");
+        assert_eq!(located(&r), "stored-otherwise", "{r:#}");
+        let s = summary(&r);
+        assert!(
+            s.contains(&format!("`p` at step {step} is not what the quantities computed from it were computed from: stored otherwise")),
+            "{s}"
+        );
+        assert!(
+            s.contains(&format!("`p` is right again at step {}", step + 1)),
+            "{s}"
+        );
+        assert!(
+            !s.contains("the step size") && !s.contains("the update:"),
+            "{s}"
+        );
+    }
+    // p and grad_q only, up to step 1: nothing computed from p(1) is recorded
+    let mut e = ext.clone();
+    map_quantity(&mut e, "p", &|s, x| if s == 1 { x * 1.0001 } else { x });
+    let (code, r) = judge(
+        &only(&e, &["p", "grad_q"], 2),
+        tmp.path(),
+        &data,
+        "alone.json",
+    );
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(located(&r), "scaled-update", "{r:#}");
+    assert_eq!(
+        r["diagnosis"]["departure"]["located"]["stored_not_excluded"], true,
+        "{r:#}"
+    );
+    assert!(
+        summary(&r).contains("or `p` at step 1 stored otherwise"),
+        "{}",
+        summary(&r)
+    );
+}
+
+/// Issue 40, the adversary's second defect: an external trained on other data (X_train
+/// 1 + 1e-6 times the data's; one token of X_train shifted by 1e-3), judged against the
+/// data. A stage that reads the data is not told from other data: the head's outputs
+/// (with p(0) = 0 the scores and the attention say nothing about X) and the gradient
+/// (grad_q = X^T c) are named with the data they read (the judge named the head, the
+/// gradient).
+#[test]
+fn a_stage_that_reads_the_data_is_named_with_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = export(tmp.path(), SMALL);
+    let cfg = Config::from_file(&data.join("config.toml")).unwrap();
+    let mut scaled = Dataset::generate(&cfg);
+    scaled.train.x.mapv_inplace(|x| x * (1.0 + 1e-6));
+    let ext = own_run(&cfg, &scaled, F64, Formulation::Stable, "float64");
+    let (code, r) = judge(&ext, tmp.path(), &data, "x.json");
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        summary(&r).contains("or the data it reads (X, nu)") || summary(&r).contains("other data"),
+        "{}",
+        summary(&r)
+    );
+    let mut shifted = Dataset::generate(&cfg);
+    shifted.train.x[[0, 0, 0]] += 1e-3;
+    let ext = own_run(&cfg, &shifted, F64, Formulation::Stable, "float64");
+    let (code, r) = judge(&ext, tmp.path(), &data, "x2.json");
+    assert_eq!(code, 1, "{r:#}");
+    let s = summary(&r);
+    assert!(
+        !s.contains("the gradient:") && !s.contains("(the head)):"),
+        "{s}"
+    );
+    assert!(s.contains("or the data") || s.contains("other data"), "{s}");
+}
+
+/// Issue 40, the adversary's second defect: a constant scale of the update is the step
+/// size or any other scale the optimizer has: the clip threshold of a clipped run (the
+/// external's 1.001x the data's), the bias correction of Adam (the external's step size
+/// 1.0001x): every one is named (the judge named the step size alone).
+#[test]
+fn a_scaled_update_names_every_scale_of_the_optimizer() {
+    let small = SMALL.replace("step_size = 0.5", "step_size = 0.02");
+    for (optimizer, want) in [
+        (
+            "[optimizer]\nkind = \"gd\"\nclip_norm = 0.05\n",
+            "the step size or the clip threshold",
+        ),
+        (
+            "[optimizer]\nkind = \"adam\"\n",
+            "the step size or the bias correction",
+        ),
+        (
+            "[optimizer]\nkind = \"adamw\"\n",
+            "the step size or the bias correction",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = export(tmp.path(), &format!("{small}{optimizer}"));
+        let cfg = Config::from_file(&data.join("config.toml")).unwrap();
+        let mut off = cfg.clone();
+        match off.optimizer.clip_norm {
+            Some(c) => off.optimizer.clip_norm = Some(c * 1.001),
+            None => off.step_size *= 1.0001,
+        }
+        let mut ext = own_trajectory(&off);
+        ext["config"] = json!({"step_size": cfg.step_size});
+        let (code, r) = judge(&ext, tmp.path(), &data, "scale.json");
+        assert_eq!(code, 1, "{optimizer}: {r:#}");
+        assert_eq!(located(&r), "scaled-update", "{optimizer}: {r:#}");
+        assert!(summary(&r).contains(want), "{optimizer}: {}", summary(&r));
     }
 }

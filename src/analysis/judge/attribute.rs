@@ -62,6 +62,10 @@ pub struct Errors {
     /// k - 1 to k compares with the twin's, where both records are one update apart and
     /// record that parameter (`None` elsewhere).
     pub scaled: Vec<Option<Scaled>>,
+    /// The factors of the run's update that a constant scale of it may come from: the
+    /// step size, and where the optimizer has them the clip threshold, Adam's bias
+    /// correction (lr / (1 - beta1^t)) and the schedule's factor.
+    pub scales: Vec<&'static str>,
 }
 
 /// The external's update Δe = e(k) - e(k - 1) of the trained parameter (p; q in
@@ -389,7 +393,8 @@ impl Cause {
 
 /// Where the records locate a departure: a stage named only where the records
 /// exclude the others (the quantities before it recorded and within the limits, the
-/// ones it computes outside), else [`Located::Unexplained`].
+/// ones it computes outside; a stage that reads the data is told with it), else
+/// [`Located::Unexplained`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "stage")]
 pub enum Located {
@@ -421,10 +426,29 @@ pub enum Located {
         ratio: f64,
         /// dL/dq was recorded and right before the update: the gradient is excluded.
         gradient_right: bool,
+        /// Neither the scores at the same step nor a later record of the parameter is
+        /// recorded: a parameter stored otherwise is not excluded.
+        #[serde(default)]
+        stored_not_excluded: bool,
     },
     /// The trained parameter and dL/dq are right before the update, the parameter after
     /// it is not: the optimizer's step.
-    Update,
+    Update {
+        /// As in [`Located::ScaledUpdate`].
+        #[serde(default)]
+        stored_not_excluded: bool,
+    },
+    /// A recorded parameter is wrong while what is computed from it is right (the
+    /// scores at the same step, or the parameter's next record): the parameter was
+    /// stored otherwise than the one the run computed with.
+    StoredOtherwise {
+        /// The parameter.
+        quantity: Quantity,
+        /// The quantity computed from it that is right at the same step, if any.
+        right_same_step: Option<Quantity>,
+        /// The step of a later record where the parameter is right again, if any.
+        right_again: Option<u64>,
+    },
     /// The trained parameter did not change while the explaining replays' did.
     LostUpdates,
     /// The records do not tell the cause.
@@ -740,7 +764,18 @@ fn departure(
     let located = match cause {
         Cause::NonFinite => Located::Unexplained,
         _ if lost => Located::LostUpdates,
-        _ => locate(errs, k, &|q| ratio(q) > 1.0, widest),
+        _ => {
+            // the same test at another record j (None: no candidate's limit there)
+            let outside_at = |q: Quantity, j: usize| {
+                let lim = chosen
+                    .iter()
+                    .map(|c| FACTOR * envs[c][&q][j])
+                    .filter(|l| !l.is_nan())
+                    .fold(0.0, f64::max);
+                (lim > 0.0).then(|| errs.external[&q][j] > lim)
+            };
+            locate(errs, k, &|q| ratio(q) > 1.0, &outside_at, widest)
+        }
     };
     Departure {
         cause,
@@ -758,10 +793,17 @@ fn departure(
 /// Where the records locate a departure at record `k` ([`Located`]): `outside(q)` is
 /// true where the external's `q` is outside the limits there, `limit(q)` the widest
 /// limit. A quantity counts as right only where it is recorded at `k` and within.
+///
+/// A wrong parameter is named a wrong step or update only where its consequences are
+/// wrong too: where the scores at the same step (computed from it) are recorded and
+/// right, or its next record is right again (`outside_at(q, j)`: the test at record j,
+/// `None` without a limit there), it was stored otherwise; where neither is recorded,
+/// the step or update is told with a storing error beside it.
 fn locate(
     errs: &Errors,
     k: usize,
     outside: &dyn Fn(Quantity) -> bool,
+    outside_at: &dyn Fn(Quantity, usize) -> Option<bool>,
     limit: impl Fn(Quantity) -> f64,
 ) -> Located {
     use Quantity::{Attention, GradQ, Loss, Output, P, Q, Rest, Scores, W};
@@ -784,6 +826,32 @@ fn locate(
         if errs.steps[k] == 0 {
             return Located::InitialParameters { quantity: p };
         }
+        // its consequences: the scores at this step, its next record
+        // (q = W^T p is computed from p where W is fixed or right)
+        let q_too = p == P && errs.mode != Mode::W && !wrong(W);
+        let same = [Scores, Q]
+            .into_iter()
+            .filter(|&s| s != Q || q_too)
+            .find(|&s| rec(s));
+        let same_right = same.filter(|&s| !outside(s));
+        let next = errs.external.get(&p).and_then(|_| {
+            (k + 1..errs.records())
+                .find(|&j| errs.has(p, j))
+                .and_then(|j| outside_at(p, j).map(|o| (j, o)))
+        });
+        let right_again = next.filter(|&(_, o)| !o).map(|(j, _)| errs.steps[j]);
+        let consistent = same.is_some_and(outside) || next.is_some_and(|(_, o)| o);
+        if same_right.is_some() || right_again.is_some() {
+            if consistent {
+                return Located::Unexplained;
+            }
+            return Located::StoredOtherwise {
+                quantity: p,
+                right_same_step: same_right,
+                right_again,
+            };
+        }
+        let stored_not_excluded = !consistent;
         // one update from a right record: is it a multiple of the truth's?
         let tq = if errs.mode == Mode::W { Q } else { P };
         let one_update = k > 0 && errs.steps[k - 1] + 1 == errs.steps[k];
@@ -795,10 +863,13 @@ fn locate(
                 return Located::ScaledUpdate {
                     ratio: s.ratio,
                     gradient_right: before(GradQ),
+                    stored_not_excluded,
                 };
             }
             if before(GradQ) {
-                return Located::Update;
+                return Located::Update {
+                    stored_not_excluded,
+                };
             }
         }
         return Located::Unexplained;
@@ -838,45 +909,69 @@ fn located_text(errs: &Errors, dep: &Departure, k: usize, chosen: &[Candidate]) 
             "the initial parameters: `{quantity}` at step 0 is not the data's (read or recorded otherwise)"
         ),
         Located::ForwardPass { right, wrong } => {
+            // a stage that reads the data cannot be told from other data
             let part = match wrong {
-                Quantity::Scores => "the scores x_t^T W^T p",
+                Quantity::Scores => "the scores x_t^T W^T p, or the data they read (X)",
                 Quantity::Attention | Quantity::Rest => "the softmax",
-                _ => "the outputs from the attention (the head)",
+                _ => "the outputs from the attention (the head), or the data it reads (X, nu)",
             };
             format!(
                 "the forward pass ({part}): `{right}` is right at step {step} and `{wrong}`, computed from it, is not"
             )
         }
         Located::Loss => format!(
-            "the loss: `output` is right at step {step} and `loss`, computed from it, is not"
+            "the loss, or the labels it reads: `output` is right at step {step} and `loss`, computed from it, is not"
         ),
         Located::Gradient => format!(
-            "the gradient: `attention` and `output` are right at step {step} and `grad_q`, computed from them, is not"
+            "the gradient, or the data it reads (X): `attention` and `output` are right at step {step} and `grad_q`, computed from them, is not"
         ),
         Located::LossAndGradient => format!(
-            "the loss and its gradient: `attention` and `output` are right at step {step} and `loss` and `grad_q` are not"
+            "the loss and its gradient, or the data they read (X, labels): `attention` and `output` are right at step {step} and `loss` and `grad_q` are not"
         ),
         Located::ScaledUpdate {
             ratio,
             gradient_right,
+            stored_not_excluded,
         } => {
+            let scale = either(&errs.scales.iter().map(|s| s.to_string()).collect::<Vec<_>>());
             let what = match (*ratio < 0.0, *gradient_right) {
                 (true, true) => format!("the update's sign (`{tq}` and `grad_q` are right at step {before})"),
-                (false, true) => format!("the step size (`{tq}` and `grad_q` are right at step {before})"),
+                (false, true) => format!("{scale} (`{tq}` and `grad_q` are right at step {before})"),
                 (true, false) => format!(
                     "the update's sign, or the gradient's (`{tq}` is right at step {before}; record grad_q to tell them apart)"
                 ),
                 (false, false) => format!(
-                    "the step size, or a constant factor in the gradient (`{tq}` is right at step {before}; record grad_q to tell them apart)"
+                    "{scale}, or a constant factor in the gradient (`{tq}` is right at step {before}; record grad_q to tell them apart)"
                 ),
             };
             format!(
-                "{what}: the update from step {before} to {step} is {ratio:.6} times the truth's, to within what rounding explains"
+                "{what}: the update from step {before} to {step} is {ratio:.6} times the truth's, to within what rounding explains{}",
+                stored_text(*stored_not_excluded, tq, step)
             )
         }
-        Located::Update => format!(
-            "the update: `{tq}` and `grad_q` are right at step {before} and `{tq}` is not at step {step} (the optimizer's step from them)"
+        Located::Update {
+            stored_not_excluded,
+        } => format!(
+            "the update: `{tq}` and `grad_q` are right at step {before} and `{tq}` is not at step {step} (the optimizer's step from them){}",
+            stored_text(*stored_not_excluded, tq, step)
         ),
+        Located::StoredOtherwise {
+            quantity,
+            right_same_step,
+            right_again,
+        } => {
+            let mut why = Vec::new();
+            if let Some(s) = right_same_step {
+                why.push(format!("`{s}`, computed from it, is right at step {step}"));
+            }
+            if let Some(a) = right_again {
+                why.push(format!("`{quantity}` is right again at step {a}"));
+            }
+            format!(
+                "`{quantity}` at step {step} is not what the quantities computed from it were computed from: stored otherwise ({}; a wrong step or update is excluded)",
+                why.join(", and ")
+            )
+        }
         Located::LostUpdates => format!(
             "the external's trained parameter did not change from step {before} to {step} while the {} replay's did: updates were lost, not absorbed",
             chosen
@@ -886,7 +981,19 @@ fn located_text(errs: &Errors, dep: &Departure, k: usize, chosen: &[Candidate]) 
                 .join(" and ")
         ),
         Located::Unexplained if dep.updates.is_none() => "the cause is unexplained: the records do not exclude other data, initial parameters, head or forward pass, or a quantity computed or stored in another precision".into(),
-        Located::Unexplained => "the cause is unexplained: the records do not exclude a wrong model or data (gradient, sign, step size, head), lost updates, or a quantity computed or stored in another precision".into(),
+        Located::Unexplained => "the cause is unexplained: the records do not exclude a wrong model or data (gradient, sign, step size, head), lost updates, a parameter stored otherwise, or a quantity computed or stored in another precision".into(),
+    }
+}
+
+/// Beside a wrong step or update where nothing computed from the parameter is
+/// recorded after it: the storing error the records do not exclude.
+fn stored_text(not_excluded: bool, tq: &str, step: u64) -> String {
+    if not_excluded {
+        format!(
+            "; or `{tq}` at step {step} stored otherwise (neither `scores` at step {step} nor a later `{tq}` is recorded to tell them apart)"
+        )
+    } else {
+        String::new()
     }
 }
 
@@ -1096,6 +1203,7 @@ mod tests {
             recorded: BTreeMap::new(),
             mode: Mode::P,
             scaled: vec![None; 4],
+            scales: vec!["the step size"],
         }
     }
 

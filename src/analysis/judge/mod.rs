@@ -401,6 +401,22 @@ struct Measured {
     twin_method: Method,
 }
 
+/// The factors a constant scale of the run's update may come from (`Errors::scales`):
+/// the step size, and each other scale the optimizer has.
+fn step_scales(o: &crate::config::Optimizer) -> Vec<&'static str> {
+    let mut s = vec!["the step size"];
+    if o.kind.is_adam() {
+        s.push("the bias correction (lr / (1 - beta1^t))");
+    }
+    if o.clip_norm.is_some() {
+        s.push("the clip threshold");
+    }
+    if !o.schedule.is_constant() {
+        s.push("the schedule's factor");
+    }
+    s
+}
+
 /// The running maximum of each part's norm.
 fn update_scales(scales: &mut Vec<Wide>, norms: &[Wide]) {
     if scales.is_empty() {
@@ -716,6 +732,7 @@ fn assemble(
             .collect(),
         mode: cfg.mode,
         scaled: scaled_updates(ext, trained(cfg.mode), &m.twin_trained),
+        scales: step_scales(&cfg.optimizer),
     };
     // the external's trained parameter unchanged (bitwise) between consecutive records
     let tq = trained(cfg.mode);
