@@ -960,3 +960,78 @@ fn an_enclosure_that_blows_up_ends_the_enclosure_not_the_comparison() {
     assert_eq!(r["enclosure"]["stopped"]["last_step"], 30);
     assert_eq!(r["enclosure"]["f64"]["loss"]["compared"], 31);
 }
+
+/// `compare --certify` on a normalised-GD run whose 128-bit enclosure blows up after
+/// step 19 and whose f64 run then stops after step 83 of 200 (the gradient's norm
+/// underflows, eps = 0): each sentence says what it covers. Once the enclosure's line
+/// said the f64 run and the twin "are compared at every step all the same" and the stop's
+/// line "(everything above covers steps 0-83)", against the enclosure table's 0-19; and
+/// a width of 6e16 ulps ran into the twin column (`0/64062276671782913.0`).
+#[test]
+fn an_enclosure_then_a_run_that_stop_each_say_what_they_cover() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("ngd5.toml");
+    std::fs::write(
+        &path,
+        "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nstep_size = 5\nsteps = 200\nseed = 1\n\
+         [optimizer]\nkind = \"normalized-gd\"\neps = 0\n",
+    )
+    .unwrap();
+    let args = [
+        "compare",
+        "--quiet",
+        "--certify",
+        "--config",
+        path.to_str().unwrap(),
+    ];
+    let o = tokensel(&args);
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(o.status.code(), Some(3), "{out}{}", stderr(&o));
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("the distances above cover steps 0-19"),
+        "{out}"
+    );
+    assert!(!flat.contains("at every step"), "{out}");
+    assert!(
+        flat.contains("the twin are compared up to step 83 of 200 (where the run itself stopped"),
+        "{out}"
+    );
+    assert!(
+        flat.contains("STOPPED after comparing step 83 of 200"),
+        "{out}"
+    );
+    assert!(!flat.contains("everything above"), "{out}");
+    assert!(
+        flat.contains(
+            "the f64 and twin errors above cover steps 0-83; the enclosure's distances, steps 0-19"
+        ),
+        "{out}"
+    );
+    // the enclosure table: a name and four numbers on each row, none run together
+    let table = out
+        .split("width (ulps)\n")
+        .nth(1)
+        .unwrap()
+        .split("  ENCLOSURE INCOMPLETE")
+        .next()
+        .unwrap();
+    let rows = table.lines().collect::<Vec<_>>();
+    assert_eq!(rows.len(), 7, "{out}");
+    for row in rows {
+        let cols = row.split_whitespace().collect::<Vec<_>>();
+        assert_eq!(cols.len(), 5, "{row}\n{out}");
+        assert!(
+            cols[3].split('/').all(|n| n.parse::<u64>().is_ok()),
+            "{row}"
+        );
+        assert!(cols[4].parse::<f64>().is_ok(), "{row}");
+    }
+    let mut json = args.to_vec();
+    json.push("--json");
+    let o = tokensel(&json);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["stopped"]["last_step"], 83);
+    assert_eq!(r["enclosure"]["stopped"]["last_step"], 19);
+}

@@ -804,7 +804,7 @@ impl std::fmt::Display for Report {
         }
         if let Some(e) = &self.enclosure {
             out += &format!(
-                "\n  against the {}-bit enclosure of the exact run (distance outside it, in ulps of each value,\n  component by component: a proved lower bound of that value's error; the relative errors\n  above are normwise for q and grad_q, so a small component can lie many of its own ulps\n  outside while the vector's relative error stays near 2^-53)\n  {:<11}{:>18}{:>16}{:>18}{:>16}\n",
+                "\n  against the {}-bit enclosure of the exact run (distance outside it, in ulps of each value,\n  component by component: a proved lower bound of that value's error; the relative errors\n  above are normwise for q and grad_q, so a small component can lie many of its own ulps\n  outside while the vector's relative error stays near 2^-53)\n  {:<11}{:>18} {:>15} {:>17} {:>15}\n",
                 e.prec_bits,
                 "quantity",
                 "f64 outside",
@@ -817,7 +817,10 @@ impl std::fmt::Display for Report {
                     continue;
                 };
                 out += &format!(
-                    "  {q:<11}{:>18}{:>16.3e}{:>18}{:>16.1}\n",
+                    // a space between columns and every width in scientific notation: no two
+                    // numbers touch, whatever their size (a width of 2e16 ulps once printed
+                    // as `0/148820418253159399424.0`)
+                    "  {q:<11}{:>18} {:>15.3e} {:>17} {:>15.3e}\n",
                     format!("{}/{}", a.outside, a.compared),
                     a.max_ulps_outside,
                     format!("{}/{}", t.outside, t.compared),
@@ -825,8 +828,22 @@ impl std::fmt::Display for Report {
                 );
             }
             if let Some(st) = &e.stopped {
+                // the f64 run and the twin go on after the enclosure, to the last step or
+                // to where the run itself stopped (said below); the predictor covers
+                // the steps its own line states (a prefix, or up to the run's stop)
+                let run = match &self.stopped {
+                    None => "at every step all the same".to_string(),
+                    Some(rs) => format!(
+                        "up to step {} of {} (where the run itself stopped, below)",
+                        rs.last_step, self.steps
+                    ),
+                };
+                let predictor = match &self.predictor {
+                    Some(_) => ", and the predictor over the steps its line states",
+                    None => "",
+                };
                 out += &format!(
-                    "  ENCLOSURE INCOMPLETE: the {}-bit enclosure stopped: {}\n  ({}; the rest of the run is not measured against it, while the f64 run, the twin and\n  the predictor are compared at every step all the same)\n",
+                    "  ENCLOSURE INCOMPLETE: the {}-bit enclosure stopped: {}\n  ({}; the rest of the run is not measured against it, while the f64 run and\n  the twin are compared {run}{predictor})\n",
                     e.prec_bits,
                     st.error,
                     match st.last_step {
@@ -837,9 +854,24 @@ impl std::fmt::Display for Report {
             }
         }
         if let Some(st) = &self.stopped {
+            // an enclosure that stopped earlier covers fewer steps than the rest
+            let covers = match self.enclosure.as_ref().and_then(|e| e.stopped.as_ref()) {
+                Some(es) => match es.last_step {
+                    Some(k) if k < st.last_step => format!(
+                        "the f64 and twin errors above cover steps 0-{}; the enclosure's distances, steps 0-{k}",
+                        st.last_step
+                    ),
+                    Some(_) => format!("everything above covers steps 0-{}", st.last_step),
+                    None => format!(
+                        "the f64 and twin errors above cover steps 0-{}; the enclosure measured no step",
+                        st.last_step
+                    ),
+                },
+                None => format!("everything above covers steps 0-{}", st.last_step),
+            };
             out += &format!(
-                "  STOPPED after comparing step {} of {}: {}\n  (everything above covers steps 0-{})\n",
-                st.last_step, self.steps, st.error, st.last_step
+                "  STOPPED after comparing step {} of {}: {}\n  ({covers})\n",
+                st.last_step, self.steps, st.error
             );
         }
         if let Some(p) = &self.predictor {
