@@ -804,8 +804,11 @@ fn departure(
 /// A wrong parameter is named a wrong step or update only where its consequences are
 /// wrong too: where the scores at the same step (computed from it) are recorded and
 /// right, or its next record is right again (`outside_at(q, j)`: the test at record j,
-/// `None` without a limit there), it was stored otherwise; where neither is recorded,
-/// the step or update is told with a storing error beside it.
+/// `None` without a limit there), and nothing computed from it at this step is wrong,
+/// it was stored otherwise or moved where the recorded quantities do not see it (both
+/// told: the records do not tell them apart); with something computed from it wrong,
+/// unexplained; where neither is recorded, the step or update is told with a storing
+/// error beside it.
 fn locate(
     errs: &Errors,
     k: usize,
