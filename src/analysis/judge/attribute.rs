@@ -855,7 +855,7 @@ fn locate(
         let downstream_wrong = [Scores, Attention, Rest, Output, Loss, GradQ]
             .into_iter()
             .any(wrong)
-            || (q_too && wrong(Q));
+            || (p != Q && wrong(Q));
         if same_right.is_some() || right_again.is_some() {
             if consistent || downstream_wrong {
                 return Located::Unexplained;
