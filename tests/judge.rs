@@ -1992,7 +1992,10 @@ fn a_scaled_update_names_every_scale_of_the_optimizer() {
         assert_eq!(located(&r), "scaled-update", "{optimizer}: {r:#}");
         let s = summary(&r);
         if optimizer.contains("adam") {
-            assert!(!s.contains("constant factor in the gradient"), "{optimizer}: {s}");
+            assert!(
+                !s.contains("constant factor in the gradient"),
+                "{optimizer}: {s}"
+            );
         } else {
             assert!(
                 s.contains("or a constant factor in the gradient (where clipping was not active)"),
@@ -2012,11 +2015,19 @@ fn a_parameter_beside_a_wrong_consequence_is_not_stored_otherwise() {
     let data = export(tmp.path(), SMALL);
     let cfg = Config::from_file(&data.join("config.toml")).unwrap();
     let mut e = own_trajectory(&cfg);
-    map_quantity(&mut e, "p", &|s, x| if s == 3 { x * (1.0 + 1e-6) } else { x });
-    map_quantity(&mut e, "loss", &|s, x| if s == 3 { x * (1.0 + 1e-3) } else { x });
+    map_quantity(&mut e, "p", &|s, x| {
+        if s == 3 { x * (1.0 + 1e-6) } else { x }
+    });
+    map_quantity(&mut e, "loss", &|s, x| {
+        if s == 3 { x * (1.0 + 1e-3) } else { x }
+    });
     let (code, r) = judge(&e, tmp.path(), &data, "mix.json");
     assert_eq!(code, 1, "{r:#}");
     assert_eq!(departure(&r).map(|d| d.1), Some(3), "{r:#}");
     assert_eq!(located(&r), "unexplained", "{r:#}");
-    assert!(summary(&r).contains("the cause is unexplained"), "{}", summary(&r));
+    assert!(
+        summary(&r).contains("the cause is unexplained"),
+        "{}",
+        summary(&r)
+    );
 }
