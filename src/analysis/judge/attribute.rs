@@ -66,6 +66,10 @@ pub struct Errors {
     /// step size, and where the optimizer has them the clip threshold, Adam's bias
     /// correction (lr / (1 - beta1^t)) and the schedule's factor.
     pub scales: Vec<&'static str>,
+    /// Whether a constant factor in the gradient can scale the update: `None` where the
+    /// optimizer is invariant to it (Adam, AdamW, up to eps), else the words that
+    /// qualify it ("" for plain GD, " (where clipping was not active)" when clipped).
+    pub gradient_factor: Option<&'static str>,
 }
 
 /// The external's update Δe = e(k) - e(k - 1) of the trained parameter (p; q in
@@ -439,8 +443,11 @@ pub enum Located {
         stored_not_excluded: bool,
     },
     /// A recorded parameter is wrong while what is computed from it is right (the
-    /// scores at the same step, or the parameter's next record): the parameter was
-    /// stored otherwise than the one the run computed with.
+    /// scores at the same step, or the parameter's next record) and nothing computed
+    /// from it at that step is wrong: the parameter was stored otherwise than the one
+    /// the run computed with, or an update moved it where the recorded quantities do
+    /// not see it (a direction the scores cannot see, or undone by the next update).
+    /// The records do not tell the two apart; both are told.
     StoredOtherwise {
         /// The parameter.
         quantity: Quantity,
@@ -797,8 +804,11 @@ fn departure(
 /// A wrong parameter is named a wrong step or update only where its consequences are
 /// wrong too: where the scores at the same step (computed from it) are recorded and
 /// right, or its next record is right again (`outside_at(q, j)`: the test at record j,
-/// `None` without a limit there), it was stored otherwise; where neither is recorded,
-/// the step or update is told with a storing error beside it.
+/// `None` without a limit there), and nothing computed from it at this step is wrong,
+/// it was stored otherwise or moved where the recorded quantities do not see it (both
+/// told: the records do not tell them apart); with something computed from it wrong,
+/// unexplained; where neither is recorded, the step or update is told with a storing
+/// error beside it.
 fn locate(
     errs: &Errors,
     k: usize,
@@ -841,8 +851,13 @@ fn locate(
         });
         let right_again = next.filter(|&(_, o)| !o).map(|(j, _)| errs.steps[j]);
         let consistent = same.is_some_and(outside) || next.is_some_and(|(_, o)| o);
+        // anything computed from the parameter at this step that is wrong
+        let downstream_wrong = [Scores, Attention, Rest, Output, Loss, GradQ]
+            .into_iter()
+            .any(wrong)
+            || (p != Q && wrong(Q));
         if same_right.is_some() || right_again.is_some() {
-            if consistent {
+            if consistent || downstream_wrong {
                 return Located::Unexplained;
             }
             return Located::StoredOtherwise {
@@ -940,9 +955,13 @@ fn located_text(errs: &Errors, dep: &Departure, k: usize, chosen: &[Candidate]) 
                 (true, false) => format!(
                     "the update's sign, or the gradient's (`{tq}` is right at step {before}; record grad_q to tell them apart)"
                 ),
-                (false, false) => format!(
-                    "{scale}, or a constant factor in the gradient (`{tq}` is right at step {before}; record grad_q to tell them apart)"
-                ),
+                (false, false) => match errs.gradient_factor {
+                    Some(q) => format!(
+                        "{scale}, or a constant factor in the gradient{q} (`{tq}` is right at step {before}; record grad_q to tell them apart)"
+                    ),
+                    // Adam's update does not see a constant factor in the gradient
+                    None => format!("{scale} (`{tq}` is right at step {before})"),
+                },
             };
             format!(
                 "{what}: the update from step {before} to {step} is {ratio:.6} times the truth's, to within what rounding explains{}",
@@ -968,7 +987,7 @@ fn located_text(errs: &Errors, dep: &Departure, k: usize, chosen: &[Candidate]) 
                 why.push(format!("`{quantity}` is right again at step {a}"));
             }
             format!(
-                "`{quantity}` at step {step} is not what the quantities computed from it were computed from: stored otherwise ({}; a wrong step or update is excluded)",
+                "`{quantity}` at step {step} is outside while {}: `{quantity}` stored otherwise, or an update that moved `{quantity}` where the recorded quantities do not see it (the records do not tell them apart)",
                 why.join(", and ")
             )
         }
@@ -1204,6 +1223,7 @@ mod tests {
             mode: Mode::P,
             scaled: vec![None; 4],
             scales: vec!["the step size"],
+            gradient_factor: Some(""),
         }
     }
 

@@ -417,6 +417,19 @@ fn step_scales(o: &crate::config::Optimizer) -> Vec<&'static str> {
     s
 }
 
+/// Whether a constant factor in the gradient scales the update (`Errors::gradient_factor`):
+/// not for Adam and AdamW (invariant to it up to eps); for a clipped run only where
+/// clipping was not active.
+fn gradient_factor(o: &crate::config::Optimizer) -> Option<&'static str> {
+    if o.kind.is_adam() {
+        None
+    } else if o.clip_norm.is_some() {
+        Some(" (where clipping was not active)")
+    } else {
+        Some("")
+    }
+}
+
 /// The running maximum of each part's norm.
 fn update_scales(scales: &mut Vec<Wide>, norms: &[Wide]) {
     if scales.is_empty() {
@@ -733,6 +746,7 @@ fn assemble(
         mode: cfg.mode,
         scaled: scaled_updates(ext, trained(cfg.mode), &m.twin_trained),
         scales: step_scales(&cfg.optimizer),
+        gradient_factor: gradient_factor(&cfg.optimizer),
     };
     // the external's trained parameter unchanged (bitwise) between consecutive records
     let tq = trained(cfg.mode);
