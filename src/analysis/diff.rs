@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Group;
-use crate::io::trajectory::{ByNoise, Checkpoint, PerGroup, SelectionShare, Trajectory};
+use crate::io::record::{Leaf, Leaves};
+use crate::io::trajectory::{Checkpoint, Trajectory};
 
 /// The result of [`diff`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,182 +76,64 @@ fn abs_dev(a: f64, b: f64) -> f64 {
     }
 }
 
-/// Every named number of a checkpoint pair, as relative deviations.
-fn quantities(a: &Checkpoint, b: &Checkpoint) -> Vec<(String, f64)> {
-    let mut out: Vec<(String, f64)> = vec![
-        ("train_loss".into(), rel(a.train_loss, b.train_loss)),
-        (
-            "train_accuracy".into(),
-            rel(a.train_accuracy, b.train_accuracy),
-        ),
-        (
-            "test_accuracy".into(),
-            rel(a.test_accuracy, b.test_accuracy),
-        ),
-        ("q_norm".into(), rel(a.q_norm, b.q_norm)),
-        ("grad_norm".into(), rel(a.grad_norm, b.grad_norm)),
-        (
-            "cumulative.clean".into(),
-            rel(a.cumulative.clean, b.cumulative.clean),
-        ),
-        (
-            "cumulative.noisy".into(),
-            rel(a.cumulative.noisy, b.cumulative.noisy),
-        ),
-        (
-            "cumulative.class_pos".into(),
-            rel(a.cumulative.class_pos, b.cumulative.class_pos),
-        ),
-        (
-            "cumulative.class_neg".into(),
-            rel(a.cumulative.class_neg, b.cumulative.class_neg),
-        ),
-    ];
-    // per set and entry: `names[k]` is the k-th value of each set
-    fn by_noise<const N: usize>(
-        name: &str,
-        names: [&str; N],
-        x: ByNoise<[f64; N]>,
-        y: ByNoise<[f64; N]>,
-        out: &mut Vec<(String, f64)>,
-    ) {
-        for (set, u, v) in [("clean", x.clean, y.clean), ("noisy", x.noisy, y.noisy)] {
-            for (k, entry) in names.iter().enumerate() {
-                let dev = match (u, v) {
-                    (Some(u), Some(v)) => rel(u[k], v[k]),
-                    (None, None) => 0.0,
-                    _ => f64::INFINITY,
-                };
-                out.push((format!("{name}.{set}.{entry}"), dev));
-            }
+/// A checkpoint's leaves grouped by path (paths in visit order, each path's leaves in
+/// visit order: one per sample, per class, ...).
+fn by_path(c: &Checkpoint, tokens: usize) -> Vec<(String, Vec<Leaf>)> {
+    let mut out: Vec<(String, Vec<Leaf>)> = Vec::new();
+    for (path, leaf) in Leaves::of(c, tokens).0 {
+        match out.iter_mut().find(|(p, _)| *p == path) {
+            Some((_, v)) => v.push(leaf),
+            None => out.push((path, vec![leaf])),
         }
-    }
-    let groups = Group::ALL.map(Group::name);
-    let attention = |c: &Checkpoint| c.attention.map(PerGroup::to_array);
-    by_noise("attention", groups, attention(a), attention(b), &mut out);
-    let selection = |c: &Checkpoint| c.selection.map(SelectionShare::to_array);
-    let names = SelectionShare::NAMES;
-    by_noise("selection", names, selection(a), selection(b), &mut out);
-    let per_sample = |f: &dyn Fn(&crate::io::trajectory::SampleState) -> f64| {
-        a.samples
-            .iter()
-            .zip(&b.samples)
-            .map(|(x, y)| rel(f(x), f(y)))
-            .fold(0.0, f64::max)
-    };
-    out.push(("samples.f".into(), per_sample(&|s| s.f)));
-    out.push(("samples.top".into(), per_sample(&|s| s.top as f64)));
-    out.push((
-        "samples.selection".into(),
-        per_sample(&|s| f64::from(s.selection.code())),
-    ));
-    out.push(("samples.gap".into(), per_sample(&|s| s.gap)));
-    out.push(("samples.rest".into(), per_sample(&|s| s.rest)));
-    out.push((
-        "samples.selection_score".into(),
-        per_sample(&|s| s.selection_score),
-    ));
-    for g in Group::ALL {
-        out.push((
-            format!("samples.mass.{}", g.name()),
-            per_sample(&|s| s.mass.get(g)),
-        ));
-    }
-    // a K-class model's outputs and per-class record (absent on both sides: binary)
-    let outputs = a
-        .samples
-        .iter()
-        .zip(&b.samples)
-        .map(|(x, y)| match (&x.outputs, &y.outputs) {
-            (None, None) => 0.0,
-            (Some(u), Some(v)) if u.len() == v.len() => u
-                .iter()
-                .zip(v)
-                .map(|(p, q)| rel(*p, *q))
-                .fold(0.0, f64::max),
-            _ => f64::INFINITY,
-        })
-        .fold(0.0, f64::max);
-    if a.samples
-        .iter()
-        .chain(&b.samples)
-        .any(|s| s.outputs.is_some())
-    {
-        out.push(("samples.outputs".into(), outputs));
-    }
-    match (&a.classes, &b.classes) {
-        (None, None) => {}
-        (Some(x), Some(y)) => {
-            let lists = |u: &[Option<f64>], v: &[Option<f64>]| {
-                if u.len() != v.len() {
-                    return f64::INFINITY;
-                }
-                u.iter()
-                    .zip(v)
-                    .map(|(p, q)| match (p, q) {
-                        (Some(p), Some(q)) => rel(*p, *q),
-                        (None, None) => 0.0,
-                        _ => f64::INFINITY,
-                    })
-                    .fold(0.0, f64::max)
-            };
-            out.push((
-                "classes.train_accuracy".into(),
-                lists(&x.train_accuracy, &y.train_accuracy),
-            ));
-            out.push((
-                "classes.test_accuracy".into(),
-                lists(&x.test_accuracy, &y.test_accuracy),
-            ));
-            out.push(("classes.test_tie".into(), rel(x.test_tie, y.test_tie)));
-            out.push((
-                "classes.test_undecided".into(),
-                rel(x.test_undecided, y.test_undecided),
-            ));
-            let sel = |k: &crate::io::trajectory::ClassMetrics| {
-                k.selection
-                    .map(crate::io::trajectory::ClassSelection::to_array)
-            };
-            by_noise(
-                "classes.selection",
-                crate::io::trajectory::ClassSelection::NAMES,
-                sel(x),
-                sel(y),
-                &mut out,
-            );
-            out.push((
-                "classes.selection_score".into(),
-                lists(&x.selection_score, &y.selection_score),
-            ));
-        }
-        _ => out.push(("classes".into(), f64::INFINITY)),
-    }
-    // the direction record against the attention SVM (absent on both sides: no
-    // `[direction]`); an absent value (theta = theta0, min m not positive) is NaN
-    match (&a.direction, &b.direction) {
-        (None, None) => {}
-        (Some(x), Some(y)) => {
-            let opt = |v: Option<f64>| v.unwrap_or(f64::NAN);
-            out.extend([
-                (
-                    "direction.one_minus_corr".into(),
-                    rel(opt(x.one_minus_corr), opt(y.one_minus_corr)),
-                ),
-                ("direction.norm".into(), rel(x.norm, y.norm)),
-                ("direction.margin".into(), rel(opt(x.margin), opt(y.margin))),
-                (
-                    "direction.support_deviation".into(),
-                    rel(opt(x.support_deviation), opt(y.support_deviation)),
-                ),
-                (
-                    "direction.on_pattern".into(),
-                    rel(x.on_pattern, y.on_pattern),
-                ),
-            ]);
-        }
-        _ => out.push(("direction".into(), f64::INFINITY)),
     }
     out
+}
+
+/// The largest deviation `dev` over a path's leaves paired in order: infinite where the
+/// path is in one checkpoint only or holds a different number of leaves (a presence
+/// mismatch), or where a value is absent on one side only.
+fn paired(x: Option<&[Leaf]>, y: Option<&[Leaf]>, dev: fn(f64, f64) -> f64) -> f64 {
+    match (x, y) {
+        (Some(x), Some(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .map(|(p, q)| match (p, q) {
+                (Leaf::Number(None), Leaf::Number(None)) => 0.0,
+                (Leaf::Number(None), _) | (_, Leaf::Number(None)) => f64::INFINITY,
+                _ => dev(p.number(), q.number()),
+            })
+            .fold(0.0, f64::max),
+        _ => f64::INFINITY,
+    }
+}
+
+/// The leaves of `path` in a checkpoint grouped by [`by_path`].
+fn find<'a>(c: &'a [(String, Vec<Leaf>)], path: &str) -> Option<&'a [Leaf]> {
+    c.iter().find(|(p, _)| p == path).map(|(_, v)| v.as_slice())
+}
+
+/// Every leaf path of a checkpoint pair (but `step`, which pairs them), in visit order,
+/// with the largest relative deviation of its leaves ([`paired`]).
+fn quantities(a: &[(String, Vec<Leaf>)], b: &[(String, Vec<Leaf>)]) -> Vec<(String, f64)> {
+    let only_b = b.iter().filter(|(p, _)| find(a, p).is_none());
+    a.iter()
+        .chain(only_b)
+        .filter(|(p, _)| p != "step")
+        .map(|(p, _)| (p.clone(), paired(find(a, p), find(b, p), rel)))
+        .collect()
+}
+
+/// Whether two checkpoints' leaves are bit-identical (the same paths, the same values'
+/// bits, absent in the same places).
+fn same_bits(a: &[(String, Vec<Leaf>)], b: &[(String, Vec<Leaf>)]) -> bool {
+    let bits = |l: &Leaf| match l {
+        Leaf::Number(None) => None,
+        l => Some(l.number().to_bits()),
+    };
+    a.len() == b.len()
+        && a.iter().zip(b).all(|((p, x), (q, y))| {
+            p == q && x.len() == y.len() && x.iter().zip(y).all(|(u, v)| bits(u) == bits(v))
+        })
 }
 
 /// Dotted keys whose values differ between two TOML tables.
@@ -287,6 +170,7 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Rep
     let mut first: Option<(u64, String)> = None;
     let mut common = 0;
     let mut bits = true;
+    let tokens = a.config.layout.tokens;
     let steps = |t: &Trajectory| t.checkpoints.iter().map(|c| c.step).collect::<Vec<_>>();
     let (sa, sb) = (steps(a), steps(b));
     let only_in_a: Vec<u64> = sa.iter().copied().filter(|s| !sb.contains(s)).collect();
@@ -301,14 +185,9 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Rep
             bits = false;
             continue;
         }
-        bits &= ca
-            .numbers()
-            .iter()
-            .map(|v| v.to_bits())
-            .eq(cb.numbers().iter().map(|v| v.to_bits()))
-            && ca.attention == cb.attention
-            && ca.selection == cb.selection;
-        for (name, v) in quantities(ca, cb) {
+        let (la, lb) = (by_path(ca, tokens), by_path(cb, tokens));
+        bits &= same_bits(&la, &lb);
+        for (name, v) in quantities(&la, &lb) {
             if first.is_none() && crate::analysis::exceeds(v, rtol) {
                 first = Some((ca.step, name.clone()));
             }
@@ -316,12 +195,8 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Rep
             *m = m.max(v);
         }
         for g in Group::ALL {
-            let dev = ca
-                .samples
-                .iter()
-                .zip(&cb.samples)
-                .map(|(x, y)| abs_dev(x.mass.get(g), y.mass.get(g)))
-                .fold(0.0, f64::max);
+            let path = format!("samples.mass.{}", g.name());
+            let dev = paired(find(&la, &path), find(&lb, &path), abs_dev);
             let m = max_group.entry(g.name().to_string()).or_insert(0.0f64);
             *m = m.max(dev);
         }

@@ -9,5 +9,6 @@ pub mod external;
 pub mod files;
 pub mod nonfinite;
 pub mod publish;
+pub mod record;
 pub mod state;
 pub mod trajectory;

@@ -1,0 +1,264 @@
+//! One visit order over a checkpoint's record: every leaf of a [`Checkpoint`] (its
+//! scalars, the per-set means, each [`SampleState`] with its outputs and prompt record,
+//! the K-class [`ClassMetrics`], the [`DirectionPoint`] and the prompt's shares), named
+//! by its dotted path with array indices dropped (`samples.prompt.attention`,
+//! `attention.clean.R`), with the range it can take and its value.
+//!
+//! The consumers of a record (the digest, the CSV, the reader's range checks, `diff`,
+//! Python's arrays) are [`Visitor`]s of [`visit`], so a leaf added to the record is seen
+//! by each of them: none keeps its own list of fields. The order is fixed (the digest's
+//! order, which the committed digests depend on): the step, the scalars, the cumulative
+//! sums, the per-set attention and selection shares, per sample its f, top, selection,
+//! gap, rest, S_i, group masses, outputs and prompt record, then the per-class metrics,
+//! the direction record and the prompt's shares.
+
+use crate::config::Group;
+use crate::io::trajectory::{
+    ByNoise, Checkpoint, ClassSelection, DirectionPoint, PerGroup, SampleState, SelectionShare,
+};
+
+/// What a number of the record can be (the reader refuses a value outside; a value a run
+/// can record, NaN where it stopped at a non-finite value, is inside unless said).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Range {
+    /// Any number, NaN and infinities included (a loss, an output, a score gap).
+    Real,
+    /// A share in [0, 1] (up to rounding: [`SHARE_SLACK`]), or NaN.
+    Share,
+    /// A number >= 0 (up to [`SHARE_SLACK`]), +inf or NaN (a norm, a sum of scores).
+    NonNegative,
+    /// In [lo, hi] (up to [`SHARE_SLACK`]) and never NaN (a direction record, whose
+    /// tracker records `None` where a value is undefined); `hi = f64::MAX` reads "finite
+    /// and >= lo".
+    Within(f64, f64),
+}
+
+/// Rounding allowed past a range's bounds for a value summed in floating point (f32
+/// included).
+pub const SHARE_SLACK: f64 = 1e-6;
+
+impl Range {
+    /// Whether `v` is in the range.
+    pub fn contains(self, v: f64) -> bool {
+        let (lo, hi, nan) = match self {
+            Range::Real => return true,
+            Range::Share => (0.0, 1.0, true),
+            Range::NonNegative => (0.0, f64::INFINITY, true),
+            Range::Within(lo, hi) => (lo, hi, false),
+        };
+        (nan && v.is_nan()) || (lo - SHARE_SLACK..=hi + SHARE_SLACK).contains(&v)
+    }
+
+    /// The range in words ("in [0, 1]", "finite and >= 0", ...).
+    pub fn describe(self) -> String {
+        match self {
+            Range::Real => "any number".into(),
+            Range::Share => "in [0, 1]".into(),
+            Range::NonNegative => ">= 0".into(),
+            Range::Within(lo, f64::MAX) if lo == -f64::MAX => "a finite number".into(),
+            Range::Within(lo, f64::MAX) => format!("finite and >= {lo}"),
+            Range::Within(lo, hi) => format!("in [{lo}, {hi}]"),
+        }
+    }
+}
+
+/// A consumer of a checkpoint's record: one method per kind of leaf, each called with
+/// the leaf's dotted path (array indices dropped) in [`visit`]'s order.
+pub trait Visitor {
+    /// The step count (`step`: it defines the checkpoint set, it is not a measurement).
+    fn count(&mut self, path: &str, v: u64);
+    /// A number that is always present.
+    fn real(&mut self, path: &str, range: Range, v: f64);
+    /// A number that may be absent (`None`: an empty set of samples, a class without
+    /// samples, an undefined direction value).
+    fn optional(&mut self, path: &str, range: Range, v: Option<f64>);
+    /// A position `v` < `bound` (a sample's top token among the T).
+    fn index(&mut self, path: &str, bound: usize, v: usize);
+    /// One of `names` (`v` < `names.len()`: a sample's selection, as
+    /// [`crate::model::Selection::code`]).
+    fn category(&mut self, path: &str, names: &'static [&'static str], v: u8);
+    /// A yes / no (whether the in-sequence prompt is a sample's top position).
+    fn flag(&mut self, path: &str, v: bool);
+}
+
+/// The names of [`crate::model::Selection`]'s codes.
+pub const SELECTION_NAMES: [&str; 3] = ["decided", "tie", "undecided"];
+
+/// Visit every leaf of `c` in the one fixed order (see the module's documentation);
+/// `tokens` is T, the bound of a sample's top token.
+pub fn visit(c: &Checkpoint, tokens: usize, v: &mut impl Visitor) {
+    v.count("step", c.step);
+    v.real("train_loss", Range::Real, c.train_loss);
+    v.real("train_accuracy", Range::Share, c.train_accuracy);
+    v.real("test_accuracy", Range::Share, c.test_accuracy);
+    v.real("q_norm", Range::NonNegative, c.q_norm);
+    v.real("grad_norm", Range::NonNegative, c.grad_norm);
+    let cu = &c.cumulative;
+    for (name, x) in [
+        ("clean", cu.clean),
+        ("noisy", cu.noisy),
+        ("class_pos", cu.class_pos),
+        ("class_neg", cu.class_neg),
+    ] {
+        v.real(&format!("cumulative.{name}"), Range::NonNegative, x);
+    }
+    let groups = Group::ALL.map(Group::name);
+    by_noise(v, "attention", groups, c.attention.map(PerGroup::to_array));
+    let selection = c.selection.map(SelectionShare::to_array);
+    by_noise(v, "selection", SelectionShare::NAMES, selection);
+    for s in &c.samples {
+        sample(v, s, tokens);
+    }
+    if let Some(k) = &c.classes {
+        for x in &k.train_accuracy {
+            v.optional("classes.train_accuracy", Range::Share, *x);
+        }
+        for x in &k.test_accuracy {
+            v.optional("classes.test_accuracy", Range::Share, *x);
+        }
+        v.real("classes.test_tie", Range::Share, k.test_tie);
+        v.real("classes.test_undecided", Range::Share, k.test_undecided);
+        let selection = k.selection.map(ClassSelection::to_array);
+        by_noise(v, "classes.selection", ClassSelection::NAMES, selection);
+        for x in &k.selection_score {
+            v.optional("classes.selection_score", Range::Share, *x);
+        }
+    }
+    if let Some(d) = &c.direction {
+        direction(v, d);
+    }
+    // the prompt's shares nest the other way round: quantity, then set
+    if let Some(p) = &c.prompt {
+        for (what, x) in [("attention", p.attention), ("top", p.top)] {
+            for (set, u) in [("clean", x.clean), ("noisy", x.noisy)] {
+                v.optional(&format!("prompt.{what}.{set}"), Range::Share, u);
+            }
+        }
+    }
+}
+
+/// `prefix.{clean,noisy}.{names}`, each optional (a set without samples).
+fn by_noise<const N: usize>(
+    v: &mut impl Visitor,
+    prefix: &str,
+    names: [&str; N],
+    x: ByNoise<[f64; N]>,
+) {
+    for (set, u) in [("clean", x.clean), ("noisy", x.noisy)] {
+        for (k, name) in names.iter().enumerate() {
+            v.optional(
+                &format!("{prefix}.{set}.{name}"),
+                Range::Share,
+                u.map(|u| u[k]),
+            );
+        }
+    }
+}
+
+/// One sample's leaves.
+fn sample(v: &mut impl Visitor, s: &SampleState, tokens: usize) {
+    v.real("samples.f", Range::Real, s.f);
+    v.index("samples.top", tokens, s.top);
+    v.category("samples.selection", &SELECTION_NAMES, s.selection.code());
+    v.real("samples.gap", Range::Real, s.gap);
+    v.real("samples.rest", Range::Share, s.rest);
+    v.real("samples.selection_score", Range::Share, s.selection_score);
+    for (g, m) in Group::ALL.iter().zip(s.mass.to_array()) {
+        v.real(&format!("samples.mass.{}", g.name()), Range::Share, m);
+    }
+    for o in s.outputs.iter().flatten() {
+        v.real("samples.outputs", Range::Real, *o);
+    }
+    if let Some(p) = &s.prompt {
+        v.real("samples.prompt.attention", Range::Share, p.attention);
+        v.flag("samples.prompt.top", p.top);
+    }
+}
+
+/// The direction record's leaves.
+fn direction(v: &mut impl Visitor, d: &DirectionPoint) {
+    let (finite, non_negative) = (
+        Range::Within(-f64::MAX, f64::MAX),
+        Range::Within(0.0, f64::MAX),
+    );
+    v.optional(
+        "direction.one_minus_corr",
+        Range::Within(0.0, 2.0),
+        d.one_minus_corr,
+    );
+    v.real("direction.norm", non_negative, d.norm);
+    v.optional("direction.margin", finite, d.margin);
+    v.optional(
+        "direction.support_deviation",
+        non_negative,
+        d.support_deviation,
+    );
+    v.real(
+        "direction.on_pattern",
+        Range::Within(0.0, 1.0),
+        d.on_pattern,
+    );
+}
+
+/// A leaf's value as one number: a count, an index and a category code as themselves, a
+/// flag as 0 or 1, an absent value as NaN (the digest's numbers).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Leaf {
+    /// The step.
+    Count(u64),
+    /// A number (`None`: absent).
+    Number(Option<f64>),
+    /// A position.
+    Index(usize),
+    /// A category's code.
+    Category(u8),
+    /// A yes / no.
+    Flag(bool),
+}
+
+impl Leaf {
+    /// The leaf as one f64 (NaN where absent).
+    pub fn number(self) -> f64 {
+        match self {
+            Leaf::Count(v) => v as f64,
+            Leaf::Number(v) => v.unwrap_or(f64::NAN),
+            Leaf::Index(v) => v as f64,
+            Leaf::Category(v) => f64::from(v),
+            Leaf::Flag(v) => f64::from(u8::from(v)),
+        }
+    }
+}
+
+/// Every leaf of a checkpoint with its path, in visit order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Leaves(pub Vec<(String, Leaf)>);
+
+impl Leaves {
+    /// The leaves of `c` (T = `tokens`).
+    pub fn of(c: &Checkpoint, tokens: usize) -> Leaves {
+        let mut l = Leaves::default();
+        visit(c, tokens, &mut l);
+        l
+    }
+}
+
+impl Visitor for Leaves {
+    fn count(&mut self, path: &str, v: u64) {
+        self.0.push((path.into(), Leaf::Count(v)));
+    }
+    fn real(&mut self, path: &str, _: Range, v: f64) {
+        self.0.push((path.into(), Leaf::Number(Some(v))));
+    }
+    fn optional(&mut self, path: &str, _: Range, v: Option<f64>) {
+        self.0.push((path.into(), Leaf::Number(v)));
+    }
+    fn index(&mut self, path: &str, _: usize, v: usize) {
+        self.0.push((path.into(), Leaf::Index(v)));
+    }
+    fn category(&mut self, path: &str, _: &'static [&'static str], v: u8) {
+        self.0.push((path.into(), Leaf::Category(v)));
+    }
+    fn flag(&mut self, path: &str, v: bool) {
+        self.0.push((path.into(), Leaf::Flag(v)));
+    }
+}

@@ -1,0 +1,265 @@
+//! A checkpoint's record has one visit order (`io::record::visit`) and its consumers are
+//! visitors of it. What is checked here:
+//! - `tokensel diff` sees the in-sequence prompt's per-sample records (it once answered
+//!   "agree" for two trajectories whose `samples[0].prompt` differed);
+//! - the serde shape of a checkpoint (binary, K = 3, prompt in sequence, `[direction]`)
+//!   has exactly the leaves the visit reports, both ways: a field added to the record and
+//!   not to the visit fails here;
+//! - every leaf of the last checkpoint, perturbed within its range, is read back and
+//!   reported by `diff` under its path (the contract of the generic conformance test).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use common::{stderr, tokensel};
+use serde_json::Value;
+use tokensel::analysis::diff::diff;
+use tokensel::io::record::Leaves;
+use tokensel::io::trajectory::Trajectory;
+
+/// The binary model with both sets non-empty (noisy samples at eta = 0.25).
+const BINARY: &str = "d = 40\nn_train = 8\nn_test = 8\nmu_norm = 6.0\neta = 0.25\nsteps = 20\n";
+
+/// Three classes (one weak token per other class: T = 9).
+const K3: &str = "d = 40\nn_train = 9\nn_test = 9\nmu_norm = 6.0\neta = 0.25\nsteps = 20\n\
+                  [model]\nkind = \"multiclass\"\nclasses = 3\n[layout]\ntokens = 9\nweak_opposite = 2\n";
+
+/// The prompt in sequence, direct method.
+const PROMPT: &str = "d = 40\nn_train = 8\nn_test = 8\nmu_norm = 6.0\neta = 0.25\nsteps = 20\n\
+                      method = \"direct\"\n[model]\nprompt = \"in-sequence\"\n";
+
+/// The direction against the attention SVM.
+const DIRECTION: &str = "d = 60\nn_train = 6\nn_test = 20\nmu_norm = 6.0\neta = 0.25\nsteps = 20\n\
+                         [direction]\npattern = \"theorem\"\n";
+
+/// Run `config` through the CLI into `dir/name`; the trajectory's JSON file.
+fn run(dir: &Path, name: &str, config: &str) -> std::path::PathBuf {
+    let cfg = dir.join(format!("{name}.toml"));
+    std::fs::write(&cfg, config).unwrap();
+    let out = dir.join(name);
+    let o = tokensel(&[
+        "run",
+        "--quiet",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{name}: {}", stderr(&o));
+    out.join("trajectory.json")
+}
+
+fn read(path: &Path) -> Trajectory {
+    Trajectory::from_json(&std::fs::read_to_string(path).unwrap(), path).unwrap()
+}
+
+/// Every scalar leaf of `v` (numbers, booleans, strings, nulls) by its dotted path with
+/// array indices dropped, and whether it is null.
+fn serde_leaves(v: &Value, path: &str, out: &mut Vec<(String, bool)>) {
+    let join = |k: &str| match path {
+        "" => k.to_string(),
+        p => format!("{p}.{k}"),
+    };
+    match v {
+        Value::Object(m) => m.iter().for_each(|(k, x)| serde_leaves(x, &join(k), out)),
+        Value::Array(a) => a.iter().for_each(|x| serde_leaves(x, path, out)),
+        Value::Null => out.push((path.to_string(), true)),
+        _ => out.push((path.to_string(), false)),
+    }
+}
+
+#[test]
+fn diff_sees_the_prompts_per_sample_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = run(tmp.path(), "a", PROMPT);
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    let last = v["checkpoints"].as_array().unwrap().len() - 1;
+    let prompt = &mut v["checkpoints"][last]["samples"][0]["prompt"];
+    let attention = prompt["attention"].as_f64().unwrap();
+    // an edit of each leaf alone, then of both (the issue's case)
+    let edits: [(&str, bool, bool); 3] = [
+        ("samples.prompt.attention", true, false),
+        ("samples.prompt.top", false, true),
+        ("samples.prompt.attention", true, true),
+    ];
+    let original = prompt.clone();
+    for (leaf, edit_attention, edit_top) in edits {
+        let mut e = v.clone();
+        let p = &mut e["checkpoints"][last]["samples"][0]["prompt"];
+        *p = original.clone();
+        if edit_attention {
+            p["attention"] = (if attention == 0.5 { 0.25 } else { 0.5 }).into();
+        }
+        if edit_top {
+            p["top"] = (!original["top"].as_bool().unwrap()).into();
+        }
+        let b = tmp.path().join("b.json");
+        std::fs::write(&b, serde_json::to_string(&e).unwrap()).unwrap();
+        let o = tokensel(&["diff", "--json", a.to_str().unwrap(), b.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{leaf}: {}", stderr(&o));
+        let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(report["diverged"], true, "{leaf}");
+        assert_eq!(report["first_quantity"], leaf, "{leaf}");
+        for (path, edited) in [
+            ("samples.prompt.attention", edit_attention),
+            ("samples.prompt.top", edit_top),
+        ] {
+            let dev = report["max_rel_dev"][path].as_f64().unwrap();
+            assert_eq!(dev > 0.0, edited, "{leaf}: {path} = {dev}");
+        }
+        let o = tokensel(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{leaf}");
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains(&format!("in `{leaf}`")), "{text}");
+        assert!(text.contains("verdict: DIFFER"), "{text}");
+    }
+}
+
+/// The four runs whose records together hold every kind of leaf.
+fn runs(dir: &Path) -> Vec<(&'static str, std::path::PathBuf)> {
+    [
+        ("binary", BINARY),
+        ("k3", K3),
+        ("prompt", PROMPT),
+        ("direction", DIRECTION),
+    ]
+    .into_iter()
+    .map(|(name, cfg)| (name, run(dir, name, cfg)))
+    .collect()
+}
+
+#[test]
+fn the_visit_reports_exactly_the_serde_leaves() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, path) in runs(tmp.path()) {
+        let t = read(&path);
+        let tokens = t.config.layout.tokens;
+        for c in [&t.checkpoints[0], t.last()] {
+            let mut shape = Vec::new();
+            serde_leaves(&serde_json::to_value(c).unwrap(), "", &mut shape);
+            let visited: BTreeSet<String> = Leaves::of(c, tokens)
+                .0
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect();
+            // a null is a leaf, or an absent record whose leaves the visit names below it
+            let covered = |p: &str, null: bool| {
+                visited.contains(p)
+                    || (null && visited.iter().any(|v| v.starts_with(&format!("{p}."))))
+            };
+            for (p, null) in &shape {
+                assert!(
+                    covered(p, *null),
+                    "{name} step {}: `{p}` is in the record but no visitor sees it",
+                    c.step
+                );
+            }
+            let nulls: Vec<&String> = shape.iter().filter(|l| l.1).map(|l| &l.0).collect();
+            for p in &visited {
+                let under_null = nulls
+                    .iter()
+                    .any(|n| *n == p || p.starts_with(&format!("{n}.")));
+                assert!(
+                    shape.iter().any(|(s, _)| s == p) || under_null,
+                    "{name} step {}: the visit reports `{p}`, which the record does not hold",
+                    c.step
+                );
+            }
+        }
+        // the runs hold what they are for: both sets, the K-class, prompt and direction
+        // records
+        let last: BTreeSet<String> = Leaves::of(t.last(), tokens)
+            .0
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        let expect = match name {
+            "binary" => "selection.noisy.R",
+            "k3" => "classes.selection.noisy.W_observed",
+            "prompt" => "samples.prompt.top",
+            _ => "direction.support_deviation",
+        };
+        assert!(last.contains(expect), "{name}: {last:?}");
+    }
+}
+
+/// `x` moved within the range of leaf `path` (a share stays in [0, 1], a top token below
+/// T, a norm >= 0).
+fn perturb(path: &str, x: &Value, tokens: usize) -> Option<Value> {
+    if let Some(b) = x.as_bool() {
+        return Some((!b).into());
+    }
+    let v = x.as_f64()?;
+    if path == "samples.top" {
+        return Some(((v as usize + 1) % tokens).into());
+    }
+    let shares = [
+        "accuracy",
+        "attention",
+        "selection",
+        "rest",
+        "mass",
+        "test_tie",
+        "test_undecided",
+        "on_pattern",
+        "prompt",
+    ];
+    let share = shares.iter().any(|s| path.contains(s)) && path != "direction.norm";
+    Some(if share || path == "direction.one_minus_corr" {
+        if v < 0.5 { v + 0.25 } else { v - 0.25 }.into()
+    } else {
+        (v.abs() * 1.5 + 0.125).into()
+    })
+}
+
+/// Every leaf of `v` by its JSON pointer and its path with indices dropped.
+fn pointers(v: &Value, pointer: &str, path: &str, out: &mut Vec<(String, String)>) {
+    let join = |k: &str| match path {
+        "" => k.to_string(),
+        p => format!("{p}.{k}"),
+    };
+    match v {
+        Value::Object(m) => m
+            .iter()
+            .for_each(|(k, x)| pointers(x, &format!("{pointer}/{k}"), &join(k), out)),
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .for_each(|(i, x)| pointers(x, &format!("{pointer}/{i}"), path, out)),
+        _ => out.push((pointer.to_string(), path.to_string())),
+    }
+}
+
+#[test]
+fn diff_reports_every_leaf_perturbed_within_its_range() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, path) in runs(tmp.path()) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let a = read(&path);
+        let tokens = a.config.layout.tokens;
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let last = v["checkpoints"].as_array().unwrap().len() - 1;
+        let base = format!("/checkpoints/{last}");
+        let mut leaves = Vec::new();
+        pointers(v.pointer(&base).unwrap(), &base, "", &mut leaves);
+        let mut seen = BTreeSet::new();
+        for (pointer, leaf) in leaves {
+            let x = v.pointer(&pointer).unwrap();
+            let Some(y) = perturb(&leaf, x, tokens).filter(|_| leaf != "step") else {
+                continue;
+            };
+            let mut e = v.clone();
+            *e.pointer_mut(&pointer).unwrap() = y;
+            let b = Trajectory::from_json(&e.to_string(), Path::new("b.json"))
+                .unwrap_or_else(|err| panic!("{name}: {pointer} perturbed is refused: {err}"));
+            let r = diff(&a, &b, 1e-12, false);
+            assert!(r.diverged, "{name}: {pointer}");
+            let dev = r.max_rel_dev.get(&leaf).copied().unwrap_or(0.0);
+            assert!(dev > 0.0, "{name}: {pointer} -> `{leaf}`: {dev}");
+            seen.insert(leaf);
+        }
+        assert!(seen.len() > 30, "{name}: {seen:?}");
+    }
+}
