@@ -263,3 +263,46 @@ fn diff_reports_every_leaf_perturbed_within_its_range() {
         assert!(seen.len() > 30, "{name}: {seen:?}");
     }
 }
+
+/// The reader's range checks are a visitor of the record: a prompt attention of 1.5 is
+/// refused (exit 2, naming the leaf) like an attention share of 1.5, and so is the
+/// prompt's share of a set.
+#[test]
+fn the_reader_refuses_a_leaf_out_of_its_range_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = run(tmp.path(), "a", PROMPT);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    let edits: [(&str, &str); 4] = [
+        (
+            "/checkpoints/1/samples/2/prompt/attention",
+            "samples[2].prompt.attention 1.5 is outside [0, 1]",
+        ),
+        (
+            "/checkpoints/1/prompt/attention/noisy",
+            "prompt.attention.noisy 1.5 is outside [0, 1]",
+        ),
+        (
+            "/checkpoints/1/attention/clean/R",
+            "attention.clean.R 1.5 is outside [0, 1]",
+        ),
+        (
+            "/checkpoints/1/samples/0/selection_score",
+            "samples[0].selection_score 1.5 is outside [0, 1]",
+        ),
+    ];
+    for (pointer, message) in edits {
+        let mut e = v.clone();
+        *e.pointer_mut(pointer).unwrap() = 1.5.into();
+        let b = tmp.path().join("b.json");
+        std::fs::write(&b, e.to_string()).unwrap();
+        let fig = tmp.path().join("f.svg");
+        for args in [
+            vec!["diff", a.to_str().unwrap(), b.to_str().unwrap()],
+            vec!["plot", "--out", fig.to_str().unwrap(), b.to_str().unwrap()],
+        ] {
+            let o = tokensel(&args);
+            assert_eq!(o.status.code(), Some(2), "{pointer}: {}", stderr(&o));
+            assert!(stderr(&o).contains(message), "{pointer}: {}", stderr(&o));
+        }
+    }
+}

@@ -262,3 +262,97 @@ impl Visitor for Leaves {
         self.0.push((path.into(), Leaf::Flag(v)));
     }
 }
+
+/// The reader's range checks: the first leaf outside its range, named by its path with
+/// the sample's or class's index (`samples[3].prompt.attention 1.5 is outside [0, 1]`).
+#[derive(Debug, Default)]
+struct Check {
+    /// How many leaves of each path were seen (the index of the next one).
+    seen: std::collections::HashMap<String, usize>,
+    /// The first leaf out of range.
+    error: Option<String>,
+}
+
+impl Check {
+    /// `path` with the index of this leaf where it is one of several (a sample's, a
+    /// class's): `samples[3].rest`, `classes.train_accuracy[1]`.
+    fn name(&mut self, path: &str) -> String {
+        let seen = self.seen.entry(path.to_string()).or_insert(0);
+        let i = *seen;
+        *seen += 1;
+        if let Some(rest) = path.strip_prefix("samples.") {
+            format!("samples[{i}].{rest}")
+        } else if matches!(
+            path,
+            "classes.train_accuracy" | "classes.test_accuracy" | "classes.selection_score"
+        ) {
+            format!("{path}[{i}]")
+        } else {
+            path.to_string()
+        }
+    }
+
+    /// Record an error unless one is already recorded.
+    fn fail(&mut self, message: String) {
+        self.error.get_or_insert(message);
+    }
+}
+
+impl Visitor for Check {
+    fn count(&mut self, _: &str, _: u64) {}
+    fn real(&mut self, path: &str, range: Range, v: f64) {
+        let name = self.name(path);
+        if range.contains(v) {
+            return;
+        }
+        self.fail(match (path.strip_prefix("direction."), range) {
+            (Some(field), _) => format!(
+                "the direction record's `{field}` is {v}; it can only be {}",
+                range.describe()
+            ),
+            (None, Range::Share) => format!("{name} {v} is outside [0, 1]"),
+            (None, _) => format!(
+                "{name} {v} is out of range: it can only be {}",
+                range.describe()
+            ),
+        });
+    }
+    fn optional(&mut self, path: &str, range: Range, v: Option<f64>) {
+        match v {
+            Some(v) => self.real(path, range, v),
+            None => {
+                self.name(path);
+            }
+        }
+    }
+    fn index(&mut self, path: &str, bound: usize, v: usize) {
+        let name = self.name(path);
+        if v >= bound {
+            self.fail(format!(
+                "{name} = {v} is not a token position (top < T = {bound})"
+            ));
+        }
+    }
+    fn category(&mut self, path: &str, names: &'static [&'static str], v: u8) {
+        let name = self.name(path);
+        if usize::from(v) >= names.len() {
+            self.fail(format!("{name} = {v} is not one of {names:?}"));
+        }
+    }
+    fn flag(&mut self, path: &str, _: bool) {
+        self.name(path);
+    }
+}
+
+/// Every leaf of `c` within its range (a share in [0, 1] up to [`SHARE_SLACK`], a norm
+/// >= 0, a top token < T = `tokens`, a direction record's numbers as
+/// [`Range::Within`]); the error names the first leaf outside by its path. A number
+/// outside (an attention share of -3.0, a prompt attention of 1.5, an infinite share)
+/// is refused, not drawn; NaN, the non-finite value a run can record, is read back as
+/// such where the range allows it (`io::nonfinite`: diff reports it as an infinite
+/// deviation).
+pub fn check(c: &Checkpoint, tokens: usize) -> Result<(), String> {
+    let mut check = Check::default();
+    visit(c, tokens, &mut check);
+    check.error.map_or(Ok(()), Err)
+}

@@ -543,7 +543,7 @@ pub(crate) fn check_checkpoints(
     }
     let k = config.model.is_multiclass().then_some(config.model.classes);
     for c in checkpoints {
-        if c.samples.len() != n || c.samples.iter().any(|s| s.top >= tokens) {
+        if c.samples.len() != n {
             return Err(format!(
                 "checkpoint {} does not hold n_train = {n} samples with top < T = {tokens}",
                 c.step
@@ -593,99 +593,7 @@ pub(crate) fn check_checkpoints(
                 }
             ));
         }
-        check_shares(c).map_err(|m| format!("checkpoint {}: {m}", c.step))?;
-    }
-    Ok(())
-}
-
-/// Rounding allowed past [0, 1] for a share summed in floating point (f32 included).
-const SHARE_SLACK: f64 = 1e-6;
-
-/// Every share of a checkpoint within [0, 1] (up to [`SHARE_SLACK`]): accuracies,
-/// attention masses and selection shares per set, each sample's masses and `rest`. A
-/// number outside (an attention share of -3.0, an infinite one) is refused, not drawn;
-/// NaN, the non-finite value a run can record, is read back as such (`io::nonfinite`:
-/// diff reports it as an infinite deviation).
-fn check_shares(c: &Checkpoint) -> std::result::Result<(), String> {
-    let unit =
-        |what: &str, v: f64| match v.is_nan() || (-SHARE_SLACK..=1.0 + SHARE_SLACK).contains(&v) {
-            true => Ok(()),
-            false => Err(format!("{what} {v} is outside [0, 1]")),
-        };
-    unit("train_accuracy", c.train_accuracy)?;
-    unit("test_accuracy", c.test_accuracy)?;
-    for (set, a, sel) in [
-        ("clean", c.attention.clean, c.selection.clean),
-        ("noisy", c.attention.noisy, c.selection.noisy),
-    ] {
-        for v in a.iter().flat_map(|a| a.to_array()) {
-            unit(&format!("attention.{set}"), v)?;
-        }
-        for v in sel.iter().flat_map(|s| s.to_array()) {
-            unit(&format!("selection.{set}"), v)?;
-        }
-    }
-    if let Some(m) = &c.classes {
-        for v in m.train_accuracy.iter().chain(&m.test_accuracy).flatten() {
-            unit("classes accuracy", *v)?;
-        }
-        unit("classes.test_tie", m.test_tie)?;
-        unit("classes.test_undecided", m.test_undecided)?;
-        for set in [m.selection.clean, m.selection.noisy].iter().flatten() {
-            for v in set.to_array() {
-                unit("classes.selection", v)?;
-            }
-        }
-        for v in m.selection_score.iter().flatten() {
-            unit("classes.selection_score", *v)?;
-        }
-    }
-    for (i, sample) in c.samples.iter().enumerate() {
-        for v in sample.mass.to_array() {
-            unit(&format!("samples[{i}].mass"), v)?;
-        }
-        unit(&format!("samples[{i}].rest"), sample.rest)?;
-    }
-    if let Some(d) = &c.direction {
-        check_direction(d)?;
-    }
-    Ok(())
-}
-
-/// A direction record's numbers within what they can be, and never NaN (a tracker
-/// records `None` where a value is undefined, at theta = theta0 or theta = 0, and a run
-/// stops at a non-finite value, so a NaN there is not a record tokensel writes; a
-/// trajectory of NaNs would draw empty charts): `on_pattern` a share in [0, 1]; 1 - corr = ||u / ||u|| - v / ||v||
-/// ||^2 / 2 in [0, 2] (the squared distance of two unit vectors, halved); `norm` >= 0
-/// and `support_deviation` >= 0 (a maximum that starts at 0), each up to
-/// [`SHARE_SLACK`] of rounding; `norm` and `margin` finite (a run stops at a non-finite
-/// value; its margin is a finite score gap over a positive norm). An impossible record
-/// (`on_pattern` 2, 1 - corr = -1, an infinite norm) is refused, not drawn.
-fn check_direction(d: &DirectionPoint) -> std::result::Result<(), String> {
-    // `hi` = f64::MAX: any finite value (f64::MAX + SHARE_SLACK is f64::MAX)
-    let within = |what: &str, v: f64, lo: f64, hi: f64| {
-        let range = match (lo, hi) {
-            (_, f64::MAX) if lo == -f64::MAX => "a finite number".to_string(),
-            (_, f64::MAX) => format!("finite and >= {lo}"),
-            _ => format!("in [{lo}, {hi}]"),
-        };
-        match (lo - SHARE_SLACK..=hi + SHARE_SLACK).contains(&v) {
-            true => Ok(()),
-            false => Err(format!(
-                "the direction record's `{what}` is {v}; it can only be {range}"
-            )),
-        }
-    };
-    within("on_pattern", d.on_pattern, 0.0, 1.0)?;
-    if let Some(v) = d.one_minus_corr {
-        within("one_minus_corr", v, 0.0, 2.0)?;
-    }
-    within("norm", d.norm, 0.0, f64::MAX)?;
-    if let Some(v) = d.support_deviation {
-        within("support_deviation", v, 0.0, f64::MAX)?;
-    }
-    if let Some(v) = d.margin {
-        within("margin", v, -f64::MAX, f64::MAX)?;
+        crate::io::record::check(c, tokens).map_err(|m| format!("checkpoint {}: {m}", c.step))?;
     }
     Ok(())
 }
