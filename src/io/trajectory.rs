@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::config::{Config, Formulation, Group, Method};
 use crate::error::{Error, Result};
 use crate::io::nonfinite::text;
+use crate::io::record::{Leaves, Range, Visitor, visit};
 use crate::model::Selection;
 
 /// Format tag written into every trajectory file (version 2: each sample's top token is
@@ -461,68 +462,86 @@ pub struct Trajectory {
 }
 
 impl Checkpoint {
-    /// Every number of the checkpoint as f64, in a fixed order (for digests and diffs):
-    /// the scalars, the cumulative sums, then per sample f, top, its selection
-    /// ([`Selection::code`]), gap, rest, S_i and the group masses.
+    /// Every number of the checkpoint as f64, in a fixed order (for digests): the leaves
+    /// of [`crate::io::record::visit`] in its order ([`crate::io::record::Leaf::number`]: an absent value
+    /// NaN, a selection its [`Selection::code`], a flag 0 or 1) but the per-set means
+    /// `attention.*` and `selection.*` (derived from the samples' records, and never in
+    /// the digest), with the in-sequence prompt's leaves (`samples.prompt.*`, then
+    /// `prompt.*`) last, so a separate prompt's digests did not change when they came.
     pub fn numbers(&self) -> Vec<f64> {
-        let mut v = vec![
-            self.step as f64,
-            self.train_loss,
-            self.train_accuracy,
-            self.test_accuracy,
-            self.q_norm,
-            self.grad_norm,
-            self.cumulative.clean,
-            self.cumulative.noisy,
-            self.cumulative.class_pos,
-            self.cumulative.class_neg,
-        ];
-        for s in &self.samples {
-            let selection = f64::from(s.selection.code());
-            v.extend([
-                s.f,
-                s.top as f64,
-                selection,
-                s.gap,
-                s.rest,
-                s.selection_score,
-            ]);
-            v.extend(s.mass.to_array());
-            v.extend(s.outputs.iter().flatten());
-        }
-        if let Some(k) = &self.classes {
-            let opt = |x: &Option<f64>| x.unwrap_or(f64::NAN);
-            v.extend(k.train_accuracy.iter().chain(&k.test_accuracy).map(opt));
-            v.extend([k.test_tie, k.test_undecided]);
-            for set in [k.selection.clean, k.selection.noisy] {
-                v.extend(set.map(|s| s.to_array()).unwrap_or([f64::NAN; 7]));
+        let (mut head, mut tail) = (Vec::new(), Vec::new());
+        // the bound of a top token plays no part in a digest
+        for (path, leaf) in Leaves::of(self, usize::MAX).0 {
+            if path.starts_with("attention.") || path.starts_with("selection.") {
+                continue;
             }
-            v.extend(k.selection_score.iter().map(opt));
+            match path.starts_with("samples.prompt.") || path.starts_with("prompt.") {
+                true => tail.push(leaf.number()),
+                false => head.push(leaf.number()),
+            }
         }
-        if let Some(d) = &self.direction {
-            let opt = |x: Option<f64>| x.unwrap_or(f64::NAN);
-            v.extend([
-                opt(d.one_minus_corr),
-                d.norm,
-                opt(d.margin),
-                opt(d.support_deviation),
-                d.on_pattern,
-            ]);
+        head.extend(tail);
+        head
+    }
+}
+
+/// A CSV row of a checkpoint: its leaves but the samples' (checkpoint-level quantities
+/// only), in visit order, with their column names.
+#[derive(Default)]
+struct CsvRow {
+    /// Column names.
+    head: Vec<String>,
+    /// Values (an absent one empty).
+    row: Vec<String>,
+    /// How many leaves of each path were seen (a class's index).
+    seen: std::collections::HashMap<String, usize>,
+}
+
+impl CsvRow {
+    /// The column of leaf `path` (`None`: a sample's, not in the CSV): the path with `_`
+    /// for `.`, but `cumulative_S_<set>`, the per-class lists `<name>_class_<c>`,
+    /// `class_selection_<set>_<entry>` and the test set's `test_tie`, `test_undecided`.
+    fn push(&mut self, path: &str, value: String) {
+        if path.starts_with("samples.") {
+            return;
         }
-        // the in-sequence prompt's record last (a separate run's numbers are unchanged)
-        for p in self.samples.iter().filter_map(|s| s.prompt) {
-            v.extend([p.attention, f64::from(u8::from(p.top))]);
-        }
-        if let Some(p) = &self.prompt {
-            let opt = |x: Option<f64>| x.unwrap_or(f64::NAN);
-            v.extend([
-                opt(p.attention.clean),
-                opt(p.attention.noisy),
-                opt(p.top.clean),
-                opt(p.top.noisy),
-            ]);
-        }
-        v
+        let seen = self.seen.entry(path.to_string()).or_insert(0);
+        let c = *seen;
+        *seen += 1;
+        let name = match path.strip_prefix("classes.") {
+            Some(list @ ("train_accuracy" | "test_accuracy" | "selection_score")) => {
+                format!("{list}_class_{c}")
+            }
+            Some(rest) if rest.starts_with("selection.") => format!("class_{rest}"),
+            Some(rest) => rest.to_string(),
+            None => match path.strip_prefix("cumulative.") {
+                Some(set) => format!("cumulative_S_{set}"),
+                None => path.to_string(),
+            },
+        };
+        self.head.push(name.replace('.', "_"));
+        self.row.push(value);
+    }
+}
+
+impl Visitor for CsvRow {
+    fn count(&mut self, path: &str, v: u64) {
+        self.push(path, v.to_string());
+    }
+    fn real(&mut self, path: &str, _: Range, v: f64) {
+        self.push(path, text(v));
+    }
+    fn optional(&mut self, path: &str, _: Range, v: Option<f64>) {
+        self.push(path, v.map(text).unwrap_or_default());
+    }
+    fn index(&mut self, path: &str, _: usize, v: usize) {
+        self.push(path, v.to_string());
+    }
+    fn category(&mut self, path: &str, names: &'static [&'static str], v: u8) {
+        self.push(path, names[usize::from(v)].to_string());
+    }
+    fn flag(&mut self, path: &str, v: bool) {
+        self.push(path, v.to_string());
     }
 }
 
@@ -663,118 +682,22 @@ impl Trajectory {
         Ok(t)
     }
 
-    /// One CSV row per checkpoint (non-finite values spelled as in `io::nonfinite`):
-    /// step, loss, accuracies, norms, then mean attention
-    /// mass per group and the selection shares (per group, tie, undecided) for clean and
-    /// noisy samples.
+    /// One CSV row per checkpoint (non-finite values spelled as in `io::nonfinite`,
+    /// an absent value empty): the checkpoint's leaves in visit order but the samples'
+    /// ([`crate::io::record::visit`]): step, loss, accuracies, norms, the cumulative
+    /// scores, the mean attention mass per group and the selection shares (per group,
+    /// tie, undecided) for clean and noisy samples, then a K-class run's per-class
+    /// metrics, the direction record and the in-sequence prompt's shares.
     pub fn to_csv(&self) -> String {
-        let mut head = vec![
-            "step",
-            "train_loss",
-            "train_accuracy",
-            "test_accuracy",
-            "q_norm",
-            "grad_norm",
-        ]
-        .into_iter()
-        .map(String::from)
-        .collect::<Vec<_>>();
-        for what in [
-            "cumulative_S_clean",
-            "cumulative_S_noisy",
-            "cumulative_S_class_pos",
-            "cumulative_S_class_neg",
-        ] {
-            head.push(what.to_string());
-        }
-        for set in ["clean", "noisy"] {
-            for g in Group::ALL {
-                head.push(format!("attention_{set}_{}", g.name()));
+        let tokens = self.config.layout.tokens;
+        let mut out = String::new();
+        for (i, c) in self.checkpoints.iter().enumerate() {
+            let mut row = CsvRow::default();
+            visit(c, tokens, &mut row);
+            if i == 0 {
+                out += &(row.head.join(",") + "\n");
             }
-        }
-        for set in ["clean", "noisy"] {
-            for name in SelectionShare::NAMES {
-                head.push(format!("selection_{set}_{name}"));
-            }
-        }
-        let k = self
-            .config
-            .model
-            .is_multiclass()
-            .then_some(self.config.model.classes);
-        if let Some(k) = k {
-            head.extend((0..k).map(|c| format!("train_accuracy_class_{c}")));
-            head.extend((0..k).map(|c| format!("test_accuracy_class_{c}")));
-            head.extend(["test_tie".to_string(), "test_undecided".to_string()]);
-            for set in ["clean", "noisy"] {
-                for name in ClassSelection::NAMES {
-                    head.push(format!("class_selection_{set}_{name}"));
-                }
-            }
-            head.extend((0..k).map(|c| format!("selection_score_class_{c}")));
-        }
-        if self.direction.is_some() {
-            head.extend(DirectionPoint::NAMES.map(String::from));
-        }
-        if self.config.model.in_sequence() {
-            for what in ["attention", "top"] {
-                for set in ["clean", "noisy"] {
-                    head.push(format!("prompt_{what}_{set}"));
-                }
-            }
-        }
-        let mut out = head.join(",") + "\n";
-        for c in &self.checkpoints {
-            let mut row = vec![
-                c.step.to_string(),
-                text(c.train_loss),
-                text(c.train_accuracy),
-                text(c.test_accuracy),
-                text(c.q_norm),
-                text(c.grad_norm),
-                text(c.cumulative.clean),
-                text(c.cumulative.noisy),
-                text(c.cumulative.class_pos),
-                text(c.cumulative.class_neg),
-            ];
-            for set in [c.attention.clean, c.attention.noisy] {
-                let v = set.map(PerGroup::to_array);
-                row.extend((0..4).map(|k| v.map(|v| text(v[k])).unwrap_or_default()));
-            }
-            for set in [c.selection.clean, c.selection.noisy] {
-                let v = set.map(SelectionShare::to_array);
-                row.extend((0..6).map(|k| v.map(|v| text(v[k])).unwrap_or_default()));
-            }
-            if let Some(m) = &c.classes {
-                let opt = |x: &Option<f64>| x.map(text).unwrap_or_default();
-                row.extend(m.train_accuracy.iter().chain(&m.test_accuracy).map(opt));
-                row.extend([text(m.test_tie), text(m.test_undecided)]);
-                for set in [m.selection.clean, m.selection.noisy] {
-                    let v = set.map(ClassSelection::to_array);
-                    row.extend((0..7).map(|j| v.map(|v| text(v[j])).unwrap_or_default()));
-                }
-                row.extend(m.selection_score.iter().map(opt));
-            }
-            if let (Some(_), Some(d)) = (&self.direction, &c.direction) {
-                let opt = |x: Option<f64>| x.map(text).unwrap_or_default();
-                row.extend([
-                    opt(d.one_minus_corr),
-                    text(d.norm),
-                    opt(d.margin),
-                    opt(d.support_deviation),
-                    text(d.on_pattern),
-                ]);
-            }
-            if let Some(p) = &c.prompt {
-                let opt = |x: Option<f64>| x.map(text).unwrap_or_default();
-                row.extend([
-                    opt(p.attention.clean),
-                    opt(p.attention.noisy),
-                    opt(p.top.clean),
-                    opt(p.top.noisy),
-                ]);
-            }
-            out += &(row.join(",") + "\n");
+            out += &(row.row.join(",") + "\n");
         }
         out
     }
