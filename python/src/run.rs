@@ -1,7 +1,7 @@
 //! `run`: train in the arithmetic chosen (the library's [`Choice`]); the summary, the
 //! trainer, the checkpoints as arrays and the labels.
 
-use ndarray::{Array1, Array2, Array3};
+use ndarray::{Array1, ArrayD, IxDyn};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -9,7 +9,8 @@ use pyo3::types::PyDict;
 use tokensel::arith::{Arith, ArithVisitor, Choice};
 use tokensel::config::Config;
 use tokensel::data::Dataset;
-use tokensel::io::trajectory::{Checkpoint, DirectionPoint, SampleState, Summary, Trajectory};
+use tokensel::io::record::{Leaf, Leaves};
+use tokensel::io::trajectory::{Summary, Trajectory};
 use tokensel::train::{Trainer, check_memory};
 
 use crate::config::PyConfig;
@@ -65,138 +66,119 @@ pub(crate) fn run<'py>(
     Ok((summary, trainer, checkpoint_arrays(py, &traj)?, labels))
 }
 
-/// The checkpoints of a trajectory as arrays whose first axis is the checkpoint.
+/// The parents whose named entries (token groups, selection kinds) share one array, the
+/// entries on its last axis (`attention_clean`, `mass`, `classes_selection_noisy`).
+const ENTRY_PARENTS: [&str; 7] = [
+    "attention.clean",
+    "attention.noisy",
+    "selection.clean",
+    "selection.noisy",
+    "classes.selection.clean",
+    "classes.selection.noisy",
+    "mass",
+];
+
+/// The array a record leaf belongs to: its path without `samples.` and with `_` for `.`
+/// (a sample's f is `output`; named entries share their parent's array).
+fn array_name(path: &str) -> String {
+    if path == "samples.f" {
+        return "output".into();
+    }
+    let p = path.strip_prefix("samples.").unwrap_or(path);
+    let p = match p.rsplit_once('.') {
+        Some((parent, _)) if ENTRY_PARENTS.contains(&parent) => parent,
+        _ => p,
+    };
+    p.replace('.', "_")
+}
+
+/// `values` (checkpoint-major) as an array of `shape`.
+fn array<'py, T: numpy::Element>(
+    py: Python<'py>,
+    shape: &[usize],
+    values: Vec<T>,
+) -> Bound<'py, PyAny> {
+    ArrayD::from_shape_vec(IxDyn(shape), values)
+        .expect("the shape holds the values")
+        .into_pyarray(py)
+        .into_any()
+}
+
+/// The checkpoints of a trajectory as arrays whose first axis is the checkpoint, one per
+/// record leaf path ([`tokensel::io::record::visit`]): `(k,)` for a checkpoint's scalar,
+/// `(k, m)` for its m entries (groups, classes), `(k, n)` per training sample and
+/// `(k, n, m)` for a sample's m entries (group masses, a K-class run's outputs); an
+/// absent value is NaN; the step is u64, a top token i64, a selection its code (u8), the
+/// prompt's top flag bool.
 fn checkpoint_arrays<'py>(py: Python<'py>, traj: &Trajectory) -> PyResult<Bound<'py, PyDict>> {
     let cps = &traj.checkpoints;
     let (k, n) = (cps.len(), traj.y.len());
-    let out = PyDict::new(py);
-    let scalar = |f: &dyn Fn(&Checkpoint) -> f64| -> Array1<f64> { cps.iter().map(f).collect() };
-    out.set_item(
-        "step",
-        cps.iter()
-            .map(|c| c.step)
-            .collect::<Array1<u64>>()
-            .into_pyarray(py),
-    )?;
-    out.set_item("train_loss", scalar(&|c| c.train_loss).into_pyarray(py))?;
-    out.set_item(
-        "train_accuracy",
-        scalar(&|c| c.train_accuracy).into_pyarray(py),
-    )?;
-    out.set_item(
-        "test_accuracy",
-        scalar(&|c| c.test_accuracy).into_pyarray(py),
-    )?;
-    out.set_item("q_norm", scalar(&|c| c.q_norm).into_pyarray(py))?;
-    out.set_item("grad_norm", scalar(&|c| c.grad_norm).into_pyarray(py))?;
-    for (name, f) in [
-        (
-            "cumulative_clean",
-            (|c: &Checkpoint| c.cumulative.clean) as fn(&Checkpoint) -> f64,
-        ),
-        ("cumulative_noisy", |c: &Checkpoint| c.cumulative.noisy),
-        ("cumulative_class_pos", |c: &Checkpoint| {
-            c.cumulative.class_pos
-        }),
-        ("cumulative_class_neg", |c: &Checkpoint| {
-            c.cumulative.class_neg
-        }),
-    ] {
-        out.set_item(name, scalar(&f).into_pyarray(py))?;
-    }
-    // per-set means, NaN where the set is empty
-    for (name, pick) in [("attention_clean", true), ("attention_noisy", false)] {
-        let a = Array2::from_shape_fn((k, 4), |(i, g)| {
-            let set = if pick {
-                cps[i].attention.clean
-            } else {
-                cps[i].attention.noisy
-            };
-            set.map_or(f64::NAN, |v| v.to_array()[g])
-        });
-        out.set_item(name, a.into_pyarray(py))?;
-    }
-    for (name, pick) in [("selection_clean", true), ("selection_noisy", false)] {
-        let a = Array2::from_shape_fn((k, 6), |(i, g)| {
-            let set = if pick {
-                cps[i].selection.clean
-            } else {
-                cps[i].selection.noisy
-            };
-            set.map_or(f64::NAN, |v| v.to_array()[g])
-        });
-        out.set_item(name, a.into_pyarray(py))?;
-    }
-    let per_sample = |f: &dyn Fn(&SampleState) -> f64| {
-        Array2::from_shape_fn((k, n), |(i, s)| f(&cps[i].samples[s]))
-    };
-    out.set_item("output", per_sample(&|s| s.f).into_pyarray(py))?;
-    // the K-class model's outputs f_0, ..., f_{K-1} per sample (k, n, K)
-    if traj.config.model.is_multiclass() {
-        let classes = traj.config.model.classes;
-        let mut flat = Vec::with_capacity(k * n * classes);
-        for sample in cps.iter().flat_map(|c| &c.samples) {
-            match &sample.outputs {
-                Some(o) if o.len() == classes => flat.extend_from_slice(o),
-                _ => {
-                    return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
-                        "a K-class trajectory's sample without its {classes} outputs"
-                    )));
+    let tokens = traj.config.layout.tokens;
+    // each array's leaves: (name, per sample, leaves per checkpoint)
+    let mut arrays: Vec<(String, bool, Vec<Vec<Leaf>>)> = Vec::new();
+    for (i, c) in cps.iter().enumerate() {
+        for (path, leaf) in Leaves::of(c, tokens).0 {
+            let name = array_name(&path);
+            let at = match arrays.iter().position(|a| a.0 == name) {
+                Some(at) => at,
+                None => {
+                    arrays.push((name, path.starts_with("samples."), vec![Vec::new(); k]));
+                    arrays.len() - 1
                 }
+            };
+            arrays[at].2[i].push(leaf);
+        }
+    }
+    let out = PyDict::new(py);
+    for (name, per_sample, leaves) in arrays {
+        let m = leaves[0].len();
+        let fits = leaves.iter().all(|l| l.len() == m) && (!per_sample || m % n == 0);
+        if !fits {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+                "the record's `{name}` does not hold the same number of values at every \
+                 checkpoint, per sample"
+            )));
+        }
+        let mut shape = vec![k];
+        match per_sample {
+            true if m / n > 1 => shape.extend([n, m / n]),
+            true => shape.push(n),
+            false if m > 1 => shape.push(m),
+            false => {}
+        }
+        let flat = || leaves.iter().flatten();
+        let a = match flat().next() {
+            Some(Leaf::Count(_)) => {
+                let v = flat().map(|l| if let Leaf::Count(v) = l { *v } else { 0 });
+                array(py, &shape, v.collect())
             }
-        }
-        let outputs = Array3::from_shape_vec((k, n, classes), flat).expect("k x n x K outputs");
-        out.set_item("outputs", outputs.into_pyarray(py))?;
-    }
-    out.set_item("gap", per_sample(&|s| s.gap).into_pyarray(py))?;
-    out.set_item("rest", per_sample(&|s| s.rest).into_pyarray(py))?;
-    out.set_item(
-        "selection_score",
-        per_sample(&|s| s.selection_score).into_pyarray(py),
-    )?;
-    out.set_item(
-        "top",
-        Array2::from_shape_fn((k, n), |(i, s)| cps[i].samples[s].top as i64).into_pyarray(py),
-    )?;
-    out.set_item(
-        "selection",
-        Array2::from_shape_fn((k, n), |(i, s)| cps[i].samples[s].selection.code()).into_pyarray(py),
-    )?;
-    out.set_item(
-        "mass",
-        Array3::from_shape_fn((k, n, 4), |(i, s, g)| cps[i].samples[s].mass.to_array()[g])
-            .into_pyarray(py),
-    )?;
-    // the in-sequence prompt (position 0): s_0 and whether it is the top position
-    if traj.config.model.in_sequence() {
-        let prompt = |i: usize, s: usize| cps[i].samples[s].prompt;
-        out.set_item(
-            "prompt_attention",
-            Array2::from_shape_fn((k, n), |(i, s)| {
-                prompt(i, s).map_or(f64::NAN, |p| p.attention)
-            })
-            .into_pyarray(py),
-        )?;
-        out.set_item(
-            "prompt_top",
-            Array2::from_shape_fn((k, n), |(i, s)| prompt(i, s).is_some_and(|p| p.top))
-                .into_pyarray(py),
-        )?;
-    }
-    // the direction against the attention SVM (`[direction]`), NaN where not defined
-    if traj.direction.is_some() {
-        type Pick = fn(&DirectionPoint) -> Option<f64>;
-        let picks: [Pick; 5] = [
-            |d| d.one_minus_corr,
-            |d| Some(d.norm),
-            |d| d.margin,
-            |d| d.support_deviation,
-            |d| Some(d.on_pattern),
-        ];
-        for (name, pick) in DirectionPoint::NAMES.into_iter().zip(picks) {
-            let v = scalar(&|c| c.direction.as_ref().and_then(pick).unwrap_or(f64::NAN));
-            out.set_item(name, v.into_pyarray(py))?;
-        }
+            Some(Leaf::Index(_)) => {
+                let v = flat().map(|l| {
+                    if let Leaf::Index(v) = l {
+                        *v as i64
+                    } else {
+                        -1
+                    }
+                });
+                array(py, &shape, v.collect())
+            }
+            Some(Leaf::Category(_)) => {
+                let v = flat().map(|l| {
+                    if let Leaf::Category(v) = l {
+                        *v
+                    } else {
+                        u8::MAX
+                    }
+                });
+                array(py, &shape, v.collect())
+            }
+            Some(Leaf::Flag(_)) => {
+                let v = flat().map(|l| matches!(l, Leaf::Flag(true)));
+                array(py, &shape, v.collect())
+            }
+            _ => array(py, &shape, flat().map(|l| l.number()).collect()),
+        };
+        out.set_item(name, a)?;
     }
     Ok(out)
 }

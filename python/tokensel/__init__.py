@@ -80,7 +80,13 @@ class Run:
     solution, README "Direction against the attention SVM"): ``direction_one_minus_corr``,
     ``direction_norm``, ``direction_margin``, ``direction_support_deviation`` and
     ``direction_on_pattern`` (k,), NaN where not defined (step 0), and
-    ``summary["direction"]`` holds the limit and the last record.
+    ``summary["direction"]`` holds the limit and the last record. A K-class run's
+    per-class metrics, named by their record paths: ``classes_train_accuracy``,
+    ``classes_test_accuracy``, ``classes_selection_score`` (k, K; NaN for a class
+    without samples), ``classes_test_tie``, ``classes_test_undecided`` (k,) and
+    ``classes_selection_{clean,noisy}`` (k, 7: R, W_true, W_observed, W_other, I, tie,
+    undecided). With the prompt in sequence: ``prompt_attention`` (k, n), ``prompt_top``
+    (bool, k, n) and the shares ``prompt_{attention,top}_{clean,noisy}`` (k,).
     ``labels``: ``y_train`` (observed, after any injected noise) and ``y_true_train``.
     """
 

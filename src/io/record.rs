@@ -345,7 +345,7 @@ impl Visitor for Check {
 }
 
 /// Every leaf of `c` within its range (a share in [0, 1] up to [`SHARE_SLACK`], a norm
-/// >= 0, a top token < T = `tokens`, a direction record's numbers as
+/// at least 0, a top token < T = `tokens`, a direction record's numbers as
 /// [`Range::Within`]); the error names the first leaf outside by its path. A number
 /// outside (an attention share of -3.0, a prompt attention of 1.5, an infinite share)
 /// is refused, not drawn; NaN, the non-finite value a run can record, is read back as
