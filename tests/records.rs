@@ -55,21 +55,6 @@ fn read(path: &Path) -> Trajectory {
     Trajectory::from_json(&std::fs::read_to_string(path).unwrap(), path).unwrap()
 }
 
-/// Every scalar leaf of `v` (numbers, booleans, strings, nulls) by its dotted path with
-/// array indices dropped, and whether it is null.
-fn serde_leaves(v: &Value, path: &str, out: &mut Vec<(String, bool)>) {
-    let join = |k: &str| match path {
-        "" => k.to_string(),
-        p => format!("{p}.{k}"),
-    };
-    match v {
-        Value::Object(m) => m.iter().for_each(|(k, x)| serde_leaves(x, &join(k), out)),
-        Value::Array(a) => a.iter().for_each(|x| serde_leaves(x, path, out)),
-        Value::Null => out.push((path.to_string(), true)),
-        _ => out.push((path.to_string(), false)),
-    }
-}
-
 #[test]
 fn diff_sees_the_prompts_per_sample_records() {
     let tmp = tempfile::tempdir().unwrap();
@@ -137,8 +122,14 @@ fn the_visit_reports_exactly_the_serde_leaves() {
         let t = read(&path);
         let tokens = t.config.layout.tokens;
         for c in [&t.checkpoints[0], t.last()] {
-            let mut shape = Vec::new();
-            serde_leaves(&serde_json::to_value(c).unwrap(), "", &mut shape);
+            // every scalar leaf (numbers, booleans, strings, nulls), and whether it is null
+            let value = serde_json::to_value(c).unwrap();
+            let mut leaves = Vec::new();
+            pointers(&value, "", "", &mut leaves);
+            let shape: Vec<(String, bool)> = leaves
+                .into_iter()
+                .map(|(pointer, path)| (path, value.pointer(&pointer).unwrap().is_null()))
+                .collect();
             let visited: BTreeSet<String> = Leaves::of(c, tokens)
                 .0
                 .into_iter()

@@ -1,7 +1,7 @@
 //! One visit order over a checkpoint's record: every leaf of a [`Checkpoint`] (its
 //! scalars, the per-set means, each [`SampleState`] with its outputs and prompt record,
-//! the K-class [`ClassMetrics`], the [`DirectionPoint`] and the prompt's shares), named
-//! by its dotted path with array indices dropped (`samples.prompt.attention`,
+//! the K-class [`crate::io::trajectory::ClassMetrics`], the [`DirectionPoint`] and the
+//! prompt's shares), named by its dotted path with array indices dropped (`samples.prompt.attention`,
 //! `attention.clean.R`), with the range it can take and its value.
 //!
 //! The consumers of a record (the digest, the CSV, the reader's range checks, `diff`,
