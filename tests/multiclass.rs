@@ -879,3 +879,16 @@ fn plot_draws_the_k_class_panels() {
     assert!(svg.contains("attention per token group (binary token selection, f64 53 bits"));
     assert!(!svg.contains("<g transform") && !svg.contains("W_observed"));
 }
+
+/// The K = 3 model through the conformance helper (`common::conformance`: the predictor,
+/// 1 and 2 threads, the balls around the twin, the gradient against a Richardson
+/// difference of the twin's loss, resume, diff's sensitivity to every leaf of the last
+/// checkpoint), in p- and joint mode at the helper's sizes (T grown to 10 for the other
+/// classes' weak tokens).
+#[test]
+fn k_class_conforms() {
+    use common::conformance::{Checks, conform, sized};
+    for mode in [Mode::P, Mode::Joint] {
+        conform(&multiclass(sized(mode), 3), Checks::all());
+    }
+}

@@ -1,6 +1,7 @@
 //! Scaffolding shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod conformance;
 pub mod npy;
 
 use std::process::{Command, Output};
