@@ -594,6 +594,7 @@ fn bad_model_sections_are_refused_with_the_field() {
     let out = out.to_str().unwrap();
     for args in [
         vec!["saturation", "--config", &path],
+        vec!["svm", "--config", &path],
         vec![
             "grid",
             "--config",
@@ -613,6 +614,13 @@ fn bad_model_sections_are_refused_with_the_field() {
             err.contains("binary token-selection model only"),
             "{args:?}: {err}"
         );
+        // the refusal names the command, the capability it lacks and the config key
+        let cap = match args[0] {
+            "grid" => "grid_metrics",
+            c => c,
+        };
+        let want = format!("`model.kind`: {} needs the capability `{cap}`", args[0]);
+        assert!(err.contains(&want), "{args:?}: {err}");
     }
 }
 

@@ -32,6 +32,7 @@ use crate::arith::{Arith, Ball, BallReal, F64, Kind, Mpfr, normwise_rel_err, rel
 use crate::config::{Config, Formulation, Method};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+use crate::model::caps::{Capability, require};
 use crate::quantity::Quantity;
 use crate::train::drive::{Control, Event, Prefix, Stepper, drive};
 use crate::train::{Engine, Trainer, record, resolve_method};
@@ -79,8 +80,7 @@ impl Options {
     /// tolerance, a valid twin precision, and the twin's and the predictor's state within
     /// the memory limit.
     pub fn check(&self, cfg: &Config) -> Result<()> {
-        cfg.full_batch_only("compare")?;
-        cfg.separate_prompt_only("compare")?;
+        require(cfg, "compare", &[Capability::Compare])?;
         crate::analysis::check_tol("tol", self.tol)?;
         let truth = Mpfr::truth(self.prec)?;
         // the twin runs the stable formulas whatever the config's
@@ -538,8 +538,7 @@ pub fn compare(
     opts: Options,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Report> {
-    cfg.full_batch_only("compare")?;
-    cfg.separate_prompt_only("compare")?;
+    require(cfg, "compare", &[Capability::Compare])?;
     let truth = Mpfr::truth(opts.prec)?;
     let a = Trainer::new(cfg, data, F64, cfg.formulation)?;
     let b = Trainer::with_method(cfg, data, truth, Formulation::Stable, opts.twin_method)?;

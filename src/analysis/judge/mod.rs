@@ -28,6 +28,7 @@ use crate::data::{Dataset, Params};
 use crate::error::Result;
 use crate::io::external::{Dtype, External};
 use crate::linalg;
+use crate::model::caps::{Capability, require};
 use crate::quantity::Quantity;
 use crate::train::drive::{Control, Event, drive};
 use crate::train::{Engine, Trainer, train_rows};
@@ -74,8 +75,7 @@ impl Options {
     /// the memory limit (the span twin and enclosure, the four direct candidates).
     pub fn check(&self, cfg: &Config) -> Result<()> {
         use crate::train::check_memory;
-        cfg.full_batch_only("judge")?;
-        cfg.separate_prompt_only("judge (its candidate replays)")?;
+        require(cfg, "judge", &[Capability::JudgeReplay])?;
         self.validate()?;
         check_memory(cfg, Mpfr::truth(self.prec)?.kind(), self.prec, Method::Span)?;
         if let Some(p) = self.enclosure {
@@ -450,8 +450,7 @@ pub fn judge(
     opts: Options,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Report> {
-    cfg.full_batch_only("judge")?;
-    cfg.separate_prompt_only("judge (its candidate replays)")?;
+    require(cfg, "judge", &[Capability::JudgeReplay])?;
     let twin = Trainer::with_method(
         cfg,
         data,

@@ -14,6 +14,7 @@ use super::{
 use crate::config::Group;
 use crate::data::Dataset;
 use crate::error::Result;
+use crate::model::caps::{Capability, require};
 
 /// The attention SVM of `cfg`'s binary model on `data` for the pattern `choice`: sizes
 /// refused before any work ([`check_sizes`]), W = W(0) of the config (the identity map
@@ -24,8 +25,7 @@ pub fn report(
     data: &Dataset,
     choice: &PatternChoice,
 ) -> Result<Report> {
-    cfg.binary_only("svm (the attention SVM of the binary model)")?;
-    cfg.separate_prompt_only("svm (the attention SVM of fixed tokens)")?;
+    require(cfg, "svm", &[Capability::Svm])?;
     let d = cfg.d;
     let dense = cfg.init.w == crate::config::WInit::KaimingUniform;
     check_sizes(cfg.n_train, cfg.layout.tokens, d, dense)?;
