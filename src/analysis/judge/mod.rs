@@ -317,25 +317,15 @@ impl<'t, 'a> Twin<'t, 'a> {
     /// softmax rest, outputs, dL/dq, the loss): the twin's own MPFR values.
     fn common(&self, q: Quantity) -> (Reference<'t>, Option<dd::Bound>) {
         let b = self.b;
+        // p from the record's cache (rebuilt once); every other value by the accessor
         let v = match q {
-            Quantity::P => self.p().to_vec(),
-            Quantity::Q => b.q(),
-            Quantity::W => match b.params().1 {
-                Some(w) => w,
-                None => return (Reference::Identity(b.cfg.d), None),
-            },
-            Quantity::Scores => b.scores.clone(),
-            Quantity::Attention => b.attention.clone(),
-            Quantity::Rest => b.samples.iter().map(|s| s.softmax.rest.clone()).collect(),
-            Quantity::Output => b
-                .samples
-                .iter()
-                .flat_map(|s| s.model_outputs().iter().cloned())
-                .collect(),
-            Quantity::GradQ => b.grad_q(),
-            Quantity::Loss => vec![b.loss.clone()],
+            Quantity::P => Some(self.p().to_vec()),
+            _ => b.quantity(q),
         };
-        (Reference::Mpfr(v), None)
+        match v {
+            Some(v) => (Reference::Mpfr(v), None),
+            None => (Reference::Identity(b.cfg.d), None),
+        }
     }
 }
 
