@@ -565,7 +565,7 @@ pub fn farkas_for(g: &Gram, cons: &Constraints, set: &[usize], c: usize) -> Opti
     Some(y)
 }
 
-/// The exact Farkas vector on the constraints `set` ([`farkas_search`]'s passive set):
+/// The exact Farkas vector on the constraints `set` ([`farkas_search`](super::farkas_search)'s passive set):
 /// (Q_SS + 1 1^T) y = 1 solved over the integers (Q 2^scale is integer: (Q_int +
 /// 2^scale) y = 2^scale 1), y = 0 off `set`; returned (as integers, the common
 /// denominator dropped and divided by their greatest common divisor) only when every entry is >= 0 and [`check_farkas`] holds

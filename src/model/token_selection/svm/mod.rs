@@ -24,7 +24,7 @@
 //! y >= 0 with sum_c y_c v_c = 0 and sum_c y_c > 0 ([`check_farkas`]).
 
 //!
-//! The module is split by concern: [`solver`] the f64 stage (the dual active-set method
+//! The module is split by concern: `solver.rs` the f64 stage (the dual active-set method
 //! and the Farkas search, non-negative least squares over one shared inner step),
 //! `exact.rs` the exact lifting and checks of the certificate, `report.rs` what
 //! `tokensel svm` prints and serialises. This file holds the instance (sizes, the exact
@@ -115,7 +115,7 @@ impl Gram {
     /// The exact Gram matrix of the rows of `x` (r rows of width `d`) under `w` (d x d,
     /// row-major; `None`: the identity): every entry a sum of products of f64 computed
     /// without rounding ([`exact_arith::gram_f64`], and for a dense W the exact rows W x_j by
-    /// [`exact::cross_gram_f64`], then [`exact::gram_exact`]).
+    /// [`exact_arith::cross_gram_f64`], then [`exact_arith::gram_exact`]).
     pub fn of_tokens(x: &[f64], d: usize, w: Option<&[f64]>) -> Gram {
         let r = x.len() / d.max(1);
         let floats = match w {

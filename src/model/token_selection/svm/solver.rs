@@ -30,7 +30,7 @@ pub enum F64Outcome {
     },
     /// Constraint `c` is (numerically) a combination of the free set's with no positive
     /// coefficient: the dual is unbounded and the pattern (probably) infeasible; the
-    /// exact Farkas check decides ([`check_farkas`]).
+    /// exact Farkas check decides ([`check_farkas`](super::check_farkas)).
     Infeasible {
         /// The free set when it was found.
         set: Vec<usize>,
@@ -52,7 +52,7 @@ pub enum F64Outcome {
         c: usize,
     },
     /// The free set grew past the limit given to [`solve_f64`] (the exact re-solve
-    /// would refuse it: [`MAX_SUPPORT`]).
+    /// would refuse it: [`MAX_SUPPORT`](super::MAX_SUPPORT)).
     SupportOverLimit,
 }
 
@@ -286,7 +286,7 @@ fn inner_step(s: &[f64], set: &mut Vec<usize>, x: &mut [f64], in_set: &mut [bool
 /// (v_c, 1) and b = (0, 1) (Gram matrix Q + 1 1^T, A^T b = 1), by Lawson and Hanson's
 /// active-set method. Its residual is 1 - sum_c y_c at the end, 0 exactly when some
 /// y >= 0 has sum_c y_c v_c = 0 and sum_c y_c = 1 (a Farkas vector); then the columns
-/// of the final passive set are independent and the exact [`farkas_on`] recovers y.
+/// of the final passive set are independent and the exact [`farkas_on`](super::farkas_on) recovers y.
 /// Returns that passive set when the residual is below 1e-9, `None` otherwise (no
 /// Farkas vector found: a feasible pattern, or one f64 cannot resolve). At most
 /// [`iteration_limit`] iterations.
