@@ -1346,57 +1346,6 @@ impl Config {
         Ok(())
     }
 
-    /// Refuse a config with the prompt in sequence (`[model] prompt = "in-sequence"`) in
-    /// `what`, implemented for the separate prompt only (a config error: exit code 2,
-    /// before any work).
-    pub fn separate_prompt_only(&self, what: &str) -> Result<()> {
-        match self.model.in_sequence() {
-            false => Ok(()),
-            true => Err(Error::config(
-                "model.prompt",
-                format!(
-                    "{what} is implemented for the separate prompt only (prompt = \
-                     \"separate\"); this config puts the prompt in the sequence (T + 1 \
-                     positions), which it does not handle"
-                ),
-            )),
-        }
-    }
-
-    /// Refuse a minibatch config in `what`, which observes every training sample at
-    /// every step (a config error: exit code 2, before any work). `batch >= n_train` is
-    /// the full-batch run and is taken ([`Optimizer::minibatch`]).
-    pub fn full_batch_only(&self, what: &str) -> Result<()> {
-        match self.optimizer.minibatch(self.n_train) {
-            None => Ok(()),
-            Some(b) => Err(Error::config(
-                "optimizer.batch",
-                format!(
-                    "{what} reads every training sample's values at every step; a minibatch \
-                     run (batch = {b} < n_train = {}) computes only its batch's, so it is taken by run and \
-                     twin (and claims on them) only",
-                    self.n_train
-                ),
-            )),
-        }
-    }
-
-    /// Refuse a K-class config in `what`, implemented for the binary model only (a
-    /// config error: exit code 2, before any work).
-    pub fn binary_only(&self, what: &str) -> Result<()> {
-        match self.model.is_multiclass() {
-            false => Ok(()),
-            true => Err(Error::config(
-                "model.kind",
-                format!(
-                    "{what} is implemented for the binary token-selection model only; this \
-                     config is the multi-class model with K = {}",
-                    self.model.classes
-                ),
-            )),
-        }
-    }
-
     /// The sizes (n_train + n_test) * tokens * d, as in the message of the data limit.
     fn data_sizes_text(&self) -> String {
         format!(

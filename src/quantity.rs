@@ -19,8 +19,45 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::arith::Arith;
 use crate::config::Config;
 use crate::model::{AnyModel, Model};
+use crate::train::Trainer;
+
+/// The values a quantity can take (the exact value; a rounded one may reach the ends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Range {
+    /// Any real number.
+    Real,
+    /// [0, 1] (a softmax share).
+    Unit,
+    /// [0, +inf) (a loss).
+    NonNegative,
+}
+
+impl Range {
+    /// Whether `v` lies in the range.
+    pub fn contains(self, v: f64) -> bool {
+        match self {
+            Range::Real => v.is_finite(),
+            Range::Unit => (0.0..=1.0).contains(&v),
+            Range::NonNegative => v >= 0.0 && v.is_finite(),
+        }
+    }
+}
+
+/// How a quantity's error against a reference is measured (`compare`, and the
+/// relative errors of its reports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measure {
+    /// The largest relative error of an entry, max_k |a_k - b_k| / |b_k|.
+    Componentwise,
+    /// The relative error of the whole vector, ||a - b|| / ||b||.
+    Normwise,
+    /// Per training sample (a row of T entries), max_t |a_t - b_t| / max_t |b_t|; the
+    /// largest over the samples.
+    SampleNormwise,
+}
 
 /// A quantity of the model, by its one name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -111,6 +148,28 @@ impl Quantity {
         }
     }
 
+    /// The values it takes ([`Range`]): attention and rest are softmax shares, the loss
+    /// is nonnegative.
+    pub fn range(self) -> Range {
+        match self {
+            Quantity::Attention | Quantity::Rest => Range::Unit,
+            Quantity::Loss => Range::NonNegative,
+            _ => Range::Real,
+        }
+    }
+
+    /// How its error is measured ([`Measure`]): the d-space vectors normwise, the scores
+    /// normwise per sample, the rest entry by entry.
+    pub fn measure(self) -> Measure {
+        match self {
+            Quantity::P | Quantity::Q | Quantity::W | Quantity::GradQ => Measure::Normwise,
+            Quantity::Scores => Measure::SampleNormwise,
+            Quantity::Attention | Quantity::Rest | Quantity::Output | Quantity::Loss => {
+                Measure::Componentwise
+            }
+        }
+    }
+
     /// True for the d-space quantities (p, q, W, grad_q), which a span trainer rebuilds
     /// from its coefficients.
     pub fn in_d_space(self) -> bool {
@@ -118,6 +177,37 @@ impl Quantity {
             self,
             Quantity::P | Quantity::Q | Quantity::W | Quantity::GradQ
         )
+    }
+}
+
+impl<A: Arith> Trainer<'_, A> {
+    /// The value of quantity `q` at the trainer's current step (the last forward and
+    /// backward pass), in its arithmetic, row-major in the order of [`Quantity::shape`]:
+    /// the one accessor from a quantity to a trainer's value (compare, judge). `output`
+    /// is the model's outputs of each sample ([`crate::model::Sample::model_outputs`]: the
+    /// binary f, or a K-class model's K outputs). `None` for `W` where the trainer keeps
+    /// W = I without storing it. p, q, W and grad_q are rebuilt by a span trainer (see
+    /// [`Trainer::params`] for the cost).
+    pub fn quantity(&self, q: Quantity) -> Option<Vec<A::Real>> {
+        Some(match q {
+            Quantity::P => self.p(),
+            Quantity::Q => self.q(),
+            Quantity::W => return self.params().1,
+            Quantity::Scores => self.scores.clone(),
+            Quantity::Attention => self.attention.clone(),
+            Quantity::Rest => self
+                .samples
+                .iter()
+                .map(|s| s.softmax.rest.clone())
+                .collect(),
+            Quantity::Output => self
+                .samples
+                .iter()
+                .flat_map(|s| s.model_outputs().iter().cloned())
+                .collect(),
+            Quantity::GradQ => self.grad_q(),
+            Quantity::Loss => vec![self.loss.clone()],
+        })
     }
 }
 
@@ -141,5 +231,59 @@ mod tests {
             assert_eq!(format!("{q:<10}|"), format!("{:<10}|", q.name()));
         }
         assert_eq!(Quantity::from_name("z"), None);
+    }
+
+    /// The accessor gives every quantity of a trainer its declared shape and range, in
+    /// each mode and for the binary and the K = 3 model (`output`: n values, or n K),
+    /// after a few steps (a wrong field, a margin for the outputs or a missing W fails).
+    #[test]
+    fn the_accessor_has_the_declared_shape_and_range() {
+        use crate::arith::F64;
+        use crate::config::{Mode, ModelKind, PInit, WInit};
+        use crate::data::Dataset;
+        for (mode, k) in [(Mode::P, 1), (Mode::W, 1), (Mode::Joint, 1), (Mode::W, 3)] {
+            let mut cfg = Config {
+                d: 24,
+                n_train: 6,
+                n_test: 4,
+                steps: 3,
+                mode,
+                ..Config::default()
+            };
+            cfg.init.p = PInit::Gaussian;
+            cfg.init.p_scale = 0.5;
+            if mode != Mode::P {
+                cfg.init.w = WInit::KaimingUniform;
+            }
+            if k > 1 {
+                cfg.model.kind = ModelKind::Multiclass;
+                cfg.model.classes = k;
+                // one weak token of each other class (T grown accordingly)
+                let extra = (k - 1) * cfg.layout.weak_opposite.max(1) - cfg.layout.weak_opposite;
+                cfg.layout.weak_opposite += extra;
+                cfg.layout.tokens += extra;
+            }
+            cfg.validate().unwrap();
+            let data = Dataset::generate(&cfg);
+            let mut tr = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
+            tr.forward_backward().unwrap();
+            for _ in 0..cfg.steps {
+                tr.update().unwrap();
+                tr.forward_backward().unwrap();
+            }
+            for q in Quantity::ALL {
+                let Some(v) = tr.quantity(q) else {
+                    assert_eq!((q, mode), (Quantity::W, Mode::P), "only p-mode keeps W = I");
+                    continue;
+                };
+                let len: usize = q.shape(&cfg).iter().product();
+                assert_eq!(v.len(), len, "{q} {mode:?} K = {k}");
+                assert!(v.iter().all(|x| q.range().contains(*x)), "{q}: {v:?}");
+            }
+            let out = tr.quantity(Quantity::Output).unwrap();
+            for (i, s) in tr.samples.iter().enumerate() {
+                assert_eq!(&out[i * k..(i + 1) * k], s.model_outputs());
+            }
+        }
     }
 }

@@ -594,6 +594,7 @@ fn bad_model_sections_are_refused_with_the_field() {
     let out = out.to_str().unwrap();
     for args in [
         vec!["saturation", "--config", &path],
+        vec!["svm", "--config", &path],
         vec![
             "grid",
             "--config",
@@ -613,6 +614,13 @@ fn bad_model_sections_are_refused_with_the_field() {
             err.contains("binary token-selection model only"),
             "{args:?}: {err}"
         );
+        // the refusal names the command, the capability it lacks and the config key
+        let cap = match args[0] {
+            "grid" => "grid_metrics",
+            c => c,
+        };
+        let want = format!("`model.kind`: {} needs the capability `{cap}`", args[0]);
+        assert!(err.contains(&want), "{args:?}: {err}");
     }
 }
 
@@ -891,4 +899,33 @@ fn k_class_conforms() {
     for mode in [Mode::P, Mode::Joint] {
         conform(&multiclass(sized(mode), 3), Checks::all());
     }
+}
+
+/// `compare` measures a K-class run's `output` as the K outputs f_c of each sample (the
+/// quantity judge measures, `Trainer::quantity`), not the margin f_Y - max_{c != Y} f_c:
+/// with the ball trainer in lockstep (K = 3, p-mode span run, 20 steps), the outputs
+/// measured against their enclosures are K per sample, K times the 1 - s_top values
+/// (one per sample), and the 256-bit twin's outputs lie inside the 128-bit enclosures.
+#[test]
+fn compare_measures_the_k_outputs() {
+    use tokensel::analysis::compare;
+    use tokensel::quantity::Quantity;
+    let k = 3;
+    let cfg = multiclass(small(0, Mode::P, Method::Span, 20), k);
+    let data = Dataset::generate(&cfg);
+    let opts = compare::Options {
+        prec: 256,
+        tol: 1e-8,
+        predictor: false,
+        predictor_steps: None,
+        twin_method: Method::Span,
+        certify: Some(128),
+    };
+    let r = compare::compare(&cfg, &data, opts, &mut |_| {}).unwrap();
+    let e = r.enclosure.as_ref().unwrap();
+    let (out, rest) = (e.f64[&Quantity::Output], e.f64[&Quantity::Rest]);
+    assert!(rest.compared > 0, "{rest:?}");
+    assert_eq!(out.compared, k as u64 * rest.compared, "{out:?} {rest:?}");
+    assert_eq!(e.twin[&Quantity::Output].outside, 0, "{e:?}");
+    assert!(r.error_ulps.contains_key(&Quantity::Output));
 }

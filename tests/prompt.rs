@@ -521,6 +521,14 @@ fn refusals_exit_2_naming_the_key() {
         let err = common::stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains("model.prompt"), "{args:?}: {err}");
+        // the refusal names the command and the capability it lacks
+        let cap = match args[0] {
+            "grid" => "grid_metrics",
+            "cost" => "span_form",
+            c => c,
+        };
+        let want = format!("{} needs the capability `{cap}`", args[0]);
+        assert!(err.contains(&want), "{args:?}: {err}");
         assert!(!std::path::Path::new(out).exists(), "{args:?} wrote output");
     }
     // judge reads the config of a data directory: refused before the trajectory is read
@@ -532,6 +540,10 @@ fn refusals_exit_2_naming_the_key() {
     let err = common::stderr(&o);
     assert_eq!(o.status.code(), Some(2), "judge: {err}");
     assert!(err.contains("model.prompt"), "judge: {err}");
+    assert!(
+        err.contains("judge needs the capability `judge_replay`"),
+        "judge: {err}"
+    );
     // run and twin take it
     for cmd in ["run", "twin"] {
         let o = common::tokensel(&[cmd, "--config", &path, "--quiet", "--json"]);

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use tokensel::error::Error;
+use tokensel::model::caps::{Capability, require};
 use tokensel::model::token_selection::svm as svm_lib;
 use tokensel::model::token_selection::svm::PatternChoice;
 
@@ -48,7 +49,7 @@ pub(crate) fn svm(
         }
     };
     let cfg = config.inner.clone();
-    lib(cfg.binary_only("svm (the attention SVM of the binary model)"))?;
+    lib(require(&cfg, "svm", &[Capability::Svm]))?;
     let dense = cfg.init.w == tokensel::config::WInit::KaimingUniform;
     lib(svm_lib::check_sizes(
         cfg.n_train,

@@ -30,6 +30,7 @@ use crate::config::{Config, Formulation, Group, Method};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::io::trajectory::{ByNoise, Cumulative, PerGroup, SelectionShare, TrainerInfo};
+use crate::model::caps::{Capability, require};
 use crate::model::{AnyModel, Model, Selection};
 use crate::train::drive::{Control, Event, drive};
 use crate::train::{Trainer, check_memory, record, resolve_method};
@@ -310,8 +311,7 @@ impl Options {
     /// precision a ball precision, the span step with the stable formulation, and each
     /// ball trainer's state within the memory limit.
     pub fn check(&self, cfg: &Config) -> Result<()> {
-        cfg.full_batch_only("certify")?;
-        cfg.separate_prompt_only("certify (its interval checkpoints)")?;
+        require(cfg, "certify", &[Capability::Certify])?;
         for prec in self.prec.precs() {
             Ball::new(prec)?;
             let method = self.resolved(cfg, prec);
@@ -1181,8 +1181,6 @@ fn run_at(
     opts: &Options,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Certificate> {
-    cfg.full_batch_only("certify")?;
-    cfg.separate_prompt_only("certify (its interval checkpoints)")?;
     let ar = Ball::new(prec)?;
     let method = opts.resolved(cfg, prec);
     let mut tr = Trainer::with_method(cfg, data, ar, cfg.formulation, method)?;
@@ -1285,6 +1283,7 @@ pub fn certify(
     opts: &Options,
     progress: &mut dyn FnMut(u32, u64),
 ) -> Result<Certificate> {
+    require(cfg, "certify", &[Capability::Certify])?;
     let precs = opts.prec.precs();
     let mut attempts = Vec::new();
     for (k, &prec) in precs.iter().enumerate() {

@@ -28,11 +28,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Row, exceeds};
-use crate::arith::{Arith, Ball, BallReal, F64, Kind, Mpfr, normwise_rel_err, rel_err};
+use crate::arith::{Arith, Ball, F64, Kind, Mpfr, normwise_rel_err, rel_err};
 use crate::config::{Config, Formulation, Method};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::quantity::Quantity;
+use crate::model::caps::{Capability, require};
+use crate::quantity::{Measure, Quantity};
 use crate::train::drive::{Control, Event, Prefix, Stepper, drive};
 use crate::train::{Engine, Trainer, record, resolve_method};
 
@@ -79,8 +80,7 @@ impl Options {
     /// tolerance, a valid twin precision, and the twin's and the predictor's state within
     /// the memory limit.
     pub fn check(&self, cfg: &Config) -> Result<()> {
-        cfg.full_batch_only("compare")?;
-        cfg.separate_prompt_only("compare")?;
+        require(cfg, "compare", &[Capability::Compare])?;
         crate::analysis::check_tol("tol", self.tol)?;
         let truth = Mpfr::truth(self.prec)?;
         // the twin runs the stable formulas whatever the config's
@@ -289,51 +289,17 @@ impl Enclosure {
         d_space: bool,
     ) {
         let ar = e.ar;
-        let mut pairs = |q: Quantity, xs: &[f64], ts: &[rug::Float], bs: &[BallReal]| {
-            for ((x, t), ball) in xs.iter().zip(ts).zip(bs) {
+        for q in COMPARED.into_iter().filter(|q| d_space || !q.in_d_space()) {
+            let (Some(xs), Some(ts), Some(bs)) = (a.quantity(q), b.quantity(q), e.quantity(q))
+            else {
+                continue;
+            };
+            for ((x, t), ball) in xs.iter().zip(&ts).zip(&bs) {
                 let enc = ar.enclose(ball);
                 self.f64.entry(q).or_default().measure(*x, enc);
                 self.twin.entry(q).or_default().measure(t.to_f64(), enc);
             }
-        };
-        let sample = |f: fn(&crate::train::Sample<f64>) -> f64| -> Vec<f64> {
-            a.samples.iter().map(f).collect()
-        };
-        let twin = |f: fn(&crate::train::Sample<rug::Float>) -> &rug::Float| -> Vec<rug::Float> {
-            b.samples.iter().map(|s| f(s).clone()).collect()
-        };
-        let ball = |f: fn(&crate::train::Sample<BallReal>) -> &BallReal| -> Vec<BallReal> {
-            e.samples.iter().map(|s| f(s).clone()).collect()
-        };
-        if d_space {
-            pairs(Quantity::Q, &a.q(), &b.q(), &e.q());
-            pairs(Quantity::GradQ, &a.grad_q(), &b.grad_q(), &e.grad_q());
         }
-        pairs(Quantity::Scores, &a.scores, &b.scores, &e.scores);
-        pairs(
-            Quantity::Attention,
-            &a.attention,
-            &b.attention,
-            &e.attention,
-        );
-        pairs(
-            Quantity::Rest,
-            &sample(|s| s.softmax.rest),
-            &twin(|s| &s.softmax.rest),
-            &ball(|s| &s.softmax.rest),
-        );
-        pairs(
-            Quantity::Output,
-            &sample(|s| s.f),
-            &twin(|s| &s.f),
-            &ball(|s| &s.f),
-        );
-        pairs(
-            Quantity::Loss,
-            &[a.loss],
-            std::slice::from_ref(&b.loss),
-            std::slice::from_ref(&e.loss),
-        );
     }
 }
 
@@ -437,17 +403,34 @@ fn componentwise<'a>(pairs: impl Iterator<Item = (f64, &'a rug::Float)>) -> f64 
     pairs.map(|(a, b)| rel_err(a, b)).fold(0.0, f64::max)
 }
 
-/// Relative errors of the f64 trainer against the truth twin, in [`COMPARED`] order;
-/// q and grad_q only when `d_space` (NaN otherwise: not measured).
+/// Relative errors of the f64 trainer against the truth twin, in [`COMPARED`] order,
+/// each by its declared [`Quantity::measure`] over the values of [`Trainer::quantity`]
+/// (`output`: the model's outputs, a K-class run's K per sample); q and grad_q only when
+/// `d_space` (NaN otherwise: not measured).
 pub fn errors(a: &Trainer<'_, F64>, b: &Trainer<'_, Mpfr>, d_space: bool) -> [f64; 7] {
     let t_len = a.data.train.x.dim().1;
-    let n = a.samples.len();
-    let scores = (0..n)
-        .map(|i| {
-            let (za, zb) = (
-                &a.scores[i * t_len..(i + 1) * t_len],
-                &b.scores[i * t_len..(i + 1) * t_len],
-            );
+    COMPARED.map(|q| {
+        if q.in_d_space() && !d_space {
+            return f64::NAN;
+        }
+        let (Some(xs), Some(ys)) = (a.quantity(q), b.quantity(q)) else {
+            return f64::NAN;
+        };
+        match q.measure() {
+            Measure::Normwise => normwise_rel_err(&xs, &ys),
+            Measure::Componentwise => componentwise(xs.iter().copied().zip(&ys)),
+            Measure::SampleNormwise => sample_normwise(&xs, &ys, t_len),
+        }
+    })
+}
+
+/// [`Measure::SampleNormwise`]: per row of `t_len` entries, max |a - b| (in MPFR) over
+/// max |b|; the largest over the rows (0 for a row of zeros matched exactly, infinite
+/// for one matched inexactly).
+fn sample_normwise(xs: &[f64], ys: &[rug::Float], t_len: usize) -> f64 {
+    xs.chunks(t_len)
+        .zip(ys.chunks(t_len))
+        .map(|(za, zb)| {
             let scale = zb.iter().map(|v| v.to_f64().abs()).fold(0.0, f64::max);
             let diff = za
                 .iter()
@@ -464,34 +447,7 @@ pub fn errors(a: &Trainer<'_, F64>, b: &Trainer<'_, Mpfr>, d_space: bool) -> [f6
                 diff / scale
             }
         })
-        .fold(0.0, f64::max);
-    let (q, grad) = if d_space {
-        (
-            normwise_rel_err(&a.q(), &b.q()),
-            normwise_rel_err(&a.grad_q(), &b.grad_q()),
-        )
-    } else {
-        (f64::NAN, f64::NAN)
-    };
-    [
-        q,
-        scores,
-        componentwise(a.attention.iter().copied().zip(&b.attention)),
-        componentwise(
-            a.samples
-                .iter()
-                .map(|t| t.softmax.rest)
-                .zip(b.samples.iter().map(|t| &t.softmax.rest)),
-        ),
-        componentwise(
-            a.samples
-                .iter()
-                .map(|t| t.f)
-                .zip(b.samples.iter().map(|t| &t.f)),
-        ),
-        grad,
-        rel_err(a.loss, &b.loss),
-    ]
+        .fold(0.0, f64::max)
 }
 
 /// First quantity whose f64 bits differ from the predictor's, by name: `scores`,
@@ -538,8 +494,7 @@ pub fn compare(
     opts: Options,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Report> {
-    cfg.full_batch_only("compare")?;
-    cfg.separate_prompt_only("compare")?;
+    require(cfg, "compare", &[Capability::Compare])?;
     let truth = Mpfr::truth(opts.prec)?;
     let a = Trainer::new(cfg, data, F64, cfg.formulation)?;
     let b = Trainer::with_method(cfg, data, truth, Formulation::Stable, opts.twin_method)?;

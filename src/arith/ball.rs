@@ -65,6 +65,7 @@ use rug::ops::{
 };
 
 use super::fixed::{self, FixedRows, limbs_for};
+use super::limbs::{add_limbs, mul_limbs, shl_limbs, shr_limbs};
 use super::mag::Mag;
 use super::mpfr::{MAX_PREC, fma_nearest};
 use super::{Arith, Kind, Prepared};
@@ -413,73 +414,6 @@ impl MidSum {
         let [pos, neg] = acc;
         (pos.to_vec(), neg.to_vec(), base, truncated)
     }
-}
-
-/// `out = a b` (limbs least significant first, `out.len() = a.len() + b.len()`), by
-/// schoolbook multiplication (operands of a few limbs: cheaper inline than a GMP call).
-#[inline(always)]
-pub(super) fn mul_limbs(a: &[u64], b: &[u64], out: &mut [u64]) {
-    out.fill(0);
-    for (i, &ai) in a.iter().enumerate() {
-        let mut carry = 0u64;
-        for (j, &bj) in b.iter().enumerate() {
-            // at most (2^64 - 1)^2 + 2 (2^64 - 1) = 2^128 - 1
-            let t = ai as u128 * bj as u128 + out[i + j] as u128 + carry as u128;
-            out[i + j] = t as u64;
-            carry = (t >> 64) as u64;
-        }
-        out[i + b.len()] = carry;
-    }
-}
-
-/// `out = v 2^bit` (`bit < 64`, `out.len() = v.len() + 1`).
-#[inline(always)]
-pub(super) fn shl_limbs(v: &[u64], bit: u32, out: &mut [u64]) {
-    if bit == 0 {
-        out[..v.len()].copy_from_slice(v);
-        out[v.len()] = 0;
-        return;
-    }
-    let mut prev = 0u64;
-    for (o, &x) in out.iter_mut().zip(v) {
-        *o = (x << bit) | (prev >> (64 - bit));
-        prev = x;
-    }
-    out[v.len()] = prev >> (64 - bit);
-}
-
-/// `out = floor(v / 2^bit)` (`bit < 64`, `out.len() = v.len()`).
-#[inline(always)]
-pub(super) fn shr_limbs(v: &[u64], bit: u32, out: &mut [u64]) {
-    if bit == 0 {
-        out.copy_from_slice(v);
-        return;
-    }
-    for (k, o) in out.iter_mut().enumerate() {
-        let next = v.get(k + 1).map_or(0, |n| n << (64 - bit));
-        *o = (v[k] >> bit) | next;
-    }
-}
-
-/// `acc += v` (`v.len() <= acc.len()`), the carry propagated; returns the carry out of
-/// `acc`'s top limb.
-#[inline(always)]
-pub(super) fn add_limbs(acc: &mut [u64], v: &[u64]) -> bool {
-    let mut carry = false;
-    let (low, high) = acc.split_at_mut(v.len());
-    for (a, &x) in low.iter_mut().zip(v) {
-        let (s1, c1) = a.overflowing_add(x);
-        let (s2, c2) = s1.overflowing_add(u64::from(carry));
-        *a = s2;
-        carry = c1 | c2;
-    }
-    for a in high {
-        if !carry {
-            break;
-        }
-        (*a, carry) = a.overflowing_add(1);
-    }
-    carry
 }
 
 /// `x = x + a` rounded to nearest; returns the ternary value.

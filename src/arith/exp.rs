@@ -38,8 +38,8 @@ use gmp_mpfr_sys::mpfr;
 use rug::Float;
 use rug::float::Round;
 
-use super::ball::{add_limbs, mul_limbs, shl_limbs, shr_limbs};
-use super::fixed::{self, cmp_limbs};
+use super::fixed;
+use super::limbs::{add_limbs, cmp_limbs, mul_limbs, shl_limbs, shr_limbs, sub_limbs};
 
 /// Fraction limbs at most (`F <= 512` bits).
 const MAX_W: usize = 8;
@@ -179,18 +179,6 @@ fn evaluate<const N: usize>(rf: &[u64], idx: [usize; LEVELS], c: &Consts) -> [u6
     let mut out = [0u64; MAX_W + 1];
     out[..N].copy_from_slice(&y);
     out
-}
-
-/// `a -= b` (same length), the borrow out.
-fn sub_limbs(a: &mut [u64], b: &[u64]) -> bool {
-    let mut borrow = false;
-    for (x, &y) in a.iter_mut().zip(b) {
-        let (s1, b1) = x.overflowing_sub(y);
-        let (s2, b2) = s1.overflowing_sub(u64::from(borrow));
-        *x = s2;
-        borrow = b1 | b2;
-    }
-    borrow
 }
 
 /// `v * k` for a small `k` into `out` (`out.len() = v.len() + 1`).

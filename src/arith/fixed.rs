@@ -32,6 +32,7 @@ use gmp_mpfr_sys::mpfr;
 use rayon::prelude::*;
 use rug::Float;
 
+use super::limbs::cmp_limbs;
 use super::mag::Mag;
 
 /// The largest limb count the fixed kernels take (1,024 bits of working precision).
@@ -617,17 +618,6 @@ fn round_slots(slots: &[[u128; MAX_LIMBS + 2]; 2], n: usize, base: i64, out: &mu
     } else {
         t
     }
-}
-
-/// Compare two little-endian limb numbers of the same length.
-pub(super) fn cmp_limbs(a: &[u64], b: &[u64]) -> std::cmp::Ordering {
-    for (x, y) in a.iter().rev().zip(b.iter().rev()) {
-        match x.cmp(y) {
-            std::cmp::Ordering::Equal => continue,
-            o => return o,
-        }
-    }
-    std::cmp::Ordering::Equal
 }
 
 #[cfg(test)]

@@ -162,6 +162,7 @@ mod exp;
 mod f32;
 mod f64;
 mod fixed;
+mod limbs;
 mod mag;
 mod mpfr;
 mod predictor;

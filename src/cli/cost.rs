@@ -6,6 +6,7 @@ use super::{ConfigArgs, EXIT_OK, print_report};
 use crate::config::Method;
 use crate::error::Result;
 use crate::experiments::cost;
+use crate::model::caps::{Capability, require};
 
 #[derive(Args, Debug)]
 pub(super) struct CostArgs {
@@ -47,7 +48,7 @@ fn progress(quiet: bool, name: &str) {
 
 pub(super) fn cost(args: &CostArgs) -> Result<i32> {
     let cfg = args.config.load()?;
-    cfg.separate_prompt_only("cost (it times the span step beside the direct one)")?;
+    require(&cfg, "cost", &[Capability::SpanForm])?;
     let methods = match args.config.method {
         Some(m) => vec![m],
         // the span step only where the config's optimizer allows it

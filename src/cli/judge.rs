@@ -10,6 +10,7 @@ use crate::analysis::judge::{self, Options};
 use crate::error::Result;
 use crate::io::export::verify_data;
 use crate::io::external::External;
+use crate::model::caps::{Capability, require};
 
 #[derive(Args, Debug)]
 pub(super) struct JudgeCmdArgs {
@@ -44,7 +45,7 @@ pub(super) fn judge(args: &JudgeCmdArgs) -> Result<i32> {
     };
     opts.validate()?;
     let (mut cfg, _, data) = verify_data(&args.data)?;
-    cfg.separate_prompt_only("judge (its candidate replays)")?;
+    require(&cfg, "judge", &[Capability::JudgeReplay])?;
     let ext = External::read(&args.external)?;
     ext.check_against(&cfg)?;
     cfg.steps = *ext.steps.last().expect("checked: steps not empty");

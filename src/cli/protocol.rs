@@ -10,6 +10,7 @@ use super::{ConfigArgs, EXIT_OK, finish, print_and_publish, progress_bar};
 use crate::error::{Error, Result};
 use crate::experiments::protocol::{self, Pool};
 use crate::io::publish::{OutputDir, SetKind};
+use crate::model::caps::{Capability, require};
 use crate::seeds::SeedList;
 
 #[derive(Args, Debug)]
@@ -54,7 +55,7 @@ pub(super) fn protocol(args: &ProtocolArgs) -> Result<i32> {
         }
         cfg.validate()?;
     }
-    cfg.separate_prompt_only("protocol")?;
+    require(&cfg, "protocol", &[Capability::Protocol])?;
     let prot = protocol::settings(&cfg)?.clone();
     crate::train::check_memory(&cfg, crate::arith::Kind::F64, 53, cfg.method)?;
     crate::train::record::check_size(&cfg)?;

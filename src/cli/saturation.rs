@@ -6,6 +6,7 @@ use super::{ConfigArgs, EXIT_OK, JudgeArgs, print_report};
 use crate::analysis::saturation;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+use crate::model::caps::{Capability, require};
 
 #[derive(Args, Debug)]
 pub(super) struct SaturationArgs {
@@ -35,8 +36,7 @@ pub(super) fn saturation(args: &SaturationArgs) -> Result<i32> {
     // `--quiet`: saturation prints no progress, so there is nothing to hide
     let _ = args.quiet;
     let cfg = args.config.load()?;
-    cfg.binary_only("saturation (a sweep of the binary head's output and gradient)")?;
-    cfg.separate_prompt_only("saturation")?;
+    require(&cfg, "saturation", &[Capability::Saturation])?;
     crate::analysis::check_tol("tol", args.judge.tol)?;
     if args.sample >= cfg.n_train {
         return Err(Error::argument(

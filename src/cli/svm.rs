@@ -10,6 +10,7 @@ use crate::config::WInit;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::io::files::{check_output_file, write_atomic};
+use crate::model::caps::{Capability, require};
 use crate::model::token_selection::svm::{self, PatternChoice};
 
 #[derive(Args, Debug)]
@@ -61,8 +62,7 @@ pub(super) fn svm_cmd(args: &SvmArgs) -> Result<i32> {
     // `--quiet`: svm prints no progress, so there is nothing to hide
     let _ = args.quiet;
     let (cfg, data) = args.data.load(&args.config)?;
-    cfg.binary_only("svm (the attention SVM of the binary model)")?;
-    cfg.separate_prompt_only("svm (the attention SVM of fixed tokens)")?;
+    require(&cfg, "svm", &[Capability::Svm])?;
     if let Some(out) = &args.out {
         check_output_file(out)?;
     }

@@ -77,6 +77,7 @@ use crate::error::{Error, Result};
 pub use crate::experiments::schema::Source;
 use crate::experiments::{grid, schema};
 use crate::io::trajectory::Summary;
+use crate::model::caps::{Capability, require};
 use crate::seeds::SeedList;
 use crate::train::Trainer;
 
@@ -499,9 +500,7 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
             f64_run(&w_cfg).map_err(memory)?;
             f64_run(&p_cfg).map_err(memory)?;
         }
-        Source::Saturation => cfg
-            .binary_only("a saturation claim (the binary head's sweep)")
-            .and_then(|_| cfg.separate_prompt_only("a saturation claim"))
+        Source::Saturation => require(cfg, "a saturation claim", &[Capability::Saturation])
             .map_err(|e| ("config", e))?,
         // grid cells over a limit are failed cells of the grid
         Source::Grid => {}

@@ -11,6 +11,7 @@ use crate::arith::{Arith, Ball, F32, F64, Kind, Mpfr};
 use crate::config::{Config, Formulation, MAX_CLASSES, Method, ModelKind, ModelSpec};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+use crate::model::caps::{Capability, caps};
 use crate::train::drive::{Control, Event, drive};
 use crate::train::plan::CostModel;
 use crate::train::{Trainer, resolve_method};
@@ -261,7 +262,7 @@ struct Timing {
 fn hardware_steps(cfg: &Config, methods: &[Method]) -> Vec<(Formulation, Method)> {
     let mut steps: Vec<(Formulation, Method)> =
         methods.iter().map(|m| (Formulation::Stable, *m)).collect();
-    if !cfg.model.is_multiclass() && methods.iter().any(|m| *m != Method::Span) {
+    if caps(cfg).has(Capability::NaiveFormulation) && methods.iter().any(|m| *m != Method::Span) {
         steps.push((Formulation::Naive, Method::Direct));
     }
     steps

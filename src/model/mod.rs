@@ -21,6 +21,7 @@ use crate::config::{Config, Formulation, ModelKind};
 use crate::data::Dataset;
 
 pub mod attention;
+pub mod caps;
 pub mod multiclass;
 pub mod token_selection;
 

@@ -202,28 +202,8 @@ impl<A: Arith> Stepper for Replay<'_, A> {
 /// `identity` is W where the trainer keeps W = I.
 pub fn values<A: Arith>(tr: &Trainer<'_, A>, q: Quantity, identity: &[f64]) -> Vec<f64> {
     let ar = tr.ar;
-    let conv = |v: &[A::Real]| v.iter().map(|x| ar.to_f64(x)).collect::<Vec<f64>>();
-    match q {
-        Quantity::P => conv(&tr.p()),
-        Quantity::Q => conv(&tr.q()),
-        Quantity::W => tr
-            .params()
-            .1
-            .as_deref()
-            .map_or_else(|| identity.to_vec(), conv),
-        Quantity::Scores => conv(&tr.scores),
-        Quantity::Attention => conv(&tr.attention),
-        Quantity::Rest => tr
-            .samples
-            .iter()
-            .map(|s| ar.to_f64(&s.softmax.rest))
-            .collect(),
-        Quantity::Output => tr
-            .samples
-            .iter()
-            .flat_map(|s| s.model_outputs().iter().map(|v| ar.to_f64(v)))
-            .collect(),
-        Quantity::GradQ => conv(&tr.grad_q()),
-        Quantity::Loss => vec![ar.to_f64(&tr.loss)],
+    match tr.quantity(q) {
+        Some(v) => v.iter().map(|x| ar.to_f64(x)).collect(),
+        None => identity.to_vec(),
     }
 }

@@ -37,27 +37,9 @@ pub fn intervals(tr: &Trainer<'_, Ball>, q: Quantity) -> Option<Vec<(f64, f64)>>
         return None;
     }
     let ar = tr.ar;
-    let enclose = |v: &[<Ball as Arith>::Real]| v.iter().map(|x| ar.enclose(x)).collect();
-    Some(match q {
-        Quantity::P => enclose(&tr.p()),
-        Quantity::Q if tr.cfg.mode == Mode::W => enclose(&tr.q()),
-        Quantity::Q => enclose(&tr.p()),
-        Quantity::W => return None,
-        Quantity::Scores => enclose(&tr.scores),
-        Quantity::Attention => enclose(&tr.attention),
-        Quantity::Rest => tr
-            .samples
-            .iter()
-            .map(|s| ar.enclose(&s.softmax.rest))
-            .collect(),
-        Quantity::Output => tr
-            .samples
-            .iter()
-            .flat_map(|s| s.model_outputs().iter().map(|v| ar.enclose(v)))
-            .collect(),
-        Quantity::GradQ => enclose(&tr.grad_q()),
-        Quantity::Loss => vec![ar.enclose(&tr.loss)],
-    })
+    // q of a p-mode run (W = I, not stored: [`encloses`]) is p itself
+    let v = tr.quantity(q)?;
+    Some(v.iter().map(|x| ar.enclose(x)).collect())
 }
 
 /// The next f64 down (a lower bound of a round-to-nearest result), not below 0.

@@ -28,6 +28,7 @@ use crate::data::{Dataset, Params};
 use crate::error::Result;
 use crate::io::external::{Dtype, External};
 use crate::linalg;
+use crate::model::caps::{Capability, require};
 use crate::quantity::Quantity;
 use crate::train::drive::{Control, Event, drive};
 use crate::train::{Engine, Trainer, train_rows};
@@ -74,8 +75,7 @@ impl Options {
     /// the memory limit (the span twin and enclosure, the four direct candidates).
     pub fn check(&self, cfg: &Config) -> Result<()> {
         use crate::train::check_memory;
-        cfg.full_batch_only("judge")?;
-        cfg.separate_prompt_only("judge (its candidate replays)")?;
+        require(cfg, "judge", &[Capability::JudgeReplay])?;
         self.validate()?;
         check_memory(cfg, Mpfr::truth(self.prec)?.kind(), self.prec, Method::Span)?;
         if let Some(p) = self.enclosure {
@@ -317,25 +317,15 @@ impl<'t, 'a> Twin<'t, 'a> {
     /// softmax rest, outputs, dL/dq, the loss): the twin's own MPFR values.
     fn common(&self, q: Quantity) -> (Reference<'t>, Option<dd::Bound>) {
         let b = self.b;
+        // p from the record's cache (rebuilt once); every other value by the accessor
         let v = match q {
-            Quantity::P => self.p().to_vec(),
-            Quantity::Q => b.q(),
-            Quantity::W => match b.params().1 {
-                Some(w) => w,
-                None => return (Reference::Identity(b.cfg.d), None),
-            },
-            Quantity::Scores => b.scores.clone(),
-            Quantity::Attention => b.attention.clone(),
-            Quantity::Rest => b.samples.iter().map(|s| s.softmax.rest.clone()).collect(),
-            Quantity::Output => b
-                .samples
-                .iter()
-                .flat_map(|s| s.model_outputs().iter().cloned())
-                .collect(),
-            Quantity::GradQ => b.grad_q(),
-            Quantity::Loss => vec![b.loss.clone()],
+            Quantity::P => Some(self.p().to_vec()),
+            _ => b.quantity(q),
         };
-        (Reference::Mpfr(v), None)
+        match v {
+            Some(v) => (Reference::Mpfr(v), None),
+            None => (Reference::Identity(b.cfg.d), None),
+        }
     }
 }
 
@@ -450,8 +440,7 @@ pub fn judge(
     opts: Options,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Report> {
-    cfg.full_batch_only("judge")?;
-    cfg.separate_prompt_only("judge (its candidate replays)")?;
+    require(cfg, "judge", &[Capability::JudgeReplay])?;
     let twin = Trainer::with_method(
         cfg,
         data,

@@ -8,6 +8,7 @@ use crate::config::Config;
 use crate::data::{Dataset, NoiseCache};
 use crate::error::Result;
 use crate::io::trajectory::SelectionShare;
+use crate::model::caps::{Capability, require};
 use crate::train::drive::{Control, Event, drive};
 use crate::train::{Trainer, record};
 
@@ -232,8 +233,7 @@ pub struct Metrics {
 pub fn run(cfg: &Config, cache: Option<&NoiseCache>) -> Result<Metrics> {
     cfg.validate()?;
     crate::train::check_memory(cfg, crate::arith::Kind::F64, 53, cfg.method)?;
-    cfg.full_batch_only("a grid cell")?;
-    cfg.separate_prompt_only("a grid cell")?;
+    require(cfg, "a grid cell", &[Capability::GridMetrics])?;
     let data = Dataset::generate_cached(cfg, cache);
     let mut tr = Trainer::new(cfg, &data, F64, cfg.formulation)?;
     let (y, y_true) = (&data.train.y, &data.train.y_true);

@@ -31,6 +31,7 @@ use crate::io::files::{
     write_atomic,
 };
 use crate::io::publish::{OutputDir, SetKind};
+use crate::model::caps::{Capability, require};
 use crate::seeds::{MAX_SEEDS, SeedList};
 
 /// Format tag of `grid.json`.
@@ -337,10 +338,7 @@ impl Spec {
     /// over a limit). Returns the number of runs.
     pub fn check(&self) -> Result<usize> {
         self.base.validate()?;
-        self.base
-            .binary_only("grid (its regime metrics are the binary Theorem 4.1's)")?;
-        self.base.full_batch_only("grid")?;
-        self.base.separate_prompt_only("grid")?;
+        require(&self.base, "grid", &[Capability::GridMetrics])?;
         if self.seeds.is_empty() {
             return Err(Error::grid("seeds", "a grid needs at least one seed"));
         }

@@ -41,6 +41,7 @@ use crate::data::supplied::Supplied;
 use crate::data::{Dataset, Params};
 use crate::error::{Error, Result};
 use crate::io::trajectory::Trajectory;
+use crate::model::caps::{Capability, require};
 use crate::rng::{self, Stream};
 use crate::train::Trainer;
 
@@ -181,7 +182,7 @@ impl Pool {
 
 /// The config's `[protocol]` section (an error without one).
 pub fn settings(cfg: &Config) -> Result<&Protocol> {
-    cfg.separate_prompt_only("protocol")?;
+    require(cfg, "protocol", &[Capability::Protocol])?;
     cfg.protocol.as_ref().ok_or_else(|| {
         Error::config(
             "protocol",
