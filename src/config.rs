@@ -99,6 +99,11 @@ pub struct Config {
     /// written, so every existing config, trajectory and digest keeps its bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<Protocol>,
+    /// Factorised query-key attention (`[factorised]`, SPEC section 17:
+    /// `model::factorised`): q = W_K^T (W_Q p + b_Q) in place of W^T p. Absent: not
+    /// written, so every existing config, trajectory and digest keeps its bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub factorised: Option<crate::model::factorised::Section>,
 }
 
 /// The `[direction]` section: which pattern's attention SVM solution a run's direction
@@ -1024,6 +1029,9 @@ impl Config {
         }
         crate::seeds::check("seed", self.seed)?;
         self.optimizer.validate(self.n_train, self.method)?;
+        if let Some(f) = &self.factorised {
+            f.validate(self)?;
+        }
         if let Some(p) = &self.protocol {
             let classes = if self.model.is_multiclass() {
                 self.model.classes

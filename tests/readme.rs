@@ -366,6 +366,24 @@ const BLOCKS: &[Form] = &[
         },
     },
     Form {
+        text: "cargo run --release -- run --config examples/factorised.toml",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |_, o| {
+            run_report(o, "2000");
+            let text = stdout(o);
+            for needle in [
+                "factorised query-key (m = 16, no biases, W_Q, W_K trained, p fixed)",
+                "train accuracy   1.0000",
+                "test accuracy    0.9990",
+                "clean (16)                  1.0000      0.0000      0.0000      0.0000",
+                "noisy (4)                   0.0000      0.0000      1.0000      0.0000",
+            ] {
+                assert!(text.contains(needle), "{needle}: {text}");
+            }
+        },
+    },
+    Form {
         text: "cargo run --release -- run --config examples/direction.toml --out ngd-f64",
         how: How::AsWritten,
         shrink: &[],

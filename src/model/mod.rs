@@ -9,6 +9,9 @@
 //! - [`multiclass`]: the multi-class model of the paper's Section F (f in R^K, softmax
 //!   cross-entropy, labels in [0, K)).
 //!
+//! The query q of either is W^T p, or the factorised query map's W_K^T (W_Q p + b_Q)
+//! ([`factorised`], the `[factorised]` section; its parameters are [`blocks`]).
+//!
 //! The trainer ([`crate::train`]) takes a model through [`Model`]; the engines (direct
 //! and span step) see only the token coefficients c = dL/dz that a model's
 //! [`Model::sample`] writes, so a new head or loss needs no new engine. [`AnyModel`] is
@@ -21,7 +24,9 @@ use crate::config::{Config, Formulation, ModelKind};
 use crate::data::Dataset;
 
 pub mod attention;
+pub mod blocks;
 pub mod caps;
+pub mod factorised;
 pub mod multiclass;
 pub mod token_selection;
 

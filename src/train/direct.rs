@@ -7,6 +7,10 @@
 //! in-sequence prompt: p also gets (sum_i c_i0) q + sum_c a_c nu_c (proofs-notes/prompt.md)
 //! q = W^T p: q_k = sum_m p_m W[m, k], an fma chain over m = 0, 1, ...
 //! ```
+//!
+//! With `[factorised]` the engine holds the query map's blocks ([`Direct::fact`]): q,
+//! the score shift and every block's step go through `model::factorised` (p and W
+//! above are then not used, except p mirroring the map's p block).
 
 use super::Sample;
 use crate::arith::Arith;
@@ -16,6 +20,7 @@ use crate::linalg;
 
 use super::adam;
 use super::step_rule::{StepRule, Stopped, clip_factor, euclidean_norm};
+use crate::model::factorised::{Factorised, Section};
 use crate::model::{self, Model};
 
 /// Parameters and d-space buffers of the direct step.
@@ -38,6 +43,9 @@ pub struct Direct<R> {
     /// Adam's moments and step counter (Adam and AdamW; `None` for the GD kinds): the
     /// optimiser's state, beside the parameters ([`Direct::with_adam`]).
     pub adam: Option<Box<adam::State<R>>>,
+    /// The factorised query map's blocks and state (`[factorised]`; `None` otherwise):
+    /// q, the scores' shift and the step go through it.
+    pub fact: Option<Box<Factorised<R>>>,
 }
 
 impl<R: Clone + Send + Sync> Direct<R> {
@@ -56,6 +64,7 @@ impl<R: Clone + Send + Sync> Direct<R> {
             contrib: if naive { ar.zeros(n * d) } else { Vec::new() },
             prompt_grad: None,
             adam: None,
+            fact: None,
         };
         e.compute_q(ar);
         e
@@ -72,8 +81,37 @@ impl<R: Clone + Send + Sync> Direct<R> {
         self
     }
 
-    /// q = W^T p (a copy of p when W = I).
+    /// The factorised query map of `sec` in place of W (dropped): its blocks drawn from
+    /// their streams under `seed`, p(0) this engine's p; with `adam`, Adam's moments per
+    /// block. q is formed by the map.
+    pub fn with_factorised<A: Arith<Real = R>>(
+        mut self,
+        ar: &A,
+        sec: &Section,
+        seed: u64,
+        p0: &[f64],
+        adam: bool,
+    ) -> Self {
+        self.w = None;
+        self.fact = Some(Box::new(Factorised::new(ar, sec, seed, p0, adam)));
+        self.compute_q(ar);
+        self
+    }
+
+    /// The shift <b_K, u> every score carries (the factorised map with biases; `None`
+    /// otherwise).
+    pub fn score_shift(&self) -> Option<&R> {
+        self.fact.as_ref().and_then(|f| f.shift.as_ref())
+    }
+
+    /// q = W^T p (a copy of p when W = I); the factorised map's q where it is present
+    /// (p mirrors its p block).
     pub fn compute_q<A: Arith<Real = R>>(&mut self, ar: &A) {
+        if let Some(f) = &mut self.fact {
+            f.forward(ar, &mut self.q);
+            self.p.clone_from(&f.blocks.values[f.blocks.index("p")]);
+            return;
+        }
         match &self.w {
             None => self.q.clone_from(&self.p),
             Some(w) => linalg::matvec_t(ar, w, &self.p, &mut self.q),
@@ -89,6 +127,9 @@ impl<R: Clone + Send + Sync> Direct<R> {
                 ar.dot_f64(&x[r * d..(r + 1) * d], &self.q, zt);
             }
         });
+        if let Some(shift) = self.score_shift() {
+            scores.iter_mut().for_each(|z| ar.add(z, shift));
+        }
     }
 
     /// Scores of every training sample's T + 1 positions with the prompt in sequence
@@ -182,6 +223,11 @@ impl<R: Clone + Send + Sync> Direct<R> {
         c: &[R],
     ) {
         let (d, k) = (self.q.len(), m.outputs());
+        if let Some(f) = &mut self.fact {
+            linalg::matvec_t_f64(ar, x, c, &mut self.grad_q);
+            f.backward(ar, &self.grad_q, c);
+            return;
+        }
         match form {
             Formulation::Stable => linalg::matvec_t_f64(ar, x, c, &mut self.grad_q),
             Formulation::Naive => {
@@ -236,6 +282,11 @@ impl<R: Clone + Send + Sync> Direct<R> {
         mode: Mode,
         rule: &StepRule,
     ) -> Result<(), Stopped> {
+        if let Some(f) = &mut self.fact {
+            f.update(ar, rule, &self.grad_q, &mut self.q)?;
+            self.p.clone_from(&f.blocks.values[f.blocks.index("p")]);
+            return Ok(());
+        }
         let d = self.q.len();
         let g = &self.grad_q;
         // W dL/dq at the old W (p- and joint mode), plus the in-sequence prompt's own

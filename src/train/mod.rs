@@ -186,7 +186,11 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
             ));
         }
         check_data(cfg, data)?;
-        let method = resolve_method(cfg, form, ar.kind(), ar.prec(), method);
+        let method = match cfg.factorised {
+            // the query map runs in the direct step (config validation refuses span)
+            Some(_) => Method::Direct,
+            None => resolve_method(cfg, form, ar.kind(), ar.prec(), method),
+        };
         let in_sequence = cfg.model.in_sequence();
         if in_sequence && (method == Method::Span || form == Formulation::Naive) {
             return Err(Error::config(
@@ -228,6 +232,15 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
         // positions per sample: T, or T + 1 with the prompt as position 0
         let pos = cfg.model.positions(t);
         let engine = match method {
+            _ if let Some(sec) = &cfg.factorised => {
+                Engine::Direct(Direct::new(&ar, init, form, n).with_factorised(
+                    &ar,
+                    sec,
+                    cfg.seed,
+                    init.p.as_slice().expect("contiguous"),
+                    cfg.optimizer.is_adam(),
+                ))
+            }
             Method::Span => Engine::Span(Box::new(Span::new(&ar, init, cfg.mode, x))),
             _ if cfg.optimizer.is_adam() => {
                 Engine::Direct(Direct::new(&ar, init, form, n).with_adam(&ar, cfg.mode))
@@ -704,6 +717,11 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
             (z0, self.prompt_head_values())
         });
         let pos = t + usize::from(prompt.is_some());
+        // the factorised map's shift <b_K, u> of every score
+        let shift = match &self.engine {
+            Engine::Direct(e) => e.score_shift().cloned(),
+            Engine::Span(_) => None,
+        };
         linalg::for_each_row(&ar, &mut out, k, ops, |i, fi| {
             let mut z = ar.zeros(pos);
             let mut s = ar.zeros(pos);
@@ -715,7 +733,12 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
                         ar.set(zt, v);
                     }
                 }
-                None => model::scores(&ar, split.tokens(i), q, &mut z[off..]),
+                None => {
+                    model::scores(&ar, split.tokens(i), q, &mut z[off..]);
+                    if let Some(shift) = &shift {
+                        z[off..].iter_mut().for_each(|v| ar.add(v, shift));
+                    }
+                }
             }
             let gi = &g[i * t * k..(i + 1) * t * k];
             let with_prompt;

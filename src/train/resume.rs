@@ -1,6 +1,8 @@
 //! A trainer's resumable state: built from the engine's exact parameters, Adam's state
 //! where the run has one (its step counter `adam.t` and the moments `adam.m.p`,
-//! `adam.v.p`, `adam.m.W`, `adam.v.W`), the step and what the recorder holds; restored
+//! `adam.v.p`, `adam.m.W`, `adam.v.W`; the factorised map's blocks as
+//! `factorised.<block>`, its Adam state as `factorised.adam.t`, `factorised.adam.m.<block>`,
+//! `factorised.adam.v.<block>`), the step and what the recorder holds; restored
 //! bit for bit (the file format is `io::state`'s). A minibatch run's order needs no
 //! state: step k's batch is a function of the seed, n, the batch size and k
 //! (`train::batch`), drawn again on resume.
@@ -23,6 +25,21 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
         let text = |v: &[A::Real]| v.iter().map(|x| ar.to_exact_string(x)).collect::<Vec<_>>();
         let mut values = BTreeMap::new();
         match &self.engine {
+            Engine::Direct(e) if e.fact.is_some() => {
+                let f = e.fact.as_ref().expect("the factorised map");
+                for (b, v) in f.blocks.iter() {
+                    values.insert(format!("factorised.{}", b.name), text(v));
+                }
+                if let Some(st) = &f.adam {
+                    values.insert("factorised.adam.t".to_string(), vec![st.t.to_string()]);
+                    for (b, mom) in f.blocks.decl.iter().zip(&st.moments) {
+                        if let Some(mom) = mom {
+                            values.insert(format!("factorised.adam.m.{}", b.name), text(&mom.m));
+                            values.insert(format!("factorised.adam.v.{}", b.name), text(&mom.v));
+                        }
+                    }
+                }
+            }
             Engine::Direct(e) => {
                 values.insert("p".to_string(), text(&e.p));
                 if let Some(w) = &e.w {
@@ -77,26 +94,45 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
             }
             Ok(())
         };
+        let read_t = |name: &str| -> Result<u64> {
+            let t = match st.values(name)? {
+                [t] => t
+                    .parse()
+                    .map_err(|_| st.error(format!("bad `{name}` value `{t}`")))?,
+                _ => return Err(st.error(format!("`{name}` must hold one step count"))),
+            };
+            if t != st.step {
+                return Err(st.error(format!(
+                    "`{name}` = {t} is not the state's step {}",
+                    st.step
+                )));
+            }
+            Ok(t)
+        };
         match &mut self.engine {
+            Engine::Direct(e) if e.fact.is_some() => {
+                let f = e.fact.as_mut().expect("the factorised map");
+                for (b, v) in f.blocks.iter_mut() {
+                    read(&format!("factorised.{}", b.name), v)?;
+                }
+                if let Some(adam) = &mut f.adam {
+                    adam.t = read_t("factorised.adam.t")?;
+                    for (b, mom) in f.blocks.decl.iter().zip(&mut adam.moments) {
+                        if let Some(mom) = mom {
+                            read(&format!("factorised.adam.m.{}", b.name), &mut mom.m)?;
+                            read(&format!("factorised.adam.v.{}", b.name), &mut mom.v)?;
+                        }
+                    }
+                }
+                e.compute_q(&ar);
+            }
             Engine::Direct(e) => {
                 read("p", &mut e.p)?;
                 if let Some(w) = &mut e.w {
                     read("W", w)?;
                 }
                 if let Some(adam) = &mut e.adam {
-                    let t = st.values("adam.t")?;
-                    adam.t = match t {
-                        [t] => t
-                            .parse()
-                            .map_err(|_| st.error(format!("bad `adam.t` value `{t}`")))?,
-                        _ => return Err(st.error("`adam.t` must hold one step count".into())),
-                    };
-                    if adam.t != st.step {
-                        return Err(st.error(format!(
-                            "`adam.t` = {} is not the state's step {}",
-                            adam.t, st.step
-                        )));
-                    }
+                    adam.t = read_t("adam.t")?;
                     for (block, mom) in [("p", &mut adam.p), ("W", &mut adam.w)] {
                         if let Some(mom) = mom {
                             read(&format!("adam.m.{block}"), &mut mom.m)?;

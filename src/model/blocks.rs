@@ -1,0 +1,225 @@
+//! Parameter blocks: a model's trained (or fixed) parameters as named blocks with
+//! resolved shapes, each drawn from its own named seeded stream, stored in declaration
+//! order ([`Blocks`]). Every consumer (the step rules, Adam's moments, the resumable
+//! state) loops over the blocks instead of naming fields, so a new model declares its
+//! blocks and nothing else.
+//!
+//! Only the factorised query-key model (`model::factorised`) uses blocks so far; the
+//! p / W / joint engines keep their own fields (moving them into blocks is a follow-up).
+//!
+//! # Streams
+//! A block's stream is a ChaCha20 stream of the config's seed, with a stream id of its
+//! own ([`BlockStream`]): ids from 64 up, disjoint from the data's and the trainer's
+//! streams ([`crate::rng::Stream`], ids 1-10), so declaring a block never changes
+//! another draw.
+
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+
+use crate::arith::Arith;
+use crate::rng;
+
+/// A named seeded stream of a block: the ChaCha20 stream `id` of the config's seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockStream {
+    /// The stream's name (for messages and docs).
+    pub name: &'static str,
+    /// The ChaCha20 stream id (>= [`FIRST_BLOCK_STREAM`]).
+    pub id: u64,
+}
+
+/// The first stream id of a block stream: above every id of [`crate::rng::Stream`].
+pub const FIRST_BLOCK_STREAM: u64 = 64;
+
+impl BlockStream {
+    /// The seeded generator of this stream under `seed`.
+    pub fn rng(self, seed: u64) -> ChaCha20Rng {
+        let mut r = ChaCha20Rng::seed_from_u64(seed);
+        r.set_stream(self.id);
+        r
+    }
+}
+
+/// How a block's initial values are drawn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BlockInit {
+    /// Every entry 0 (nothing drawn).
+    Zero,
+    /// Every entry U(-bound, bound): (2 u - 1) bound with u uniform on [0, 1) with 53
+    /// random bits ([`crate::rng::uniform`]), in entry order (row-major): PyTorch's
+    /// `nn.Linear` init with bound = 1 / sqrt(fan_in).
+    Uniform {
+        /// The bound.
+        bound: f64,
+    },
+    /// Every entry N(0, scale^2), Box-Muller pairs in entry order
+    /// ([`crate::rng::fill_normal`]).
+    Gaussian {
+        /// The standard deviation.
+        scale: f64,
+    },
+    /// Values given by the caller (e.g. the config's p(0), drawn from the `init` stream
+    /// as every mode draws it), f64, row-major.
+    Given(Vec<f64>),
+}
+
+/// One parameter block: its name, resolved shape, initial values, stream and whether
+/// it trains.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Block {
+    /// The block's name (the key in state files).
+    pub name: &'static str,
+    /// The resolved shape (row-major; one entry for a vector).
+    pub shape: Vec<usize>,
+    /// How its initial values are drawn.
+    pub init: BlockInit,
+    /// Its seeded stream (unused by `Zero` and `Given`).
+    pub stream: BlockStream,
+    /// Whether the step rules move it.
+    pub trained: bool,
+}
+
+impl Block {
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Whether the block has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The initial values in f64, drawn from the block's stream under `seed`.
+    pub fn draw(&self, seed: u64) -> Vec<f64> {
+        let n = self.len();
+        match &self.init {
+            BlockInit::Zero => vec![0.0; n],
+            BlockInit::Uniform { bound } => {
+                let mut r = self.stream.rng(seed);
+                (0..n)
+                    .map(|_| (2.0 * rng::uniform(&mut r) - 1.0) * bound)
+                    .collect()
+            }
+            BlockInit::Gaussian { scale } => {
+                let mut r = self.stream.rng(seed);
+                let mut v = vec![0.0; n];
+                rng::fill_normal(&mut r, *scale, &mut v);
+                v
+            }
+            BlockInit::Given(v) => v.clone(),
+        }
+    }
+}
+
+/// The values of a model's blocks in the arithmetic, in declaration order (no hash
+/// order anywhere: every loop over them, and every output, follows the declaration).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Blocks<R> {
+    /// The declarations.
+    pub decl: Vec<Block>,
+    /// The values, one vector per declaration (row-major).
+    pub values: Vec<Vec<R>>,
+}
+
+impl<R: Clone> Blocks<R> {
+    /// The blocks `decl` at their initial values ([`Block::draw`] under `seed`),
+    /// converted exactly into `ar`.
+    pub fn init<A: Arith<Real = R>>(ar: &A, decl: Vec<Block>, seed: u64) -> Self {
+        let values = decl.iter().map(|b| ar.of_slice(&b.draw(seed))).collect();
+        Blocks { decl, values }
+    }
+
+    /// The position of block `name` (a declared name; panics otherwise: a programming
+    /// error, never input).
+    pub fn index(&self, name: &str) -> usize {
+        self.decl
+            .iter()
+            .position(|b| b.name == name)
+            .unwrap_or_else(|| panic!("no block named {name}"))
+    }
+
+    /// Whether a block `name` is declared.
+    pub fn has(&self, name: &str) -> bool {
+        self.decl.iter().any(|b| b.name == name)
+    }
+
+    /// The values of block `name`.
+    pub fn get(&self, name: &str) -> &[R] {
+        &self.values[self.index(name)]
+    }
+
+    /// The values of block `name`, mutably.
+    pub fn get_mut(&mut self, name: &str) -> &mut Vec<R> {
+        let i = self.index(name);
+        &mut self.values[i]
+    }
+
+    /// (declaration, values) of every block, in declaration order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Block, &Vec<R>)> {
+        self.decl.iter().zip(&self.values)
+    }
+
+    /// (declaration, values) of every block, mutably, in declaration order.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&Block, &mut Vec<R>)> {
+        self.decl.iter().zip(self.values.iter_mut())
+    }
+
+    /// The values of every block rounded to f64, in declaration order (e.g. for an
+    /// array export).
+    pub fn to_f64<A: Arith<Real = R>>(&self, ar: &A) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
+        self.iter()
+            .map(|(b, v)| {
+                (
+                    b.name,
+                    b.shape.clone(),
+                    v.iter().map(|x| ar.to_f64(x)).collect(),
+                )
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arith::F64;
+
+    /// Block streams are disjoint from every data and trainer stream, and a block's
+    /// draw depends on its stream and the seed only.
+    #[test]
+    fn block_streams_are_their_own() {
+        assert!((crate::rng::Stream::HeadOrder as u64) < FIRST_BLOCK_STREAM);
+        let s = BlockStream {
+            name: "t",
+            id: FIRST_BLOCK_STREAM,
+        };
+        let b = Block {
+            name: "x",
+            shape: vec![2, 3],
+            init: BlockInit::Uniform { bound: 0.5 },
+            stream: s,
+            trained: true,
+        };
+        let v = b.draw(7);
+        assert_eq!(v.len(), 6);
+        assert!(v.iter().all(|x| x.abs() <= 0.5));
+        assert_eq!(v, b.draw(7));
+        assert_ne!(v, b.draw(8));
+        let other = Block {
+            name: "y",
+            stream: BlockStream {
+                name: "u",
+                id: FIRST_BLOCK_STREAM + 1,
+            },
+            ..b.clone()
+        };
+        assert_ne!(v, other.draw(7));
+        let blocks = Blocks::init(&F64, vec![b, other], 7);
+        assert_eq!(blocks.get("x"), &v[..]);
+        assert_eq!(
+            blocks.iter().map(|(b, _)| b.name).collect::<Vec<_>>(),
+            ["x", "y"]
+        );
+    }
+}
