@@ -638,3 +638,35 @@ fn unimplemented_combinations_are_refused() {
     c.factorised.as_mut().unwrap().init = QkInit::Gaussian;
     check(c, "factorised.scale");
 }
+
+/// Every command that does not implement the query map refuses `examples/factorised.toml`
+/// before any work (exit code 2), naming the `factorised` key and the capability it
+/// lacks (`model::caps`): none of them writes an output.
+#[test]
+fn commands_without_the_query_map_refuse_naming_the_capability() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = "examples/factorised.toml";
+    let out = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    for (args, cap) in [
+        (vec!["certify", "--config", c], "certify"),
+        (vec!["data", "--config", c, "--out", &out("data")], "export"),
+        (vec!["svm", "--config", c], "svm"),
+        (vec!["saturation", "--config", c], "saturation"),
+        (vec!["sweep", "--config", c], "theory"),
+        (vec!["cost", "--config", c], "span_form"),
+        (vec!["protocol", "--config", c], "protocol"),
+        (
+            vec!["grid", "--config", c, "--out", &out("grid")],
+            "grid_metrics",
+        ),
+    ] {
+        let o = common::tokensel(&args);
+        let e = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(
+            e.contains("`factorised`") && e.contains(&format!("the capability `{cap}`")),
+            "{args:?}: {e}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

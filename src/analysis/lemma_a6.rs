@@ -44,6 +44,7 @@ pub fn configs(cfg: &Config) -> (Config, Config) {
 /// gradient norm, |p| |g| in W-mode and |g| in p-mode). A linear schedule scales both
 /// runs' steps alike and is kept.
 pub fn check(cfg: &Config) -> Result<()> {
+    crate::model::caps::require(cfg, "Lemma A.6", &[crate::model::caps::Capability::Theory])?;
     if cfg.optimizer.breaks_lemma_a6(cfg.n_train) {
         return Err(crate::error::Error::config(
             "optimizer",

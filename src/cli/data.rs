@@ -21,6 +21,7 @@ pub(super) struct DataArgs {
 
 pub(super) fn data(args: &DataArgs) -> Result<i32> {
     let cfg = args.config.load()?;
+    crate::model::caps::require(&cfg, "data", &[crate::model::caps::Capability::Export])?;
     let out = OutputDir::prepare(&args.out, SetKind::Data)?;
     let data = Dataset::generate(&cfg);
     let init = Params::init(&cfg);

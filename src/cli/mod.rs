@@ -224,24 +224,6 @@ where
             return e.exit_code();
         }
     };
-    crate::model::factorised::set_command(match &cli.command {
-        Command::Run(_) => "run",
-        Command::Twin(_) => "twin",
-        Command::Compare(_) => "compare",
-        Command::Certify(_) => "certify",
-        Command::Sweep(_) => "sweep",
-        Command::Protocol(_) => "protocol",
-        Command::Check(_) => "check",
-        Command::Cost(_) => "cost",
-        Command::Diff(_) => "diff",
-        Command::Plot(_) => "plot",
-        Command::Saturation(_) => "saturation",
-        Command::Svm(_) => "svm",
-        Command::Config(_) => "config",
-        Command::Data(_) => "data",
-        Command::Judge(_) => "judge",
-        Command::Grid(_) => "grid",
-    });
     let result = match cli.command {
         Command::Run(args) => run::run(&args),
         Command::Twin(args) => twin::twin(&args),

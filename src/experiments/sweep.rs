@@ -75,6 +75,7 @@ pub const MAX_RUNS: usize = crate::experiments::grid::MAX_RUNS;
 /// runs (a size over a limit), that `base` is valid at every eta and seed, and that
 /// each run's trainer and trajectory fit their memory limits.
 pub fn check(base: &Config, etas: &[f64], seeds: &[u64]) -> Result<()> {
+    crate::model::caps::require(base, "sweep", &[crate::model::caps::Capability::Theory])?;
     if etas.is_empty() || seeds.is_empty() {
         return Err(Error::argument(
             "--etas/--seeds",

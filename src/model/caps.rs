@@ -42,11 +42,16 @@ pub enum Capability {
     Certify,
     /// The fine-tuning protocol of Section I.
     Protocol,
+    /// `data`'s export of the initial parameters p(0), W(0) (and the data) as NPY files.
+    Export,
+    /// The analyses written for the p / W parameterisation: `sweep`'s label-noise sweep
+    /// and Lemma A.6's pair of W- and p-mode runs (and claims on them).
+    Theory,
 }
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 9] = [
+    pub const ALL: [Capability; 11] = [
         Capability::NaiveFormulation,
         Capability::SpanForm,
         Capability::Svm,
@@ -56,6 +61,8 @@ impl Capability {
         Capability::JudgeReplay,
         Capability::Certify,
         Capability::Protocol,
+        Capability::Export,
+        Capability::Theory,
     ];
 
     /// Its name in messages (snake case).
@@ -70,6 +77,8 @@ impl Capability {
             Capability::JudgeReplay => "judge_replay",
             Capability::Certify => "certify",
             Capability::Protocol => "protocol",
+            Capability::Export => "export",
+            Capability::Theory => "theory",
         }
     }
 
@@ -85,22 +94,26 @@ impl Capability {
             Capability::JudgeReplay => "the candidate replays of an external run",
             Capability::Certify => "interval checkpoints of every training sample",
             Capability::Protocol => "the fine-tuning protocol of Section I",
+            Capability::Export => "the NPY export of the data and of p(0), W(0)",
+            Capability::Theory => "the label-noise sweep and Lemma A.6's p- and W-mode pair",
         }
     }
 
     /// The config features it takes, in the order [`require`] checks them.
     pub fn needs(self) -> &'static [Feature] {
-        use Feature::{Binary, FullBatch, SeparatePrompt};
+        use Feature::{Binary, FullBatch, PlainQuery, SeparatePrompt};
         match self {
-            Capability::NaiveFormulation => &[Binary, SeparatePrompt],
-            Capability::SpanForm => &[SeparatePrompt],
-            Capability::Svm => &[Binary, SeparatePrompt],
-            Capability::Saturation => &[Binary, SeparatePrompt],
-            Capability::GridMetrics => &[Binary, FullBatch, SeparatePrompt],
+            Capability::NaiveFormulation => &[Binary, SeparatePrompt, PlainQuery],
+            Capability::SpanForm => &[SeparatePrompt, PlainQuery],
+            Capability::Svm => &[Binary, SeparatePrompt, PlainQuery],
+            Capability::Saturation => &[Binary, SeparatePrompt, PlainQuery],
+            Capability::GridMetrics => &[Binary, FullBatch, SeparatePrompt, PlainQuery],
             Capability::Compare => &[FullBatch, SeparatePrompt],
-            Capability::JudgeReplay => &[FullBatch, SeparatePrompt],
-            Capability::Certify => &[FullBatch, SeparatePrompt],
-            Capability::Protocol => &[SeparatePrompt],
+            Capability::JudgeReplay => &[FullBatch, SeparatePrompt, PlainQuery],
+            Capability::Certify => &[FullBatch, SeparatePrompt, PlainQuery],
+            Capability::Protocol => &[SeparatePrompt, PlainQuery],
+            Capability::Export => &[PlainQuery],
+            Capability::Theory => &[PlainQuery],
         }
     }
 }
@@ -120,6 +133,9 @@ pub enum Feature {
     FullBatch,
     /// The prompt separate from the sequence (`[model] prompt = "separate"`).
     SeparatePrompt,
+    /// The query q = W^T p of the p / W / joint modes (no `[factorised]` section: the
+    /// factorised query map runs in `run`, `twin`, `compare` and `config` only).
+    PlainQuery,
 }
 
 impl Feature {
@@ -153,6 +169,15 @@ impl Feature {
                     "it is implemented for the separate prompt only (prompt = \
                      \"separate\"); this config puts the prompt in the sequence (T + 1 \
                      positions), which it does not handle"
+                        .to_string(),
+                )
+            }),
+            Feature::PlainQuery => cfg.factorised.is_some().then(|| {
+                (
+                    "factorised",
+                    "it is written for the query q = W^T p of the p / W / joint modes; this \
+                     config has the factorised query map ([factorised]), which runs in run, \
+                     twin, compare and config only (remove [factorised] here)"
                         .to_string(),
                 )
             }),
@@ -234,10 +259,19 @@ mod tests {
         batched.optimizer.batch = Some(1);
         let mut prompt = base.clone();
         prompt.model.prompt = Prompt::InSequence;
+        let mut factorised = base.clone();
+        factorised.factorised = Some(crate::model::factorised::Section {
+            m: 4,
+            bias: false,
+            train_p: false,
+            init: crate::model::factorised::QkInit::Linear,
+            scale: None,
+        });
         for (cfg, f) in [
             (&k3, Feature::Binary),
             (&batched, Feature::FullBatch),
             (&prompt, Feature::SeparatePrompt),
+            (&factorised, Feature::PlainQuery),
         ] {
             assert!(f.missing(cfg).is_some());
             for c in Capability::ALL {

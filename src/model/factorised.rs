@@ -57,39 +57,6 @@ use crate::train::step_rule::{StepRule, Stopped, clip_factor, euclidean_norm};
 /// Largest m d (entries of W_Q or W_K).
 pub const MAX_BLOCK_ENTRIES: usize = 50_000_000;
 
-/// The commands that implement the query map: `run`, `twin` (with `--state`), `compare`
-/// and `config` (`diff` and `plot` read trajectories, not configs). Every other
-/// command refuses a `[factorised]` config in its validation (exit code 2, before any
-/// work), naming what it lacks.
-pub const COMMANDS: [&str; 4] = ["run", "twin", "compare", "config"];
-
-/// The command being run (set once by the command line before the command starts;
-/// empty for library use, where every config is taken).
-static COMMAND: std::sync::RwLock<&'static str> = std::sync::RwLock::new("");
-
-/// Record the command being run ([`COMMANDS`]; the command line calls it).
-pub fn set_command(name: &'static str) {
-    if let Ok(mut c) = COMMAND.write() {
-        *c = name;
-    }
-}
-
-/// What a command other than [`COMMANDS`] lacks for a factorised run.
-fn lacks(command: &str) -> &'static str {
-    match command {
-        "certify" => {
-            "its certificate's records and report name p and W (the balls' enclosure of the map is tested in tests/factorised.rs)"
-        }
-        "data" | "judge" => {
-            "the export holds p(0) and W(0), not the map's blocks (an nn.Linear pair is not judged)"
-        }
-        "svm" | "saturation" | "grid" | "sweep" | "check" | "cost" | "protocol" => {
-            "its analysis is written for the p / W parameterisation"
-        }
-        _ => "it is not implemented for the query map",
-    }
-}
-
 /// The `[factorised]` section: the query map's shape, biases, whether p trains and the
 /// init.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -152,18 +119,6 @@ impl Section {
     /// and what the query map does not implement refused by name.
     pub fn validate(&self, cfg: &Config) -> Result<()> {
         let bad = |key: &str, what: String| Err(Error::config(key, what));
-        let command = COMMAND.read().map(|c| *c).unwrap_or("");
-        if !command.is_empty() && !COMMANDS.contains(&command) {
-            return bad(
-                "factorised",
-                format!(
-                    "`tokensel {command}` does not take a [factorised] config: {}; the \
-                     factorised query map runs in {} (remove [factorised] here)",
-                    lacks(command),
-                    COMMANDS.join(", ")
-                ),
-            );
-        }
         if self.m == 0 {
             return bad("factorised.m", "must be at least 1".into());
         }
