@@ -986,6 +986,7 @@ impl Config {
             .saturating_mul(self.d as u128);
         let w = match (self.mode, self.init.w) {
             (Mode::P, WInit::Identity) => 0,
+            _ if self.factorised.is_some() => 0,
             _ => (self.d as u128).saturating_mul(self.d as u128),
         };
         tokens
@@ -1111,7 +1112,24 @@ impl Config {
         if self.init.p_scale < 0.0 {
             return Err(Error::config("init.p_scale", "must be >= 0"));
         }
-        if self.mode == Mode::W && (self.init.p == PInit::Zero || self.init.p_scale == 0.0) {
+        let p_zero = self.init.p == PInit::Zero || self.init.p_scale == 0.0;
+        if let Some(f) = self.factorised.as_ref().filter(|f| p_zero && !f.bias) {
+            return Err(Error::config(
+                "init.p",
+                format!(
+                    "[factorised] without biases from p = 0: u = W_Q p = 0, so q = W_K^T u = 0 \
+                     and every block's gradient (W_K's u (dL/dq)^T, W_Q's (W_K dL/dq) p^T{}) \
+                     is 0 at every step. Set init.p = \"gaussian\" with init.p_scale > 0, or \
+                     bias = true",
+                    if f.train_p {
+                        ", p's W_Q^T W_K dL/dq"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+        if self.mode == Mode::W && p_zero && self.factorised.is_none() {
             return Err(Error::config(
                 "init.p",
                 "mode = \"W\" trains W with p fixed; p = 0 gives dL/dW = p (dL/dq)^T = 0. \
@@ -1363,7 +1381,7 @@ impl Config {
     }
 
     fn data_bytes_has_w(&self) -> bool {
-        !(self.mode == Mode::P && self.init.w == WInit::Identity)
+        !(self.mode == Mode::P && self.init.w == WInit::Identity) && self.factorised.is_none()
     }
 }
 

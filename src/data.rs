@@ -81,7 +81,8 @@ pub struct Params {
 
 impl Params {
     /// Initial parameters of `cfg` (p from `init.p`, W from `init.w`), from the `init`
-    /// stream (the one stream of initial values): p first, then W row by row.
+    /// stream (the one stream of initial values): p first, then W row by row. A
+    /// `[factorised]` config has no W (`None`).
     pub fn init(cfg: &Config) -> Params {
         let d = cfg.d;
         let mut r = rng::stream(cfg.seed, Stream::Init);
@@ -95,6 +96,8 @@ impl Params {
         }
         let w = match (cfg.mode, cfg.init.w) {
             (Mode::P, WInit::Identity) => None,
+            // the factorised map has no W (its blocks draw from their own streams)
+            _ if cfg.factorised.is_some() => None,
             (_, WInit::Identity) => Some(Array2::eye(d)),
             (_, WInit::KaimingUniform) => {
                 let bound = 1.0 / (d as f64).sqrt();

@@ -670,3 +670,66 @@ fn commands_without_the_query_map_refuse_naming_the_capability() {
     }
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+/// The factorised map has no W: `Params::init` draws none (its p is W-mode's), the data
+/// size check does not count d * d for it, and the memory check counts the map's blocks:
+/// a 1024-bit twin with m d = 5e7 (two blocks of ~8 GB each) is refused with exit code 3
+/// before any work, where it used to be allowed by a W-less count and abort in GMP.
+#[test]
+fn the_map_has_no_w_and_its_blocks_are_counted() {
+    let c = config(12, 5, 3, false, false, QkInit::Linear);
+    let init = Params::init(&c);
+    assert!(init.w.is_none());
+    let mut w_mode = c.clone();
+    w_mode.factorised = None;
+    assert_eq!(init.p, Params::init(&w_mode).p);
+    // d = 50,000: a W-mode run's d * d would be 18.6 GiB; the map's two 1 x d blocks are not
+    let mut wide = c.clone();
+    wide.d = 50_000;
+    wide.factorised.as_mut().unwrap().m = 1;
+    assert!(wide.data_bytes() < 1 << 30, "{}", wide.data_bytes());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bigm.toml");
+    std::fs::write(
+        &path,
+        "d = 1000\nn_train = 4\nn_test = 4\nsteps = 1\nstep_size = 0.5\nmode = \"W\"\n\
+         [init]\np = \"gaussian\"\np_scale = 0.03\n[factorised]\nm = 50000\n",
+    )
+    .unwrap();
+    let o = common::tokensel(&[
+        "twin",
+        "--config",
+        path.to_str().unwrap(),
+        "--quiet",
+        "--prec",
+        "1024",
+    ]);
+    let e = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{e}");
+    assert!(e.contains("GiB"), "{e}");
+}
+
+/// p = 0 trains with biases (u = b_Q != 0: W_K and b_Q get gradients) and is refused
+/// without them, for the map's reason (u = 0, every block's gradient 0), not W-mode's.
+#[test]
+fn p_zero_is_refused_only_without_biases() {
+    for bias in [false, true] {
+        let mut c = config(12, 5, 3, bias, false, QkInit::Linear);
+        c.init.p = tokensel::config::PInit::Zero;
+        match c.validate() {
+            Ok(()) => {
+                assert!(bias);
+                let data = Dataset::generate(&c);
+                let t = Trainer::run(&c, &data, F64, &mut |_| {}).unwrap();
+                let (first, last) = (&t.checkpoints[0], t.checkpoints.last().unwrap());
+                assert!(last.train_loss < first.train_loss, "{first:?} {last:?}");
+            }
+            Err(e) => {
+                let e = e.to_string();
+                assert!(!bias, "{e}");
+                assert!(e.contains("init.p") && e.contains("u = W_Q p = 0"), "{e}");
+                assert!(!e.contains("dL/dW = p"), "{e}");
+            }
+        }
+    }
+}

@@ -297,3 +297,46 @@ fn the_reader_refuses_a_leaf_out_of_its_range_naming_it() {
         }
     }
 }
+
+/// The trajectory-level direction summary (the attention SVM's limit and the run's end
+/// against it) is part of what diff compares: an edit of any one of its fields makes
+/// the trajectories differ (exit 1, named under `limit_differences`), and the reader
+/// refuses a limit accuracy outside [0, 1] (exit 2). Both used to pass as "agree".
+#[test]
+fn diff_and_the_reader_see_the_direction_summary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = run(tmp.path(), "a", DIRECTION);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    let b = tmp.path().join("b.json");
+    let edits: [(&str, Value); 3] = [
+        ("/direction/limit_test_accuracy", 0.25.into()),
+        ("/direction/pattern_choice", "given".into()),
+        ("/direction/verdict", "edited".into()),
+    ];
+    for (pointer, value) in edits {
+        let mut e = v.clone();
+        *e.pointer_mut(pointer).unwrap() = value;
+        std::fs::write(&b, e.to_string()).unwrap();
+        let o = tokensel(&["diff", a.to_str().unwrap(), b.to_str().unwrap(), "--json"]);
+        assert_eq!(o.status.code(), Some(1), "{pointer}: {}", stderr(&o));
+        let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let field = format!("direction.{}", pointer.rsplit('/').next().unwrap());
+        assert!(
+            r["limit_differences"]
+                .as_array()
+                .unwrap()
+                .contains(&field.clone().into()),
+            "{pointer}: {r}"
+        );
+    }
+    let mut e = v;
+    *e.pointer_mut("/direction/limit_test_accuracy").unwrap() = 1.5.into();
+    std::fs::write(&b, e.to_string()).unwrap();
+    let o = tokensel(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("limit_test_accuracy 1.5 is outside [0, 1]"),
+        "{}",
+        stderr(&o)
+    );
+}

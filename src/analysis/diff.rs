@@ -29,6 +29,11 @@ pub struct Report {
     /// rtol is a use of diff), and never "bit-identical" runs of different trainers.
     #[serde(default)]
     pub trainer_differences: Vec<String>,
+    /// Fields of the trajectories' direction summary (`direction`: the attention SVM's
+    /// limit and the run's end against it) whose values differ, or `direction` when one
+    /// trajectory has it and the other not: a divergence.
+    #[serde(default)]
+    pub limit_differences: Vec<String>,
     /// Steps recorded in both trajectories.
     pub common_steps: usize,
     /// Steps recorded only in the first trajectory.
@@ -221,6 +226,24 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Rep
             _ => Vec::new(),
         }
     };
+    let limit_differences = {
+        let (la, lb) = (
+            serde_json::to_value(&a.direction).expect("summary serialises"),
+            serde_json::to_value(&b.direction).expect("summary serialises"),
+        );
+        match (la.as_object(), lb.as_object()) {
+            (Some(x), Some(y)) => x
+                .keys()
+                .chain(y.keys())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .filter(|k| x.get(*k) != y.get(*k))
+                .map(|k| format!("direction.{k}"))
+                .collect(),
+            _ if la != lb => vec!["direction".to_string()],
+            _ => Vec::new(),
+        }
+    };
     let sets_differ = !(only_in_a.is_empty() && only_in_b.is_empty());
     Report {
         rtol,
@@ -229,8 +252,10 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Rep
             || common == 0
             || !config_differences.is_empty()
             || labels_differ
+            || !limit_differences.is_empty()
             || (sets_differ && !common_only),
         config_differences,
+        limit_differences,
         labels_differ,
         bit_identical: bits && common > 0 && trainer_differences.is_empty(),
         trainer_differences,
@@ -255,6 +280,12 @@ impl std::fmt::Display for Report {
             out += &format!(
                 "  configs differ in: {}\n",
                 self.config_differences.join(", ")
+            );
+        }
+        if !self.limit_differences.is_empty() {
+            out += &format!(
+                "  direction summaries differ in: {}\n",
+                self.limit_differences.join(", ")
             );
         }
         if self.labels_differ {

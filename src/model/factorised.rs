@@ -149,7 +149,10 @@ impl Section {
             (QkInit::Gaussian, s) => {
                 return bad(
                     "factorised.scale",
-                    format!("init = \"gaussian\" needs a finite scale > 0, got {s:?}"),
+                    match s {
+                        Some(s) => format!("init = \"gaussian\" needs a finite scale > 0, got {s}"),
+                        None => "init = \"gaussian\" needs a finite scale > 0 (none given)".into(),
+                    },
                 );
             }
             (_, Some(_)) => {
@@ -160,22 +163,18 @@ impl Section {
             }
             _ => {}
         }
-        let not = |key: &str, what: &str| {
-            bad(
-                key,
-                format!("[factorised] is implemented in the direct step only: {what}"),
-            )
-        };
+        let not =
+            |key: &str, what: &str| bad(key, format!("[factorised] is implemented for {what}"));
         if cfg.method == Method::Span {
             return not(
                 "method",
-                "the span step's coefficients are p's and W's (set method = \"direct\" or \"auto\")",
+                "the direct step only: the span step's coefficients are p's and W's (set method = \"direct\" or \"auto\")",
             );
         }
         if cfg.formulation == Formulation::Naive {
             return not(
                 "formulation",
-                "the naive formulation is not implemented for it (set formulation = \"stable\")",
+                "the stable formulation only (set formulation = \"stable\")",
             );
         }
         if cfg.optimizer.minibatch(cfg.n_train).is_some() {
@@ -187,13 +186,13 @@ impl Section {
         if cfg.model.in_sequence() {
             return not(
                 "model.prompt",
-                "with the separate prompt only (the prompt in sequence is not implemented for it)",
+                "the separate prompt only (set prompt = \"separate\")",
             );
         }
         if cfg.direction.is_some() {
             return not(
                 "direction",
-                "without direction tracking (its attention SVM is W's; remove [direction])",
+                "runs without [direction] only (its attention SVM is W's; remove [direction])",
             );
         }
         Ok(())

@@ -24,7 +24,7 @@
 use rayon::prelude::*;
 
 use crate::arith::Arith;
-use crate::config::{Config, Formulation, Method, Mode, WInit};
+use crate::config::{Config, Formulation, Method};
 use crate::data::{Dataset, Params, Split};
 use crate::error::{Error, Result};
 use crate::io::state::State;
@@ -221,8 +221,7 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
             ));
         }
         let (n, t, d) = data.train.x.dim();
-        let dense_w = !(cfg.mode == Mode::P && cfg.init.w == WInit::Identity);
-        if init.p.len() != d || init.w.is_some() != dense_w {
+        if init.p.len() != d || init.w.is_some() != plan::dense_w(cfg) {
             return Err(Error::config(
                 "init",
                 "initial parameters do not fit the config",

@@ -81,7 +81,7 @@ pub fn exact_inputs(kind: Kind) -> bool {
 /// Whether the span step has cross Gram rows for the test set in `cfg`'s mode: p-mode
 /// with W(0) = I, or W-mode.
 pub fn has_cross_gram(cfg: &Config) -> bool {
-    cfg.mode == Mode::W || !dense_w(cfg)
+    cfg.mode == Mode::W || (cfg.mode == Mode::P && cfg.init.w == WInit::Identity)
 }
 
 /// The test-set path of a trainer of `cfg` in arithmetic `kind` and `method` (`auto`
@@ -108,9 +108,27 @@ pub fn test_path(cfg: &Config, kind: Kind, method: Method) -> TestPath {
 /// anything is allocated).
 pub const MAX_STATE_BYTES: u64 = 12 << 30;
 
-/// Whether `cfg`'s W is stored as a dense matrix (anything but W = I in p-mode).
-fn dense_w(cfg: &Config) -> bool {
-    !(cfg.mode == Mode::P && cfg.init.w == WInit::Identity)
+/// Whether `cfg`'s W is stored as a dense matrix (anything but W = I in p-mode, and no
+/// `[factorised]` map, which has no W).
+pub(crate) fn dense_w(cfg: &Config) -> bool {
+    !(cfg.mode == Mode::P && cfg.init.w == WInit::Identity) && cfg.factorised.is_none()
+}
+
+/// The factorised query map's numbers (`[factorised]`; 0 without it): its blocks W_Q,
+/// W_K (m d each), the biases (m each) and p, one dense block gradient (m d: Adam's
+/// step and a normalised step read a block's entries), and with Adam two moments per
+/// entry (of every block: an upper bound on the trained ones).
+fn factorised_numbers(cfg: &Config) -> u128 {
+    cfg.factorised.as_ref().map_or(0, |f| {
+        let (m, d) = (f.m as u128, cfg.d as u128);
+        let blocks = 2 * m * d + 2 * m + d;
+        let adam = if cfg.optimizer.is_adam() {
+            2 * blocks
+        } else {
+            0
+        };
+        blocks + m * d + adam
+    })
 }
 
 /// The flop counts of the module docs for `cfg`'s run.
@@ -249,6 +267,8 @@ pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
             // minibatch pass's scores and coefficients (2 |B| T)
             let adam = match (cfg.optimizer.is_adam(), cfg.mode) {
                 (false, _) => 0,
+                // the factorised map's moments are its blocks' (`factorised_numbers`)
+                _ if cfg.factorised.is_some() => 2 * d,
                 (true, Mode::P) => 2 * d,
                 (true, Mode::W) => 2 * d * d,
                 (true, Mode::Joint) => 2 * (d + d * d),
@@ -257,7 +277,7 @@ pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
                 .optimizer
                 .minibatch(cfg.n_train)
                 .map_or(0, |b| 2 * b as u128 * t);
-            3 * d + w + naive + adam + batch
+            3 * d + w + naive + adam + batch + factorised_numbers(cfg)
         }
         // G, K, M, the basis (and X's rows while the Gram matrices are formed), W(0),
         // and the test set's cross Gram rows where they are used

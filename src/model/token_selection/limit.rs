@@ -192,6 +192,22 @@ impl LimitSummary {
                  pattern"
             ));
         }
+        for (name, v) in [
+            ("limit_train_accuracy", self.limit_train_accuracy),
+            ("limit_test_accuracy", self.limit_test_accuracy),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!(
+                    "the direction summary's {name} {v} is outside [0, 1]"
+                ));
+            }
+        }
+        if let Some(i) = self.off_pattern_at_end.iter().flatten().find(|i| **i >= n) {
+            return Err(format!(
+                "the direction summary's off_pattern_at_end holds {i}, not a training sample \
+                 (n = {n})"
+            ));
+        }
         let norm_sq = self
             .norm_sq_exact
             .split_once('/')
