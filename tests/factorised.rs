@@ -93,6 +93,82 @@ fn configs() -> Vec<Config> {
     v
 }
 
+/// The helper's binary sizes (`conformance::sized`: d = 64, n = 12, T = 8, 100 steps of
+/// 0.3) with a `[factorised]` section of m = 16 rows (m d = 1024: the map's kernels above
+/// the predictor's parallel threshold, asserted by the helper), the direct step.
+fn sized(bias: bool, train_p: bool, init: QkInit) -> Config {
+    let mode = if train_p { Mode::Joint } else { Mode::W };
+    let mut c = common::conformance::sized(mode);
+    c.method = Method::Direct;
+    c.factorised = Some(Section {
+        m: 16,
+        bias,
+        train_p,
+        init,
+        scale: (init == QkInit::Gaussian).then_some(0.3),
+    });
+    c.validate().unwrap();
+    c
+}
+
+/// The conformance helper (`common::conformance::conform`: the predictor and 1 / 2
+/// threads bit-identical, trajectory and every final block; balls enclosing the twin at
+/// every checkpoint, every block and every trained block's gradient among the reals;
+/// every trained block's gradient against Richardson differences; resume; diff) on
+/// p fixed, no biases, the zero-query init, GD.
+#[test]
+fn conforms_w_mode_zero_query() {
+    common::conformance::conform(
+        &sized(false, false, QkInit::ZeroQuery),
+        common::conformance::Checks::all(),
+    );
+}
+
+/// The helper on p trained with biases, the linear init, GD.
+#[test]
+fn conforms_joint_bias_linear() {
+    common::conformance::conform(
+        &sized(true, true, QkInit::Linear),
+        common::conformance::Checks::all(),
+    );
+}
+
+/// The helper on p fixed with biases, the linear init, AdamW with clipping (Adam's
+/// moments per block, b_Q's and b_K's included, in the resumed state). Every check but
+/// the balls: b_K's gradient is 0 in exact arithmetic, so its ball encloses 0, Adam's
+/// second moment and its square root reach below 0 and the balls stop with a typed
+/// non-finite error at step 1 (measured at 128 to 2048 bits), never a wrong step.
+#[test]
+fn conforms_w_mode_bias_adamw() {
+    let mut cfg = sized(true, false, QkInit::Linear);
+    cfg.optimizer.kind = OptimizerKind::Adamw;
+    cfg.optimizer.eps = 1e-8;
+    cfg.optimizer.beta1 = Some(0.9);
+    cfg.optimizer.beta2 = Some(0.999);
+    cfg.optimizer.weight_decay = Some(0.01);
+    cfg.optimizer.clip_norm = Some(0.5);
+    cfg.step_size = 0.01;
+    cfg.validate().unwrap();
+    let checks = common::conformance::Checks {
+        balls: false,
+        ..common::conformance::Checks::all()
+    };
+    common::conformance::conform(&cfg, checks);
+}
+
+/// The helper on p trained without biases, the Gaussian init, normalised GD (eps > 0;
+/// with biases the balls stop at step 0, b_K's gradient norm enclosing 0: the hand test
+/// below).
+#[test]
+fn conforms_joint_gaussian_normalised_gd() {
+    let mut cfg = sized(false, true, QkInit::Gaussian);
+    cfg.optimizer.kind = OptimizerKind::NormalizedGd;
+    cfg.optimizer.eps = 1e-9;
+    cfg.step_size = 0.05;
+    cfg.validate().unwrap();
+    common::conformance::conform(&cfg, common::conformance::Checks::all());
+}
+
 /// (a) The 53-bit predictor reproduces the f64 run bit for bit at every step: every
 /// block, q, dL/dq, u, the loss.
 #[test]
