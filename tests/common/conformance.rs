@@ -671,34 +671,28 @@ pub fn gradient_errors(cfg: &Config, data: &Dataset, gscale: f64) -> Vec<Gradien
                 .position(|(b, _)| b == name)
                 .map_or(0.0, |i| euclid(&f64s(&theta[i])))
         };
+        // P = |p| + |W|_F (|p| + sqrt(d) for W = I; |p| for the factorised map)
+        let big_p = norm_of("p")
+            + if cfg.factorised.is_some() {
+                0.0
+            } else if theta[1].is_empty() {
+                (d as f64).sqrt()
+            } else {
+                norm_of("W")
+            };
         // S / |v|: the bound on the scores' first and second derivatives along a block
         let slope = if cfg.factorised.is_some() {
             // z = (W_Q p + b_Q)^T (W_K x + b_K) is affine along each block; |dz/dt| <=
-            // (1 + X)(1 + |W_Q| + |b_Q|)(1 + |W_K| + |b_K|)(1 + |p|) |v| (the helper's
-            // comments, the factorised map)
+            // (1 + X)(1 + |W_Q| + |b_Q|)(1 + |W_K| + |b_K|)(1 + |p|) |v| (the comments
+            // above)
             (1.0 + x_max)
                 * (1.0 + norm_of("W_Q") + norm_of("b_Q"))
                 * (1.0 + norm_of("W_K") + norm_of("b_K"))
                 * (1.0 + norm_of("p"))
         } else {
-            let w_norm = theta[1]
-                .is_empty()
-                .then(|| (d as f64).sqrt())
-                .unwrap_or_else(|| norm_of("W"));
-            let big_p = norm_of("p") + w_norm;
             (1.0 + x_max + g_max + 2.0 * big_p) * (1.0 + big_p)
         };
-        // H: the head values (the separate prompt's <nu, p> in the binary and K-class
-        // models with P = |p| + |W|; the factorised map has the separate prompt only)
-        let big_p = if cfg.factorised.is_some() {
-            norm_of("p")
-        } else {
-            norm_of("p")
-                + theta[1]
-                    .is_empty()
-                    .then(|| (d as f64).sqrt())
-                    .unwrap_or_else(|| norm_of("W"))
-        };
+        // H: the head values (the separate prompt's <nu, p> at most G P)
         let hh = 1.0 + g_max * (x_max + big_p);
         for (bi, (block, trained)) in decl.iter().enumerate() {
             if !trained {
