@@ -31,6 +31,7 @@ use tokensel::data::Dataset;
 use tokensel::io::state::State;
 use tokensel::io::trajectory::Trajectory;
 use tokensel::linalg::worth_parallel;
+use tokensel::model::factorised::Factorised;
 use tokensel::train::drive::{Control, Event, drive};
 use tokensel::train::record::schedule;
 use tokensel::train::{Engine, Trainer};
@@ -134,7 +135,7 @@ pub fn conform(cfg: &Config, checks: Checks) -> Report {
     }
     if checks.diff {
         time("diff", &mut |r| {
-            r.leaves = diff_reports_every_leaf(&f64_run)
+            r.leaves = diff_reports_every_leaf(&f64_run.traj)
         });
     }
     eprintln!(
@@ -181,15 +182,61 @@ fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
         .install(f)
 }
 
-/// The recorded trajectory of `cfg` in `ar` (the config's formulation and method).
-fn record<A: Arith>(ar: A, cfg: &Config, data: &Dataset) -> Trajectory {
+/// A recorded run: the trajectory and the bits of every parameter at its end.
+struct Run {
+    traj: Trajectory,
+    params: Vec<(String, Vec<u64>)>,
+}
+
+/// Every parameter of `tr` rounded to f64 (exact for f64 and the 53-bit predictor), as
+/// bits, named: the factorised map's blocks (declaration order), or p and W.
+fn final_params<A: Arith>(tr: &Trainer<'_, A>) -> Vec<(String, Vec<u64>)> {
+    let bits = |v: &[A::Real]| v.iter().map(|x| tr.ar.to_f64(x).to_bits()).collect();
+    if let Some(f) = fact(tr) {
+        return f
+            .blocks
+            .iter()
+            .map(|(b, v)| (b.name.to_string(), bits(v)))
+            .collect();
+    }
+    let (p, w) = tr.params();
+    let mut out = vec![("p".to_string(), bits(&p))];
+    out.extend(w.map(|w| ("W".to_string(), bits(&w))));
+    out
+}
+
+/// The factorised query map of `tr` (`None` without `[factorised]`).
+fn fact<'t, A: Arith>(tr: &'t Trainer<'_, A>) -> Option<&'t Factorised<A::Real>> {
+    match &tr.engine {
+        Engine::Direct(e) => e.fact.as_deref(),
+        Engine::Span(_) => None,
+    }
+}
+
+/// The recorded trajectory of `cfg` in `ar` (the config's formulation and method) and
+/// the parameters at its end.
+fn record<A: Arith>(ar: A, cfg: &Config, data: &Dataset) -> Run {
     let mut tr = Trainer::new(cfg, data, ar, cfg.formulation).unwrap();
-    tr.record(None, &mut |_, _| Ok(())).unwrap()
+    let traj = tr.record(None, &mut |_, _| Ok(())).unwrap();
+    Run {
+        traj,
+        params: final_params(&tr),
+    }
+}
+
+/// Two runs bit-identical: the trajectories ([`assert_same_traj`]) and every parameter
+/// at the end (every block of the factorised map; p and W).
+fn assert_same(what: &str, a: &Run, b: &Run) {
+    assert_same_traj(what, &a.traj, &b.traj);
+    assert_eq!(a.params.len(), b.params.len(), "{what}: parameter blocks");
+    for ((name, x), (_, y)) in a.params.iter().zip(&b.params) {
+        assert!(x == y, "{what}: the final {name} differs");
+    }
 }
 
 /// Two trajectories bit-identical: digest, and every checkpoint's JSON (which spells the
 /// non-finite values: no NaN compares unequal to itself).
-fn assert_same(what: &str, a: &Trajectory, b: &Trajectory) {
+fn assert_same_traj(what: &str, a: &Trajectory, b: &Trajectory) {
     assert_eq!(a.digest(), b.digest(), "{what}: digests differ");
     assert_eq!(a.checkpoints.len(), b.checkpoints.len(), "{what}");
     for (x, y) in a.checkpoints.iter().zip(&b.checkpoints) {
@@ -224,6 +271,12 @@ fn assert_above_thresholds<A: Arith>(tr: &Trainer<'_, A>) {
     if w.is_some() {
         sizes.push(("W update, W g, W^T p", d * d));
     }
+    if let Some(f) = fact(tr) {
+        sizes.push((
+            "factorised map: W_Q p, W_K^T u, W_K dL/dq, the factored updates",
+            f.m * d,
+        ));
+    }
     if tr.form == Formulation::Naive {
         sizes.push(("naive per-sample gradients", n * 4 * t * d));
     }
@@ -253,7 +306,7 @@ fn assert_above_thresholds<A: Arith>(tr: &Trainer<'_, A>) {
 /// (`linalg::op_cost`), so its 1- and 2-thread runs take a copy of the config grown past
 /// them (n T >= 4096, d >= 256, n_test T d >= 2^16; 3 steps; a minibatch the same share
 /// of the training set; no `[direction]`, whose attention SVM is refused at that size).
-fn predictor_and_threads(cfg: &Config, data: &Dataset, f64_run: &Trajectory, checks: Checks) {
+fn predictor_and_threads(cfg: &Config, data: &Dataset, f64_run: &Run, checks: Checks) {
     let pred = Mpfr::predictor();
     let one = in_pool(1, || record(pred, cfg, data));
     if checks.predictor {
@@ -274,6 +327,11 @@ fn predictor_and_threads(cfg: &Config, data: &Dataset, f64_run: &Trajectory, che
     // the attention SVM behind `[direction]` is refused past 1200 tokens; its values are
     // formed per checkpoint, not in the step's kernels
     big.direction = None;
+    if let Some(f) = &mut big.factorised {
+        // the map's kernels (m d ops) past the f64 threshold: m d >= 2^16 (3 steps in
+        // f64: cheap)
+        f.m = f.m.max(65536usize.div_ceil(big.d));
+    }
     if let Some(b) = &mut big.optimizer.batch {
         // the same share of the training set per batch
         *b = (*b * big.n_train).div_ceil(cfg.n_train);
@@ -289,8 +347,9 @@ fn predictor_and_threads(cfg: &Config, data: &Dataset, f64_run: &Trajectory, che
 /// Every real a checkpoint's record is computed from, in `tr`'s arithmetic at its last
 /// forward pass, named: the loss, q and dL/dq (the norms' components), per sample the
 /// outputs, the tokens' gap and 1 - s_top, the group masses, S_i, the prompt's attention
-/// (in sequence), the prompt's head values, the test outputs, and the direction record.
-/// Also each sample's tokens' (top, decided).
+/// (in sequence), the prompt's head values, the test outputs, the direction record, and
+/// with `[factorised]` every block's entries and every trained block's gradient
+/// (factored ones as their rounded entries). Also each sample's tokens' (top, decided).
 #[allow(clippy::type_complexity)]
 fn checkpoint_reals<A: Arith>(tr: &Trainer<'_, A>) -> (Vec<(String, A::Real)>, Vec<(usize, bool)>) {
     let mut v: Vec<(String, A::Real)> = vec![("train_loss".into(), tr.loss.clone())];
@@ -354,6 +413,25 @@ fn checkpoint_reals<A: Arith>(tr: &Trainer<'_, A>) -> (Vec<(String, A::Real)>, V
                 .into_iter()
                 .filter_map(|(n, x)| x.map(|x| (n.to_string(), x))),
         );
+    }
+    if let Some(f) = fact(tr) {
+        for (b, x) in f.blocks.iter() {
+            v.extend(
+                x.iter()
+                    .enumerate()
+                    .map(|(k, x)| (format!("{}[{k}]", b.name), x.clone())),
+            );
+        }
+        let grads = f.gradients(&tr.ar, &tr.grad_q());
+        for (b, g) in f.blocks.decl.iter().zip(grads) {
+            let Some(g) = g else { continue };
+            v.extend(
+                g.dense(&tr.ar)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, x)| (format!("dL/d{}[{k}]", b.name), x)),
+            );
+        }
     }
     (v, tops)
 }
@@ -481,7 +559,8 @@ fn euclid(v: &[f64]) -> f64 {
 }
 
 /// Check 4's measurements: for every block `cfg.mode` trains (p in p- and joint mode, W
-/// in W- and joint mode), at two points (step 0 and the twin's parameters after
+/// in W- and joint mode; with `[factorised]` every trained block of the map: W_Q, W_K,
+/// b_Q and b_K with biases, p with `train_p`), at two points (step 0 and the twin's parameters after
 /// steps / 2 steps of the config's own optimiser), along three coordinates drawn from a
 /// stream seeded by the config's seed and one random direction, the trainer's
 /// directional derivative g . v against the Richardson extrapolation of central
@@ -491,7 +570,8 @@ fn euclid(v: &[f64]) -> f64 {
 /// The trainer's gradient: one update of the twin at alpha = 1 (constant-step GD, no
 /// clip, full batch, direct step) from the point: g = theta_old - theta_new, each entry
 /// of theta_new one rounding at 512 bits (the engine's own W dL/dq, the in-sequence
-/// prompt's own terms, p (dL/dq)^T).
+/// prompt's own terms, p (dL/dq)^T; the factorised map's factored u (dL/dq)^T and
+/// (dL/du) p^T, b_Q's dL/du, b_K's (sum c) u and p's W_Q^T dL/du).
 ///
 /// The bound. phi(t) = L(theta + t v); D(h) = (phi(h) - phi(-h)) / (2h) = phi'(0) +
 /// phi'''(0) h^2 / 6 + E(h) with |E(h)| <= M5 h^4 / 120 (Lagrange remainders of the
@@ -503,13 +583,19 @@ fn euclid(v: &[f64]) -> f64 {
 /// P = |p| + |W|_F, or |p| + sqrt(d) for W = I; the prompt's head value <nu, p> is at
 /// most G P); along the line (one block moves) every score (x^T W^T p, the prompt's
 /// p^T W^T p) and the prompt's head value have |dz/dt| + |d^2z/dt^2|^(1/2) <=
-/// S = (1 + X + G + 2 P)(1 + P) |v|; the fifth derivative of the composition is a sum over the
+/// S = (1 + X + G + 2 P)(1 + P) |v|. The factorised map (separate prompt only, so H =
+/// 1 + G (X + |p|)): z = (W_Q p + b_Q)^T (W_K x + b_K) is affine along any one block
+/// (d^2z/dt^2 = 0) with |dz/dt| at most |v| times |p| (|W_K| X + |b_K|) (W_Q), |u| X
+/// (W_K, |u| <= |W_Q| |p| + |b_Q|), |W_K| X + |b_K| (b_Q), |u| (b_K), |W_Q| (|W_K| X +
+/// |b_K|) (p), each below S = (1 + X)(1 + |W_Q| + |b_Q|)(1 + |W_K| + |b_K|)(1 + |p|) |v|
+/// (Frobenius norms; a perturbation of size h |v| = 2^-40 |v| is inside the 1s); the
+/// fifth derivative of the composition is a sum over the
 /// 52 set partitions of 5 (Faa di Bruno) of products of derivatives of the softmax and
 /// the loss (each at most k! 2^k for the k-th) with powers of S and H, so
 /// M5 <= C (H S)^5 with C = 10^6 (52 * 5! * 2^5 = 2e5, rounded up). Rounding: the loss at
 /// 512 bits has relative error <= kappa 2^-512 with kappa = 4 n P (d + K + 16) + 4 d^2
-/// operations, so R carries 3 kappa 2^-512 (|L| + 1) / h; g carries 2^-511 (|theta| +
-/// |g|)_1 |v|_inf. h = 2^-40: the truncation term is ~2.4e-51 C (H S)^5: measured at the
+/// operations (+ 8 m d + 4 m for the factorised map's u, q and shift), so R carries
+/// 3 kappa 2^-512 (|L| + 1) / h; g carries 2^-511 (|theta| + |g|)_1 |v|_inf. h = 2^-40: the truncation term is ~2.4e-51 C (H S)^5: measured at the
 /// helper's sizes, 1e-29 (a coordinate) to 1e-21 (a random direction of W's d^2
 /// entries), far below |g . v| (1e-6 to 4e-2) and below the 1e-12 relative change a
 /// perturbed gradient makes; the errors measured are 1e-60 to 1e-46.
@@ -522,20 +608,24 @@ pub fn gradient_errors(cfg: &Config, data: &Dataset, gscale: f64) -> Vec<Gradien
     gcfg.validate().expect("the gradient's GD config");
     // the points: step 0, and the twin's parameters after steps / 2 steps of cfg
     let mut run = Trainer::new(cfg, data, twin, Formulation::Stable).unwrap();
-    let mut points = vec![(0, run.params())];
+    let mut points = vec![(0, params_of(&run))];
     let mid = cfg.steps / 2;
     drive(&mut run, mid, |_, _| Ok(Control::Continue)).unwrap();
-    points.push((mid, run.params()));
+    points.push((mid, params_of(&run)));
     let base =
         Trainer::with_method(&gcfg, data, twin, Formulation::Stable, Method::Direct).unwrap();
-    let set = |tr: &mut Trainer<'_, Mpfr>, p: &[Float], w: &Option<Vec<Float>>| match &mut tr.engine
-    {
-        Engine::Direct(e) => {
-            e.p = p.to_vec();
-            e.w = w.clone();
-            e.compute_q(&twin);
-        }
-        Engine::Span(_) => unreachable!("the direct step"),
+    // the blocks: (name, trained), in the order of `params_of`
+    let decl: Vec<(String, bool)> = match fact(&base) {
+        Some(f) => f
+            .blocks
+            .decl
+            .iter()
+            .map(|b| (b.name.to_string(), b.trained))
+            .collect(),
+        None => vec![
+            ("p".into(), cfg.mode != Mode::W),
+            ("W".into(), cfg.mode != Mode::P),
+        ],
     };
     let (n, t, d) = data.train.x.dim();
     let k = cfg.model.classes.max(1);
@@ -555,19 +645,20 @@ pub fn gradient_errors(cfg: &Config, data: &Dataset, gscale: f64) -> Vec<Gradien
             .fold(0.0, f64::max),
         None => euclid(data.nu.as_slice().unwrap()),
     };
-    let kappa = (4 * n * pos * (d + k + 16) + 4 * d * d) as f64;
+    let m = cfg.factorised.map_or(0, |f| f.m);
+    let kappa = (4 * n * pos * (d + k + 16) + 4 * d * d + 8 * m * d + 4 * m) as f64;
     let h = 2f64.powi(-40);
     let c = 1e6;
     let mut stream = Stream(cfg.seed ^ 0xC0FF_EE00_D1FF_0001);
     let mut out = Vec::new();
-    for (step, (p, w)) in points {
+    for (step, theta) in points {
         let mut tr = base.clone();
-        set(&mut tr, &p, &w);
+        set_params(&mut tr, &theta);
         tr.forward_backward().unwrap();
         let loss = tr.loss.to_f64().abs();
         let mut moved = tr.clone();
         moved.update().unwrap();
-        let (p1, w1) = moved.params();
+        let theta1 = params_of(&moved);
         let diff = |a: &[Float], b: &[Float]| -> Vec<Float> {
             a.iter()
                 .zip(b)
@@ -575,24 +666,42 @@ pub fn gradient_errors(cfg: &Config, data: &Dataset, gscale: f64) -> Vec<Gradien
                 .collect()
         };
         let f64s = |v: &[Float]| v.iter().map(Float::to_f64).collect::<Vec<_>>();
-        let p_norm = euclid(&f64s(&p));
-        let w_norm = w.as_ref().map_or((d as f64).sqrt(), |w| euclid(&f64s(w)));
-        let big_p = p_norm + w_norm;
-        let mut blocks: Vec<(&str, Vec<Float>, usize)> = Vec::new();
-        if cfg.mode != Mode::W {
-            blocks.push(("p", diff(&p, &p1), d));
-        }
-        if cfg.mode != Mode::P {
-            let (w0, w1) = (w.as_ref().unwrap(), w1.as_ref().unwrap());
-            blocks.push(("W", diff(w0, w1), d * d));
-        }
-        for (block, g, len) in blocks {
-            assert_eq!(g.len(), len);
-            let theta = if block == "p" {
-                f64s(&p)
+        let norm_of = |name: &str| {
+            decl.iter()
+                .position(|(b, _)| b == name)
+                .map_or(0.0, |i| euclid(&f64s(&theta[i])))
+        };
+        // P = |p| + |W|_F (|p| + sqrt(d) for W = I; |p| for the factorised map)
+        let big_p = norm_of("p")
+            + if cfg.factorised.is_some() {
+                0.0
+            } else if theta[1].is_empty() {
+                (d as f64).sqrt()
             } else {
-                f64s(w.as_ref().unwrap())
+                norm_of("W")
             };
+        // S / |v|: the bound on the scores' first and second derivatives along a block
+        let slope = if cfg.factorised.is_some() {
+            // z = (W_Q p + b_Q)^T (W_K x + b_K) is affine along each block; |dz/dt| <=
+            // (1 + X)(1 + |W_Q| + |b_Q|)(1 + |W_K| + |b_K|)(1 + |p|) |v| (the comments
+            // above)
+            (1.0 + x_max)
+                * (1.0 + norm_of("W_Q") + norm_of("b_Q"))
+                * (1.0 + norm_of("W_K") + norm_of("b_K"))
+                * (1.0 + norm_of("p"))
+        } else {
+            (1.0 + x_max + g_max + 2.0 * big_p) * (1.0 + big_p)
+        };
+        // H: the head values (the separate prompt's <nu, p> at most G P)
+        let hh = 1.0 + g_max * (x_max + big_p);
+        for (bi, (block, trained)) in decl.iter().enumerate() {
+            if !trained {
+                continue;
+            }
+            let g = diff(&theta[bi], &theta1[bi]);
+            let len = g.len();
+            assert!(len > 0, "{block}: a trained block with no entries");
+            let theta_f = f64s(&theta[bi]);
             let g_f64 = f64s(&g);
             let mut dirs: Vec<(String, Vec<f64>)> = (0..3)
                 .map(|_| {
@@ -607,16 +716,13 @@ pub fn gradient_errors(cfg: &Config, data: &Dataset, gscale: f64) -> Vec<Gradien
             for (name, v) in dirs {
                 let loss_at = |s: f64| -> Float {
                     let mut tr = base.clone();
-                    let step_v = |x: &[Float]| -> Vec<Float> {
-                        x.iter()
-                            .zip(&v)
-                            .map(|(xi, vi)| Float::with_val(PREC, xi + s * vi))
-                            .collect()
-                    };
-                    match block {
-                        "p" => set(&mut tr, &step_v(&p), &w),
-                        _ => set(&mut tr, &p, &Some(step_v(w.as_ref().unwrap()))),
-                    }
+                    let mut at = theta.clone();
+                    at[bi] = theta[bi]
+                        .iter()
+                        .zip(&v)
+                        .map(|(xi, vi)| Float::with_val(PREC, xi + s * vi))
+                        .collect();
+                    set_params(&mut tr, &at);
                     tr.forward_backward().unwrap();
                     tr.loss
                 };
@@ -629,21 +735,29 @@ pub fn gradient_errors(cfg: &Config, data: &Dataset, gscale: f64) -> Vec<Gradien
                 let err = Float::with_val(PREC, &rich - &gv).abs().to_f64();
                 let v_norm = euclid(&v);
                 let v_inf = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-                let s = (1.0 + x_max + g_max + 2.0 * big_p) * (1.0 + big_p) * v_norm;
-                let hh = 1.0 + g_max * (x_max + big_p);
+                let s = slope * v_norm;
                 let truncation = c * (hh * s).powi(5) * h.powi(4) / 288.0;
                 let eps = 2f64.powi(-(PREC as i32));
                 let rounding = 3.0 * kappa * eps * (loss + 1.0) / h
                     + 2.0
                         * eps
                         * v_inf
-                        * theta
+                        * theta_f
                             .iter()
                             .zip(&g_f64)
                             .map(|(a, b)| a.abs() + b.abs())
                             .sum::<f64>();
                 out.push(GradientError {
-                    what: format!("{:?} {:?} step {step}: {name}", cfg.model.kind, cfg.mode),
+                    what: format!(
+                        "{:?} {:?}{} step {step}: {name}",
+                        cfg.model.kind,
+                        cfg.mode,
+                        if cfg.factorised.is_some() {
+                            " factorised"
+                        } else {
+                            ""
+                        }
+                    ),
                     err,
                     bound: truncation + rounding,
                     grad: gv.to_f64().abs(),
@@ -658,12 +772,40 @@ pub fn gradient_errors(cfg: &Config, data: &Dataset, gscale: f64) -> Vec<Gradien
     out
 }
 
+/// The parameters of a direct-step trainer as blocks: the factorised map's (declaration
+/// order), or [p, W] (W empty for the identity).
+fn params_of(tr: &Trainer<'_, Mpfr>) -> Vec<Vec<Float>> {
+    if let Some(f) = fact(tr) {
+        return f.blocks.values.clone();
+    }
+    let (p, w) = tr.params();
+    vec![p, w.unwrap_or_default()]
+}
+
+/// Set a direct-step twin's parameters to `theta` ([`params_of`]'s order) and form q.
+fn set_params(tr: &mut Trainer<'_, Mpfr>, theta: &[Vec<Float>]) {
+    let twin = tr.ar;
+    match &mut tr.engine {
+        Engine::Direct(e) => {
+            match &mut e.fact {
+                Some(f) => f.blocks.values = theta.to_vec(),
+                None => {
+                    e.p = theta[0].clone();
+                    e.w = (!theta[1].is_empty()).then(|| theta[1].clone());
+                }
+            }
+            e.compute_q(&twin);
+        }
+        Engine::Span(_) => unreachable!("the direct step"),
+    }
+}
+
 /// Check 5 in `ar`: the run stopped after step steps / 2 (the after-update callback
 /// saves the resumable state, `Trainer::state`, to a file and stops the run with an
 /// error, as a crash would), the state loaded from the file (`State::load`) and resumed
 /// by a new trainer (`Trainer::record` from it) ends with `whole`'s digest and
 /// checkpoints.
-fn resume_is_bit_identical<A: Arith>(ar: A, cfg: &Config, data: &Dataset, whole: &Trajectory) {
+fn resume_is_bit_identical<A: Arith>(ar: A, cfg: &Config, data: &Dataset, whole: &Run) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.json");
     let half = cfg.steps / 2;
@@ -679,7 +821,11 @@ fn resume_is_bit_identical<A: Arith>(ar: A, cfg: &Config, data: &Dataset, whole:
     let state = State::load(&path).unwrap();
     assert_eq!(state.step, half);
     let mut tr = Trainer::new(cfg, data, ar, cfg.formulation).unwrap();
-    let resumed = tr.record(Some(&state), &mut |_, _| Ok(())).unwrap();
+    let traj = tr.record(Some(&state), &mut |_, _| Ok(())).unwrap();
+    let resumed = Run {
+        traj,
+        params: final_params(&tr),
+    };
     assert_same(
         &format!("{:?} resumed at {half}", ar.kind()),
         whole,
