@@ -1113,16 +1113,28 @@ impl Config {
             return Err(Error::config("init.p_scale", "must be >= 0"));
         }
         let p_zero = self.init.p == PInit::Zero || self.init.p_scale == 0.0;
-        if let Some(f) = self.factorised.as_ref().filter(|f| p_zero && !f.bias) {
+        // without biases, p = 0 gives u = W_Q p = 0: W_K's gradient u (dL/dq)^T and W_Q's
+        // (W_K dL/dq) p^T are 0, and p's W_Q^T W_K dL/dq is 0 too when p is fixed or W_Q(0)
+        // = 0 (the zero-query init): nothing ever moves
+        let stuck = |f: &&crate::model::factorised::Section| {
+            p_zero
+                && !f.bias
+                && (!f.train_p || f.init == crate::model::factorised::QkInit::ZeroQuery)
+        };
+        if let Some(f) = self.factorised.as_ref().filter(stuck) {
             return Err(Error::config(
                 "init.p",
                 format!(
-                    "[factorised] without biases from p = 0: u = W_Q p = 0, so q = W_K^T u = 0 \
-                     and every block's gradient (W_K's u (dL/dq)^T, W_Q's (W_K dL/dq) p^T{}) \
-                     is 0 at every step. Set init.p = \"gaussian\" with init.p_scale > 0, or \
-                     bias = true",
+                    "[factorised] without biases from p = 0{}: u = W_Q p = 0, so W_K's gradient \
+                     u (dL/dq)^T and W_Q's (W_K dL/dq) p^T are 0{}, and nothing moves at any \
+                     step. Set init.p = \"gaussian\" with init.p_scale > 0, or bias = true",
                     if f.train_p {
-                        ", p's W_Q^T W_K dL/dq"
+                        " and W_Q(0) = 0"
+                    } else {
+                        " with p fixed"
+                    },
+                    if f.train_p {
+                        ", as is p's W_Q^T W_K dL/dq"
                     } else {
                         ""
                     }

@@ -713,16 +713,24 @@ fn the_map_has_no_w_and_its_blocks_are_counted() {
     assert!(e.contains("GiB"), "{e}");
 }
 
-/// p = 0 trains with biases (u = b_Q != 0: W_K and b_Q get gradients) and is refused
-/// without them, for the map's reason (u = 0, every block's gradient 0), not W-mode's.
+/// p = 0 with p fixed trains with biases (u = b_Q != 0: W_K and b_Q get gradients) and
+/// is refused without them, for the map's reason (u = 0, every block's gradient 0), not
+/// W-mode's; with p trained and W_Q(0) != 0 it trains without biases too (dL/dp =
+/// W_Q^T W_K dL/dq != 0), and from the zero-query init it is refused.
 #[test]
-fn p_zero_is_refused_only_without_biases() {
-    for bias in [false, true] {
-        let mut c = config(12, 5, 3, bias, false, QkInit::Linear);
+fn p_zero_is_refused_only_where_nothing_moves() {
+    for (bias, train_p, init) in [
+        (false, false, QkInit::Linear),
+        (true, false, QkInit::Linear),
+        (false, true, QkInit::Linear),
+        (false, true, QkInit::ZeroQuery),
+    ] {
+        let stuck = !bias && (!train_p || init == QkInit::ZeroQuery);
+        let mut c = config(12, 5, 3, bias, train_p, init);
         c.init.p = tokensel::config::PInit::Zero;
         match c.validate() {
             Ok(()) => {
-                assert!(bias);
+                assert!(!stuck);
                 let data = Dataset::generate(&c);
                 let t = Trainer::run(&c, &data, F64, &mut |_| {}).unwrap();
                 let (first, last) = (&t.checkpoints[0], t.checkpoints.last().unwrap());
@@ -730,7 +738,7 @@ fn p_zero_is_refused_only_without_biases() {
             }
             Err(e) => {
                 let e = e.to_string();
-                assert!(!bias, "{e}");
+                assert!(stuck, "{e}");
                 assert!(e.contains("init.p") && e.contains("u = W_Q p = 0"), "{e}");
                 assert!(!e.contains("dL/dW = p"), "{e}");
             }
