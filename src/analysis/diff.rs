@@ -166,6 +166,28 @@ pub fn config_differences(a: &crate::Config, b: &crate::Config) -> Vec<String> {
     out
 }
 
+/// The top-level fields of `a` and `b` (serialised) whose values differ, each as
+/// `prefix` + its key (in key order), or `[whole]` when they are not both objects and
+/// differ (one absent, say).
+fn differing_fields<T: Serialize>(a: &T, b: &T, whole: &str, prefix: &str) -> Vec<String> {
+    let (va, vb) = (
+        serde_json::to_value(a).expect("records serialise"),
+        serde_json::to_value(b).expect("records serialise"),
+    );
+    match (va.as_object(), vb.as_object()) {
+        (Some(x), Some(y)) => x
+            .keys()
+            .chain(y.keys())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .filter(|k| x.get(*k) != y.get(*k))
+            .map(|k| format!("{prefix}{k}"))
+            .collect(),
+        _ if va != vb => vec![whole.to_string()],
+        _ => Vec::new(),
+    }
+}
+
 /// Compare `a` and `b`: configs, labels, checkpoint sets, and every number of the
 /// checkpoints they share (matched by step). With `common_only`, checkpoints present in
 /// one trajectory only are listed but do not count as a divergence.
@@ -208,42 +230,8 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Rep
     }
     let config_differences = config_differences(&a.config, &b.config);
     let labels_differ = a.y != b.y || a.y_true != b.y_true;
-    let trainer_differences = {
-        let (ta, tb) = (
-            serde_json::to_value(&a.trainer).expect("trainer serialises"),
-            serde_json::to_value(&b.trainer).expect("trainer serialises"),
-        );
-        match (ta.as_object(), tb.as_object()) {
-            (Some(x), Some(y)) => x
-                .keys()
-                .chain(y.keys())
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .filter(|k| x.get(*k) != y.get(*k))
-                .cloned()
-                .collect(),
-            _ if ta != tb => vec!["trainer".to_string()],
-            _ => Vec::new(),
-        }
-    };
-    let limit_differences = {
-        let (la, lb) = (
-            serde_json::to_value(&a.direction).expect("summary serialises"),
-            serde_json::to_value(&b.direction).expect("summary serialises"),
-        );
-        match (la.as_object(), lb.as_object()) {
-            (Some(x), Some(y)) => x
-                .keys()
-                .chain(y.keys())
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .filter(|k| x.get(*k) != y.get(*k))
-                .map(|k| format!("direction.{k}"))
-                .collect(),
-            _ if la != lb => vec!["direction".to_string()],
-            _ => Vec::new(),
-        }
-    };
+    let trainer_differences = differing_fields(&a.trainer, &b.trainer, "trainer", "");
+    let limit_differences = differing_fields(&a.direction, &b.direction, "direction", "direction.");
     let sets_differ = !(only_in_a.is_empty() && only_in_b.is_empty());
     Report {
         rtol,
