@@ -984,10 +984,9 @@ impl Config {
         let tokens = (self.n_train as u128 + self.n_test as u128)
             .saturating_mul(self.layout.tokens as u128)
             .saturating_mul(self.d as u128);
-        let w = match (self.mode, self.init.w) {
-            (Mode::P, WInit::Identity) => 0,
-            _ if self.factorised.is_some() => 0,
-            _ => (self.d as u128).saturating_mul(self.d as u128),
+        let w = match self.dense_w() {
+            true => (self.d as u128).saturating_mul(self.d as u128),
+            false => 0,
         };
         tokens
             .saturating_add(w)
@@ -1227,7 +1226,7 @@ impl Config {
                 reason: format!(
                     "the data set (n_train + n_test) * tokens * d{}{} needs {} GiB, more than the limit of {} GiB",
                     self.data_sizes_text(),
-                    if self.data_bytes_has_w() {
+                    if self.dense_w() {
                         " plus d * d for W"
                     } else {
                         ""
@@ -1392,7 +1391,9 @@ impl Config {
         )
     }
 
-    fn data_bytes_has_w(&self) -> bool {
+    /// Whether the run stores W as a dense d x d matrix: anything but W = I in p-mode,
+    /// and never with a `[factorised]` map (which has no W).
+    pub fn dense_w(&self) -> bool {
         !(self.mode == Mode::P && self.init.w == WInit::Identity) && self.factorised.is_none()
     }
 }

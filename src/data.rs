@@ -8,7 +8,7 @@
 use ndarray::{Array1, Array2, Array3, ArrayView2};
 
 use crate::arith::{self, Arith, F64};
-use crate::config::{Config, FlipRule, Group, LabelRule, Mode, PInit, Signals, WInit};
+use crate::config::{Config, FlipRule, Group, LabelRule, PInit, Signals, WInit};
 use crate::rng::{self, Stream};
 
 pub mod head;
@@ -94,12 +94,11 @@ impl Params {
                 p.as_slice_mut().expect("contiguous"),
             );
         }
-        let w = match (cfg.mode, cfg.init.w) {
-            (Mode::P, WInit::Identity) => None,
-            // the factorised map has no W (its blocks draw from their own streams)
-            _ if cfg.factorised.is_some() => None,
-            (_, WInit::Identity) => Some(Array2::eye(d)),
-            (_, WInit::KaimingUniform) => {
+        let w = match (cfg.dense_w(), cfg.init.w) {
+            // W = I in p-mode, or the factorised map (its blocks draw from their own streams)
+            (false, _) => None,
+            (true, WInit::Identity) => Some(Array2::eye(d)),
+            (true, WInit::KaimingUniform) => {
                 let bound = 1.0 / (d as f64).sqrt();
                 Some(Array2::from_shape_simple_fn((d, d), || {
                     (2.0 * rng::uniform(&mut r) - 1.0) * bound

@@ -221,7 +221,7 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
             ));
         }
         let (n, t, d) = data.train.x.dim();
-        if init.p.len() != d || init.w.is_some() != plan::dense_w(cfg) {
+        if init.p.len() != d || init.w.is_some() != cfg.dense_w() {
             return Err(Error::config(
                 "init",
                 "initial parameters do not fit the config",

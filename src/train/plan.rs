@@ -108,12 +108,6 @@ pub fn test_path(cfg: &Config, kind: Kind, method: Method) -> TestPath {
 /// anything is allocated).
 pub const MAX_STATE_BYTES: u64 = 12 << 30;
 
-/// Whether `cfg`'s W is stored as a dense matrix (anything but W = I in p-mode, and no
-/// `[factorised]` map, which has no W).
-pub(crate) fn dense_w(cfg: &Config) -> bool {
-    !(cfg.mode == Mode::P && cfg.init.w == WInit::Identity) && cfg.factorised.is_none()
-}
-
 /// The factorised query map's numbers (`[factorised]`; 0 without it): its blocks W_Q,
 /// W_K (m d each), the biases (m each) and p, one dense block gradient (m d: Adam's
 /// step and a normalised step read a block's entries), and with Adam two moments per
@@ -152,7 +146,7 @@ impl CostModel {
     /// The model of `cfg`'s run.
     pub fn of(cfg: &Config) -> CostModel {
         let (r, d) = (cfg.n_train as f64 * cfg.tokens() as f64, cfg.d as f64);
-        let dense = dense_w(cfg);
+        let dense = cfg.dense_w();
         let w_step = match (dense, cfg.mode) {
             (false, _) => 0.0,
             (true, Mode::Joint) => 6.0 * d * d,
@@ -254,7 +248,7 @@ pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
         cfg.d as u128,
     );
     let r = n * t;
-    let w = if dense_w(cfg) { d * d } else { 0 };
+    let w = if cfg.dense_w() { d * d } else { 0 };
     let common = 4 * r + cfg.n_test as u128 * t;
     let count = match method {
         Method::Direct => {
