@@ -746,6 +746,80 @@ fn prepared_products_enclose_their_exact_sums() {
     }
 }
 
+/// The twin's prepared product is accurate per value, not only against the row's scale:
+/// a row whose sum lies far below its largest entry (a tiny p(0) in a Gram row, or
+/// cancellation) is correctly rounded (`Mpfr::matvec_prepared` falls back to
+/// `mpfr_dot` where the fixed-point truncation bound exceeds the result's ulp). Before
+/// that fallback the first row came out 0 (the 1e-100 term lies below the fixed-point
+/// window of 2^(s_m + s_v - 64 L)) and `compare` reported a relative error of inf.
+#[test]
+fn twin_prepared_rows_far_below_their_entries_are_correctly_rounded() {
+    for prec in [64u32, 256, 512] {
+        let twin = Mpfr::truth(prec).unwrap();
+        let cols = 6;
+        let big = [20.5, -3.25, 7.0, 11.0, 1.0];
+        let mut m: Vec<f64> = Vec::new();
+        // row 0: (1e-100, big...): v = (1, 0, ...) picks the tiny entry alone
+        m.push(1e-100);
+        m.extend(big);
+        // row 1: cancellation down to 2^-200 of the entries
+        m.extend([1.0, -1.0, 2f64.powi(-200), 0.0, 0.0, 0.0]);
+        // row 2: an ordinary row (the fixed-point path keeps it)
+        m.extend([0.5, 1.5, -2.5, 3.5, 4.5, -5.5]);
+        let rows = m.len() / cols;
+        let mf: Vec<Float> = m.iter().map(|x| Float::with_val(prec, *x)).collect();
+        for v in [
+            [1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            [1.0, 1.0, 1.0, 0.0, 0.0, 0.0],
+        ] {
+            let vf: Vec<Float> = v.iter().map(|x| Float::with_val(prec, *x)).collect();
+            let prepared = twin.prepare(mf.clone(), cols);
+            assert!(
+                prepared.fixed().is_some(),
+                "prec {prec}: fixed-point layout"
+            );
+            let mut out = twin.zeros(rows);
+            tokensel::linalg::matvec_prepared(&twin, &prepared, 0, &vf, &mut out);
+            for i in 0..rows {
+                let exact = m[i * cols..(i + 1) * cols]
+                    .iter()
+                    .zip(&v)
+                    .fold(Float::new(REF), |a, (x, y)| a + Float::with_val(REF, x * y));
+                let want = Float::with_val(prec, &exact);
+                assert_eq!(
+                    out[i], want,
+                    "prec {prec}, v {v:?}, row {i}: {} against the exact {}",
+                    out[i], exact
+                );
+            }
+        }
+    }
+}
+
+/// `compare` from a tiny p(0) (1e-100 against unit data): the span twin's step-0 scores
+/// <x, p(0)> are its reference and must be accurate per value; before the twin's
+/// fallback above, compare reported "f64 error passes 1e-8 first at step 0 in `scores`"
+/// with a relative error of inf, while f64 was within 2^-50 of the exact scores.
+#[test]
+fn compare_from_a_tiny_p0_is_not_a_false_finding() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("tiny.toml");
+    std::fs::write(
+        &cfg,
+        "d = 20\nn_train = 6\nn_test = 10\nsteps = 30\nseed = 2\nmethod = \"auto\"\n\
+         [init]\np = \"gaussian\"\np_scale = 1e-100\n",
+    )
+    .unwrap();
+    let out = common::tokensel(&["compare", "--config", cfg.to_str().unwrap(), "--quiet"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("256-bit twin (stable, span)"), "{text}");
+    assert!(
+        text.contains("verdict: f64 stays within 1e-8 of the twin on every quantity"),
+        "{text}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+}
+
 /// The data Gram and cross Gram matrices: exact sums rounded once for a ball (radius at
 /// most the half ulp, the exact value inside), each entry one `dot` of the rows in f64.
 #[test]

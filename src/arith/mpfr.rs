@@ -280,11 +280,46 @@ impl Arith for Mpfr {
     /// The truth twin: in fixed point against the prepared rows, each row's sum rounded
     /// once (within `cols (L (L - 1) / 2 + 2) 2^(s_m + s_v - 64 L)` of the exact dot
     /// product before that rounding: `fixed.rs`), not the fma chain of [`Arith::dot`].
+    ///
+    /// That bound is absolute (relative to the largest entries of the row and of `v`),
+    /// so a row whose sum is far below them (a tiny p(0) against the data's scale, or
+    /// cancellation) could lose its significant bits. Where the bound exceeds the
+    /// result's ulp at this precision (or the result is 0 with a nonzero bound), the row
+    /// is summed again by MPFR's correctly rounded dot product (`mpfr_dot`): every
+    /// value the twin returns is then within one rounding of the exact product plus at
+    /// most one ulp.
     fn matvec_prepared(&self, m: &Prepared<Float>, start: usize, v: &[Float], out: &mut [Float]) {
         let vector = fixed::Vector::new(v, |x| x, limbs_for(self.prec));
         match (m.fixed(), vector) {
             (Some(f), Some(vector)) => {
-                fixed::matvec(f, &vector, None, start, out, |o| o, |_, _| {});
+                let prec = self.prec as i64;
+                let mut rows: Vec<(Float, bool)> = out
+                    .iter_mut()
+                    .map(|o| (std::mem::replace(o, Float::new(o.prec())), false))
+                    .collect();
+                let below_ulp = |x: &Float, bound: Mag| match x.get_exp() {
+                    _ if bound.is_zero() => true,
+                    Some(e) => bound.cmp_value(Mag::pow2(e as i64 - prec)) != Ordering::Greater,
+                    None => false,
+                };
+                fixed::matvec(
+                    f,
+                    &vector,
+                    None,
+                    start,
+                    &mut rows,
+                    |o| &mut o.0,
+                    |o, r| o.1 = !below_ulp(&o.0, r.bound),
+                );
+                let cols = m.cols;
+                for (i, (o, (value, redo))) in out.iter_mut().zip(rows).enumerate() {
+                    *o = value;
+                    if redo {
+                        let row = &m.values[(start + i) * cols..(start + i + 1) * cols];
+                        let dir = o.assign_round(Float::dot(row.iter().zip(v)), Round::Nearest);
+                        self.fix(o, dir);
+                    }
+                }
             }
             _ => {
                 let cols = m.cols;
