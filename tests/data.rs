@@ -209,3 +209,35 @@ fn fortran_ordered_supplied_arrays_are_refused_or_converted_never_a_panic() {
     assert!(f.train.x.is_standard_layout());
     let _: &Array2<f64> = &f.train.g;
 }
+
+/// A data set made for another config is a mismatch of two inputs (`Error::Mismatch`,
+/// exit 2 at the command line, `MismatchError` in Python), named as such: not an
+/// "invalid config" of a key `data` the config does not have.
+#[test]
+fn a_data_set_of_another_config_is_a_mismatch() {
+    let cfg = Config {
+        d: 20,
+        n_train: 6,
+        n_test: 8,
+        ..Config::default()
+    };
+    let other = Config {
+        d: 21,
+        ..cfg.clone()
+    };
+    let data = Dataset::generate(&other);
+    let err = tokensel::train::Trainer::new(
+        &cfg,
+        &data,
+        tokensel::arith::F64,
+        tokensel::config::Formulation::Stable,
+    )
+    .err()
+    .expect("refused");
+    assert!(matches!(err, tokensel::Error::Mismatch { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("mismatch: the data set and the config: the train split has tokens"),
+        "{msg}"
+    );
+}

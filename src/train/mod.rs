@@ -803,7 +803,12 @@ type SampleItem<'b, R> = (usize, ((&'b mut [R], &'b mut [R]), &'b mut Sample<R>)
 /// the K-class model (a data set made for another config is refused, not indexed past
 /// its end).
 fn check_data(cfg: &Config, data: &Dataset) -> Result<()> {
-    let bad = |what: String| Err(Error::config("data", what));
+    let bad = |reason: String| {
+        Err(Error::Mismatch {
+            what: "the data set and the config".into(),
+            reason,
+        })
+    };
     let (t, d) = (cfg.tokens(), cfg.d);
     for (name, split, n) in [
         ("train", &data.train, cfg.n_train),
