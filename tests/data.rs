@@ -226,14 +226,14 @@ fn a_data_set_of_another_config_is_a_mismatch() {
         ..cfg.clone()
     };
     let data = Dataset::generate(&other);
-    let err = tokensel::train::Trainer::new(
+    let Err(err) = tokensel::train::Trainer::new(
         &cfg,
         &data,
         tokensel::arith::F64,
         tokensel::config::Formulation::Stable,
-    )
-    .err()
-    .expect("refused");
+    ) else {
+        panic!("a data set of d = 21 trains under a config of d = 20");
+    };
     assert!(matches!(err, tokensel::Error::Mismatch { .. }), "{err:?}");
     let msg = err.to_string();
     assert!(
