@@ -287,3 +287,59 @@ impl<R: Clone + Send + Sync> QueryMap<R> for Query<R> {
         each!(self, m => m.clip_norms(ar, grads))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arith::F64;
+
+    /// The linear map declares W (d x d) before p, trained as the mode says, names
+    /// its state blocks as ever (no prefix), forms q = W^T p, keeps W's gradient
+    /// factored as (p, dL/dq), adds the prompt's terms to p's W dL/dq, and gives the
+    /// clip its norms p's first, then W's (the order the digests depend on).
+    #[test]
+    fn linear_map_declares_w_then_p_and_clips_p_first() {
+        let init = Params {
+            p: ndarray::array![1.0, 2.0],
+            w: Some(ndarray::array![[1.0, 0.0], [3.0, 4.0]]),
+        };
+        let names = |m: &Linear<f64>| {
+            m.blocks
+                .iter()
+                .map(|(b, _)| (b.name, b.trained))
+                .collect::<Vec<_>>()
+        };
+        let joint = Linear::new(&F64, &init, Mode::Joint);
+        assert_eq!(names(&joint), [("W", true), ("p", true)]);
+        assert_eq!(
+            names(&Linear::new(&F64, &init, Mode::W)),
+            [("W", true), ("p", false)]
+        );
+        let p_only = Params {
+            p: init.p.clone(),
+            w: None,
+        };
+        let mut pm = Linear::new(&F64, &p_only, Mode::P);
+        assert_eq!(names(&pm), [("p", true)]);
+        let mut q = vec![0.0; 2];
+        pm.forward(&F64, &mut q);
+        assert_eq!(q, [1.0, 2.0]);
+        let mut jm = joint.clone();
+        assert_eq!(jm.state_prefix(), "");
+        jm.forward(&F64, &mut q);
+        assert_eq!(q, [7.0, 8.0]);
+        let dq = [1.0, -1.0];
+        let g = jm.gradients(&F64, &dq, Some(&[0.5, 0.5]));
+        match &g[0] {
+            Some(Grad::Outer(l, r)) => assert_eq!((&l[..], &r[..]), (&[1.0, 2.0][..], &dq[..])),
+            other => panic!("W's gradient: {other:?}"),
+        }
+        match &g[1] {
+            Some(Grad::Dense(v)) => assert_eq!(v, &[1.5, -0.5]),
+            other => panic!("p's gradient: {other:?}"),
+        }
+        let norms = jm.clip_norms(&F64, &g);
+        assert_eq!(norms[0], (1.5f64 * 1.5 + 0.5 * 0.5).sqrt());
+        assert_eq!(norms[1], 5f64.sqrt() * 2f64.sqrt());
+    }
+}
