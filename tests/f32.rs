@@ -23,11 +23,11 @@ fn gamma(n: usize) -> f64 {
 /// sum_k |x_tk| Q_k).
 fn abs_q(tr: &Trainer<'_, F32>, x: &[f64], d: usize) -> Vec<f64> {
     match &tr.engine {
-        Engine::Direct(e) => match &e.w {
+        Engine::Direct(e) => match e.w() {
             None => e.q.iter().map(|v| v.abs() as f64).collect(),
             Some(w) => {
                 let mut q = vec![0.0; d];
-                for (m, pm) in e.p.iter().enumerate() {
+                for (m, pm) in e.p().iter().enumerate() {
                     for (k, qk) in q.iter_mut().enumerate() {
                         *qk += (w[m * d + k].abs() * pm.abs()) as f64;
                     }

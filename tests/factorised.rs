@@ -52,7 +52,7 @@ fn config(d: usize, n: usize, m: usize, bias: bool, train_p: bool, init: QkInit)
 /// The query map of a trainer.
 fn fact<'t, A: Arith, M: Model>(tr: &'t Trainer<'_, A, M>) -> &'t Factorised<A::Real> {
     match &tr.engine {
-        Engine::Direct(e) => e.fact.as_deref().expect("a factorised run"),
+        Engine::Direct(e) => e.fact().expect("a factorised run"),
         Engine::Span(_) => panic!("the factorised map runs in the direct step"),
     }
 }
@@ -309,14 +309,14 @@ fn every_block_gradient_matches_richardson_differences() {
             for (k, gk) in g.iter().enumerate() {
                 let loss_at = |tr: &mut Trainer<'_, Mpfr>, delta: f64| -> Float {
                     let e = fact_mut(tr);
-                    let f = e.fact.as_mut().unwrap();
+                    let f = e.fact_mut().unwrap();
                     let x0 = f.blocks.values[bi][k].clone();
                     tar.add_f64(&mut f.blocks.values[bi][k], delta);
                     e.compute_q(&tar);
                     tr.forward_backward().unwrap();
                     let l = tr.loss.clone();
                     let e = fact_mut(tr);
-                    e.fact.as_mut().unwrap().blocks.values[bi][k] = x0;
+                    e.fact_mut().unwrap().blocks.values[bi][k] = x0;
                     e.compute_q(&tar);
                     l
                 };

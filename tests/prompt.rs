@@ -77,7 +77,7 @@ fn cases() -> Vec<(Mode, bool, Option<usize>)> {
 
 fn engine_p<A: Arith>(tr: &Trainer<'_, A>) -> Vec<A::Real> {
     match &tr.engine {
-        Engine::Direct(e) => e.p.clone(),
+        Engine::Direct(e) => e.p().to_vec(),
         Engine::Span(_) => panic!("the prompt in sequence takes the direct step"),
     }
 }

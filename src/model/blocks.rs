@@ -4,8 +4,10 @@
 //! state) loops over the blocks instead of naming fields, so a new model declares its
 //! blocks and nothing else.
 //!
-//! Only the factorised query-key model (`model::factorised`) uses blocks so far; the
-//! p / W / joint engines keep their own fields (moving them into blocks is a follow-up).
+//! Both query maps (`model::query`) hold their parameters as blocks: the linear map's
+//! `W` and `p` (the p / W / joint modes) and the factorised map's `W_Q`, `W_K`, `b_Q`,
+//! `b_K`, `p`; the direct engine's step loop (`train::direct`), Adam's moments and the
+//! resumable state loop over them (the span engine keeps p and W in span coordinates).
 //!
 //! # Streams
 //! A block's stream is a ChaCha20 stream of the config's seed, with a stream id of its
@@ -61,6 +63,11 @@ pub enum BlockInit {
     /// Values given by the caller (e.g. the config's p(0), drawn from the `init` stream
     /// as every mode draws it), f64, row-major.
     Given(Vec<f64>),
+    /// The run's initial parameters ([`crate::data::Params`]: p(0) from the `init`
+    /// stream, W(0) the identity's dense form or supplied), converted by the map that
+    /// declares the block; not kept here (a d x d W(0) is not copied), so not drawn by
+    /// [`Block::draw`].
+    Initial,
 }
 
 /// One parameter block: its name, resolved shape, initial values, stream and whether
@@ -90,10 +97,11 @@ impl Block {
         self.len() == 0
     }
 
-    /// The initial values in f64, drawn from the block's stream under `seed`.
-    pub fn draw(&self, seed: u64) -> Vec<f64> {
+    /// The initial values in f64, drawn from the block's stream under `seed` (`None`
+    /// for [`BlockInit::Initial`], which the declaring map converts itself).
+    pub fn draw(&self, seed: u64) -> Option<Vec<f64>> {
         let n = self.len();
-        match &self.init {
+        Some(match &self.init {
             BlockInit::Zero => vec![0.0; n],
             BlockInit::Uniform { bound } => {
                 let mut r = self.stream.rng(seed);
@@ -108,7 +116,8 @@ impl Block {
                 v
             }
             BlockInit::Given(v) => v.clone(),
-        }
+            BlockInit::Initial => return None,
+        })
     }
 }
 
@@ -124,9 +133,16 @@ pub struct Blocks<R> {
 
 impl<R: Clone> Blocks<R> {
     /// The blocks `decl` at their initial values ([`Block::draw`] under `seed`),
-    /// converted exactly into `ar`.
+    /// converted exactly into `ar`; a declaration must not be [`BlockInit::Initial`]
+    /// (a map that declares one builds its values itself).
     pub fn init<A: Arith<Real = R>>(ar: &A, decl: Vec<Block>, seed: u64) -> Self {
-        let values = decl.iter().map(|b| ar.of_slice(&b.draw(seed))).collect();
+        let values = decl
+            .iter()
+            .map(|b| {
+                let v = b.draw(seed).expect("a drawn or given block");
+                ar.of_slice(&v)
+            })
+            .collect();
         Blocks { decl, values }
     }
 
@@ -201,11 +217,11 @@ mod tests {
             stream: s,
             trained: true,
         };
-        let v = b.draw(7);
+        let v = b.draw(7).unwrap();
         assert_eq!(v.len(), 6);
         assert!(v.iter().all(|x| x.abs() <= 0.5));
-        assert_eq!(v, b.draw(7));
-        assert_ne!(v, b.draw(8));
+        assert_eq!(Some(&v), b.draw(7).as_ref());
+        assert_ne!(Some(&v), b.draw(8).as_ref());
         let other = Block {
             name: "y",
             stream: BlockStream {
@@ -214,7 +230,7 @@ mod tests {
             },
             ..b.clone()
         };
-        assert_ne!(v, other.draw(7));
+        assert_ne!(Some(v.clone()), other.draw(7));
         let blocks = Blocks::init(&F64, vec![b, other], 7);
         assert_eq!(blocks.get("x"), &v[..]);
         assert_eq!(

@@ -34,11 +34,13 @@
 //! draws it), in that order; W_Q, W_K, b_Q, b_K train, p trains with `train_p`.
 //!
 //! # Steps
-//! Every factor is formed, and every gradient is taken, at the old parameters before
-//! any block moves. Gradient descent and normalised GD (each block by its own norm:
-//! |u| |dL/dq| and |dL/du| |p| for the factored blocks, as W-mode's |p| |dL/dq|; the
-//! clip factor from the global norm of the trained blocks, as `train::step_rule` does
-//! for p and W): a factored block's row j moves by ((factor) left_j) right (one
+//! This file declares the blocks and their gradients ([`QueryMap`]); the direct
+//! engine's one step loop over blocks (`train::direct`, shared with the linear map of
+//! the p / W / joint modes) moves them. Every factor is formed, and every gradient is
+//! taken, at the old parameters before any block moves. Gradient descent and normalised
+//! GD (each block by its own norm: |u| |dL/dq| and |dL/du| |p| for the factored blocks,
+//! as W-mode's |p| |dL/dq|; the clip factor from the global norm of the trained blocks,
+//! in declaration order): a factored block's row j moves by ((factor) left_j) right (one
 //! rounded product, then an fma per entry: W-mode's order), a vector block by an fma per
 //! entry. Adam and AdamW: [`crate::train::adam::step`] per block, with the block's
 //! gradient entries formed as rounded products (times the clip factor), moments per
@@ -47,12 +49,12 @@
 use serde::{Deserialize, Serialize};
 
 use super::blocks::{Block, BlockInit, BlockStream, Blocks, FIRST_BLOCK_STREAM};
+pub use super::query::Grad;
+use super::query::QueryMap;
 use crate::arith::Arith;
 use crate::config::{Config, Formulation, Method, Mode};
 use crate::error::{Error, Result};
 use crate::linalg;
-use crate::train::adam;
-use crate::train::step_rule::{StepRule, Stopped, clip_factor, euclidean_norm};
 
 /// Largest m d (entries of W_Q or W_K).
 pub const MAX_BLOCK_ENTRIES: usize = 50_000_000;
@@ -237,55 +239,6 @@ impl Section {
     }
 }
 
-/// One block's gradient: factored (rank one, `left right^T`) or dense.
-#[derive(Debug, Clone)]
-pub enum Grad<R> {
-    /// left right^T (left: the rows' factors, right: the columns').
-    Outer(Vec<R>, Vec<R>),
-    /// The gradient itself.
-    Dense(Vec<R>),
-}
-
-impl<R: Clone> Grad<R> {
-    /// The entries (a factored gradient's as rounded products left_j right_k, row-major).
-    pub fn dense<A: Arith<Real = R>>(&self, ar: &A) -> Vec<R> {
-        match self {
-            Grad::Dense(v) => v.clone(),
-            Grad::Outer(l, r) => {
-                let mut out = ar.zeros(l.len() * r.len());
-                for (row, lj) in out.chunks_mut(r.len()).zip(l) {
-                    for (o, rk) in row.iter_mut().zip(r) {
-                        ar.prod(o, lj, rk);
-                    }
-                }
-                out
-            }
-        }
-    }
-
-    /// The Frobenius norm (|left| |right| for a factored gradient).
-    pub fn norm<A: Arith<Real = R>>(&self, ar: &A) -> R {
-        match self {
-            Grad::Dense(v) => euclidean_norm(ar, v),
-            Grad::Outer(l, r) => {
-                let mut n = euclidean_norm(ar, l);
-                ar.mul(&mut n, &euclidean_norm(ar, r));
-                n
-            }
-        }
-    }
-}
-
-/// Adam's state of the blocks: the step counter and each block's moments (`None` for a
-/// block that does not train), in declaration order.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AdamBlocks<R> {
-    /// Steps taken.
-    pub t: u64,
-    /// Moments per block.
-    pub moments: Vec<Option<adam::Moments<R>>>,
-}
-
 /// The query map's state in the direct engine: the blocks, the forward pass's u and
 /// score shift, the backward pass's dL/du and sum of token coefficients.
 #[derive(Debug, Clone)]
@@ -302,67 +255,19 @@ pub struct Factorised<R> {
     pub du: Vec<R>,
     /// sum_i sum_t c_it of the last backward pass (in sample, then token order).
     pub coef_sum: R,
-    /// Adam's state (Adam and AdamW).
-    pub adam: Option<Box<AdamBlocks<R>>>,
 }
 
 impl<R: Clone + Send + Sync> Factorised<R> {
     /// The blocks of `sec` at their initial values (streams under `seed`; p from `p0`),
-    /// converted exactly; with `adam`, zero moments for every trained block.
-    pub fn new<A: Arith<Real = R>>(
-        ar: &A,
-        sec: &Section,
-        seed: u64,
-        p0: &[f64],
-        adam: bool,
-    ) -> Self {
-        let blocks = Blocks::init(ar, sec.blocks(p0.len(), p0), seed);
-        let adam = adam.then(|| {
-            Box::new(AdamBlocks {
-                t: 0,
-                moments: blocks
-                    .decl
-                    .iter()
-                    .map(|b| b.trained.then(|| adam::Moments::zeros(ar, b.len())))
-                    .collect(),
-            })
-        });
+    /// converted exactly.
+    pub fn new<A: Arith<Real = R>>(ar: &A, sec: &Section, seed: u64, p0: &[f64]) -> Self {
         Factorised {
             m: sec.m,
             u: ar.zeros(sec.m),
             shift: sec.bias.then(|| ar.zero()),
             du: ar.zeros(sec.m),
             coef_sum: ar.zero(),
-            blocks,
-            adam,
-        }
-    }
-
-    /// The forward pass: u = W_Q p + b_Q (a dot product per row, then the bias added),
-    /// q = W_K^T u ([`linalg::matvec_t`]: an fma chain over the rows), the shift
-    /// <b_K, u>.
-    pub fn forward<A: Arith<Real = R>>(&mut self, ar: &A, q: &mut [R]) {
-        let b = &self.blocks;
-        linalg::matvec(ar, b.get("W_Q"), b.get("p"), &mut self.u);
-        if let Some(shift) = &mut self.shift {
-            for (uj, bj) in self.u.iter_mut().zip(b.get("b_Q")) {
-                ar.add(uj, bj);
-            }
-            ar.dot(b.get("b_K"), &self.u, shift);
-        }
-        linalg::matvec_t(ar, b.get("W_K"), &self.u, q);
-    }
-
-    /// The backward pass from dL/dq `dq` and the token coefficients `c`: dL/du = W_K
-    /// dL/dq, and (with biases) sum_i sum_t c_it in order.
-    pub fn backward<A: Arith<Real = R>>(&mut self, ar: &A, dq: &[R], c: &[R]) {
-        linalg::matvec(ar, self.blocks.get("W_K"), dq, &mut self.du);
-        if self.shift.is_some() {
-            let mut s = ar.zero();
-            for ci in c {
-                ar.add(&mut s, ci);
-            }
-            self.coef_sum = s;
+            blocks: Blocks::init(ar, sec.blocks(p0.len(), p0), seed),
         }
     }
 
@@ -392,69 +297,60 @@ impl<R: Clone + Send + Sync> Factorised<R> {
             })
             .collect()
     }
+}
 
-    /// One step of every trained block from the last backward pass (`dq`: its dL/dq;
-    /// module docs), then the forward pass into `q`. `Err` where normalised GD cannot
-    /// form a block's factor; nothing moves then.
-    pub fn update<A: Arith<Real = R>>(
-        &mut self,
+impl<R: Clone + Send + Sync> QueryMap<R> for Factorised<R> {
+    fn blocks(&self) -> &Blocks<R> {
+        &self.blocks
+    }
+
+    fn blocks_mut(&mut self) -> &mut Blocks<R> {
+        &mut self.blocks
+    }
+
+    fn state_prefix(&self) -> &'static str {
+        "factorised."
+    }
+
+    /// u = W_Q p + b_Q (a dot product per row, then the bias added), q = W_K^T u
+    /// ([`linalg::matvec_t`]: an fma chain over the rows), the shift <b_K, u>.
+    fn forward<A: Arith<Real = R>>(&mut self, ar: &A, q: &mut [R]) {
+        let b = &self.blocks;
+        linalg::matvec(ar, b.get("W_Q"), b.get("p"), &mut self.u);
+        if let Some(shift) = &mut self.shift {
+            for (uj, bj) in self.u.iter_mut().zip(b.get("b_Q")) {
+                ar.add(uj, bj);
+            }
+            ar.dot(b.get("b_K"), &self.u, shift);
+        }
+        linalg::matvec_t(ar, b.get("W_K"), &self.u, q);
+    }
+
+    fn shift(&self) -> Option<&R> {
+        self.shift.as_ref()
+    }
+
+    /// dL/du = W_K dL/dq, and (with biases) sum_i sum_t c_it in order.
+    fn backward<A: Arith<Real = R>>(&mut self, ar: &A, dq: &[R], c: &[R]) {
+        linalg::matvec(ar, self.blocks.get("W_K"), dq, &mut self.du);
+        if self.shift.is_some() {
+            let mut s = ar.zero();
+            for ci in c {
+                ar.add(&mut s, ci);
+            }
+            self.coef_sum = s;
+        }
+    }
+
+    /// [`Factorised::gradients`] (the in-sequence prompt is refused with
+    /// `[factorised]`, so `prompt` is `None`).
+    fn gradients<A: Arith<Real = R>>(
+        &self,
         ar: &A,
-        rule: &StepRule,
         dq: &[R],
-        q: &mut [R],
-    ) -> std::result::Result<(), Stopped> {
-        let grads = self.gradients(ar, dq);
-        let clip = rule.clip.map(|c| {
-            let norms: Vec<R> = grads.iter().flatten().map(|g| g.norm(ar)).collect();
-            clip_factor(ar, c, &norms)
-        });
-        if let Some(h) = rule.adam {
-            let st = self
-                .adam
-                .as_mut()
-                .expect("an Adam run's query map holds Adam's state");
-            st.t += 1;
-            let s = h.scalars(ar, &rule.lr(ar), st.t);
-            for ((g, v), mom) in grads
-                .iter()
-                .zip(&mut self.blocks.values)
-                .zip(&mut st.moments)
-            {
-                let (Some(g), Some(mom)) = (g, mom) else {
-                    continue;
-                };
-                let mut g = g.dense(ar);
-                if let Some(c) = &clip {
-                    g.iter_mut().for_each(|x| ar.mul(x, c));
-                }
-                adam::step(ar, &s, v, &g, &mut mom.m, &mut mom.v);
-            }
-            self.forward(ar, q);
-            return Ok(());
-        }
-        let mut factors = Vec::with_capacity(grads.len());
-        for (g, b) in grads.iter().zip(&self.blocks.decl) {
-            factors.push(match g {
-                None => None,
-                Some(g) => Some(rule.neg_factor(ar, b.name, clip.as_ref(), || g.norm(ar))?),
-            });
-        }
-        for ((g, f), v) in grads.iter().zip(&factors).zip(&mut self.blocks.values) {
-            let (Some(g), Some(f)) = (g, f) else {
-                continue;
-            };
-            match g {
-                Grad::Dense(g) => ar.axpy(f, g, v),
-                Grad::Outer(l, r) => {
-                    linalg::for_each_row(ar, v, r.len(), r.len(), |j, row| {
-                        let mut a = ar.zero();
-                        ar.prod(&mut a, f, &l[j]);
-                        ar.axpy(&a, r, row);
-                    });
-                }
-            }
-        }
-        self.forward(ar, q);
-        Ok(())
+        prompt: Option<&[R]>,
+    ) -> Vec<Option<Grad<R>>> {
+        debug_assert!(prompt.is_none(), "[factorised] takes the separate prompt");
+        Factorised::gradients(self, ar, dq)
     }
 }

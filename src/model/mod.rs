@@ -28,6 +28,7 @@ pub mod blocks;
 pub mod caps;
 pub mod factorised;
 pub mod multiclass;
+pub mod query;
 pub mod token_selection;
 
 pub use attention::{Selection, Softmax, argmax, grad_scores, output, scores, softmax};

@@ -102,16 +102,29 @@ impl<R: Clone> Moments<R> {
     }
 }
 
-/// Adam's state beside the engine's parameters: the step counter and each trained
-/// block's moments.
+/// Adam's state beside the engine's parameter blocks: the step counter and each
+/// block's moments, in the blocks' declaration order (`None` for a block that does not
+/// train).
 #[derive(Debug, Clone, PartialEq)]
 pub struct State<R> {
     /// Steps taken (PyTorch's `step`).
     pub t: u64,
-    /// p's moments (p- and joint mode).
-    pub p: Option<Moments<R>>,
-    /// W's moments, d x d row-major (W- and joint mode).
-    pub w: Option<Moments<R>>,
+    /// Moments per block (a matrix block's row-major, as its values).
+    pub moments: Vec<Option<Moments<R>>>,
+}
+
+impl<R: Clone> State<R> {
+    /// Step 0: zero moments for every trained block of `blocks`.
+    pub fn zeros<A: Arith<Real = R>>(ar: &A, blocks: &crate::model::blocks::Blocks<R>) -> Self {
+        State {
+            t: 0,
+            moments: blocks
+                .decl
+                .iter()
+                .map(|b| b.trained.then(|| Moments::zeros(ar, b.len())))
+                .collect(),
+        }
+    }
 }
 
 /// x^t in the arithmetic ([`Arith::pow_u64`]: correctly rounded in f64, f32 and MPFR,

@@ -1,36 +1,41 @@
-//! The direct step: scores X q, gradient X^T c in d-space, update of p and/or W.
+//! The direct step: scores X q, gradient X^T c in d-space, and one step loop over the
+//! query map's parameter blocks ([`Query`], `model::query`).
 //!
 //! ```text
-//! p-mode:  p <- p - alpha W dL/dq            (W = I: p_k = fma(-alpha, g_k, p_k))
-//! W-mode:  W[m, :] <- W[m, :] + (-alpha p_m) dL/dq           (an fma per entry)
-//! joint:   both, from the same old (p, W)
-//! in-sequence prompt: p also gets (sum_i c_i0) q + sum_c a_c nu_c (proofs-notes/prompt.md)
-//! q = W^T p: q_k = sum_m p_m W[m, k], an fma chain over m = 0, 1, ...
+//! forward:   q (and a shift of every score) from the map's blocks
+//! backward:  dL/dq = X^T c (the attention core), then each trained block's gradient
+//!            from the map (a rank-one gradient kept factored: left right^T)
+//! step:      every block's factor (and the clip factor) formed at the old blocks,
+//!            then each block moved, in the map's declaration order:
+//!            dense:    v <- v + f g               (an fma per entry)
+//!            factored: row j <- row j + (f left_j) right   (one rounded product, then
+//!                      an fma per entry)
+//!            Adam:     adam::step per block, its gradient entries as rounded products
 //! ```
 //!
-//! With `[factorised]` the engine holds the query map's blocks ([`Direct::fact`]): q,
-//! the score shift and every block's step go through `model::factorised` (p and W
-//! above are then not used, except p mirroring the map's p block).
+//! The linear map (p / W / joint) gives, in today's order: W-mode W[m, :] <- W[m, :] +
+//! (-alpha p_m) dL/dq; p-mode p <- p - alpha W dL/dq (p_k = fma(-alpha, g_k, p_k) with W
+//! = I); joint both from the same old (p, W); with the prompt in sequence p's gradient
+//! also gets (sum_i c_i0) q + sum_c a_c nu_c (proofs-notes/prompt.md,
+//! [`Direct::prompt_grad`]).
 
 use super::Sample;
 use crate::arith::Arith;
-use crate::config::{Formulation, Mode};
-use crate::data::Params;
+use crate::config::Formulation;
 use crate::linalg;
 
 use super::adam;
-use super::step_rule::{StepRule, Stopped, clip_factor, euclidean_norm};
-use crate::model::factorised::{Factorised, Section};
+use super::step_rule::{StepRule, Stopped, clip_factor};
+use crate::model::factorised::Factorised;
+use crate::model::query::{Grad, Query, QueryMap};
 use crate::model::{self, Model};
 
-/// Parameters and d-space buffers of the direct step.
+/// The query map's blocks and the d-space buffers of the direct step.
 #[derive(Debug, Clone)]
 pub struct Direct<R> {
-    /// The token p.
-    pub p: Vec<R>,
-    /// W (d x d, row-major), `None` for the identity.
-    pub w: Option<Vec<R>>,
-    /// q = W^T p.
+    /// The query map, holding the parameter blocks.
+    pub map: Query<R>,
+    /// q, formed by the map.
     pub q: Vec<R>,
     /// dL/dq of the last backward pass.
     pub grad_q: Vec<R>,
@@ -38,84 +43,87 @@ pub struct Direct<R> {
     contrib: Vec<R>,
     /// The in-sequence prompt's own terms of dL/dp from the last backward pass
     /// ([`Direct::backward_in_sequence`]): (sum_i c_i0) q + sum_c (sum_i s_i0 gamma_ic)
-    /// nu_c, added to W dL/dq in p- and joint mode; `None` with a separate prompt.
+    /// nu_c, added to p's gradient by the map; `None` with a separate prompt.
     pub prompt_grad: Option<Vec<R>>,
-    /// Adam's moments and step counter (Adam and AdamW; `None` for the GD kinds): the
-    /// optimiser's state, beside the parameters ([`Direct::with_adam`]).
+    /// Adam's step counter and moments per block (Adam and AdamW; `None` for the GD
+    /// kinds): the optimiser's state, beside the blocks.
     pub adam: Option<Box<adam::State<R>>>,
-    /// The factorised query map's blocks and state (`[factorised]`; `None` otherwise):
-    /// q, the scores' shift and the step go through it.
-    pub fact: Option<Box<Factorised<R>>>,
 }
 
 impl<R: Clone + Send + Sync> Direct<R> {
-    /// The initial parameters, converted exactly.
-    pub fn new<A: Arith<Real = R>>(ar: &A, init: &Params, form: Formulation, n: usize) -> Self {
-        let d = init.p.len();
+    /// The engine of query map `map` (its blocks at their initial values), `n` training
+    /// samples; with `adam`, zero Adam moments for every trained block. q is formed by
+    /// the map.
+    pub fn new<A: Arith<Real = R>>(
+        ar: &A,
+        map: Query<R>,
+        form: Formulation,
+        n: usize,
+        adam: bool,
+    ) -> Self {
+        let d = map.blocks().get("p").len();
         let naive = form == Formulation::Naive;
         let mut e = Direct {
-            p: ar.of_slice(init.p.as_slice().expect("contiguous")),
-            w: init
-                .w
-                .as_ref()
-                .map(|w| ar.of_slice(w.as_slice().expect("standard layout"))),
+            adam: adam.then(|| Box::new(adam::State::zeros(ar, map.blocks()))),
+            map,
             q: ar.zeros(d),
             grad_q: ar.zeros(d),
             contrib: if naive { ar.zeros(n * d) } else { Vec::new() },
             prompt_grad: None,
-            adam: None,
-            fact: None,
         };
         e.compute_q(ar);
         e
     }
 
-    /// Zero Adam moments for the blocks `mode` trains (p: d; W: d x d), step counter 0.
-    pub fn with_adam<A: Arith<Real = R>>(mut self, ar: &A, mode: Mode) -> Self {
-        let d = self.p.len();
-        self.adam = Some(Box::new(adam::State {
-            t: 0,
-            p: (mode != Mode::W).then(|| adam::Moments::zeros(ar, d)),
-            w: (mode != Mode::P).then(|| adam::Moments::zeros(ar, d * d)),
-        }));
-        self
+    /// The query p (the map's block `p`).
+    pub fn p(&self) -> &[R] {
+        self.map.blocks().get("p")
     }
 
-    /// The factorised query map of `sec` in place of W (dropped): its blocks drawn from
-    /// their streams under `seed`, p(0) this engine's p; with `adam`, Adam's moments per
-    /// block. q is formed by the map.
-    pub fn with_factorised<A: Arith<Real = R>>(
-        mut self,
-        ar: &A,
-        sec: &Section,
-        seed: u64,
-        p0: &[f64],
-        adam: bool,
-    ) -> Self {
-        self.w = None;
-        self.fact = Some(Box::new(Factorised::new(ar, sec, seed, p0, adam)));
-        self.compute_q(ar);
-        self
+    /// p, mutably (call [`Direct::compute_q`] after changing it).
+    pub fn p_mut(&mut self) -> &mut Vec<R> {
+        self.map.blocks_mut().get_mut("p")
     }
 
-    /// The shift <b_K, u> every score carries (the factorised map with biases; `None`
-    /// otherwise).
+    /// W (d x d, row-major): the linear map's block `W`; `None` for the identity
+    /// (p-mode) and for a map without one (factorised).
+    pub fn w(&self) -> Option<&[R]> {
+        let b = self.map.blocks();
+        b.has("W").then(|| b.get("W"))
+    }
+
+    /// W, mutably (call [`Direct::compute_q`] after changing it).
+    pub fn w_mut(&mut self) -> Option<&mut Vec<R>> {
+        let b = self.map.blocks_mut();
+        b.has("W").then(|| b.get_mut("W"))
+    }
+
+    /// The factorised query map (`[factorised]`; `None` otherwise).
+    pub fn fact(&self) -> Option<&Factorised<R>> {
+        match &self.map {
+            Query::Factorised(f) => Some(f),
+            Query::Linear(_) => None,
+        }
+    }
+
+    /// The factorised query map, mutably (call [`Direct::compute_q`] after changing
+    /// its blocks).
+    pub fn fact_mut(&mut self) -> Option<&mut Factorised<R>> {
+        match &mut self.map {
+            Query::Factorised(f) => Some(f),
+            Query::Linear(_) => None,
+        }
+    }
+
+    /// The shift every score carries (the factorised map with biases: <b_K, u>;
+    /// `None` otherwise).
     pub fn score_shift(&self) -> Option<&R> {
-        self.fact.as_ref().and_then(|f| f.shift.as_ref())
+        self.map.shift()
     }
 
-    /// q = W^T p (a copy of p when W = I); the factorised map's q where it is present
-    /// (p mirrors its p block).
+    /// q (and the score shift) from the map's blocks.
     pub fn compute_q<A: Arith<Real = R>>(&mut self, ar: &A) {
-        if let Some(f) = &mut self.fact {
-            f.forward(ar, &mut self.q);
-            self.p.clone_from(&f.blocks.values[f.blocks.index("p")]);
-            return;
-        }
-        match &self.w {
-            None => self.q.clone_from(&self.p),
-            Some(w) => linalg::matvec_t(ar, w, &self.p, &mut self.q),
-        }
+        self.map.forward(ar, &mut self.q);
     }
 
     /// Scores z = X q of every training token (`x`: the nT x d rows).
@@ -145,7 +153,7 @@ impl<R: Clone + Send + Sync> Direct<R> {
     ) {
         let d = self.q.len();
         let mut z0 = ar.zero();
-        ar.dot(&self.p, &self.q, &mut z0);
+        ar.dot(self.p(), &self.q, &mut z0);
         linalg::for_each_row(ar, scores, tokens + 1, tokens * d, |i, zi| {
             ar.set(&mut zi[0], &z0);
             for (t, zt) in zi[1..].iter_mut().enumerate() {
@@ -179,10 +187,11 @@ impl<R: Clone + Send + Sync> Direct<R> {
     ) {
         let (d, k, p) = (self.q.len(), m.outputs(), tokens + 1);
         let zero = ar.zero();
+        let prompt = self.map.blocks().get("p");
         let g = &mut self.grad_q;
         g.iter_mut().for_each(|v| ar.set(v, &zero));
         for (i, ci) in c.chunks(p).enumerate() {
-            ar.axpy(&ci[0], &self.p, g);
+            ar.axpy(&ci[0], prompt, g);
             for (t, ct) in ci[1..].iter().enumerate() {
                 let r = i * tokens + t;
                 ar.axpy_f64(ct, &x[r * d..(r + 1) * d], g);
@@ -208,7 +217,8 @@ impl<R: Clone + Send + Sync> Direct<R> {
 
     /// dL/dq from the last forward pass: `Stable`: X^T c; `Naive`: per-sample
     /// [`model::grad_q_naive`] of model `m`'s [`Model::naive_terms`] (`g`: the head
-    /// values, `m.outputs()` per token), summed in sample order.
+    /// values, `m.outputs()` per token), summed in sample order; then the map's own
+    /// backward pass ([`QueryMap::backward`]).
     #[allow(clippy::too_many_arguments)]
     pub fn backward<A: Arith<Real = R>, M: Model>(
         &mut self,
@@ -223,11 +233,6 @@ impl<R: Clone + Send + Sync> Direct<R> {
         c: &[R],
     ) {
         let (d, k) = (self.q.len(), m.outputs());
-        if let Some(f) = &mut self.fact {
-            linalg::matvec_t_f64(ar, x, c, &mut self.grad_q);
-            f.backward(ar, &self.grad_q, c);
-            return;
-        }
         match form {
             Formulation::Stable => linalg::matvec_t_f64(ar, x, c, &mut self.grad_q),
             Formulation::Naive => {
@@ -265,140 +270,74 @@ impl<R: Clone + Send + Sync> Direct<R> {
                 }
             }
         }
+        self.map.backward(ar, &self.grad_q, c);
     }
 
-    /// One gradient step from the last backward pass (module docs), each block by
-    /// `rule` (constant or normalised: [`StepRule`], with its learning-rate schedule and
-    /// clip factor; or Adam: [`adam::step`]), then q = W^T p.
-    /// `Err` where normalised GD cannot form a block's factor
-    /// ([`StepRule::neg_factor`]); nothing moves then.
+    /// One gradient step from the last backward pass (module docs): every trained
+    /// block's gradient from the map ([`QueryMap::gradients`], at the old blocks, with
+    /// the in-sequence prompt's terms), each block by `rule` (constant or normalised:
+    /// [`StepRule`], with its learning-rate schedule and clip factor; or Adam:
+    /// [`adam::step`]), then q from the map. `Err` where normalised GD cannot form a
+    /// block's factor ([`StepRule::neg_factor`]); nothing moves then.
     ///
-    /// Clipping ([`clip_factor`]) takes the global norm of the blocks `mode` trains:
-    /// |W dL/dq| for p and |p| |dL/dq| for W (the Frobenius norm of p (dL/dq)^T, as
-    /// normalised GD takes it).
-    pub fn update<A: Arith<Real = R>>(
-        &mut self,
-        ar: &A,
-        mode: Mode,
-        rule: &StepRule,
-    ) -> Result<(), Stopped> {
-        if let Some(f) = &mut self.fact {
-            f.update(ar, rule, &self.grad_q, &mut self.q)?;
-            self.p.clone_from(&f.blocks.values[f.blocks.index("p")]);
-            return Ok(());
-        }
-        let d = self.q.len();
-        let g = &self.grad_q;
-        // W dL/dq at the old W (p- and joint mode), plus the in-sequence prompt's own
-        // terms
-        let mut dp = match (&self.w, mode) {
-            (_, Mode::W) => None,
-            (None, _) => Some(g.clone()),
-            (Some(w), _) => {
-                let mut dp = ar.zeros(d);
-                linalg::matvec(ar, w, g, &mut dp);
-                Some(dp)
-            }
-        };
-        if let (Some(dp), Some(extra)) = (&mut dp, &self.prompt_grad) {
-            for (v, e) in dp.iter_mut().zip(extra) {
-                ar.add(v, e);
-            }
-        }
-        let w_norm = |p: &[R]| {
-            let mut n = euclidean_norm(ar, p);
-            ar.mul(&mut n, &euclidean_norm(ar, g));
-            n
-        };
-        let clip = rule.clip.map(|c| {
-            let mut norms = Vec::new();
-            if let Some(dp) = &dp {
-                norms.push(euclidean_norm(ar, dp));
-            }
-            if mode != Mode::P {
-                norms.push(w_norm(&self.p));
-            }
-            clip_factor(ar, c, &norms)
-        });
+    /// Clipping ([`clip_factor`]) takes the global norm of the trained blocks, in the
+    /// map's order ([`QueryMap::clip_norms`]: the linear map's p then W); a factored
+    /// gradient's norm is |left| |right| (the Frobenius norm of left right^T, as
+    /// normalised GD takes it). Factors are formed, and blocks moved (Adam: stepped), in
+    /// declaration order (the linear map's W before p).
+    pub fn update<A: Arith<Real = R>>(&mut self, ar: &A, rule: &StepRule) -> Result<(), Stopped> {
+        let grads = self
+            .map
+            .gradients(ar, &self.grad_q, self.prompt_grad.as_deref());
+        let clip = rule
+            .clip
+            .map(|c| clip_factor(ar, c, &self.map.clip_norms(ar, &grads)));
         if let Some(h) = rule.adam {
-            self.adam_update(ar, mode, rule, &h, dp, clip.as_ref());
+            let st = self
+                .adam
+                .as_mut()
+                .expect("an Adam run's engine holds Adam's state");
+            st.t += 1;
+            let s = h.scalars(ar, &rule.lr(ar), st.t);
+            let blocks = &mut self.map.blocks_mut().values;
+            for ((g, v), mom) in grads.iter().zip(blocks).zip(&mut st.moments) {
+                let (Some(g), Some(mom)) = (g, mom) else {
+                    continue;
+                };
+                let mut g = g.dense(ar);
+                if let Some(c) = &clip {
+                    g.iter_mut().for_each(|x| ar.mul(x, c));
+                }
+                adam::step(ar, &s, v, &g, &mut mom.m, &mut mom.v);
+            }
             self.compute_q(ar);
             return Ok(());
         }
-        let clip = clip.as_ref();
-        // both factors before any parameter moves (a zero block leaves them as they were)
-        let neg_w = match mode {
-            Mode::P => None,
-            // dL/dW = p (dL/dq)^T: its Frobenius norm is |p| |dL/dq|
-            _ => Some(rule.neg_factor(ar, "W", clip, || w_norm(&self.p))?),
-        };
-        let neg_p = match &dp {
-            None => None,
-            Some(dp) => Some(rule.neg_factor(ar, "p", clip, || euclidean_norm(ar, dp))?),
-        };
-        if let Some(neg_w) = neg_w {
-            let w = self.w.as_mut().expect("W- and joint mode store W");
-            let p = &self.p;
-            linalg::for_each_row(ar, w, d, d, |m, row| {
-                let mut a = ar.zero();
-                ar.prod(&mut a, &neg_w, &p[m]);
-                ar.axpy(&a, g, row);
+        // every factor before any block moves (a stop leaves them as they were)
+        let mut factors = Vec::with_capacity(grads.len());
+        for (g, b) in grads.iter().zip(&self.map.blocks().decl) {
+            factors.push(match g {
+                None => None,
+                Some(g) => Some(rule.neg_factor(ar, b.name, clip.as_ref(), || g.norm(ar))?),
             });
         }
-        if let (Some(dp), Some(neg_p)) = (dp, neg_p) {
-            ar.axpy(&neg_p, &dp, &mut self.p);
+        let blocks = &mut self.map.blocks_mut().values;
+        for ((g, f), v) in grads.iter().zip(&factors).zip(blocks) {
+            let (Some(g), Some(f)) = (g, f) else {
+                continue;
+            };
+            match g {
+                Grad::Dense(g) => ar.axpy(f, g, v),
+                Grad::Outer(l, r) => {
+                    linalg::for_each_row(ar, v, r.len(), r.len(), |j, row| {
+                        let mut a = ar.zero();
+                        ar.prod(&mut a, f, &l[j]);
+                        ar.axpy(&a, r, row);
+                    });
+                }
+            }
         }
         self.compute_q(ar);
         Ok(())
-    }
-
-    /// Adam's step ([`adam::step`]) of each block `mode` trains, both from the old
-    /// (p, W): W's gradient p_m (dL/dq)_k (each entry a rounded product, times the clip
-    /// factor where clipping), then p's, W dL/dq (times the clip factor).
-    fn adam_update<A: Arith<Real = R>>(
-        &mut self,
-        ar: &A,
-        mode: Mode,
-        rule: &StepRule,
-        h: &adam::Hyper,
-        dp: Option<Vec<R>>,
-        clip: Option<&R>,
-    ) {
-        let d = self.q.len();
-        let st = self
-            .adam
-            .as_mut()
-            .expect("an Adam run's engine holds Adam's state");
-        st.t += 1;
-        let s = h.scalars(ar, &rule.lr(ar), st.t);
-        if mode != Mode::P {
-            let w = self.w.as_mut().expect("W- and joint mode store W");
-            let mom = st.w.as_mut().expect("W's moments");
-            let mut grad = ar.zeros(d);
-            for (m, row) in w.chunks_mut(d).enumerate() {
-                for (gk, qk) in grad.iter_mut().zip(&self.grad_q) {
-                    ar.prod(gk, &self.p[m], qk);
-                    if let Some(c) = clip {
-                        ar.mul(gk, c);
-                    }
-                }
-                let span = m * d..(m + 1) * d;
-                adam::step(
-                    ar,
-                    &s,
-                    row,
-                    &grad,
-                    &mut mom.m[span.clone()],
-                    &mut mom.v[span],
-                );
-            }
-        }
-        if let Some(mut dp) = dp {
-            if let Some(c) = clip {
-                dp.iter_mut().for_each(|x| ar.mul(x, c));
-            }
-            let mom = st.p.as_mut().expect("p's moments");
-            adam::step(ar, &s, &mut self.p, &dp, &mut mom.m, &mut mom.v);
-        }
     }
 }

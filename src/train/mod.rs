@@ -30,6 +30,8 @@ use crate::error::{Error, Result};
 use crate::io::state::State;
 use crate::io::trajectory::{TrainerInfo, Trajectory};
 use crate::linalg;
+use crate::model::factorised::Factorised;
+use crate::model::query::{Linear, Query};
 use crate::model::token_selection::limit;
 use crate::model::{self, AnyModel, Model, Softmax};
 use crate::quantity::Quantity;
@@ -231,20 +233,21 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
         // positions per sample: T, or T + 1 with the prompt as position 0
         let pos = cfg.model.positions(t);
         let engine = match method {
-            _ if let Some(sec) = &cfg.factorised => {
-                Engine::Direct(Direct::new(&ar, init, form, n).with_factorised(
-                    &ar,
-                    sec,
-                    cfg.seed,
-                    init.p.as_slice().expect("contiguous"),
-                    cfg.optimizer.is_adam(),
-                ))
+            Method::Span if cfg.factorised.is_none() => {
+                Engine::Span(Box::new(Span::new(&ar, init, cfg.mode, x)))
             }
-            Method::Span => Engine::Span(Box::new(Span::new(&ar, init, cfg.mode, x))),
-            _ if cfg.optimizer.is_adam() => {
-                Engine::Direct(Direct::new(&ar, init, form, n).with_adam(&ar, cfg.mode))
+            _ => {
+                let map = match &cfg.factorised {
+                    Some(sec) => Query::Factorised(Box::new(Factorised::new(
+                        &ar,
+                        sec,
+                        cfg.seed,
+                        init.p.as_slice().expect("contiguous"),
+                    ))),
+                    None => Query::Linear(Linear::new(&ar, init, cfg.mode)),
+                };
+                Engine::Direct(Direct::new(&ar, map, form, n, cfg.optimizer.is_adam()))
             }
-            _ => Engine::Direct(Direct::new(&ar, init, form, n)),
         };
         let k = model.outputs();
         let batch = cfg.optimizer.minibatch(n).map(|b| {
@@ -569,7 +572,7 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
         let rule = step_rule::StepRule::at(self.cfg, self.step);
         let moved = match &mut self.engine {
             Engine::Direct(e) => e
-                .update(&ar, self.cfg.mode, &rule)
+                .update(&ar, &rule)
                 .map(|_| e.q.iter().all(|v| ar.is_finite(v))),
             Engine::Span(e) => e
                 .update(&ar, &rule, &self.c)
@@ -629,7 +632,7 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
     /// needed, as [`Self::params`] rebuilds W at O(r d^2) in joint mode).
     pub fn p(&self) -> Vec<A::Real> {
         match &self.engine {
-            Engine::Direct(e) => e.p.clone(),
+            Engine::Direct(e) => e.p().to_vec(),
             Engine::Span(e) => e.p_only(&self.ar),
         }
     }
@@ -637,7 +640,7 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
     /// p and W at the current parameters (W `None` for the identity).
     pub fn params(&self) -> (Vec<A::Real>, Option<Vec<A::Real>>) {
         match &self.engine {
-            Engine::Direct(e) => (e.p.clone(), e.w.clone()),
+            Engine::Direct(e) => (e.p().to_vec(), e.w().map(<[_]>::to_vec)),
             Engine::Span(e) => e.params(&self.ar, train_rows(self.data)),
         }
     }

@@ -1,8 +1,10 @@
-//! A trainer's resumable state: built from the engine's exact parameters, Adam's state
-//! where the run has one (its step counter `adam.t` and the moments `adam.m.p`,
-//! `adam.v.p`, `adam.m.W`, `adam.v.W`; the factorised map's blocks as
-//! `factorised.<block>`, its Adam state as `factorised.adam.t`, `factorised.adam.m.<block>`,
-//! `factorised.adam.v.<block>`), the step and what the recorder holds; restored
+//! A trainer's resumable state: built from the engine's exact parameters (the direct
+//! engine's: one loop over the query map's blocks, each as `<prefix><block>`, and
+//! Adam's state where the run has one as `<prefix>adam.t`, `<prefix>adam.m.<block>`,
+//! `<prefix>adam.v.<block>` per trained block; the prefix is the map's
+//! [`QueryMap::state_prefix`]: none for the linear map, so `p`, `W`, `adam.m.p`, ... as
+//! ever, `factorised.` for the factorised map; the span engine's `a` and `M`), the step
+//! and what the recorder holds; restored
 //! bit for bit (the file format is `io::state`'s). A minibatch run's order needs no
 //! state: step k's batch is a function of the seed, n, the batch size and k
 //! (`train::batch`), drawn again on resume.
@@ -13,6 +15,7 @@ use crate::arith::Arith;
 use crate::error::Result;
 use crate::io::state::{STATE_FORMAT, State};
 use crate::model::Model;
+use crate::model::query::QueryMap;
 
 use super::record::Recorder;
 use super::{Engine, Trainer};
@@ -25,32 +28,17 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
         let text = |v: &[A::Real]| v.iter().map(|x| ar.to_exact_string(x)).collect::<Vec<_>>();
         let mut values = BTreeMap::new();
         match &self.engine {
-            Engine::Direct(e) if e.fact.is_some() => {
-                let f = e.fact.as_ref().expect("the factorised map");
-                for (b, v) in f.blocks.iter() {
-                    values.insert(format!("factorised.{}", b.name), text(v));
-                }
-                if let Some(st) = &f.adam {
-                    values.insert("factorised.adam.t".to_string(), vec![st.t.to_string()]);
-                    for (b, mom) in f.blocks.decl.iter().zip(&st.moments) {
-                        if let Some(mom) = mom {
-                            values.insert(format!("factorised.adam.m.{}", b.name), text(&mom.m));
-                            values.insert(format!("factorised.adam.v.{}", b.name), text(&mom.v));
-                        }
-                    }
-                }
-            }
             Engine::Direct(e) => {
-                values.insert("p".to_string(), text(&e.p));
-                if let Some(w) = &e.w {
-                    values.insert("W".to_string(), text(w));
+                let pre = e.map.state_prefix();
+                for (b, v) in e.map.blocks().iter() {
+                    values.insert(format!("{pre}{}", b.name), text(v));
                 }
                 if let Some(st) = &e.adam {
-                    values.insert("adam.t".to_string(), vec![st.t.to_string()]);
-                    for (block, mom) in [("p", &st.p), ("W", &st.w)] {
+                    values.insert(format!("{pre}adam.t"), vec![st.t.to_string()]);
+                    for (b, mom) in e.map.blocks().decl.iter().zip(&st.moments) {
                         if let Some(mom) = mom {
-                            values.insert(format!("adam.m.{block}"), text(&mom.m));
-                            values.insert(format!("adam.v.{block}"), text(&mom.v));
+                            values.insert(format!("{pre}adam.m.{}", b.name), text(&mom.m));
+                            values.insert(format!("{pre}adam.v.{}", b.name), text(&mom.v));
                         }
                     }
                 }
@@ -110,33 +98,18 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
             Ok(t)
         };
         match &mut self.engine {
-            Engine::Direct(e) if e.fact.is_some() => {
-                let f = e.fact.as_mut().expect("the factorised map");
-                for (b, v) in f.blocks.iter_mut() {
-                    read(&format!("factorised.{}", b.name), v)?;
-                }
-                if let Some(adam) = &mut f.adam {
-                    adam.t = read_t("factorised.adam.t")?;
-                    for (b, mom) in f.blocks.decl.iter().zip(&mut adam.moments) {
-                        if let Some(mom) = mom {
-                            read(&format!("factorised.adam.m.{}", b.name), &mut mom.m)?;
-                            read(&format!("factorised.adam.v.{}", b.name), &mut mom.v)?;
-                        }
-                    }
-                }
-                e.compute_q(&ar);
-            }
             Engine::Direct(e) => {
-                read("p", &mut e.p)?;
-                if let Some(w) = &mut e.w {
-                    read("W", w)?;
+                let pre = e.map.state_prefix();
+                for (b, v) in e.map.blocks_mut().iter_mut() {
+                    read(&format!("{pre}{}", b.name), v)?;
                 }
                 if let Some(adam) = &mut e.adam {
-                    adam.t = read_t("adam.t")?;
-                    for (block, mom) in [("p", &mut adam.p), ("W", &mut adam.w)] {
+                    adam.t = read_t(&format!("{pre}adam.t"))?;
+                    let decl = &e.map.blocks().decl;
+                    for (b, mom) in decl.iter().zip(&mut adam.moments) {
                         if let Some(mom) = mom {
-                            read(&format!("adam.m.{block}"), &mut mom.m)?;
-                            read(&format!("adam.v.{block}"), &mut mom.v)?;
+                            read(&format!("{pre}adam.m.{}", b.name), &mut mom.m)?;
+                            read(&format!("{pre}adam.v.{}", b.name), &mut mom.v)?;
                         }
                     }
                 }

@@ -208,7 +208,7 @@ fn final_params<A: Arith>(tr: &Trainer<'_, A>) -> Vec<(String, Vec<u64>)> {
 /// The factorised query map of `tr` (`None` without `[factorised]`).
 fn fact<'t, A: Arith>(tr: &'t Trainer<'_, A>) -> Option<&'t Factorised<A::Real>> {
     match &tr.engine {
-        Engine::Direct(e) => e.fact.as_deref(),
+        Engine::Direct(e) => e.fact(),
         Engine::Span(_) => None,
     }
 }
@@ -787,11 +787,13 @@ fn set_params(tr: &mut Trainer<'_, Mpfr>, theta: &[Vec<Float>]) {
     let twin = tr.ar;
     match &mut tr.engine {
         Engine::Direct(e) => {
-            match &mut e.fact {
+            match e.fact_mut() {
                 Some(f) => f.blocks.values = theta.to_vec(),
                 None => {
-                    e.p = theta[0].clone();
-                    e.w = (!theta[1].is_empty()).then(|| theta[1].clone());
+                    *e.p_mut() = theta[0].clone();
+                    if let Some(w) = e.w_mut() {
+                        *w = theta[1].clone();
+                    }
                 }
             }
             e.compute_q(&twin);

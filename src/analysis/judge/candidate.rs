@@ -139,7 +139,7 @@ impl<'a, A: Arith> Replay<'a, A> {
     fn trained(&self) -> Option<&[A::Real]> {
         match &self.tr.engine {
             Engine::Direct(e) if self.tr.cfg.mode == Mode::W => Some(&e.q),
-            Engine::Direct(e) => Some(&e.p),
+            Engine::Direct(e) => Some(e.p()),
             Engine::Span(_) => None,
         }
     }

@@ -260,10 +260,10 @@ impl<'t, 'a> Twin<'t, 'a> {
             Engine::Span(e) => e,
             Engine::Direct(e) => {
                 return match q {
-                    Quantity::P => mpfr(e.p.clone()),
+                    Quantity::P => mpfr(e.p().to_vec()),
                     Quantity::Q => mpfr(e.q.clone()),
-                    Quantity::W => match &e.w {
-                        Some(w) => mpfr(w.clone()),
+                    Quantity::W => match e.w() {
+                        Some(w) => mpfr(w.to_vec()),
                         None => (Reference::Identity(b.cfg.d), None),
                     },
                     _ => self.common(q),
