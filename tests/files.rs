@@ -1129,6 +1129,40 @@ fn state_structure_is_checked_whatever_the_digest() {
     ok(&twin(&["--resume"]), "the untouched state resumes");
 }
 
+/// An Adam state edited with its digest recomputed: a negative or NaN second moment
+/// (which no run can store: v = beta2 v + (1 - beta2) g^2 keeps its sign) is refused
+/// with exit 2 naming the entry; it once resumed with exit 0 and finite results.
+#[test]
+fn adam_state_with_a_negative_second_moment_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = small(
+        tmp.path(),
+        "adam.toml",
+        "steps = 12\nmode = \"joint\"\nstep_size = 0.01\n[optimizer]\nkind = \"adam\"\n",
+    );
+    let state = tmp.path().join("state.json");
+    let twin = |extra: &[&str]| twin_with_state(&cfg, &state, extra);
+    assert_eq!(code(&twin(&["--stop-after", "10"])), Some(3));
+    let good = std::fs::read_to_string(&state).unwrap();
+    let saved: serde_json::Value = serde_json::from_str(&good).unwrap();
+    for (key, value, what) in [
+        ("adam.v.p", "-1", "`adam.v.p` entry 3 is -1"),
+        ("adam.v.W", "@NaN@", "`adam.v.W` entry 3 is NaN"),
+    ] {
+        let mut v = saved.clone();
+        v.as_object_mut().unwrap().remove("sha256");
+        v["values"][key][3] = value.into();
+        let digest = sha(v.to_string().as_bytes());
+        v["sha256"] = digest.into();
+        std::fs::write(&state, v.to_string()).unwrap();
+        let o = twin(&["--resume"]);
+        assert_eq!(code(&o), Some(2), "{key}: {}", stderr(&o));
+        assert!(stderr(&o).contains(what), "{key}: {}", stderr(&o));
+    }
+    std::fs::write(&state, &good).unwrap();
+    ok(&twin(&["--resume"]), "the untouched state resumes");
+}
+
 /// A state file that gives a key twice is refused (exit 2, naming the key), whichever
 /// copy its digest was computed over: a JSON reader keeps one of them, and the state
 /// resumed from would depend on which.

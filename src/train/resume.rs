@@ -109,7 +109,23 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
                     for (b, mom) in decl.iter().zip(&mut adam.moments) {
                         if let Some(mom) = mom {
                             read(&format!("{pre}adam.m.{}", b.name), &mut mom.m)?;
-                            read(&format!("{pre}adam.v.{}", b.name), &mut mom.v)?;
+                            let name = format!("{pre}adam.v.{}", b.name);
+                            read(&name, &mut mom.v)?;
+                            // v = beta2 v + (1 - beta2) g^2 is never negative (each
+                            // rounding keeps the sign): a negative or NaN entry is a
+                            // tampered or corrupt state, not a run's
+                            if let Some((k, _)) = mom
+                                .v
+                                .iter()
+                                .enumerate()
+                                .find(|(_, x)| ar.sign(x) < 0 || !ar.is_finite(x))
+                            {
+                                return Err(st.error(format!(
+                                    "`{name}` entry {k} is {}: Adam's second moment is a \
+                                     finite number >= 0",
+                                    ar.to_f64(&mom.v[k])
+                                )));
+                            }
                         }
                     }
                 }

@@ -19,6 +19,11 @@
 //! dense). Quantities in d-space (q for the test set, |dL/dq|, p and W) are rebuilt from
 //! the coefficients on demand. Which of the two steps a run takes by default:
 //! `train::plan`.
+//!
+//! This is the linear query map's span form (`model::query::Linear`: p and W in the
+//! coefficients above, not as the map's blocks): a capability only that map has; the
+//! factorised map, Adam, minibatches and clipping run in the direct step, which moves
+//! the map's blocks.
 
 use crate::arith::{Arith, Prepared};
 use crate::config::Mode;
