@@ -4,8 +4,7 @@
 use ndarray::{Array1, Array2, Array3};
 use ndarray_npy::read_npy;
 use sha2::{Digest, Sha256};
-use tokensel::config::{Config, Preset};
-use tokensel::data::{Dataset, Params};
+use tokensel::prelude::{Config, Dataset, Params, Preset};
 
 mod common;
 use common::{stderr, tokensel};
@@ -137,7 +136,7 @@ fn supplied_export(dir: &std::path::Path) -> Config {
 /// arrays given to `Dataset::supplied` in any memory order give the same data set.
 #[test]
 fn fortran_ordered_supplied_arrays_are_refused_or_converted_never_a_panic() {
-    use tokensel::data::supplied::Supplied;
+    use tokensel::prelude::Supplied;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     let cfg = supplied_export(&dir);

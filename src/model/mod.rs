@@ -30,11 +30,9 @@ pub mod factorised;
 pub mod multiclass;
 pub mod token_selection;
 
-pub use attention::{Selection, Softmax, argmax, grad_scores, output, scores, softmax};
+pub use attention::{Selection, Softmax, argmax, output, scores, softmax};
 pub use multiclass::Multiclass;
-pub use token_selection::{
-    TokenSelection, grad_q, grad_q_naive, head, head_values, loss, loss_derivative, predict,
-};
+pub use token_selection::{TokenSelection, grad_q, grad_q_naive};
 
 /// One sample's results of a forward and backward pass.
 #[derive(Debug, Clone)]

@@ -100,7 +100,7 @@ impl Model for TokenSelection {
     }
 }
 
-pub use crate::data::head::{head, head_values};
+pub use crate::data::head::head_values;
 
 pub mod limit;
 pub mod svm;

@@ -45,7 +45,7 @@ pub mod resume;
 pub mod span;
 pub mod step_rule;
 
-pub use plan::{MAX_STATE_BYTES, TestPath, check_memory, resolve_method, state_bytes};
+pub use plan::{TestPath, check_memory, resolve_method};
 
 use direct::Direct;
 use drive::{Control, Event, drive};
