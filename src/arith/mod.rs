@@ -157,7 +157,7 @@ macro_rules! hardware_scalar_ops {
 
 mod ball;
 mod choice;
-pub mod exact;
+pub(crate) mod exact;
 mod exp;
 mod f32;
 mod f64;

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 mod optimizer;
 mod presets;
-pub mod protocol;
+pub(crate) mod protocol;
 mod sections;
 mod sizes;
 mod validate;

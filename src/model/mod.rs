@@ -23,12 +23,12 @@ use crate::arith::Arith;
 use crate::config::{Config, Formulation, ModelKind};
 use crate::data::Dataset;
 
-pub mod attention;
-pub mod blocks;
-pub mod caps;
-pub mod factorised;
-pub mod multiclass;
-pub mod token_selection;
+pub(crate) mod attention;
+pub(crate) mod blocks;
+pub(crate) mod caps;
+pub(crate) mod factorised;
+pub(crate) mod multiclass;
+pub(crate) mod token_selection;
 
 pub use attention::{Selection, Softmax, argmax, output, scores, softmax};
 pub use multiclass::Multiclass;

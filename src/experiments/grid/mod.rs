@@ -12,10 +12,10 @@
 //! the tables of one merge, consistent with the cells that merge read; cells written
 //! later appear at the next merge.
 
-pub mod axis;
+pub(crate) mod axis;
 pub mod cell;
-pub mod figure;
-pub mod reduce;
+pub(crate) mod figure;
+pub(crate) mod reduce;
 
 use std::path::{Path, PathBuf};
 
