@@ -6,11 +6,8 @@
 use criterion::{
     BenchmarkGroup, Criterion, criterion_group, criterion_main, measurement::WallTime,
 };
-use tokensel::arith::{Arith, Ball, F32, F64, Mpfr};
-use tokensel::config::{Config, Method, Preset};
-use tokensel::data::Dataset;
-use tokensel::experiments::cost::with_classes;
-use tokensel::train::Trainer;
+use tokensel::prelude::experiments::cost::with_classes;
+use tokensel::prelude::{Arith, Ball, Config, Dataset, F32, F64, Method, Mpfr, Preset, Trainer};
 
 /// Bench one step of `ar` in `method` on `cfg` under `name`.
 fn bench_step<A: Arith>(

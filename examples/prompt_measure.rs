@@ -19,9 +19,8 @@
 //! W_{-Y*}, and (in-sequence) the mean attention s_0 on the prompt and the share of
 //! samples whose top position is the prompt.
 
-use tokensel::analysis::lemma_a6::lemma_a6;
-use tokensel::config::{Mode, PInit, Preset, Prompt, WInit};
-use tokensel::prelude::*;
+use tokensel::prelude::analysis::lemma_a6::lemma_a6;
+use tokensel::prelude::{Mode, PInit, Preset, Prompt, WInit, *};
 
 fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::args()
@@ -33,7 +32,7 @@ fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-fn main() -> tokensel::error::Result<()> {
+fn main() -> tokensel::prelude::Result<()> {
     let d: usize = arg("d", 2000);
     let seeds: String = arg("seeds", "0,1,2,3,4".to_string());
     let seeds: Vec<u64> = seeds.split(',').map(|s| s.parse().unwrap()).collect();

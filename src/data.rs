@@ -11,8 +11,8 @@ use crate::arith::{self, Arith, F64};
 use crate::config::{Config, FlipRule, Group, LabelRule, PInit, Signals, WInit};
 use crate::rng::{self, Stream};
 
-pub mod head;
-pub mod supplied;
+pub(crate) mod head;
+pub(crate) mod supplied;
 
 /// Where a data set's arrays come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]

@@ -1,5 +1,5 @@
 //! The `tokensel` command line (see `tokensel --help`).
 
 fn main() {
-    std::process::exit(tokensel::cli::main());
+    std::process::exit(tokensel::main_entry());
 }

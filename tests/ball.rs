@@ -11,11 +11,8 @@ use std::cmp::Ordering;
 use proptest::prelude::*;
 use rug::Float;
 use rug::float::Round;
-use tokensel::arith::{Arith, Ball, BallReal, Mag, Mpfr};
-use tokensel::config::{Config, Method};
-use tokensel::data::Dataset;
-use tokensel::rng::{self, Stream};
-use tokensel::train::Trainer;
+use tokensel::prelude::rng::Stream;
+use tokensel::prelude::{Arith, Ball, BallReal, Config, Dataset, Mag, Method, Mpfr, Trainer, rng};
 
 /// Precision of the references.
 const REF: u32 = 4096;
@@ -651,7 +648,7 @@ fn prepared_products_enclose_their_exact_sums() {
                 "prec {prec}: a fixed-point layout"
             );
             let mut out = ar.zeros(rows);
-            tokensel::linalg::matvec_prepared(&ar, &prepared, 0, &v, &mut out);
+            tokensel::prelude::kernels::matvec_prepared(&ar, &prepared, 0, &v, &mut out);
             let scale = |xs: &[BallReal]| xs.iter().filter_map(|b| b.mid().get_exp()).max();
             let sv = scale(&v);
             for i in 0..rows {
@@ -709,7 +706,7 @@ fn prepared_products_enclose_their_exact_sums() {
             let tp = twin.prepare(mids.clone(), cols);
             assert!(tp.fixed().is_some());
             let mut tout = twin.zeros(rows);
-            tokensel::linalg::matvec_prepared(&twin, &tp, 0, &vm, &mut tout);
+            tokensel::prelude::kernels::matvec_prepared(&twin, &tp, 0, &vm, &mut tout);
             let tl = (twin.prec() as i64 + 64 + 63) / 64;
             for i in 0..rows {
                 let exact = mids[i * cols..(i + 1) * cols]
@@ -779,7 +776,7 @@ fn twin_prepared_rows_far_below_their_entries_are_correctly_rounded() {
                 "prec {prec}: fixed-point layout"
             );
             let mut out = twin.zeros(rows);
-            tokensel::linalg::matvec_prepared(&twin, &prepared, 0, &vf, &mut out);
+            tokensel::prelude::kernels::matvec_prepared(&twin, &prepared, 0, &vf, &mut out);
             for i in 0..rows {
                 let exact = m[i * cols..(i + 1) * cols]
                     .iter()
@@ -831,8 +828,8 @@ fn data_grams_are_exact_for_balls() {
     rng::fill_normal(&mut r, 1.0, &mut a);
     rng::fill_normal(&mut r, 1e-3, &mut b);
     let ar = Ball::new(64).unwrap();
-    let g = tokensel::linalg::data_gram(&ar, &a, rows, cols);
-    let c = tokensel::linalg::cross_gram(&ar, &a, &b, cols);
+    let g = tokensel::prelude::kernels::data_gram(&ar, &a, rows, cols);
+    let c = tokensel::prelude::kernels::cross_gram(&ar, &a, &b, cols);
     let exact = |x: &[f64], y: &[f64]| {
         let mut s = Float::new(REF);
         for (u, v) in x.iter().zip(y) {
@@ -853,10 +850,10 @@ fn data_grams_are_exact_for_balls() {
             assert!(c[i * 3 + j].contains(&e));
         }
     }
-    let f = tokensel::linalg::cross_gram(&tokensel::arith::F64, &a, &b, cols);
+    let f = tokensel::prelude::kernels::cross_gram(&tokensel::prelude::F64, &a, &b, cols);
     assert_eq!(
         f[4],
-        tokensel::arith::dot(&a[cols..2 * cols], &b[cols..2 * cols])
+        tokensel::prelude::kernels::dot(&a[cols..2 * cols], &b[cols..2 * cols])
     );
 }
 
@@ -989,7 +986,7 @@ fn lockstep(cfg: &Config, data: &Dataset) {
     for step in 0..=cfg.steps {
         match b.forward_backward() {
             Ok(()) => {}
-            Err(tokensel::error::Error::NonFinite { .. }) => {
+            Err(tokensel::prelude::Error::NonFinite { .. }) => {
                 assert!(
                     spent > 2f64.powi(-40),
                     "step {step}: the enclosure blew up with its largest relative radius \
@@ -1042,7 +1039,8 @@ fn lockstep(cfg: &Config, data: &Dataset) {
         if step < cfg.steps {
             if let Err(e) = b.update() {
                 assert!(
-                    matches!(e, tokensel::error::Error::NonFinite { .. }) && spent > 2f64.powi(-40),
+                    matches!(e, tokensel::prelude::Error::NonFinite { .. })
+                        && spent > 2f64.powi(-40),
                     "step {step}: {e} with the largest relative radius {spent:e}"
                 );
                 return;

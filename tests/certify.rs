@@ -5,13 +5,11 @@
 
 mod common;
 
-use tokensel::analysis::certify::{Certificate, Interval, Options, certify};
-use tokensel::arith::{Arith, Ball, Kind, Mpfr};
-use tokensel::config::{Config, Method, Mode};
-use tokensel::data::Dataset;
-use tokensel::model::Selection;
-use tokensel::train::plan::test_path;
-use tokensel::train::{TestPath, Trainer};
+use tokensel::prelude::analysis::certify::{Certificate, Interval, Options, certify};
+use tokensel::prelude::train::plan::test_path;
+use tokensel::prelude::{
+    Arith, Ball, Config, Dataset, Kind, Method, Mode, Mpfr, Selection, TestPath, Trainer,
+};
 
 /// A small span run in p-mode (W(0) = I, p(0) = 0) or W-mode (p(0) Gaussian, W(0)
 /// Kaiming), 30 test samples.
@@ -106,7 +104,7 @@ fn the_test_path_follows_the_cost_model() {
         test_path(&dense, Kind::Ball, Method::Span),
         TestPath::Tokens
     );
-    let official = tokensel::config::Preset::OfficialFinal.config();
+    let official = tokensel::prelude::Preset::OfficialFinal.config();
     assert_eq!(
         test_path(&official, Kind::Ball, Method::Span),
         TestPath::Tokens
@@ -255,8 +253,9 @@ fn certificates_enclose_the_twin_in_every_mode() {
 /// units of 2^-53 (distance <= |a - exact| ~ |a - b| = rel |b|, and ulp(a) > 2^-53 |a|).
 #[test]
 fn compare_measures_against_the_enclosure() {
-    use tokensel::analysis::compare::{self, COMPARED};
-    use tokensel::quantity::Quantity;
+    use tokensel::prelude::Quantity;
+    use tokensel::prelude::analysis::compare;
+    use tokensel::prelude::analysis::compare::COMPARED;
     let cfg = small(Mode::P);
     let data = Dataset::generate(&cfg);
     let opts = compare::Options {

@@ -748,7 +748,7 @@ fn twin_claims_train_in_mpfr_at_their_precision() {
 /// numbers of the twin's summary (the `direction` records), its steps are checkpoints.
 #[test]
 fn max_margin_claims_parse() {
-    use tokensel::experiments::claims::{ClaimsFile, Source};
+    use tokensel::prelude::experiments::claims::{ClaimsFile, Source};
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("claims/max_margin.toml");
     let text = std::fs::read_to_string(&path).unwrap();
     let (file, configs) = ClaimsFile::parse(&text, &path).unwrap();
@@ -756,7 +756,7 @@ fn max_margin_claims_parse() {
     assert!(file.claim.len() >= 6);
     // the summary's schema is traced (it was not while a config's `[direction] pattern`
     // stopped the tracer: every path was accepted), so a typo is refused before the work
-    let summary = tokensel::experiments::schema::of_source(Source::Twin, false);
+    let summary = tokensel::prelude::experiments::schema::of_source(Source::Twin, false);
     assert!(summary.check("direction/limit/locally_optimal").is_ok());
     assert!(summary.check("direction/limit/off_pattern_count").is_ok());
     assert!(summary.check("direction/last/one_minus_cor").is_err());

@@ -143,7 +143,7 @@ fn out_dir_gets_json_and_csv_trajectories() {
     ]);
     let summary = json(&o);
     let text = std::fs::read_to_string(dir.join("trajectory.json")).unwrap();
-    let t = tokensel::io::trajectory::Trajectory::from_json(&text, &dir).unwrap();
+    let t = tokensel::prelude::Trajectory::from_json(&text, &dir).unwrap();
     assert_eq!(t.digest(), summary["trajectory_digest"].as_str().unwrap());
     let csv = std::fs::read_to_string(dir.join("trajectory.csv")).unwrap();
     let rows: Vec<&str> = csv.lines().collect();

@@ -7,7 +7,7 @@
 mod common;
 
 use common::conformance::{Checks, conform, sized};
-use tokensel::config::Mode;
+use tokensel::prelude::Mode;
 
 #[test]
 fn binary_p_mode_conforms() {
@@ -31,7 +31,7 @@ fn binary_joint_mode_conforms() {
 fn a_perturbed_gradient_fails_the_bound() {
     for mode in [Mode::P, Mode::W] {
         let cfg = sized(mode);
-        let data = tokensel::data::Dataset::generate(&cfg);
+        let data = tokensel::prelude::Dataset::generate(&cfg);
         let exact = common::conformance::gradient_errors(&cfg, &data, 1.0);
         let worst = exact.iter().map(|e| e.err / e.bound).fold(0.0, f64::max);
         eprintln!("{mode:?}: largest |g.v - R| / bound {worst:e}");
@@ -54,7 +54,7 @@ fn a_perturbed_gradient_fails_the_bound() {
 /// record's reals among the balls' and its leaves among diff's.
 #[test]
 fn binary_with_direction_conforms() {
-    use tokensel::config::{Direction, PatternSpec};
+    use tokensel::prelude::{Direction, PatternSpec};
     let mut cfg = sized(Mode::P);
     cfg.direction = Some(Direction {
         pattern: PatternSpec::Named("theorem".into()),
@@ -67,7 +67,7 @@ fn binary_with_direction_conforms() {
 /// minibatches of 5: Adam's moments in the resumed state, the batch order on 2 threads.
 #[test]
 fn binary_adamw_minibatch_conforms() {
-    use tokensel::config::{Optimizer, OptimizerKind, Schedule};
+    use tokensel::prelude::{Optimizer, OptimizerKind, Schedule};
     let mut cfg = sized(Mode::Joint);
     cfg.step_size = 0.01;
     cfg.optimizer = Optimizer {

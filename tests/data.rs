@@ -4,8 +4,7 @@
 use ndarray::{Array1, Array2, Array3};
 use ndarray_npy::read_npy;
 use sha2::{Digest, Sha256};
-use tokensel::config::{Config, Preset};
-use tokensel::data::{Dataset, Params};
+use tokensel::prelude::{Config, Dataset, Params, Preset};
 
 mod common;
 use common::{stderr, tokensel};
@@ -137,7 +136,7 @@ fn supplied_export(dir: &std::path::Path) -> Config {
 /// arrays given to `Dataset::supplied` in any memory order give the same data set.
 #[test]
 fn fortran_ordered_supplied_arrays_are_refused_or_converted_never_a_panic() {
-    use tokensel::data::supplied::Supplied;
+    use tokensel::prelude::Supplied;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     let cfg = supplied_export(&dir);
@@ -226,11 +225,11 @@ fn a_data_set_of_another_config_is_a_mismatch() {
         ..cfg.clone()
     };
     let data = Dataset::generate(&other);
-    let Err(err) = tokensel::train::Trainer::new(
+    let Err(err) = tokensel::prelude::Trainer::new(
         &cfg,
         &data,
-        tokensel::arith::F64,
-        tokensel::config::Formulation::Stable,
+        tokensel::prelude::F64,
+        tokensel::prelude::Formulation::Stable,
     ) else {
         panic!("a data set of d = 21 trains under a config of d = 20");
     };

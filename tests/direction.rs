@@ -14,10 +14,8 @@
 mod common;
 
 use rug::Float;
-use tokensel::arith::Mpfr;
-use tokensel::config::{Direction, Optimizer, OptimizerKind, PatternSpec};
-use tokensel::model::token_selection::limit::{Limit, Space, choice_of};
-use tokensel::prelude::*;
+use tokensel::prelude::models::limit::{Limit, Space, choice_of};
+use tokensel::prelude::{Direction, Mpfr, Optimizer, OptimizerKind, PatternSpec, *};
 
 const P: u32 = 600;
 
@@ -191,7 +189,7 @@ fn at_p_mm_itself_the_records_are_the_limit() {
         .summary
         .pattern
         .iter()
-        .map(|a| (*a, tokensel::model::Selection::Decided))
+        .map(|a| (*a, tokensel::prelude::Selection::Decided))
         .collect();
     let v = tracker.values(&ar, &theta, &scores, &tops);
     let f = |x: &Option<Float>| x.as_ref().unwrap().to_f64();
@@ -573,10 +571,10 @@ fn certify_encloses_the_twins_direction() {
 /// checkpoint's 1 - corr do not "agree" (they did: the direction was in no quantity).
 #[test]
 fn diff_compares_the_direction_records() {
-    use tokensel::analysis::diff::diff;
+    use tokensel::prelude::analysis::diff::diff;
     let cfg = small(Mode::P, 20);
     let data = Dataset::generate(&cfg);
-    let mut tr = Trainer::new(&cfg, &data, tokensel::arith::F64, cfg.formulation).unwrap();
+    let mut tr = Trainer::new(&cfg, &data, tokensel::prelude::F64, cfg.formulation).unwrap();
     let a = tr.record(None, &mut |_, _| Ok(())).unwrap();
     let same = diff(&a, &a, 1e-12, false);
     assert!(!same.diverged && same.bit_identical);

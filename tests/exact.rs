@@ -3,11 +3,9 @@
 
 use num_rational::BigRational;
 use num_traits::{Signed, Zero};
-use tokensel::analysis::exact::{self, rat, rat_mpfr};
-use tokensel::arith::{Arith, F64, Mpfr};
-use tokensel::config::{Config, Formulation, PInit};
-use tokensel::data::{Dataset, Params};
-use tokensel::model;
+use tokensel::prelude::analysis::exact;
+use tokensel::prelude::analysis::exact::{rat, rat_mpfr};
+use tokensel::prelude::{Arith, Config, Dataset, F64, Formulation, Mpfr, PInit, Params, kernels};
 
 fn setup() -> (Config, Dataset, Vec<f64>) {
     let mut c = Config {
@@ -28,7 +26,7 @@ fn setup() -> (Config, Dataset, Vec<f64>) {
 fn direction(x: ndarray::ArrayView2<f64>) -> (Vec<f64>, f64) {
     let u = x.row(0).to_vec();
     let mut z = vec![0.0; x.nrows()];
-    model::scores(&F64, x, &u, &mut z);
+    kernels::scores(&F64, x, &u, &mut z);
     z.sort_by(f64::total_cmp);
     (u, z[z.len() - 1] - z[z.len() - 2])
 }
@@ -48,7 +46,7 @@ fn scores_lie_within_the_dot_product_bound() {
         for row in x.rows() {
             let row = row.as_slice().unwrap();
             let truth = exact::dot(row, &q);
-            let err64 = (rat(tokensel::arith::dot(row, &q)) - &truth).abs();
+            let err64 = (rat(tokensel::prelude::kernels::dot(row, &q)) - &truth).abs();
             let bound64 = exact::dot_bound(row, &q, &u53);
             assert!(err64 <= bound64, "f64 score error above gamma bound");
             ar.dot_f64(row, &qf, &mut zt);
@@ -80,14 +78,14 @@ fn naive_gradient_assembly_within_bound_and_bound_explains_cancellation() {
     let mut ratio_at = Vec::new();
     for gap in [5.0, 40.0] {
         let q: Vec<f64> = u.iter().map(|v| gap / unit_gap * v).collect();
-        model::scores(&F64, x, &q, &mut z);
+        kernels::scores(&F64, x, &q, &mut z);
         let mut s = vec![0.0; z.len()];
-        let mut att = model::Softmax::new(&F64);
-        model::softmax(&F64, &z, &mut s, Formulation::Naive, &mut att);
+        let mut att = kernels::Softmax::new(&F64);
+        kernels::softmax(&F64, &z, &mut s, Formulation::Naive, &mut att);
         let mut f = 0.0;
-        model::output(&F64, &s, &g64, att.top, Formulation::Naive, &mut f);
+        kernels::output(&F64, &s, &g64, att.top, Formulation::Naive, &mut f);
         let (mut scratch, mut out) = (vec![0.0; x.ncols()], vec![0.0; x.ncols()]);
-        model::grad_q_naive(&F64, x, &s, &g64, &f, &1.0, &mut scratch, &mut out);
+        kernels::grad_q_naive(&F64, x, &s, &g64, &f, &1.0, &mut scratch, &mut out);
         let sr: Vec<BigRational> = s.iter().map(|v| rat(*v)).collect();
         let fr = rat(f);
         let exact_grad = exact::grad_naive(x, &sr, &g, &fr);
@@ -102,7 +100,7 @@ fn naive_gradient_assembly_within_bound_and_bound_explains_cancellation() {
         let (sf, gf) = (ar.of_slice(&s), ar.of_slice(&g64));
         let (mut ts, mut tout) = (ar.zeros(x.ncols()), ar.zeros(x.ncols()));
         let (ff, one) = (ar.of(f), ar.of(1.0));
-        model::grad_q_naive(&ar, x, &sf, &gf, &ff, &one, &mut ts, &mut tout);
+        kernels::grad_q_naive(&ar, x, &sf, &gf, &ff, &one, &mut ts, &mut tout);
         let bound80 = exact::grad_naive_bound(x, &sr, &g, &fr, &exact::unit_roundoff(80));
         for k in 0..x.ncols() {
             assert!(
@@ -142,24 +140,24 @@ fn softmax_values_lie_in_the_rational_enclosure() {
     let t_len = z.len() as i64;
     for gap in [0.5, 3.0, 20.0, 37.0, 300.0, 700.0] {
         let q: Vec<f64> = u.iter().map(|v| gap / unit_gap * v).collect();
-        model::scores(&F64, x, &q, &mut z);
+        kernels::scores(&F64, x, &q, &mut z);
         let zr: Vec<BigRational> = z.iter().map(|v| rat(*v)).collect();
         let enc = exact::softmax_enclosure(&zr, 300);
         let zmax = zr.iter().max().unwrap().clone();
         // f64
         let mut s = vec![0.0; z.len()];
-        model::softmax(
+        kernels::softmax(
             &F64,
             &z,
             &mut s,
             Formulation::Stable,
-            &mut model::Softmax::new(&F64),
+            &mut kernels::Softmax::new(&F64),
         );
         // twin on the same f64 scores
         let zf = ar.of_slice(&z);
         let mut sf = ar.zeros(z.len());
-        let mut att = model::Softmax::new(&ar);
-        model::softmax(&ar, &zf, &mut sf, Formulation::Stable, &mut att);
+        let mut att = kernels::Softmax::new(&ar);
+        kernels::softmax(&ar, &zf, &mut sf, Formulation::Stable, &mut att);
         for t in 0..z.len() {
             let (lo, hi) = &enc[t];
             let delta = (&zr[t] - &zmax).abs() + BigRational::from_integer((t_len + 4).into());

@@ -4,10 +4,9 @@
 
 mod common;
 
-use tokensel::arith::{Arith, F32, F64};
-use tokensel::config::{Config, Formulation, Method, Mode};
-use tokensel::data::Dataset;
-use tokensel::train::{Engine, Trainer};
+use tokensel::prelude::{
+    Arith, Config, Dataset, Engine, F32, F64, Formulation, Method, Mode, Trainer,
+};
 
 /// binary32's unit roundoff.
 const U: f64 = 1.0 / (1u64 << 24) as f64;
@@ -66,7 +65,7 @@ fn abs_q(tr: &Trainer<'_, F32>, x: &[f64], d: usize) -> Vec<f64> {
 fn lockstep(cfg: &Config, method: Method, form: Formulation) -> f64 {
     let data = Dataset::generate(cfg);
     let (n, t, d) = data.train.x.dim();
-    let x = tokensel::train::train_rows(&data);
+    let x = tokensel::prelude::train::train_rows(&data);
     let mut a = Trainer::with_method(cfg, &data, F32, form, method).unwrap();
     let mut b = Trainer::with_method(cfg, &data, F64, form, method).unwrap();
     let big_n = d.div_ceil(16) + (n * t).div_ceil(16) + 2 * t + 12;
@@ -181,7 +180,7 @@ fn f32_trainer_info_and_state() {
     assert_eq!(tr.info().prec_bits, 24);
     tr.forward_backward().unwrap();
     tr.update().unwrap();
-    let st = tr.state(&tokensel::train::record::Recorder::new(&cfg));
+    let st = tr.state(&tokensel::prelude::train::record::Recorder::new(&cfg));
     let mut back = Trainer::new(&cfg, &data, F32, cfg.formulation).unwrap();
     back.restore(&st).unwrap();
     assert_eq!(

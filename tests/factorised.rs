@@ -14,12 +14,11 @@
 //! calls do not.
 
 use rug::Float;
-use tokensel::arith::{Arith, Ball, F64, Mpfr};
-use tokensel::config::{Config, Method, Mode, OptimizerKind, WInit};
-use tokensel::data::{Dataset, Params};
-use tokensel::model::Model;
-use tokensel::model::factorised::{Factorised, QkInit, Section};
-use tokensel::train::{Engine, Trainer};
+use tokensel::prelude::models::factorised::{Factorised, QkInit, Section};
+use tokensel::prelude::{
+    Arith, Ball, Config, Dataset, Engine, F64, Method, Mode, Model, Mpfr, OptimizerKind, Params,
+    Trainer, WInit,
+};
 
 mod common;
 
@@ -60,7 +59,7 @@ fn fact<'t, A: Arith, M: Model>(tr: &'t Trainer<'_, A, M>) -> &'t Factorised<A::
 /// The query map of a trainer, mutably (for finite differences).
 fn fact_mut<'t, A: Arith, M: Model>(
     tr: &'t mut Trainer<'_, A, M>,
-) -> &'t mut tokensel::train::direct::Direct<A::Real> {
+) -> &'t mut tokensel::prelude::train::direct::Direct<A::Real> {
     match &mut tr.engine {
         Engine::Direct(e) => e,
         Engine::Span(_) => panic!("the factorised map runs in the direct step"),
@@ -595,9 +594,8 @@ fn zero_query_stays_rank_one_and_selects_as_w_mode() {
     );
     assert_eq!(lw.step, cfg.steps);
     assert_eq!(lf.step, cfg.steps);
-    let tops = |c: &tokensel::io::trajectory::Checkpoint| {
-        c.samples.iter().map(|s| s.top).collect::<Vec<_>>()
-    };
+    let tops =
+        |c: &tokensel::prelude::Checkpoint| c.samples.iter().map(|s| s.top).collect::<Vec<_>>();
     assert_eq!(tops(lw), tops(lf), "top tokens: W-mode vs factorised");
     assert_eq!(lw.test_accuracy, lf.test_accuracy);
     eprintln!(
@@ -727,7 +725,7 @@ fn p_zero_is_refused_only_where_nothing_moves() {
     ] {
         let stuck = !bias && (!train_p || init == QkInit::ZeroQuery);
         let mut c = config(12, 5, 3, bias, train_p, init);
-        c.init.p = tokensel::config::PInit::Zero;
+        c.init.p = tokensel::prelude::PInit::Zero;
         match c.validate() {
             Ok(()) => {
                 assert!(!stuck);

@@ -480,7 +480,7 @@ fn closed_and_failing_standard_streams_end_quietly() {
         );
         let text = std::fs::read_to_string(out.join("trajectory.json")).unwrap();
         assert!(
-            tokensel::io::trajectory::Trajectory::from_json(&text, &out).is_ok(),
+            tokensel::prelude::Trajectory::from_json(&text, &out).is_ok(),
             "{redirect}: nothing else was written into the trajectory"
         );
     }

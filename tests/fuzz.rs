@@ -26,8 +26,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use sha2::{Digest, Sha256};
-use tokensel::config::Config;
-use tokensel::io::trajectory::Trajectory;
+use tokensel::prelude::{Config, Trajectory};
 
 mod common;
 use common::npy::{external_header, f64_bytes, npy, npz};
@@ -75,8 +74,9 @@ fn corrupted_trajectories_are_refused() {
         steps: 5,
         ..Config::default()
     };
-    let data = tokensel::data::Dataset::generate(&cfg);
-    let t = tokensel::train::Trainer::run(&cfg, &data, tokensel::arith::F64, &mut |_| {}).unwrap();
+    let data = tokensel::prelude::Dataset::generate(&cfg);
+    let t =
+        tokensel::prelude::Trainer::run(&cfg, &data, tokensel::prelude::F64, &mut |_| {}).unwrap();
     let text = t.to_json();
     assert_eq!(Trajectory::from_json(&text, Path::new("t")).unwrap(), t);
     for cut in [0, 1, text.len() / 3, text.len() - 2] {
@@ -295,7 +295,7 @@ const TINY_K: &str = "d = 20\nn_train = 6\nn_test = 6\nmu_norm = 5.0\nsteps = 3\
 /// and observed; the head (K, d)), as `tokensel.write_data` writes one.
 fn supplied_k_export() -> BTreeMap<String, Vec<u8>> {
     let cfg = Config::from_toml_str(TINY_K, Path::new("tiny_k")).unwrap();
-    let data = tokensel::data::Dataset::generate(&cfg);
+    let data = tokensel::prelude::Dataset::generate(&cfg);
     common::supplied_files(&cfg, &data).into_iter().collect()
 }
 
@@ -1338,7 +1338,7 @@ type DataAndExternal = (BTreeMap<String, Vec<u8>>, Vec<u8>);
 /// that order: the data directory's files and tokensel's own f64 trajectory of the run
 /// as an external JSON (p, output, grad_q and loss at every step; direct step).
 fn optimizer_fixtures() -> &'static Vec<DataAndExternal> {
-    use tokensel::arith::{Arith, F64};
+    use tokensel::prelude::{Arith, F64};
     static F: OnceLock<Vec<DataAndExternal>> = OnceLock::new();
     F.get_or_init(|| {
         let mut out = Vec::new();
@@ -1356,13 +1356,13 @@ fn optimizer_fixtures() -> &'static Vec<DataAndExternal> {
                     &p(dir, "data"),
                 ]));
                 let cfg = Config::from_file(&dir.join("data/config.toml")).unwrap();
-                let data = tokensel::data::Dataset::generate(&cfg);
-                let mut t = tokensel::train::Trainer::with_method(
+                let data = tokensel::prelude::Dataset::generate(&cfg);
+                let mut t = tokensel::prelude::Trainer::with_method(
                     &cfg,
                     &data,
                     F64,
-                    tokensel::config::Formulation::Stable,
-                    tokensel::config::Method::Direct,
+                    tokensel::prelude::Formulation::Stable,
+                    tokensel::prelude::Method::Direct,
                 )
                 .unwrap();
                 let (mut p_, mut out_, mut grad, mut loss) = (vec![], vec![], vec![], vec![]);

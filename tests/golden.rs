@@ -12,12 +12,9 @@
 
 use std::path::Path;
 
-use tokensel::arith::{Arith, ArithVisitor, Choice};
-use tokensel::config::Config;
-use tokensel::data::Dataset;
-use tokensel::error::Result;
-use tokensel::io::trajectory::Trajectory;
-use tokensel::train::Trainer;
+use tokensel::prelude::{
+    Arith, ArithVisitor, Choice, Config, Dataset, Result, Trainer, Trajectory,
+};
 
 const TABLE: &str = "tests/golden/digests.txt";
 
@@ -113,7 +110,7 @@ fn table() -> String {
 }
 
 /// The first line of an error's message.
-fn first(e: &tokensel::error::Error) -> String {
+fn first(e: &tokensel::prelude::Error) -> String {
     e.to_string().lines().next().unwrap_or("").to_string()
 }
 

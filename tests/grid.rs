@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use tokensel::experiments::grid::{Spec, cell};
-use tokensel::io::trajectory::Cumulative;
+use tokensel::prelude::Cumulative;
+use tokensel::prelude::experiments::grid::{Spec, cell};
 
 mod common;
 use common::{run_f64, stderr, tokensel};
@@ -338,7 +338,7 @@ fn bad_grids_exit_2() {
 /// The grid presets parse, and have the sizes the paper's figures have.
 #[test]
 fn grid_presets_have_the_papers_sizes() {
-    use tokensel::experiments::grid::GridPreset;
+    use tokensel::prelude::experiments::grid::GridPreset;
     let size = |p: GridPreset| {
         let s = Spec::from_toml(p.toml(), Path::new(p.name())).unwrap();
         let shape: Vec<usize> = s.axes.iter().map(|a| a.values.len()).collect();
@@ -351,11 +351,11 @@ fn grid_presets_have_the_papers_sizes() {
     let (shape, _, s) = size(GridPreset::HeatmapFinal);
     assert_eq!(shape, vec![39, 39]);
     assert_eq!(s.axes[1].values[38], 100.0);
-    assert_eq!(s.base.mode, tokensel::config::Mode::Joint);
+    assert_eq!(s.base.mode, tokensel::prelude::Mode::Joint);
     let (shape, seeds, s) = size(GridPreset::LabelNoiseMap);
     assert_eq!((shape, seeds), (vec![17, 5], 10));
     assert_eq!(s.axes[0].values[8], 0.7);
-    assert_eq!(s.base.labels, tokensel::config::LabelRule::HalfSplit);
+    assert_eq!(s.base.labels, tokensel::prelude::LabelRule::HalfSplit);
 }
 
 /// A grid whose seeds repeat (`"0,0,0,1"`, in the TOML or by `--seeds`) or whose name

@@ -1,9 +1,6 @@
 //! Joint mode (p and W trained together) and the official-final preset's label rules.
 
-use tokensel::arith::F64;
-use tokensel::config::{Config, Method, Mode, PInit, Preset, WInit};
-use tokensel::data::Dataset;
-use tokensel::train::Trainer;
+use tokensel::prelude::{Config, Dataset, F64, Method, Mode, PInit, Preset, Trainer, WInit};
 
 fn small(mode: Mode) -> Config {
     let mut c = Config {

@@ -9,10 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use tokensel::arith::{Arith, F32, F64};
-use tokensel::config::{Config, Formulation, Method};
-use tokensel::data::Dataset;
-use tokensel::train::Trainer;
+use tokensel::prelude::{Arith, Config, Dataset, F32, F64, Formulation, Method, Trainer};
 
 mod common;
 use common::{stderr, tokensel};
@@ -1541,8 +1538,7 @@ const SATURATING_D3: &str = "d = 3\nn_train = 1\nn_test = 1\neta = 0.0\nstep_siz
 /// data` writes it); the config and the data set.
 fn saturating_d3(dir: &Path) -> (Config, Dataset, PathBuf) {
     use ndarray::{Array1, Array3};
-    use tokensel::data::Params;
-    use tokensel::data::supplied::Supplied;
+    use tokensel::prelude::{Params, Supplied};
     let path = dir.join("cfg.toml");
     std::fs::write(&path, SATURATING_D3).unwrap();
     let cfg = Config::from_file(&path).unwrap();
@@ -1562,7 +1558,7 @@ fn saturating_d3(dir: &Path) -> (Config, Dataset, PathBuf) {
     };
     let data = Dataset::supplied(&cfg, sup).unwrap();
     let p0 = Params::init(&cfg).p;
-    let (_, files) = tokensel::io::export::files(&cfg, &data, p0.view(), None);
+    let (_, files) = tokensel::prelude::formats::export::files(&cfg, &data, p0.view(), None);
     let out = dir.join("data");
     std::fs::create_dir_all(&out).unwrap();
     for (name, bytes) in files {

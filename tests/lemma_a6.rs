@@ -8,12 +8,12 @@
 use ndarray::Array2;
 use num_rational::BigRational;
 use num_traits::Zero;
-use tokensel::analysis::exact::rat_mpfr;
-use tokensel::arith::{self as arith, Arith, Mpfr};
-use tokensel::config::{Config, Mode, PInit, WInit};
-use tokensel::data::{Dataset, Params};
-use tokensel::train::step_rule::StepRule;
-use tokensel::train::{Engine, Trainer};
+use tokensel::prelude::analysis::exact::rat_mpfr;
+use tokensel::prelude::kernels::norm;
+use tokensel::prelude::train::step_rule::StepRule;
+use tokensel::prelude::{
+    Arith, Config, Dataset, Engine, Mode, Mpfr, PInit, Params, Trainer, WInit,
+};
 
 mod common;
 
@@ -73,7 +73,7 @@ fn w_mode_and_p_mode_agree_on_whole_trajectories() {
     let mut p_run = common::f64_from(&pc, &data, &q0_params);
     let prec = 256;
     let ar = Mpfr::truth(prec).unwrap();
-    let method = tokensel::config::Method::Direct;
+    let method = tokensel::prelude::Method::Direct;
     let mut w_twin =
         Trainer::from_params(&wc, &data, ar, wc.formulation, method, &w_params).unwrap();
     let mut p_twin =
@@ -96,7 +96,7 @@ fn w_mode_and_p_mode_agree_on_whole_trajectories() {
         }
         let (wq, pq) = (w_run.q(), p_run.q());
         let diff: Vec<f64> = wq.iter().zip(&pq).map(|(a, b)| a - b).collect();
-        let rel = arith::norm(&diff) / arith::norm(&wq);
+        let rel = norm(&diff) / norm(&wq);
         assert!(
             rel <= tol64,
             "f64 step {step}: |q_W - q_p| / |q| = {rel:e} > {tol64:e}"
@@ -113,7 +113,7 @@ fn w_mode_and_p_mode_agree_on_whole_trajectories() {
             * rug::Float::with_val(prec, rug::Float::i_exp(1, -(prec as i32)));
         assert!(rel_twin <= tol_twin, "twin step {step}");
         let dq: Vec<f64> = wq.iter().zip(&q0).map(|(a, b)| a - b).collect();
-        moved = arith::norm(&dq);
+        moved = norm(&dq);
     }
     assert!(moved > 0.1, "q moved by {moved}: the check is not vacuous");
     // the mapping W(tau) = W(0) + p (q(tau) - q(0))^T / ||p||^2, in f64
@@ -151,7 +151,7 @@ fn one_step_is_exact_through_the_trainers_update() {
         p: exact_p(wc.d),
         w: Params::init(&wc).w,
     };
-    let method = tokensel::config::Method::Direct;
+    let method = tokensel::prelude::Method::Direct;
     let g = {
         let ar = Mpfr::truth(1000).unwrap();
         let mut tr =

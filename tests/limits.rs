@@ -604,7 +604,7 @@ fn the_help_offers_only_presets() {
         .collect();
     assert_eq!(
         names.len(),
-        tokensel::config::Preset::ALL.len(),
+        tokensel::prelude::Preset::ALL.len(),
         "{names:?}"
     );
     for name in names {

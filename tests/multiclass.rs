@@ -11,8 +11,7 @@
 mod common;
 
 use rug::Float;
-use tokensel::config::{FlipRule, LabelRule, PInit, Signals};
-use tokensel::prelude::*;
+use tokensel::prelude::{FlipRule, LabelRule, PInit, Signals, *};
 
 /// `cfg` as the multi-class model with `k` classes (and `k - 1` weak tokens of the other
 /// classes, T grown accordingly).
@@ -465,7 +464,8 @@ fn k_class_naive_gradient_is_the_stable_one_in_exact_arithmetic() {
 /// of the clean samples proved on R.
 #[test]
 fn certify_decides_k_class_argmaxes() {
-    use tokensel::analysis::certify::{self, Options};
+    use tokensel::prelude::analysis::certify;
+    use tokensel::prelude::analysis::certify::Options;
     let cfg = multiclass(
         Config {
             n_train: 12,
@@ -908,8 +908,8 @@ fn k_class_conforms() {
 /// (one per sample), and the 256-bit twin's outputs lie inside the 128-bit enclosures.
 #[test]
 fn compare_measures_the_k_outputs() {
-    use tokensel::analysis::compare;
-    use tokensel::quantity::Quantity;
+    use tokensel::prelude::Quantity;
+    use tokensel::prelude::analysis::compare;
     let k = 3;
     let cfg = multiclass(small(0, Mode::P, Method::Span, 20), k);
     let data = Dataset::generate(&cfg);

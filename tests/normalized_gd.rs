@@ -12,9 +12,8 @@
 mod common;
 
 use rug::Float;
-use tokensel::analysis::lemma_a6;
-use tokensel::config::{Optimizer, OptimizerKind, PInit};
-use tokensel::prelude::*;
+use tokensel::prelude::analysis::lemma_a6;
+use tokensel::prelude::{Optimizer, OptimizerKind, PInit, *};
 
 /// `cfg` under normalised GD with `eps`.
 fn normalized(mut cfg: Config, eps: f64) -> Config {

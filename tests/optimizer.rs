@@ -23,13 +23,11 @@ mod common;
 
 use rug::Float;
 use rug::ops::Pow;
-use tokensel::arith::{Arith, Ball, F64, Mpfr};
-use tokensel::config::{Optimizer, OptimizerKind, Schedule};
-use tokensel::data::{Dataset, Params};
-use tokensel::linalg::worth_parallel;
-use tokensel::prelude::*;
-use tokensel::train::Trainer;
-use tokensel::train::drive::{Control, Event, drive};
+use tokensel::prelude::kernels::worth_parallel;
+use tokensel::prelude::train::drive::{Control, Event, drive};
+use tokensel::prelude::{
+    Arith, Ball, Dataset, F64, Mpfr, Optimizer, OptimizerKind, Params, Schedule, Trainer, *,
+};
 
 use common::{stderr, tokensel};
 
@@ -396,7 +394,7 @@ fn a_resumed_adamw_minibatch_run_is_bit_identical() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("state.json");
         st.save(&path).unwrap();
-        let st = tokensel::io::state::State::load(&path).unwrap();
+        let st = tokensel::prelude::formats::state::State::load(&path).unwrap();
         let mut again = Trainer::new(&cfg, &data, F64, cfg.formulation).unwrap();
         let resumed = again.record(Some(&st), &mut |_, _| Ok(())).unwrap();
         assert_eq!(whole.to_json(), resumed.to_json(), "{mode:?}");
@@ -489,7 +487,7 @@ fn bad_optimizer_values_exit_2_naming_the_key() {
         adam(OptimizerKind::Adam, 0.0, None, None),
     );
     let data = Dataset::generate(&cfg);
-    let e = tokensel::analysis::lemma_a6::lemma_a6(&cfg, &data).unwrap_err();
+    let e = tokensel::prelude::analysis::lemma_a6::lemma_a6(&cfg, &data).unwrap_err();
     assert!(
         e.is_input_error() && e.to_string().contains("Lemma A.6"),
         "{e}"
@@ -667,21 +665,25 @@ fn beta_to_the_t_is_correctly_rounded_in_every_arithmetic() {
     for (beta, t) in cases {
         let exact = power_1024(beta, t);
         let want = exact.to_f64();
-        let got = tokensel::train::adam::pow(&F64, &beta, t);
+        let got = tokensel::prelude::train::adam::pow(&F64, &beta, t);
         if got.to_bits() != want.to_bits() {
             off += 1;
             continue;
         }
-        let got = pred.to_f64(&tokensel::train::adam::pow(&pred, &pred.of(beta), t));
+        let got = pred.to_f64(&tokensel::prelude::train::adam::pow(
+            &pred,
+            &pred.of(beta),
+            t,
+        ));
         assert_eq!(got.to_bits(), want.to_bits(), "predictor {beta}^{t}");
         let b32 = F32.of(beta);
         let want32 = to_f32_once(&Float::with_val(1024, b32).pow(t));
-        let got32 = tokensel::train::adam::pow(&F32, &b32, t);
+        let got32 = tokensel::prelude::train::adam::pow(&F32, &b32, t);
         assert_eq!(got32.to_bits(), want32.to_bits(), "f32 {b32}^{t}");
-        let got = tokensel::train::adam::pow(&twin, &twin.of(beta), t);
+        let got = tokensel::prelude::train::adam::pow(&twin, &twin.of(beta), t);
         assert_eq!(got, Float::with_val(256, &exact), "twin {beta}^{t}");
         for b in [b53, b128] {
-            let got = tokensel::train::adam::pow(&b, &b.of(beta), t);
+            let got = tokensel::prelude::train::adam::pow(&b, &b.of(beta), t);
             assert!(got.contains(&exact), "ball {beta}^{t}: {got:?}");
         }
     }
@@ -691,9 +693,9 @@ fn beta_to_the_t_is_correctly_rounded_in_every_arithmetic() {
     for m in [0.999, -0.999, 1e-10, -0.5] {
         for t in [0u64, 1, 2, 3, 1000, 1001] {
             let mid = Float::with_val(53, m);
-            let x = BallReal::new(mid.clone(), tokensel::arith::Mag::of_float(&r));
+            let x = BallReal::new(mid.clone(), tokensel::prelude::Mag::of_float(&r));
             for b in [b53, b128] {
-                let got = tokensel::train::adam::pow(&b, &x, t);
+                let got = tokensel::prelude::train::adam::pow(&b, &x, t);
                 for point in [
                     Float::with_val(200, &mid - &r),
                     mid.clone(),
@@ -821,7 +823,7 @@ fn the_first_two_adam_steps_follow_the_documented_order() {
         }
         // the twin's Adam step on the same gradients
         let ar = Mpfr::truth(1024).unwrap();
-        let h = tokensel::train::adam::Hyper::of(&cfg).unwrap();
+        let h = tokensel::prelude::train::adam::Hyper::of(&cfg).unwrap();
         let lr_t = ar.of(lr);
         let n = ps[0].len();
         let mut tp = ar.zeros(n);
@@ -829,7 +831,14 @@ fn the_first_two_adam_steps_follow_the_documented_order() {
         let mut twin = Vec::new();
         for (t, g) in (1..=2).zip(&grads) {
             let s = h.scalars(&ar, &lr_t, t);
-            tokensel::train::adam::step(&ar, &s, &mut tp, &ar.of_slice(g), &mut tm, &mut tv);
+            tokensel::prelude::train::adam::step(
+                &ar,
+                &s,
+                &mut tp,
+                &ar.of_slice(g),
+                &mut tm,
+                &mut tv,
+            );
             twin.push((tp.clone(), tm.clone(), tv.clone()));
         }
         let (b1, b2, w1) = (0.9f64, 0.999f64, 1.0 - 0.9f64);

@@ -5,8 +5,7 @@
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
-use tokensel::config::{Config, Preset};
-use tokensel::data::Dataset;
+use tokensel::prelude::{Config, Dataset, Preset};
 
 /// The d-wide rows of `rows` (row-major) keyed by a hash of their bit patterns.
 fn index_rows(rows: &[f64], d: usize) -> HashMap<u64, Vec<usize>> {

@@ -8,13 +8,11 @@
 use proptest::prelude::*;
 
 mod common;
-use tokensel::analysis::compare::predictor_mismatch;
-use tokensel::arith::{F64, Mpfr};
-use tokensel::config::{
-    Config, Formulation, Method, Mode, ModelKind, ModelSpec, Optimizer, OptimizerKind, PInit, WInit,
+use tokensel::prelude::analysis::compare::predictor_mismatch;
+use tokensel::prelude::{
+    Config, Dataset, F64, Formulation, Method, Mode, ModelKind, ModelSpec, Mpfr, Optimizer,
+    OptimizerKind, PInit, Trainer, WInit,
 };
-use tokensel::data::Dataset;
-use tokensel::train::Trainer;
 
 /// The f64 trainer and the predictor on `cfg`, in lockstep: equal bits after every
 /// forward pass, the K outputs of a K-class model included (both stop on the same

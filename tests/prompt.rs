@@ -19,9 +19,7 @@
 mod common;
 
 use rug::Float;
-use tokensel::config::{PInit, Prompt};
-use tokensel::prelude::*;
-use tokensel::train::Engine;
+use tokensel::prelude::{Engine, PInit, Prompt, *};
 
 /// `cfg` as the multi-class model with `k` classes (grown as in tests/multiclass.rs).
 fn multiclass(mut cfg: Config, k: usize) -> Config {
@@ -117,7 +115,7 @@ fn predictor_is_bit_identical() {
                 a.forward_backward().unwrap();
                 b.forward_backward().unwrap();
                 assert_eq!(
-                    tokensel::analysis::compare::predictor_mismatch(&a, &b),
+                    tokensel::prelude::analysis::compare::predictor_mismatch(&a, &b),
                     None,
                     "{mode:?} W dense {kaiming} K {k:?} seed {seed} step {step}"
                 );
@@ -363,7 +361,7 @@ fn augmented(cfg: &Config, data: &Dataset, p: &[f64]) -> (Config, Dataset) {
         }
         split.g = g;
     }
-    a.groups.insert(0, tokensel::config::Group::I);
+    a.groups.insert(0, tokensel::prelude::Group::I);
     (c, a)
 }
 
@@ -570,11 +568,11 @@ fn lemma_a6_breaks_in_sequence_only() {
             steps: 100,
             ..Config::default()
         };
-        cfg.init.w = tokensel::config::WInit::KaimingUniform;
+        cfg.init.w = tokensel::prelude::WInit::KaimingUniform;
         let data = Dataset::generate(&cfg);
-        let sep = tokensel::analysis::lemma_a6::lemma_a6(&cfg, &data).unwrap();
+        let sep = tokensel::prelude::analysis::lemma_a6::lemma_a6(&cfg, &data).unwrap();
         cfg.model.prompt = Prompt::InSequence;
-        let ins = tokensel::analysis::lemma_a6::lemma_a6(&cfg, &data).unwrap();
+        let ins = tokensel::prelude::analysis::lemma_a6::lemma_a6(&cfg, &data).unwrap();
         assert!(sep.max_rel_q_diff < 1e-12, "seed {seed}: {sep:?}");
         assert!(ins.max_rel_q_diff > 1e-4, "seed {seed}: {ins:?}");
     }
@@ -588,7 +586,7 @@ fn lemma_a6_breaks_in_sequence_only() {
 fn the_library_refuses_what_is_not_implemented() {
     let cfg = small(0, Mode::P, false, 2, None);
     let data = Dataset::generate(&cfg);
-    let key = |r: tokensel::error::Result<Trainer<'_, F64>>| match r {
+    let key = |r: tokensel::prelude::Result<Trainer<'_, F64>>| match r {
         Err(Error::InvalidConfig { field, .. }) => field,
         Err(e) => panic!("not a config error: {e}"),
         Ok(_) => panic!("accepted"),
@@ -602,7 +600,7 @@ fn the_library_refuses_what_is_not_implemented() {
     batched.optimizer.batch = Some(2);
     let r = Trainer::new(&batched, &data, F64, Formulation::Stable);
     assert_eq!(key(r), "model.prompt");
-    let err = tokensel::experiments::protocol::settings(&cfg).unwrap_err();
+    let err = tokensel::prelude::experiments::protocol::settings(&cfg).unwrap_err();
     assert!(err.to_string().contains("model.prompt"), "{err}");
 }
 

@@ -1,11 +1,8 @@
 //! Property tests (proptest) over random small configs and score vectors.
 
 use proptest::prelude::*;
-use tokensel::arith::{F64, Mpfr, normwise_rel_err, rel_err};
-use tokensel::config::{Config, Formulation, PInit};
-use tokensel::data::Dataset;
-use tokensel::model;
-use tokensel::train::Trainer;
+use tokensel::prelude::kernels::{normwise_rel_err, rel_err};
+use tokensel::prelude::{Config, Dataset, F64, Formulation, Mpfr, PInit, Trainer, kernels};
 
 mod common;
 
@@ -56,14 +53,14 @@ proptest! {
     ) {
         for form in [Formulation::Naive, Formulation::Stable] {
             let mut s = vec![0.0; z.len()];
-            let mut a = model::Softmax::new(&F64);
-            model::softmax(&F64, &z, &mut s, form, &mut a);
+            let mut a = kernels::Softmax::new(&F64);
+            kernels::softmax(&F64, &z, &mut s, form, &mut a);
             let total: f64 = s.iter().sum();
             prop_assert!((total - 1.0).abs() <= z.len() as f64 * f64::EPSILON);
             let shifted: Vec<f64> = z.iter().map(|v| v + c).collect();
             let mut s2 = vec![0.0; z.len()];
-            let mut b = model::Softmax::new(&F64);
-            model::softmax(&F64, &shifted, &mut s2, form, &mut b);
+            let mut b = kernels::Softmax::new(&F64);
+            kernels::softmax(&F64, &shifted, &mut s2, form, &mut b);
             prop_assert_eq!(a.top, b.top);
             for (x, y) in s.iter().zip(&s2) {
                 // exp(z_t - z_top) with z perturbed by ulp(|z| + |c|) per entry
@@ -80,7 +77,7 @@ proptest! {
         let data = Dataset::generate(&cfg);
         let x = data.train.tokens(0);
         let g: Vec<f64> = data.train.g.row(0).to_vec();
-        let q = tokensel::data::Params::init(&cfg).p.to_vec();
+        let q = tokensel::prelude::Params::init(&cfg).p.to_vec();
         let t = x.nrows();
         let perm: Vec<usize> = (0..t).map(|i| (i + rot) % t).collect();
         let xp = ndarray::Array2::from_shape_fn(x.dim(), |(i, k)| x[[perm[i], k]]);
@@ -88,13 +85,13 @@ proptest! {
         let eval = |x: ndarray::ArrayView2<f64>, g: &[f64]| {
             let mut z = vec![0.0; t];
             let mut s = vec![0.0; t];
-            model::scores(&F64, x, &q, &mut z);
-            let mut a = model::Softmax::new(&F64);
-            model::softmax(&F64, &z, &mut s, Formulation::Stable, &mut a);
+            kernels::scores(&F64, x, &q, &mut z);
+            let mut a = kernels::Softmax::new(&F64);
+            kernels::softmax(&F64, &z, &mut s, Formulation::Stable, &mut a);
             let mut f = 0.0;
-            model::output(&F64, &s, g, a.top, Formulation::Stable, &mut f);
+            kernels::output(&F64, &s, g, a.top, Formulation::Stable, &mut f);
             let mut out = vec![0.0; cfg.d];
-            model::grad_q(&F64, x, &s, g, a.top, &f, &1.0, Formulation::Stable, &mut out);
+            kernels::grad_q(&F64, x, &s, g, a.top, &f, &1.0, Formulation::Stable, &mut out);
             (s, f, out)
         };
         let (s, f, grad) = eval(x, &g);

@@ -1,9 +1,10 @@
 //! The fine-tuning protocol of the paper's Section I (`tokensel protocol`,
 //! `experiments::protocol`): its blocks, phase 1's AdamW, its report and its refusals.
 
-use tokensel::config::{Config, Mode, Protocol};
-use tokensel::experiments::protocol::{self, Pool, head};
-use tokensel::linalg::worth_parallel;
+use tokensel::prelude::experiments::protocol;
+use tokensel::prelude::experiments::protocol::{Pool, head};
+use tokensel::prelude::kernels::worth_parallel;
+use tokensel::prelude::{Config, Mode, Protocol};
 
 mod common;
 
@@ -60,8 +61,8 @@ fn report_is_thread_independent_and_its_verdicts_follow_training_accuracy() {
         .build()
         .unwrap()
         .install(|| {
-            assert!(worth_parallel(&tokensel::arith::F64, n * t * 16));
-            assert!(worth_parallel(&tokensel::arith::F64, n * t * d));
+            assert!(worth_parallel(&tokensel::prelude::F64, n * t * 16));
+            assert!(worth_parallel(&tokensel::prelude::F64, n * t * d));
         });
     let one = report_on(&cfg, 1);
     let two = report_on(&cfg, 2);
@@ -140,7 +141,7 @@ fn first_adamw_step_moves_each_head_entry_by_the_learning_rate() {
     let pool = Pool::generated(&cfg, 1).unwrap();
     let x = pool.x.slice(ndarray::s![0..60, .., ..]).to_owned();
     let y = &pool.y[..60];
-    let init = tokensel::data::Params::init(&cfg);
+    let init = tokensel::prelude::Params::init(&cfg);
     let phi = head::features(x.view(), &init);
     let nu0 = head::initial(3, cfg.d, 1);
     let (nu1, fit) = head::fit(&prot, 3, &phi, y, 1, &mut |_| {});
@@ -162,7 +163,7 @@ fn phase_one_lowers_the_clean_loss() {
     let pool = Pool::generated(&cfg, 3).unwrap();
     let x = pool.x.slice(ndarray::s![0..60, .., ..]).to_owned();
     let y = &pool.y[..60];
-    let phi = head::features(x.view(), &tokensel::data::Params::init(&cfg));
+    let phi = head::features(x.view(), &tokensel::prelude::Params::init(&cfg));
     let (l0, _) = head::evaluate(&head::initial(3, cfg.d, 3), &phi, y);
     let (_, fit) = head::fit(&prot, 3, &phi, y, 3, &mut |_| {});
     assert!(fit.loss < l0, "{} !< {l0}", fit.loss);
@@ -188,7 +189,7 @@ fn bad_input_exits_2_naming_the_key() {
     };
     let cases = [
         (
-            with(&|c| c.model = tokensel::config::ModelSpec::default()),
+            with(&|c| c.model = tokensel::prelude::ModelSpec::default()),
             "protocol",
         ),
         (
@@ -328,13 +329,13 @@ fn phase_two_takes_adamw_minibatches() {
     let mut cfg = config();
     cfg.step_size = 5e-3;
     cfg.steps = 30;
-    cfg.optimizer = tokensel::config::Optimizer {
-        kind: tokensel::config::OptimizerKind::Adamw,
+    cfg.optimizer = tokensel::prelude::Optimizer {
+        kind: tokensel::prelude::OptimizerKind::Adamw,
         eps: 1e-8,
         beta1: Some(0.9),
         beta2: Some(0.999),
         weight_decay: Some(0.0),
-        schedule: tokensel::config::Schedule::Linear,
+        schedule: tokensel::prelude::Schedule::Linear,
         clip_norm: Some(1.0),
         batch: Some(16),
     };

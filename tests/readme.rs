@@ -538,9 +538,9 @@ const BLOCKS: &[Form] = &[
         shrink: &[],
         check: |_, o| {
             let cfg =
-                tokensel::config::Config::from_toml_str(&stdout(o), Path::new("stdout")).unwrap();
+                tokensel::prelude::Config::from_toml_str(&stdout(o), Path::new("stdout")).unwrap();
             assert_eq!((cfg.d, cfg.mu_norm), (4500, 5.0));
-            assert_eq!(cfg, tokensel::config::Preset::LargeNoise.config());
+            assert_eq!(cfg, tokensel::prelude::Preset::LargeNoise.config());
         },
     },
     Form {
@@ -586,7 +586,7 @@ const BLOCKS: &[Form] = &[
         shrink: &[],
         check: |_, o| {
             let text = stdout(o);
-            for key in tokensel::analysis::saturation::threshold_keys() {
+            for key in tokensel::prelude::analysis::saturation::threshold_keys() {
                 assert!(text.contains(&key), "no threshold {key}: {text}");
             }
             // 60 grid points, one row each
@@ -940,7 +940,7 @@ const BLOCKS: &[Form] = &[
                 assert!(dir.join("data-out").join(file).exists(), "{file}");
             }
             let cfg = std::fs::read_to_string(dir.join("data-out/config.toml")).unwrap();
-            tokensel::config::Config::from_toml_str(&cfg, Path::new("config.toml")).unwrap();
+            tokensel::prelude::Config::from_toml_str(&cfg, Path::new("config.toml")).unwrap();
         },
     },
     Form {
@@ -1069,7 +1069,7 @@ const BLOCKS: &[Form] = &[
         shrink: &[],
         check: |dir, _| {
             let cfg = std::fs::read_to_string(dir.join("nd-data/config.toml")).unwrap();
-            let cfg = tokensel::config::Config::from_toml_str(&cfg, Path::new("c")).unwrap();
+            let cfg = tokensel::prelude::Config::from_toml_str(&cfg, Path::new("c")).unwrap();
             assert!(cfg.optimizer.is_normalized() && cfg.optimizer.eps == 1e-9);
         },
     },
@@ -1123,10 +1123,10 @@ const BLOCKS: &[Form] = &[
             let m = json_file(&dir.join("official-small/manifest.json"));
             assert_eq!(m["w0"], "W0.npy");
             let cfg = std::fs::read_to_string(dir.join("official-small/config.toml")).unwrap();
-            let cfg = tokensel::config::Config::from_toml_str(&cfg, Path::new("c")).unwrap();
+            let cfg = tokensel::prelude::Config::from_toml_str(&cfg, Path::new("c")).unwrap();
             assert_eq!(
                 (cfg.d, cfg.steps, cfg.mode),
-                (40, 30, tokensel::config::Mode::Joint)
+                (40, 30, tokensel::prelude::Mode::Joint)
             );
         },
     },
@@ -1837,7 +1837,7 @@ const INLINE: &[Form] = &[
         shrink: &[],
         check: |_, o| {
             let cfg =
-                tokensel::config::Config::from_toml_str(&stdout(o), Path::new("stdout")).unwrap();
+                tokensel::prelude::Config::from_toml_str(&stdout(o), Path::new("stdout")).unwrap();
             assert_eq!(
                 (cfg.d, cfg.mu_norm, cfg.rho, cfg.n_train),
                 (6000, 100.0, 0.05, 100)

@@ -15,9 +15,9 @@ use std::path::Path;
 
 use common::{stderr, tokensel};
 use serde_json::Value;
-use tokensel::analysis::diff::diff;
-use tokensel::io::record::Leaves;
-use tokensel::io::trajectory::Trajectory;
+use tokensel::prelude::Trajectory;
+use tokensel::prelude::analysis::diff::diff;
+use tokensel::prelude::formats::record::Leaves;
 
 /// The binary model with both sets non-empty (noisy samples at eta = 0.25).
 const BINARY: &str = "d = 40\nn_train = 8\nn_test = 8\nmu_norm = 6.0\neta = 0.25\nsteps = 20\n";

@@ -1,11 +1,9 @@
 //! Softmax saturation: the gap sweep thresholds and the step-by-step detector.
 //! Derivations: proofs-notes/saturation.md.
 
-use tokensel::analysis::compare::{self, Options};
-use tokensel::analysis::saturation;
-use tokensel::config::{Config, Formulation, Method, PInit};
-use tokensel::data::Dataset;
-use tokensel::quantity::Quantity;
+use tokensel::prelude::analysis::compare::Options;
+use tokensel::prelude::analysis::{compare, saturation};
+use tokensel::prelude::{Config, Dataset, Formulation, Method, PInit, Quantity};
 
 fn small() -> Config {
     Config {

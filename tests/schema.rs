@@ -7,14 +7,12 @@
 
 use std::path::Path;
 
-use tokensel::analysis::lemma_a6::LemmaA6;
-use tokensel::config::Config;
-use tokensel::data::Dataset;
-use tokensel::experiments::claims::ClaimsFile;
-use tokensel::experiments::grid::{self, Spec};
-use tokensel::experiments::schema;
-use tokensel::experiments::schema::Source;
-use tokensel::io::trajectory::Summary;
+use tokensel::prelude::analysis::lemma_a6::LemmaA6;
+use tokensel::prelude::experiments::claims::ClaimsFile;
+use tokensel::prelude::experiments::grid::Spec;
+use tokensel::prelude::experiments::schema::Source;
+use tokensel::prelude::experiments::{grid, schema};
+use tokensel::prelude::{Config, Dataset, Summary};
 
 mod common;
 
@@ -36,7 +34,10 @@ fn leaves(v: &serde_json::Value, path: String, out: &mut Vec<(String, bool)>) {
             out.push((path, false));
         }
         // a non-finite number is written as its name (`io::nonfinite`)
-        Value::String(s) => out.push((path, tokensel::io::nonfinite::parse(s).is_some())),
+        Value::String(s) => out.push((
+            path,
+            tokensel::prelude::formats::nonfinite::parse(s).is_some(),
+        )),
         Value::Number(_) | Value::Bool(_) | Value::Null => out.push((path, true)),
     }
 }
@@ -95,22 +96,23 @@ fn compare_saturation_and_lemma_a6() {
         ..small()
     };
     let data = Dataset::generate(&cfg);
-    let opts = tokensel::analysis::compare::Options {
+    let opts = tokensel::prelude::analysis::compare::Options {
         prec: 128,
         tol: 1e-8,
         predictor: true,
         predictor_steps: None,
-        twin_method: tokensel::config::Method::Span,
+        twin_method: tokensel::prelude::Method::Span,
         certify: None,
     };
-    let r = tokensel::analysis::compare::compare(&cfg, &data, opts, &mut |_| {}).unwrap();
+    let r = tokensel::prelude::analysis::compare::compare(&cfg, &data, opts, &mut |_| {}).unwrap();
     assert_matches(Source::Compare, false, &serde_json::to_value(&r).unwrap());
-    let grid = tokensel::analysis::saturation::default_grid(8);
-    let r = tokensel::analysis::saturation::sweep(&data.train, 0, 128, 1e-8, &grid).unwrap();
+    let grid = tokensel::prelude::analysis::saturation::default_grid(8);
+    let r =
+        tokensel::prelude::analysis::saturation::sweep(&data.train, 0, 128, 1e-8, &grid).unwrap();
     let v = serde_json::to_value(&r).unwrap();
     assert_eq!(
         v["thresholds"].as_object().unwrap().len(),
-        tokensel::analysis::saturation::threshold_keys().len()
+        tokensel::prelude::analysis::saturation::threshold_keys().len()
     );
     assert_matches(Source::Saturation, false, &v);
     let v = serde_json::to_value(LemmaA6 {

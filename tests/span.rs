@@ -21,18 +21,15 @@
 use proptest::prelude::*;
 
 mod common;
-use tokensel::arith::{Arith, F64, Mpfr};
-use tokensel::config::{Config, Method, Mode};
-use tokensel::data::Dataset;
-use tokensel::train::Trainer;
+use tokensel::prelude::{Arith, Config, Dataset, F64, Method, Mode, Mpfr, Trainer};
 
 /// max over training rows of |x_r| |q| (the scale of every score's rounding bound).
 fn score_scale(data: &Dataset, q: &[f64]) -> f64 {
     let d = q.len();
     let x = data.train.x.as_slice().unwrap();
-    let qn = tokensel::arith::norm(q);
+    let qn = tokensel::prelude::kernels::norm(q);
     x.chunks(d)
-        .map(|r| tokensel::arith::norm(r) * qn)
+        .map(|r| tokensel::prelude::kernels::norm(r) * qn)
         .fold(0.0, f64::max)
 }
 

@@ -2,12 +2,12 @@
 //! f64 and proved optimal by exact KKT checks (proofs-notes/max-margin.md).
 
 use rug::{Integer, Rational};
-use tokensel::config::Config;
-use tokensel::data::{Dataset, Params};
-use tokensel::model::token_selection::svm::{
-    self, Constraints, Failure, Gram, PatternChoice, Verdict, certificate_for, check, check_farkas,
+use tokensel::prelude::models::svm;
+use tokensel::prelude::models::svm::{
+    Constraints, Failure, Gram, PatternChoice, Verdict, certificate_for, check, check_farkas,
     farkas_on, farkas_search, q_f64,
 };
+use tokensel::prelude::{Config, Dataset, Params};
 
 mod common;
 use common::{stderr, tokensel};
@@ -219,8 +219,8 @@ fn small_config_is_proved_and_the_checker_can_fail() {
 /// A dense W(0) (Kaiming-uniform, d = 24, n = 6): H = X W^T W X^T exactly, proved.
 #[test]
 fn dense_w_is_proved() {
-    let mut cfg = common::with_init(small(), tokensel::config::Mode::P, 0.0, true);
-    cfg.init.p = tokensel::config::PInit::Zero;
+    let mut cfg = common::with_init(small(), tokensel::prelude::Mode::P, 0.0, true);
+    cfg.init.p = tokensel::prelude::PInit::Zero;
     cfg.d = 24;
     cfg.n_train = 6;
     let (_, s) = solve_cfg(&cfg, &PatternChoice::Theorem);

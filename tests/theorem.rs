@@ -7,9 +7,9 @@
 //! 30,000. Claims are asserted on measured quantities; the attention trajectories are
 //! snapshotted (insta, `snapshots/`).
 
-use tokensel::config::{Group, Preset};
+use tokensel::prelude::{Group, Preset};
 mod common;
-use tokensel::io::trajectory::Trajectory;
+use tokensel::prelude::Trajectory;
 
 fn run(preset: Preset, steps: Option<u64>) -> Trajectory {
     let mut cfg = preset.config();
@@ -51,7 +51,7 @@ fn attention_text(t: &Trajectory) -> String {
     for (name, f) in [
         (
             "cumulative S clean",
-            (|c: &tokensel::io::trajectory::Checkpoint| c.cumulative.clean) as fn(&_) -> f64,
+            (|c: &tokensel::prelude::Checkpoint| c.cumulative.clean) as fn(&_) -> f64,
         ),
         ("cumulative S noisy", |c| c.cumulative.noisy),
         ("train accuracy", |c| c.train_accuracy),

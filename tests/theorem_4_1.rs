@@ -1,9 +1,8 @@
 //! Theorem 4.1's explicit solution (SPEC section 2b; proofs-notes/theorem-4-1.md):
 //! p = mu_{+1} + mu_{-1} + beta sum_i eps_{u_i} at d = 10000, ||mu|| = 20, n = 100.
 
-use tokensel::analysis::theory::theorem_4_1_solution;
-use tokensel::config::Config;
-use tokensel::data::Dataset;
+use tokensel::prelude::analysis::theory::theorem_4_1_solution;
+use tokensel::prelude::{Config, Dataset};
 mod common;
 
 fn accuracies(data: &Dataset, cfg: &Config, beta: f64) -> (f64, f64) {

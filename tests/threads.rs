@@ -5,11 +5,8 @@
 //! which the test asserts, in f64 and in MPFR (the 128-bit truth and the 53-bit
 //! predictor), direct and span, p-, W- and joint mode.
 
-use tokensel::arith::{Arith, F64, Mpfr};
-use tokensel::config::{Config, Formulation, Method, Mode};
-use tokensel::data::Dataset;
-use tokensel::linalg::worth_parallel;
-use tokensel::train::Trainer;
+use tokensel::prelude::kernels::worth_parallel;
+use tokensel::prelude::{Arith, Config, Dataset, F64, Formulation, Method, Mode, Mpfr, Trainer};
 
 mod common;
 

@@ -2,10 +2,7 @@
 //! tested in tests/theorem.rs.)
 
 use ndarray::Array2;
-use tokensel::arith::F64;
-use tokensel::config::{Config, Method, Mode, PInit, WInit};
-use tokensel::data::{Dataset, Params};
-use tokensel::train::Trainer;
+use tokensel::prelude::{Config, Dataset, F64, Method, Mode, PInit, Params, Trainer, WInit};
 
 mod common;
 
@@ -139,7 +136,7 @@ fn w_mode_trains_w_and_lowers_the_loss() {
 /// another config is counted in its group.
 #[test]
 fn ties_at_later_steps_are_reported_as_ties() {
-    use tokensel::model::Selection;
+    use tokensel::prelude::Selection;
     let cfg = Config {
         d: 6,
         n_train: 6,
@@ -185,8 +182,8 @@ fn ties_at_later_steps_are_reported_as_ties() {
 /// plain norm's bits are kept wherever it does not overflow.
 #[test]
 fn the_norm_of_a_finite_q_is_finite() {
-    use tokensel::arith::F32;
-    use tokensel::train::record::scaled_norm;
+    use tokensel::prelude::F32;
+    use tokensel::prelude::train::record::scaled_norm;
     for (scale, f32_run) in [(1e160, false), (1e20, true), (1.0, false)] {
         let mut cfg = small(Mode::P);
         cfg.init.p = PInit::Gaussian;

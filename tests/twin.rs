@@ -25,14 +25,11 @@
 //!   delta coef <= |delta f| / (4 n) + 4 u |coef|, plus gamma_{nT} |X|^T |c|; q_norm: B
 //!   plus (d + 2) u |q|; the cumulative S sums: the sums of the per-step S tolerances.
 
-use tokensel::arith::{F64, Mpfr};
-use tokensel::config::{Config, Formulation, Method, Mode};
-use tokensel::data::{Dataset, Params};
-use tokensel::io::trajectory::Checkpoint;
-use tokensel::model;
-use tokensel::train::Trainer;
-use tokensel::train::drive::{Control, Event, drive};
-use tokensel::train::record::Recorder;
+use tokensel::prelude::train::drive::{Control, Event, drive};
+use tokensel::prelude::train::record::Recorder;
+use tokensel::prelude::{
+    Checkpoint, Config, Dataset, F64, Formulation, Method, Mode, Mpfr, Params, Trainer, kernels,
+};
 
 const U: f64 = f64::EPSILON / 2.0;
 
@@ -124,15 +121,15 @@ fn tolerances(a: &Trainer<'_, F64>, budget: f64) -> Tolerances {
     tol.test_margin = f64::INFINITY;
     for i in 0..data.test.len() {
         let mut z = vec![0.0; t];
-        model::scores(&F64, data.test.tokens(i), &q, &mut z);
+        kernels::scores(&F64, data.test.tokens(i), &q, &mut z);
         let zmax = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         assert!(z.iter().all(|v| zmax - v < spread_max));
         let mut s = vec![0.0; t];
-        let mut att = model::Softmax::new(&F64);
-        model::softmax(&F64, &z, &mut s, cfg.formulation, &mut att);
+        let mut att = kernels::Softmax::new(&F64);
+        kernels::softmax(&F64, &z, &mut s, cfg.formulation, &mut att);
         let mut f = 0.0;
         let g = data.test.g.row(i).to_vec();
-        model::output(&F64, &s, &g, att.top, cfg.formulation, &mut f);
+        kernels::output(&F64, &s, &g, att.top, cfg.formulation, &mut f);
         tol.test_margin = tol.test_margin.min(f.abs());
     }
     tol

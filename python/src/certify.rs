@@ -3,7 +3,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use tokensel::arith::DEFAULT_BALL_PREC;
+use tokensel::prelude::DEFAULT_BALL_PREC;
 
 use crate::config::PyConfig;
 use crate::convert::method_arg;
@@ -23,7 +23,7 @@ pub(crate) fn certify(
     method: &str,
     data: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
-    use tokensel::analysis::certify as certify_lib;
+    use tokensel::prelude::analysis::certify as certify_lib;
     let opts = certify_lib::Options {
         prec: prec.map_or(certify_lib::Prec::Auto, certify_lib::Prec::Bits),
         method: method_arg("method", method)?,

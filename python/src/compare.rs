@@ -3,8 +3,8 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use tokensel::analysis::compare as compare_lib;
-use tokensel::arith::DEFAULT_PREC;
+use tokensel::prelude::DEFAULT_PREC;
+use tokensel::prelude::analysis::compare as compare_lib;
 
 use crate::config::PyConfig;
 use crate::convert::method_arg;

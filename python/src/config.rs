@@ -5,8 +5,7 @@ use std::path::Path;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use tokensel::config::{Config, Preset};
-use tokensel::error::Error;
+use tokensel::prelude::{Config, Error, Preset};
 
 use crate::convert::{text_arg, to_json};
 use crate::errors::{bad_config, lib};

@@ -6,7 +6,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use tokensel::config::{Config, Group, Method};
+use tokensel::prelude::{Config, Group, Method};
 
 use crate::errors::bad_arg;
 
@@ -149,7 +149,7 @@ impl<D: ndarray::Dimension> FromArrayLike for ndarray::Array<f64, D> {
 /// Labels of `key` for `cfg`'s model. Binary: real numbers ([`real_array`], rank 1), each
 /// exactly +1 or -1 (nothing is truncated). K classes: a 1-d array of integers (an integer
 /// dtype: floats, booleans and anything else are refused, not rounded), each a class
-/// index in 0..K ([`tokensel::data::supplied::label_of`], checked before it is narrowed).
+/// index in 0..K ([`tokensel::prelude::supplied::label_of`], checked before it is narrowed).
 pub(crate) fn labels(cfg: &Config, d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<i8>>> {
     let Some(v) = d.get_item(key)? else {
         return Ok(None);
@@ -182,7 +182,7 @@ pub(crate) fn labels(cfg: &Config, d: &Bound<'_, PyDict>, key: &str) -> PyResult
         .iter()
         .enumerate()
         .map(|(i, &y)| {
-            tokensel::data::supplied::label_of(cfg, y)
+            tokensel::prelude::supplied::label_of(cfg, y)
                 .map_err(|rule| bad_arg(key, format!("label {y} at index {i}: {rule}")))
         })
         .collect::<PyResult<Vec<i8>>>()

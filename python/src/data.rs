@@ -6,7 +6,7 @@ use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use tokensel::data::{Dataset, Params};
+use tokensel::prelude::{Dataset, Params};
 
 use crate::config::PyConfig;
 use crate::errors::lib;
@@ -53,14 +53,14 @@ pub(crate) fn write_data(
     config: &PyConfig,
     data: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
-    use tokensel::io::publish::{OutputDir, SetKind};
+    use tokensel::prelude::formats::publish::{OutputDir, SetKind};
     let cfg = config.inner.clone();
     let out = lib(OutputDir::prepare(&directory, SetKind::Data))?;
     let data = data_of(&cfg, data)?;
     let manifest = lib(py.detach(|| {
         let data = or_generate(&cfg, data);
         let init = Params::init(&cfg);
-        let (manifest, files) = tokensel::io::export::files(
+        let (manifest, files) = tokensel::prelude::formats::export::files(
             &cfg,
             &data,
             init.p.view(),

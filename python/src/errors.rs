@@ -6,7 +6,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-use tokensel::error::Error;
+use tokensel::prelude::Error;
 
 /// The `tokensel.errors` class that stands for a library error.
 fn error_class(e: &Error) -> &'static str {

@@ -7,13 +7,11 @@ use std::path::Path;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use tokensel::analysis::judge as judge_lib;
-use tokensel::arith::{DEFAULT_BALL_PREC, DEFAULT_PREC};
-use tokensel::error::Error;
-use tokensel::io::external::{
+use tokensel::prelude::analysis::judge as judge_lib;
+use tokensel::prelude::formats::external::{
     Dtype, EXTERNAL_FORMAT, External, Header, Series, quantity_of_steps_key,
 };
-use tokensel::quantity::Quantity;
+use tokensel::prelude::{DEFAULT_BALL_PREC, DEFAULT_PREC, Error, Quantity};
 
 use crate::config::PyConfig;
 use crate::convert::{real_array_as, to_json};

@@ -20,7 +20,7 @@
 
 use pyo3::prelude::*;
 
-use tokensel::arith::{DEFAULT_BALL_PREC, DEFAULT_PREC};
+use tokensel::prelude::{DEFAULT_BALL_PREC, DEFAULT_PREC};
 
 mod certify;
 mod compare;

@@ -4,7 +4,8 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use tokensel::experiments::protocol::{self as protocol_lib, Pool};
+use tokensel::prelude::experiments::protocol as protocol_lib;
+use tokensel::prelude::experiments::protocol::Pool;
 
 use crate::config::PyConfig;
 use crate::convert::{floats, groups, known_keys, labels};
@@ -16,7 +17,7 @@ const POOL_KEYS: &str = "X_train, y_train, X_test, y_test, groups, nu";
 /// The pool of a dict of arrays: `X_train` (N, T, d) with its TRUE labels `y_train`, the
 /// test set `X_test`, `y_test`, optionally `groups` (`nu` is accepted and ignored: phase
 /// 1 fits the head), checked against `cfg`.
-fn pool_of(cfg: &tokensel::config::Config, d: &Bound<'_, PyDict>) -> PyResult<Pool> {
+fn pool_of(cfg: &tokensel::prelude::Config, d: &Bound<'_, PyDict>) -> PyResult<Pool> {
     known_keys(d, POOL_KEYS)?;
     let need = |key: &str| bad_arg(key, "missing from the data dict");
     let pool = Pool {
@@ -51,13 +52,13 @@ pub(crate) fn protocol(
 ) -> PyResult<String> {
     let cfg = config.inner.clone();
     lib(protocol_lib::settings(&cfg))?;
-    lib(tokensel::train::check_memory(
+    lib(tokensel::prelude::train::check_memory(
         &cfg,
-        tokensel::arith::Kind::F64,
+        tokensel::prelude::Kind::F64,
         53,
         cfg.method,
     ))?;
-    lib(tokensel::train::record::check_size(&cfg))?;
+    lib(tokensel::prelude::train::record::check_size(&cfg))?;
     let pool = data.map(|d| pool_of(&cfg, d)).transpose()?;
     let report = lib(py.detach(|| {
         protocol_lib::run(

@@ -6,12 +6,11 @@ use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use tokensel::arith::{Arith, ArithVisitor, Choice};
-use tokensel::config::Config;
-use tokensel::data::Dataset;
-use tokensel::io::record::{Leaf, Leaves};
-use tokensel::io::trajectory::{Summary, Trajectory};
-use tokensel::train::{Trainer, check_memory};
+use tokensel::prelude::formats::record::{Leaf, Leaves};
+use tokensel::prelude::train::check_memory;
+use tokensel::prelude::{
+    Arith, ArithVisitor, Choice, Config, Dataset, Summary, Trainer, Trajectory,
+};
 
 use crate::config::PyConfig;
 use crate::errors::lib;
@@ -105,7 +104,7 @@ fn array<'py, T: numpy::Element>(
 }
 
 /// The checkpoints of a trajectory as arrays whose first axis is the checkpoint, one per
-/// record leaf path ([`tokensel::io::record::visit`]): `(k,)` for a checkpoint's scalar,
+/// record leaf path ([`tokensel::prelude::formats::record::visit`]): `(k,)` for a checkpoint's scalar,
 /// `(k, m)` for its m entries (groups, classes), `(k, n)` per training sample and
 /// `(k, n, m)` for a sample's m entries (group masses, a K-class run's outputs); an
 /// absent value is NaN; the step is u64, a top token i64, a selection its code (u8), the

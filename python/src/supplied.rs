@@ -6,10 +6,7 @@ use ndarray::Array2;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use tokensel::config::{Config, WInit};
-use tokensel::data::supplied::Supplied;
-use tokensel::data::{Dataset, Params};
-use tokensel::error::Error;
+use tokensel::prelude::{Config, Dataset, Error, Params, Supplied, WInit};
 
 use crate::convert::{bools, floats, groups, known_keys, labels, real_array};
 use crate::errors::{bad_arg, lib, py_err};

@@ -4,10 +4,10 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use tokensel::error::Error;
-use tokensel::model::caps::{Capability, require};
-use tokensel::model::token_selection::svm as svm_lib;
-use tokensel::model::token_selection::svm::PatternChoice;
+use tokensel::prelude::Error;
+use tokensel::prelude::models::caps::{Capability, require};
+use tokensel::prelude::models::svm as svm_lib;
+use tokensel::prelude::models::svm::PatternChoice;
 
 use crate::config::PyConfig;
 use crate::errors::{lib, py_err};
@@ -50,7 +50,7 @@ pub(crate) fn svm(
     };
     let cfg = config.inner.clone();
     lib(require(&cfg, "svm", &[Capability::Svm]))?;
-    let dense = cfg.init.w == tokensel::config::WInit::KaimingUniform;
+    let dense = cfg.init.w == tokensel::prelude::WInit::KaimingUniform;
     lib(svm_lib::check_sizes(
         cfg.n_train,
         cfg.layout.tokens,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::quantity::Quantity;
 
-pub mod compare;
+pub(crate) mod compare;
 
 /// Relative errors at one step of a run measured against the truth twin (`compare`'s
 /// checkpoints, `judge`'s recorded steps).
@@ -44,10 +44,10 @@ pub fn exceeds(err: f64, tol: f64) -> bool {
     !matches!(err.partial_cmp(&tol), Some(Less | Equal))
 }
 
-pub mod certify;
-pub mod diff;
-pub mod exact;
-pub mod judge;
-pub mod lemma_a6;
-pub mod saturation;
-pub mod theory;
+pub(crate) mod certify;
+pub(crate) mod diff;
+pub(crate) mod exact;
+pub(crate) mod judge;
+pub(crate) mod lemma_a6;
+pub(crate) mod saturation;
+pub(crate) mod theory;

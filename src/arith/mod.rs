@@ -157,7 +157,7 @@ macro_rules! hardware_scalar_ops {
 
 mod ball;
 mod choice;
-pub mod exact;
+pub(crate) mod exact;
 mod exp;
 mod f32;
 mod f64;
@@ -172,7 +172,7 @@ pub use self::choice::{ArithVisitor, Choice};
 pub use self::f32::F32;
 pub use self::f64::{F64, dot, norm};
 pub use self::mag::Mag;
-pub use self::mpfr::{DEFAULT_PREC, MAX_PREC, MIN_TRUTH_PREC, Mpfr, normwise_rel_err, rel_err};
+pub use self::mpfr::{DEFAULT_PREC, MAX_PREC, Mpfr, normwise_rel_err, rel_err};
 
 /// Number of accumulators of the dot-product kernels (the fixed pattern).
 pub const LANES: usize = 16;

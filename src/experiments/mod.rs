@@ -2,9 +2,9 @@
 //! files, the cost table. `grid` parses seeds and axes; `claims` may use it, not the
 //! other way round.
 
-pub mod claims;
-pub mod cost;
-pub mod grid;
-pub mod protocol;
-pub mod schema;
-pub mod sweep;
+pub(crate) mod claims;
+pub(crate) mod cost;
+pub(crate) mod grid;
+pub(crate) mod protocol;
+pub(crate) mod schema;
+pub(crate) mod sweep;

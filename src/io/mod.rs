@@ -4,11 +4,11 @@
 //! input files, atomic writes of single files and of output sets. Nothing here knows how
 //! training works.
 
-pub mod export;
-pub mod external;
-pub mod files;
-pub mod nonfinite;
-pub mod publish;
-pub mod record;
-pub mod state;
-pub mod trajectory;
+pub(crate) mod export;
+pub(crate) mod external;
+pub(crate) mod files;
+pub(crate) mod nonfinite;
+pub(crate) mod publish;
+pub(crate) mod record;
+pub(crate) mod state;
+pub(crate) mod trajectory;

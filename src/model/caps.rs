@@ -196,6 +196,7 @@ impl CapSet {
     }
 
     /// The capabilities in the set, in declaration order.
+    #[cfg(test)]
     pub fn iter(self) -> impl Iterator<Item = Capability> {
         Capability::ALL.into_iter().filter(move |c| self.has(*c))
     }

@@ -23,19 +23,17 @@ use crate::arith::Arith;
 use crate::config::{Config, Formulation, ModelKind};
 use crate::data::Dataset;
 
-pub mod attention;
-pub mod blocks;
-pub mod caps;
-pub mod factorised;
-pub mod multiclass;
-pub mod query;
-pub mod token_selection;
+pub(crate) mod attention;
+pub(crate) mod blocks;
+pub(crate) mod caps;
+pub(crate) mod factorised;
+pub(crate) mod multiclass;
+pub(crate) mod query;
+pub(crate) mod token_selection;
 
-pub use attention::{Selection, Softmax, argmax, grad_scores, output, scores, softmax};
+pub use attention::{Selection, Softmax, argmax, output, scores, softmax};
 pub use multiclass::Multiclass;
-pub use token_selection::{
-    TokenSelection, grad_q, grad_q_naive, head, head_values, loss, loss_derivative, predict,
-};
+pub use token_selection::{TokenSelection, grad_q, grad_q_naive};
 
 /// One sample's results of a forward and backward pass.
 #[derive(Debug, Clone)]

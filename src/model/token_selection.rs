@@ -100,10 +100,10 @@ impl Model for TokenSelection {
     }
 }
 
-pub use crate::data::head::{head, head_values};
+pub use crate::data::head::head_values;
 
-pub mod limit;
-pub mod svm;
+pub(crate) mod limit;
+pub(crate) mod svm;
 
 /// `out = coef * df/dq` for one sequence in the `Naive` formulation (backprop through
 /// softmax as frameworks do it): (sum_t (s_t g_t) x_t - f sum_t s_t x_t) coef, which

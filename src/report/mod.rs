@@ -1,5 +1,5 @@
 //! Charts (SVG, and PNG through resvg) and the readable run report.
 
-pub mod heatmap;
-pub mod plot;
-pub mod run;
+pub(crate) mod heatmap;
+pub(crate) mod plot;
+pub(crate) mod run;

@@ -105,11 +105,6 @@ impl<S: Clocked> Prefix<S> {
     pub fn get(&self) -> Option<&S> {
         self.inner.as_ref()
     }
-
-    /// The last step it takes part in.
-    pub fn until(&self) -> u64 {
-        self.until
-    }
 }
 
 impl<S: Clocked> Stepper for Prefix<S> {

@@ -36,18 +36,18 @@ use crate::model::token_selection::limit;
 use crate::model::{self, AnyModel, Model, Softmax};
 use crate::quantity::Quantity;
 
-pub mod adam;
-pub mod batch;
-pub mod direct;
-pub mod direction;
-pub mod drive;
-pub mod plan;
-pub mod record;
-pub mod resume;
-pub mod span;
-pub mod step_rule;
+pub(crate) mod adam;
+pub(crate) mod batch;
+pub(crate) mod direct;
+pub(crate) mod direction;
+pub(crate) mod drive;
+pub(crate) mod plan;
+pub(crate) mod record;
+pub(crate) mod resume;
+pub(crate) mod span;
+pub(crate) mod step_rule;
 
-pub use plan::{MAX_STATE_BYTES, TestPath, check_memory, resolve_method, state_bytes};
+pub use plan::{TestPath, check_memory, resolve_method};
 
 use direct::Direct;
 use drive::{Control, Event, drive};

@@ -3,7 +3,7 @@
 //!
 //! With the basis rows B_0 = p(0), B_j = W(0) x_j (j = 1..r; x_j when W = I), the Gram
 //! matrix G = B B^T ((r+1) x (r+1)) and K = X X^T (r x r), a = (1, 0, ..., 0) at step 0
-//! and the per-token coefficients c of [`crate::model::grad_scores`]:
+//! and the per-token coefficients c of [`crate::model::attention::grad_scores`]:
 //!
 //! ```text
 //! p-mode:  p = B^T a                      z = G[1.., :] a          a[1..] -= alpha c

@@ -25,16 +25,15 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use rug::Float;
-use tokensel::arith::{Arith, Ball, F64, Mpfr};
-use tokensel::config::{Config, Formulation, Method, Mode, Optimizer};
-use tokensel::data::Dataset;
-use tokensel::io::state::State;
-use tokensel::io::trajectory::Trajectory;
-use tokensel::linalg::worth_parallel;
-use tokensel::model::factorised::Factorised;
-use tokensel::train::drive::{Control, Event, drive};
-use tokensel::train::record::schedule;
-use tokensel::train::{Engine, Trainer};
+use tokensel::prelude::formats::state::State;
+use tokensel::prelude::kernels::worth_parallel;
+use tokensel::prelude::models::factorised::Factorised;
+use tokensel::prelude::train::drive::{Control, Event, drive};
+use tokensel::prelude::train::record::schedule;
+use tokensel::prelude::{
+    Arith, Ball, Config, Dataset, Engine, F64, Formulation, Method, Mode, Mpfr, Optimizer, Trainer,
+    Trajectory,
+};
 
 /// Which checks [`conform`] runs (all by default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -375,7 +374,7 @@ fn checkpoint_reals<A: Arith>(tr: &Trainer<'_, A>) -> (Vec<(String, A::Real)>, V
         let tok = tr.token_softmax(i);
         tops.push((
             tok.top,
-            tok.selection == tokensel::model::Selection::Decided,
+            tok.selection == tokensel::prelude::Selection::Decided,
         ));
         if tr.ar.is_finite(&tok.gap) {
             v.push((format!("samples[{i}].gap"), tok.gap));
@@ -454,8 +453,8 @@ fn balls_enclose_the_twin(cfg: &Config, data: &Dataset) -> (u32, usize) {
         match balls_at(cfg, data, prec, (2 * prec).max(PREC)) {
             Ok(count) => return (prec, count),
             Err(
-                e @ (tokensel::error::Error::NonFinite { .. }
-                | tokensel::error::Error::NormalizedStep { .. }),
+                e @ (tokensel::prelude::Error::NonFinite { .. }
+                | tokensel::prelude::Error::NormalizedStep { .. }),
             ) if prec < MAX_BALL_PREC => {
                 eprintln!("{prec}-bit balls lose every bit ({e}): doubling");
                 prec *= 2;
@@ -474,15 +473,14 @@ fn balls_at(
     data: &Dataset,
     prec: u32,
     twin_prec: u32,
-) -> tokensel::error::Result<usize> {
+) -> tokensel::prelude::Result<usize> {
     let ball = Ball::new(prec).unwrap();
     let twin = Mpfr::truth(twin_prec).unwrap();
     let b = Trainer::new(cfg, data, ball, cfg.formulation).unwrap();
     let t = Trainer::new(cfg, data, twin, cfg.formulation).unwrap();
     let mut pair = (b, t);
-    if let Some(choice) = tokensel::model::token_selection::limit::choice_of(cfg) {
-        let limit =
-            tokensel::model::token_selection::limit::Limit::of_config(cfg, data, &choice).unwrap();
+    if let Some(choice) = tokensel::prelude::models::limit::choice_of(cfg) {
+        let limit = tokensel::prelude::models::limit::Limit::of_config(cfg, data, &choice).unwrap();
         pair.0.track_direction(&limit).unwrap();
         pair.1.track_direction(&limit).unwrap();
     }
@@ -815,7 +813,7 @@ fn resume_is_bit_identical<A: Arith>(ar: A, cfg: &Config, data: &Dataset, whole:
     let stopped = tr.record(None, &mut |tr, rec| {
         if tr.step == half {
             tr.state(rec).save(&path)?;
-            return Err(tokensel::error::Error::Refused("stopped halfway".into()));
+            return Err(tokensel::prelude::Error::Refused("stopped halfway".into()));
         }
         Ok(())
     });

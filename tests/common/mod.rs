@@ -5,12 +5,11 @@ pub mod conformance;
 pub mod npy;
 
 use std::process::{Command, Output};
-use tokensel::arith::F64;
+use tokensel::prelude::F64;
 
-use tokensel::config::{Config, Layout, Method, Mode, PInit, WInit};
-use tokensel::data::{Dataset, Params};
-use tokensel::io::trajectory::Trajectory;
-use tokensel::train::Trainer;
+use tokensel::prelude::{
+    Config, Dataset, Layout, Method, Mode, PInit, Params, Trainer, Trajectory, WInit,
+};
 
 /// The f64 trainer's whole trajectory of `cfg` (its own data).
 pub fn run_f64(cfg: &Config) -> Trajectory {
@@ -155,7 +154,7 @@ pub fn tokensel_within(args: &[&str], limit: std::time::Duration) -> Option<Outp
 
 /// Every ball of `bs` contains the twin's value at the same index of `ts` (`what` names
 /// the quantity and step in the message).
-pub fn assert_enclosed(what: &str, bs: &[tokensel::arith::BallReal], ts: &[rug::Float]) {
+pub fn assert_enclosed(what: &str, bs: &[tokensel::prelude::BallReal], ts: &[rug::Float]) {
     assert_eq!(bs.len(), ts.len(), "{what}");
     for (k, (x, v)) in bs.iter().zip(ts).enumerate() {
         assert!(x.contains(v), "{what}[{k}] = {v} not in {x:?}");
@@ -165,7 +164,7 @@ pub fn assert_enclosed(what: &str, bs: &[tokensel::arith::BallReal], ts: &[rug::
 /// The files of a supplied `tokensel data` export of `data`'s arrays (its head: the
 /// K-class one where there is one), as `cfg` runs them.
 pub fn supplied_files(cfg: &Config, data: &Dataset) -> Vec<(String, Vec<u8>)> {
-    use tokensel::data::supplied::Supplied;
+    use tokensel::prelude::Supplied;
     let nu = match &data.nu_classes {
         Some(nu) => nu.clone().into_dyn(),
         None => data.nu.clone().into_dyn(),
@@ -184,7 +183,7 @@ pub fn supplied_files(cfg: &Config, data: &Dataset) -> Vec<(String, Vec<u8>)> {
     )
     .unwrap();
     let p0 = Params::init(cfg).p;
-    tokensel::io::export::files(cfg, &sup, p0.view(), None).1
+    tokensel::prelude::formats::export::files(cfg, &sup, p0.view(), None).1
 }
 
 /// Write `cfg`'s generated arrays to `dir` as a supplied `tokensel data` export (labels

@@ -39,10 +39,7 @@ mod dd;
 mod enclosure;
 mod measure;
 
-pub use attribute::{
-    BELOW_DTYPE, Cause, Coarse, Coarseness, Departure, Diagnosis, Exit, FACTOR, Fit, Located,
-    Scaled,
-};
+pub use attribute::{BELOW_DTYPE, Coarseness, Diagnosis, FACTOR, Fit};
 pub use candidate::{Absorption, Candidate};
 
 use attribute::Errors;

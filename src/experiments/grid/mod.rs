@@ -12,12 +12,11 @@
 //! the tables of one merge, consistent with the cells that merge read; cells written
 //! later appear at the next merge.
 
-pub mod axis;
+pub(crate) mod axis;
 pub mod cell;
-pub mod figure;
-pub mod reduce;
+pub(crate) mod figure;
+pub(crate) mod reduce;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -836,14 +835,6 @@ pub fn collect(dir: &Path) -> Result<(Spec, CellFiles)> {
         })
         .collect::<Result<_>>()?;
     Ok((spec, files))
-}
-
-/// Axis values by key, for reports.
-pub fn axis_map(spec: &Spec) -> BTreeMap<String, Vec<f64>> {
-    spec.axes
-        .iter()
-        .map(|a| (a.key.clone(), a.values.clone()))
-        .collect()
 }
 
 /// The merged set of the grid directory `dir` (`DIR/merged/`; `dir` must hold a

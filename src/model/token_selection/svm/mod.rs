@@ -46,10 +46,9 @@ pub use self::exact::{
     Certificate, ExactSize, Failure, Proved, certificate_for, check, check_farkas, exact_size,
     farkas_for, farkas_on,
 };
-pub use self::report::{Entry, ExactRational, GroupCount, Report, decimal_down, report, w0_map};
+pub use self::report::{Report, report, w0_map};
 pub use self::solver::{
-    F64_TOL, F64Outcome, F64Solution, farkas_search, iteration_limit, q_f64, solve_f64,
-    stop_description,
+    F64Outcome, F64Solution, farkas_search, iteration_limit, q_f64, solve_f64, stop_description,
 };
 
 /// The most training tokens n T an SVM instance may have: the exact Gram matrix holds
