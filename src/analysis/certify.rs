@@ -29,7 +29,9 @@ use crate::arith::{Arith, Ball, BallReal, DEFAULT_BALL_PREC, Kind, Mag};
 use crate::config::{Config, Formulation, Group, Method};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::io::trajectory::{ByNoise, Cumulative, PerGroup, SelectionShare, TrainerInfo};
+use crate::io::trajectory::{
+    ByNoise, ClassMetrics, ClassSelection, Cumulative, PerGroup, SelectionShare, TrainerInfo,
+};
 use crate::model::caps::{Capability, require};
 use crate::model::{AnyModel, Model, Selection};
 use crate::train::drive::{Control, Event, drive};
@@ -374,8 +376,11 @@ impl Decision {
 /// A training sample's enclosures at a checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SampleEnclosure {
-    /// Output f.
+    /// Output f (a K-class model's margin f_Y - max_{c != Y} f_c).
     pub f: Interval,
+    /// A K-class model's outputs f_0, ..., f_{K-1} (absent for the binary model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<Vec<Interval>>,
     /// Its sign against the observed label.
     pub prediction: Decision,
     /// The top token (of the midpoints; selected only where `selection` is decided).
@@ -483,6 +488,11 @@ pub struct CertifiedCheckpoint {
     pub radius: Radius,
     /// Per training sample.
     pub samples: Vec<SampleEnclosure>,
+    /// A K-class run's per-class metrics (`io::trajectory::ClassMetrics`) as intervals
+    /// (absent for the binary model): each share `[proved / n, (proved + undecided) /
+    /// n]` over the class's samples, the per-class mean S_i enclosed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classes: Option<ClassMetrics<Interval>>,
     /// The run's direction against the attention SVM (`[direction]`), enclosed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<CertifiedDirection>,
@@ -1020,6 +1030,7 @@ impl Observer {
             .enumerate()
             .map(|(i, s)| SampleEnclosure {
                 f: iv(&s.f),
+                outputs: (!s.outputs.is_empty()).then(|| s.outputs.iter().map(iv).collect()),
                 prediction: predictions[i],
                 top: s.softmax.top,
                 selection: s.softmax.selection,
@@ -1080,6 +1091,11 @@ impl Observer {
             noisy: selection(true),
         };
         let sum = |k: usize| iv(&self.cumulative[k]).within(0.0, f64::INFINITY);
+        let classes = tr
+            .cfg
+            .model
+            .is_multiclass()
+            .then(|| class_metrics(tr, &samples, &f_test, scores));
         CertifiedCheckpoint {
             step,
             train_loss: iv(&tr.loss).within(0.0, f64::INFINITY),
@@ -1104,6 +1120,7 @@ impl Observer {
             },
             decisions,
             radius,
+            classes,
             direction: tr.direction_values(q).map(|v| {
                 let undecided = tr
                     .samples
@@ -1127,6 +1144,120 @@ impl Observer {
             }),
             samples,
         }
+    }
+}
+
+/// A K-class run's [`ClassMetrics`] as intervals (the f64 recorder's
+/// `Trainer::class_metrics` over proved counts): a per-class accuracy is `[proved
+/// correct / n_c, (proved correct + undecided) / n_c]` (an argmax proved unique and equal
+/// to the label is correct; a proved tie is not), the test set's tie share `[ties / n,
+/// (ties + undecided) / n]` and its undecided share `[undecided / n, undecided / n]` (the
+/// certificate's own count, as [`SelectionShare::undecided`]); the selection slots over
+/// clean and noisy samples as the binary selection counts (a decided top token in its
+/// slot, the undecided ones in every slot's upper end); the per-class mean S_i the ball
+/// mean of the class's samples, within [0, 1/4]. `samples` the checkpoint's enclosures,
+/// `test_f` the test outputs (K per sample), `scores` the training S_i balls.
+fn class_metrics(
+    tr: &Trainer<'_, Ball>,
+    samples: &[SampleEnclosure],
+    test_f: &[BallReal],
+    scores: &[BallReal],
+) -> ClassMetrics<Interval> {
+    use crate::model::multiclass::argmax_status;
+    let ar = tr.ar;
+    let k = tr.cfg.model.classes;
+    let (y, y_true) = (&tr.data.train.y, &tr.data.train.y_true);
+    // the share of the samples of each class (by `labels`) whose status is decided and
+    // `hit`, plus the undecided ones in the upper end
+    let per_class = |labels: &[i8], status: &[(usize, Selection)]| -> Vec<Option<Interval>> {
+        (0..k)
+            .map(|c| {
+                let of: Vec<usize> = (0..labels.len())
+                    .filter(|&i| labels[i] as usize == c)
+                    .collect();
+                let count = |want: Selection| {
+                    of.iter()
+                        .filter(|&&i| {
+                            status[i].1 == want && (want != Selection::Decided || status[i].0 == c)
+                        })
+                        .count()
+                };
+                (!of.is_empty()).then(|| {
+                    Interval::share(
+                        count(Selection::Decided),
+                        count(Selection::Undecided),
+                        of.len(),
+                    )
+                })
+            })
+            .collect()
+    };
+    let train: Vec<(usize, Selection)> = tr
+        .samples
+        .iter()
+        .map(|s| argmax_status(&ar, &s.outputs))
+        .collect();
+    let test: Vec<(usize, Selection)> = test_f.chunks(k).map(|f| argmax_status(&ar, f)).collect();
+    let n_test = test.len();
+    let test_count = |want: Selection| test.iter().filter(|p| p.1 == want).count();
+    let test_undecided = test_count(Selection::Undecided);
+    // each training sample's slot among ClassSelection's seven (`None`: undecided)
+    let slot = |i: usize| -> Option<usize> {
+        let s = &samples[i];
+        match s.selection {
+            Selection::Tie => Some(5),
+            Selection::Undecided => None,
+            Selection::Decided => Some(match tr.data.groups[s.top] {
+                Group::R => 0,
+                Group::WSame => 1,
+                Group::I => 4,
+                Group::WOpposite => match crate::data::class_of_token(tr.cfg, y_true[i], s.top) {
+                    Some(c) if c == y[i] as usize => 2,
+                    _ => 3,
+                },
+            }),
+        }
+    };
+    let selection = |want_noisy: bool| {
+        let set: Vec<usize> = (0..samples.len())
+            .filter(|&i| (y[i] != y_true[i]) == want_noisy)
+            .collect();
+        (!set.is_empty()).then(|| {
+            let mut decided = [0usize; 7];
+            let mut undecided = 0usize;
+            for &i in &set {
+                match slot(i) {
+                    Some(j) => decided[j] += 1,
+                    None => undecided += 1,
+                }
+            }
+            let mut shares: [Interval; 7] =
+                std::array::from_fn(|j| Interval::share(decided[j], undecided, set.len()));
+            shares[6] = Interval::share(undecided, 0, set.len());
+            ClassSelection::from_array(shares)
+        })
+    };
+    let selection_score = (0..k)
+        .map(|c| {
+            mean(
+                &ar,
+                (0..y_true.len())
+                    .filter(|&i| y_true[i] as usize == c)
+                    .map(|i| &scores[i]),
+            )
+            .map(|m| Interval::of(&ar, &m).within(0.0, 0.25))
+        })
+        .collect();
+    ClassMetrics {
+        train_accuracy: per_class(y, &train),
+        test_accuracy: per_class(&tr.data.test.y_true, &test),
+        test_tie: Interval::share(test_count(Selection::Tie), test_undecided, n_test),
+        test_undecided: Interval::share(test_undecided, 0, n_test),
+        selection: ByNoise {
+            clean: selection(false),
+            noisy: selection(true),
+        },
+        selection_score,
     }
 }
 
