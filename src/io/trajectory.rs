@@ -403,6 +403,32 @@ impl ClassSelection {
         "tie",
         "undecided",
     ];
+
+    /// The entry of [`ClassSelection::NAMES`] a training sample counts in: `tie` or
+    /// `undecided` by its `selection`, else by the group of its top token `top`: R,
+    /// `W_true` (a weak token of its true class `y_true`), `W_observed` (of its observed
+    /// class `y`), `W_other`, I.
+    pub fn slot(
+        cfg: &Config,
+        group: Group,
+        selection: Selection,
+        (y, y_true): (i8, i8),
+        top: usize,
+    ) -> usize {
+        match selection {
+            Selection::Tie => 5,
+            Selection::Undecided => 6,
+            Selection::Decided => match group {
+                Group::R => 0,
+                Group::WSame => 1,
+                Group::I => 4,
+                Group::WOpposite => match crate::data::class_of_token(cfg, y_true, top) {
+                    Some(c) if c == y as usize => 2,
+                    _ => 3,
+                },
+            },
+        }
+    }
 }
 
 impl<V: Copy> ClassSelection<V> {

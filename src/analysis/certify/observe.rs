@@ -364,19 +364,9 @@ fn class_metrics(
     // each training sample's slot among ClassSelection's seven (`None`: undecided)
     let slot = |i: usize| -> Option<usize> {
         let s = &samples[i];
-        match s.selection {
-            Selection::Tie => Some(5),
-            Selection::Undecided => None,
-            Selection::Decided => Some(match tr.data.groups[s.top] {
-                Group::R => 0,
-                Group::WSame => 1,
-                Group::I => 4,
-                Group::WOpposite => match crate::data::class_of_token(tr.cfg, y_true[i], s.top) {
-                    Some(c) if c == y[i] as usize => 2,
-                    _ => 3,
-                },
-            }),
-        }
+        let group = tr.data.groups[s.top];
+        let slot = ClassSelection::slot(tr.cfg, group, s.selection, (y[i], y_true[i]), s.top);
+        (slot != 6).then_some(slot)
     };
     let selection = |want_noisy: bool| {
         let set: Vec<usize> = (0..samples.len())
