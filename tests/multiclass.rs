@@ -494,6 +494,120 @@ fn certify_decides_k_class_argmaxes() {
     );
 }
 
+/// A K = 3 certificate carries the per-class metrics and each sample's K outputs as
+/// intervals (before, it had neither), and they enclose the 1024-bit twin at every
+/// checkpoint (d = 40, n = 6, 60 steps, span, 128-bit balls): each output, which the
+/// twin rounds to f64 once, within half an ulp of its interval (the twin is within
+/// ~2^-1000 of the exact value the interval contains; rounding moves it by at most half
+/// an ulp); the per-class accuracies, the test set's tie share and the selection shares,
+/// counts over n the twin rounds once, inside their outward-rounded intervals; the
+/// per-class mean S_i, a sum of n rounded terms divided in f64, within n ulps. A binary
+/// certificate still has neither record.
+#[test]
+fn k_class_certificates_enclose_the_per_class_records() {
+    use tokensel::prelude::analysis::certify::{self, Interval, Options};
+    let cfg = multiclass(small(3, Mode::P, Method::Span, 60), 3);
+    let data = Dataset::generate(&cfg);
+    let cert = certify::certify(&cfg, &data, &Options::default(), &mut |_, _| {}).unwrap();
+    let twin = Trainer::run(&cfg, &data, Mpfr::truth(1024).unwrap(), &mut |_| {}).unwrap();
+    assert_eq!(cert.checkpoints.len(), twin.checkpoints.len());
+    let ulps_outside = |v: f64, iv: Interval| {
+        let ulp = f64::from_bits(v.abs().to_bits() + 1) - v.abs();
+        (iv.lo() - v).max(v - iv.hi()).max(0.0) / ulp
+    };
+    let n = cfg.n_train as f64;
+    let (mut outputs, mut shares) = (0usize, 0usize);
+    for (c, t) in cert.checkpoints.iter().zip(&twin.checkpoints) {
+        let step = c.step;
+        assert_eq!(step, t.step);
+        for (i, (sc, st)) in c.samples.iter().zip(&t.samples).enumerate() {
+            let (ic, ft) = (sc.outputs.as_ref(), st.outputs.as_ref());
+            let (ic, ft) = (ic.expect("K outputs"), ft.expect("twin's outputs"));
+            assert_eq!(ic.len(), 3);
+            for (k, (iv, v)) in ic.iter().zip(ft).enumerate() {
+                let d = ulps_outside(*v, *iv);
+                assert!(
+                    d <= 0.5,
+                    "step {step} sample {i} f_{k}: {v:e} is {d} ulps outside {iv:?}"
+                );
+                outputs += 1;
+            }
+        }
+        let (kc, kt) = (
+            c.classes.as_ref().expect("classes"),
+            t.classes.as_ref().unwrap(),
+        );
+        let mut inside = |what: &str, v: Option<f64>, iv: Option<Interval>| {
+            assert_eq!(v.is_some(), iv.is_some(), "step {step} {what}");
+            if let (Some(v), Some(iv)) = (v, iv) {
+                assert!(
+                    iv.lo() <= v && v <= iv.hi(),
+                    "step {step} {what}: {v} not in {iv:?}"
+                );
+                shares += 1;
+            }
+        };
+        for (k, (v, iv)) in kt.train_accuracy.iter().zip(&kc.train_accuracy).enumerate() {
+            inside(&format!("train accuracy of class {k}"), *v, *iv);
+        }
+        for (k, (v, iv)) in kt.test_accuracy.iter().zip(&kc.test_accuracy).enumerate() {
+            inside(&format!("test accuracy of class {k}"), *v, *iv);
+        }
+        assert_eq!(kc.train_accuracy.len(), 3);
+        assert_eq!(kc.test_accuracy.len(), 3);
+        inside("test tie", Some(kt.test_tie), Some(kc.test_tie));
+        inside(
+            "test undecided",
+            Some(kt.test_undecided),
+            Some(kc.test_undecided),
+        );
+        for (set, (v, iv)) in [
+            ("clean", (kt.selection.clean, kc.selection.clean)),
+            ("noisy", (kt.selection.noisy, kc.selection.noisy)),
+        ] {
+            assert_eq!(v.is_some(), iv.is_some(), "step {step} {set} selection");
+            if let (Some(v), Some(iv)) = (v, iv) {
+                for (j, (v, iv)) in v.to_array().iter().zip(iv.to_array()).enumerate() {
+                    inside(&format!("{set} selection {j}"), Some(*v), Some(iv));
+                }
+            }
+        }
+        assert_eq!(kc.selection_score.len(), 3);
+        for (k, (v, iv)) in kt
+            .selection_score
+            .iter()
+            .zip(&kc.selection_score)
+            .enumerate()
+        {
+            assert_eq!(v.is_some(), iv.is_some(), "step {step} S of class {k}");
+            if let (Some(v), Some(iv)) = (v, iv) {
+                let d = ulps_outside(*v, *iv);
+                assert!(
+                    d <= n,
+                    "step {step} mean S of class {k}: {v} is {d} ulps outside {iv:?}"
+                );
+            }
+        }
+    }
+    assert!(outputs > 0 && shares > 0);
+    // the run moved: some class's mean S_i differs between the first and last checkpoint
+    let (first, last) = (&twin.checkpoints[0], twin.last());
+    assert_ne!(
+        first.classes.as_ref().unwrap().selection_score,
+        last.classes.as_ref().unwrap().selection_score
+    );
+    // a binary certificate has neither record
+    let binary = small(3, Mode::P, Method::Span, 10);
+    let data = Dataset::generate(&binary);
+    let cert = certify::certify(&binary, &data, &Options::default(), &mut |_, _| {}).unwrap();
+    assert!(cert.checkpoints.iter().all(|c| c.classes.is_none()));
+    assert!(
+        cert.checkpoints
+            .iter()
+            .all(|c| c.samples.iter().all(|s| s.outputs.is_none()))
+    );
+}
+
 /// A K-class trajectory's CSV carries the per-class columns, its JSON the K outputs per
 /// sample and the per-class metrics; a binary trajectory has neither (its files keep
 /// their bytes).

@@ -342,50 +342,54 @@ pub struct DirectionPoint {
 }
 
 /// A K-class run's metrics per class, and its selection groups relative to each sample's
-/// classes (SPEC section 14).
+/// classes (SPEC section 14). Over f64 in a trajectory; over enclosures
+/// (`analysis::certify::Interval`) in a certificate, where each share is the interval of
+/// the proved counts (an undecided argmax or top token in the upper end).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClassMetrics {
+#[serde(bound(serialize = "V: Serialize", deserialize = "V: Deserialize<'de>"))]
+pub struct ClassMetrics<V = f64> {
     /// Per observed class c: the share of training samples labelled c whose predicted
     /// class (the proved unique argmax of f) is c (`None`: no sample labelled c).
-    pub train_accuracy: Vec<Option<f64>>,
+    pub train_accuracy: Vec<Option<V>>,
     /// Per true class c: the share of test samples of class c predicted c.
-    pub test_accuracy: Vec<Option<f64>>,
+    pub test_accuracy: Vec<Option<V>>,
     /// Shares of the test set whose largest output ties another (no class predicted) or
     /// is not proved (an enclosure).
-    pub test_tie: f64,
+    pub test_tie: V,
     /// See `test_tie`.
-    pub test_undecided: f64,
+    pub test_undecided: V,
     /// Where the training samples' top tokens lie, for clean and for noisy samples:
     /// R, W of the true class, W of the observed class (noisy samples only: the weak
     /// token that carries their label's signal), W of another class, I, tie, undecided.
-    pub selection: ByNoise<ClassSelection>,
+    pub selection: ByNoise<ClassSelection<V>>,
     /// Per true class c: the mean Definition 4.1 score S_i of the training samples of
     /// class c at this step (`None`: no such sample).
-    pub selection_score: Vec<Option<f64>>,
+    pub selection_score: Vec<Option<V>>,
 }
 
-/// The shares of [`ClassMetrics::selection`].
+/// The shares of [`ClassMetrics::selection`] (f64, or enclosures in a certificate).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct ClassSelection {
+#[serde(bound(serialize = "V: Serialize", deserialize = "V: Deserialize<'de>"))]
+pub struct ClassSelection<V = f64> {
     /// The relevant token (R).
     #[serde(rename = "R")]
-    pub r: f64,
+    pub r: V,
     /// A weak token of the true class (W_{Y*}).
     #[serde(rename = "W_true")]
-    pub w_true: f64,
+    pub w_true: V,
     /// A weak token of the observed class Y != Y* (W_Y).
     #[serde(rename = "W_observed")]
-    pub w_observed: f64,
+    pub w_observed: V,
     /// A weak token of a class other than Y* and Y.
     #[serde(rename = "W_other")]
-    pub w_other: f64,
+    pub w_other: V,
     /// An irrelevant token (I).
     #[serde(rename = "I")]
-    pub i: f64,
+    pub i: V,
     /// The top score ties another.
-    pub tie: f64,
+    pub tie: V,
     /// The top score is not proved the largest.
-    pub undecided: f64,
+    pub undecided: V,
 }
 
 impl ClassSelection {
@@ -400,8 +404,36 @@ impl ClassSelection {
         "undecided",
     ];
 
+    /// The entry of [`ClassSelection::NAMES`] a training sample counts in: `tie` or
+    /// `undecided` by its `selection`, else by the group of its top token `top`: R,
+    /// `W_true` (a weak token of its true class `y_true`), `W_observed` (of its observed
+    /// class `y`), `W_other`, I.
+    pub fn slot(
+        cfg: &Config,
+        group: Group,
+        selection: Selection,
+        (y, y_true): (i8, i8),
+        top: usize,
+    ) -> usize {
+        match selection {
+            Selection::Tie => 5,
+            Selection::Undecided => 6,
+            Selection::Decided => match group {
+                Group::R => 0,
+                Group::WSame => 1,
+                Group::I => 4,
+                Group::WOpposite => match crate::data::class_of_token(cfg, y_true, top) {
+                    Some(c) if c == y as usize => 2,
+                    _ => 3,
+                },
+            },
+        }
+    }
+}
+
+impl<V: Copy> ClassSelection<V> {
     /// The shares in [`ClassSelection::NAMES`] order.
-    pub fn to_array(self) -> [f64; 7] {
+    pub fn to_array(self) -> [V; 7] {
         [
             self.r,
             self.w_true,
@@ -414,7 +446,7 @@ impl ClassSelection {
     }
 
     /// From shares in [`ClassSelection::NAMES`] order.
-    pub fn from_array(v: [f64; 7]) -> Self {
+    pub fn from_array(v: [V; 7]) -> Self {
         ClassSelection {
             r: v[0],
             w_true: v[1],

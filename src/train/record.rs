@@ -375,22 +375,9 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                let top = s.top;
-                let slot = match s.selection {
-                    Selection::Tie => 5,
-                    Selection::Undecided => 6,
-                    Selection::Decided => match self.data.groups[top] {
-                        Group::R => 0,
-                        Group::WSame => 1,
-                        Group::I => 4,
-                        Group::WOpposite => {
-                            match crate::data::class_of_token(self.cfg, y_true[i], top) {
-                                Some(c) if c == y[i] as usize => 2,
-                                _ => 3,
-                            }
-                        }
-                    },
-                };
+                let group = self.data.groups[s.top];
+                let slot =
+                    ClassSelection::slot(self.cfg, group, s.selection, (y[i], y_true[i]), s.top);
                 let mut v = [0.0; 7];
                 v[slot] = 1.0;
                 v

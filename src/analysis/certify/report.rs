@@ -1,0 +1,649 @@
+//! The certificate's records (its checkpoints, decisions, radii, attempts), the checks
+//! its reader makes, and its readable summary.
+
+use super::*;
+
+/// A prediction (the sign of the binary f; a K-class model's argmax) against its label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// The prediction is proved and equals the label.
+    Correct,
+    /// The prediction is proved and differs from the label (a proved zero f, or a proved
+    /// tie of the largest K-class outputs, counts here).
+    Wrong,
+    /// The enclosure of f contains 0 (and is not the exact 0).
+    Undecided,
+}
+
+impl Decision {
+    /// The decision on outputs `f` against label `y` ([`Model::decide`]: the sign of the
+    /// binary f; a K-class model's proved unique argmax, a proved tie counting wrong).
+    pub(super) fn of(ar: &Ball, model: &AnyModel, f: &[BallReal], y: i8) -> Decision {
+        match model.decide(ar, f, y) {
+            Some(true) => Decision::Correct,
+            Some(false) => Decision::Wrong,
+            None => Decision::Undecided,
+        }
+    }
+}
+
+/// A training sample's enclosures at a checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleEnclosure {
+    /// Output f (a K-class model's margin f_Y - max_{c != Y} f_c).
+    pub f: Interval,
+    /// A K-class model's outputs f_0, ..., f_{K-1} (absent for the binary model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<Vec<Interval>>,
+    /// Its sign against the observed label.
+    pub prediction: Decision,
+    /// The top token (of the midpoints; selected only where `selection` is decided).
+    pub top: usize,
+    /// Whether `top` is proved the unique largest score, a proved tie, or undecided.
+    pub selection: Selection,
+    /// Score gap z_top - max_{j != top} z_j.
+    pub gap: Interval,
+    /// 1 - s_top.
+    pub rest: Interval,
+    /// Attention mass of each group.
+    pub mass: PerGroup<Interval>,
+    /// Definition 4.1's S_i.
+    pub selection_score: Interval,
+}
+
+/// Decision counts at one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Decisions {
+    /// Training samples whose prediction sign is undecided.
+    pub train_signs_undecided: usize,
+    /// Training samples whose top token is undecided.
+    pub tops_undecided: usize,
+    /// Training samples whose top score is a proved tie (a decision).
+    pub ties: usize,
+    /// Test samples whose prediction sign is undecided (checkpoints only).
+    pub test_signs_undecided: usize,
+}
+
+impl Decisions {
+    /// True when nothing is undecided.
+    pub fn all_decided(&self) -> bool {
+        self.train_signs_undecided == 0
+            && self.tops_undecided == 0
+            && self.test_signs_undecided == 0
+    }
+}
+
+/// Relative radii at one step: rad / |mid| componentwise for the positive quantities
+/// (attention, 1 - s_top, the loss), normwise (largest radius / largest |mid|) for the
+/// signed ones (scores, outputs, q), which cross zero; and the bits lost: the working
+/// precision plus log2 of the largest of them, from 0 (the radii are the midpoints' own
+/// rounding) to the precision (a relative radius of 1 or more, or an infinite one: no
+/// bit is left). Each is rounded up to f64; one beyond f64's range (a ball around an
+/// underflowed value, a radius past f64's exponents) is infinite, written `"inf"`.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Radius {
+    /// Training scores (normwise).
+    #[serde(with = "crate::io::nonfinite")]
+    pub scores: f64,
+    /// Attention (componentwise).
+    #[serde(with = "crate::io::nonfinite")]
+    pub attention: f64,
+    /// 1 - s_top (componentwise).
+    #[serde(with = "crate::io::nonfinite")]
+    pub rest: f64,
+    /// Outputs f of the training samples (normwise).
+    #[serde(with = "crate::io::nonfinite")]
+    pub output: f64,
+    /// The empirical risk.
+    #[serde(with = "crate::io::nonfinite")]
+    pub loss: f64,
+    /// q = W^T p (normwise; checkpoints only).
+    #[serde(with = "crate::io::nonfinite::option")]
+    pub q: Option<f64>,
+    /// The largest of the above.
+    #[serde(with = "crate::io::nonfinite")]
+    pub largest: f64,
+    /// prec + log2(largest), between 0 and prec.
+    pub bits_lost: f64,
+}
+
+/// Everything a trajectory checkpoint records, as enclosures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CertifiedCheckpoint {
+    /// Number of gradient steps done.
+    pub step: u64,
+    /// Empirical risk.
+    pub train_loss: Interval,
+    /// Training accuracy: [proved correct / n, (n - proved wrong) / n], ends rounded
+    /// outward.
+    pub train_accuracy: Interval,
+    /// The exact counts behind it: proved correct, at most correct, of n.
+    pub train_correct: Count,
+    /// Test accuracy (true labels), likewise.
+    pub test_accuracy: Interval,
+    /// The exact counts behind it.
+    pub test_correct: Count,
+    /// ||q||.
+    pub q_norm: Interval,
+    /// ||dL/dq||.
+    pub grad_norm: Interval,
+    /// Mean attention mass per group over clean and noisy samples.
+    pub attention: ByNoise<PerGroup<Interval>>,
+    /// Shares of clean and noisy samples whose top token is decided in each group, ties,
+    /// or is undecided (a group's share counts the undecided samples in its upper end).
+    pub selection: ByNoise<SelectionShare<Interval>>,
+    /// The exact counts behind the shares.
+    pub selection_counts: ByNoise<SelectionShare<Count>>,
+    /// Cumulative Definition 4.1 sums up to this step.
+    pub cumulative: Cumulative<Interval>,
+    /// Decision counts.
+    pub decisions: Decisions,
+    /// Relative radii and bits lost.
+    pub radius: Radius,
+    /// Per training sample.
+    pub samples: Vec<SampleEnclosure>,
+    /// A K-class run's per-class metrics (`io::trajectory::ClassMetrics`) as intervals
+    /// (absent for the binary model): each share `[proved / n, (proved + undecided) /
+    /// n]` over the class's samples, the per-class mean S_i enclosed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classes: Option<ClassMetrics<Interval>>,
+    /// The run's direction against the attention SVM (`[direction]`), enclosed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<CertifiedDirection>,
+}
+
+/// A checkpoint's direction record (`io::trajectory::DirectionPoint`) as enclosures of
+/// the exact run's values: theta_mm enters as balls around its exact rational
+/// coordinates, the minimum and maximum over constraints as balls that enclose them
+/// whatever the undecided orders.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CertifiedDirection {
+    /// 1 - corr(tau) (`None` at theta = theta0).
+    pub one_minus_corr: Option<Interval>,
+    /// ||theta||.
+    pub norm: Interval,
+    /// The normalised margin (`None` at theta = 0).
+    pub margin: Option<Interval>,
+    /// The support's deviation (`None` unless min m > 0 is proved).
+    pub support_deviation: Option<Interval>,
+    /// Training samples whose top token is proved to be alpha_i: proved, at most (the
+    /// undecided ones added), of n.
+    pub on_pattern: Count,
+}
+
+/// The first decision that was not proved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Undecided {
+    /// The step.
+    pub step: u64,
+    /// What: "top token of training sample i", "sign of f of training sample i", "sign
+    /// of f of test sample i".
+    pub what: String,
+}
+
+/// Steps at which some training sample's top score was a proved tie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Ties {
+    /// Number of such steps.
+    pub steps: u64,
+    /// The first.
+    pub first: Option<u64>,
+    /// The last.
+    pub last: Option<u64>,
+}
+
+/// One run at one precision (`--prec auto` makes several).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// Working precision.
+    pub prec_bits: u32,
+    /// The final checkpoint decided everything.
+    pub decided: bool,
+    /// The first undecided decision, if any.
+    pub first_undecided: Option<Undecided>,
+    /// Why the run stopped before its last step (a radius or value became non-finite;
+    /// `--prec auto` then tries the next precision), if it did.
+    #[serde(default)]
+    pub stopped: Option<String>,
+}
+
+/// The certificate of `tokensel certify`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Certificate {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// The ball trainer (kind `ball`, its precision, formulation and method).
+    pub trainer: TrainerInfo,
+    /// The run's config.
+    pub config: Config,
+    /// True when every decision of the final checkpoint is proved (training top tokens,
+    /// where a proved tie counts as decided, and prediction signs; test signs).
+    pub decided: bool,
+    /// Final training accuracy, ends rounded outward (certified where `train_correct`
+    /// is exact).
+    pub train_accuracy: Interval,
+    /// The exact counts behind it.
+    pub train_correct: Count,
+    /// Final test accuracy.
+    pub test_accuracy: Interval,
+    /// The exact counts behind it.
+    pub test_correct: Count,
+    /// Final selection shares.
+    pub selection: ByNoise<SelectionShare<Interval>>,
+    /// The exact counts behind them.
+    pub selection_counts: ByNoise<SelectionShare<Count>>,
+    /// The first decision not proved (training decisions at every step, test signs at
+    /// the checkpoints).
+    pub first_undecided: Option<Undecided>,
+    /// Steps with a proved tie.
+    pub ties: Ties,
+    /// Largest relative radius over the run ([`Radius::largest`]; `"inf"` past f64's
+    /// range).
+    #[serde(with = "crate::io::nonfinite")]
+    pub largest_rel_radius: f64,
+    /// The step where it was reached.
+    pub largest_at_step: u64,
+    /// The bits lost there (0 to the precision).
+    pub bits_lost: f64,
+    /// The runs made (one unless `--prec auto`).
+    pub attempts: Vec<Attempt>,
+    /// Notes for the reader (the step-0 tie, the direct step's radii).
+    pub notes: Vec<String>,
+    /// Every checkpoint of the schedule.
+    pub checkpoints: Vec<CertifiedCheckpoint>,
+    /// What the checkpoints' direction intervals refer to: the attention SVM solution
+    /// of the config's `[direction]` pattern, proved before the run (absent without
+    /// that section).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<crate::model::token_selection::limit::LimitSummary>,
+}
+
+impl Certificate {
+    /// The final checkpoint.
+    pub fn last(&self) -> &CertifiedCheckpoint {
+        self.checkpoints.last().expect("the schedule has step 0")
+    }
+
+    /// Read a certificate (`certificate.json`, `certify --json`) and check what a reader
+    /// relies on: the format [`FORMAT`], at least one checkpoint, the run's description
+    /// (see `check_run`: a ball trainer at a ball's precision, a valid config, every
+    /// radius a non-negative number or infinity, every step named within the config's
+    /// `steps`), checkpoint steps strictly increasing, a sample list of `n_train` entries
+    /// each, the bits lost within 0..=prec (every interval is checked as it is read:
+    /// [`Interval`], [`Count`]).
+    pub fn from_json(text: &str, path: &std::path::Path) -> Result<Certificate> {
+        let bad = |message: String| Error::Parse {
+            what: "certificate",
+            path: path.to_path_buf(),
+            message,
+        };
+        #[derive(Deserialize)]
+        struct Head {
+            format: Option<serde_json::Value>,
+        }
+        let head: Head = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        match head.format.as_ref().and_then(|f| f.as_str()) {
+            Some(FORMAT) => {}
+            Some(other) => {
+                return Err(bad(format!(
+                    "format `{other}`: this tokensel reads `{FORMAT}`"
+                )));
+            }
+            None => return Err(bad(format!("no `format` (expected `{FORMAT}`)"))),
+        }
+        let c: Certificate = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        if c.checkpoints.is_empty() {
+            return Err(bad("no checkpoint".into()));
+        }
+        c.check_run().map_err(bad)?;
+        let prec = c.trainer.prec_bits as f64;
+        let mut last = None;
+        for k in &c.checkpoints {
+            // (a step past the config's was refused by `check_run`)
+            if last.is_some_and(|s| k.step <= s) {
+                return Err(bad(format!(
+                    "checkpoint steps must increase (step {})",
+                    k.step
+                )));
+            }
+            last = Some(k.step);
+            if k.samples.len() != c.config.n_train {
+                return Err(bad(format!(
+                    "the checkpoint at step {} has {} samples, the config {}",
+                    k.step,
+                    k.samples.len(),
+                    c.config.n_train
+                )));
+            }
+            if !(0.0..=prec).contains(&k.radius.bits_lost) {
+                return Err(bad(format!(
+                    "bits lost {} at step {} outside 0..={prec}",
+                    k.radius.bits_lost, k.step
+                )));
+            }
+        }
+        if !(0.0..=prec).contains(&c.bits_lost) {
+            return Err(bad(format!("bits lost {} outside 0..={prec}", c.bits_lost)));
+        }
+        if c.direction.is_some() != c.config.direction.is_some()
+            || c.checkpoints
+                .iter()
+                .any(|k| k.direction.is_some() != c.config.direction.is_some())
+        {
+            return Err(bad(
+                "direction records and the config's [direction] section: one without the other"
+                    .into(),
+            ));
+        }
+        if let Some(d) = &c.direction {
+            d.check(c.config.n_train, c.config.layout.tokens)
+                .map_err(bad)?;
+        }
+        Ok(c)
+    }
+}
+
+impl Certificate {
+    /// The checks on what the certificate says of its run, whatever produced it (an
+    /// edited file): the trainer is the ball arithmetic at
+    /// [`MIN_BALL_PREC`](crate::arith::MIN_BALL_PREC)..=[`MAX_PREC`](crate::arith::MAX_PREC)
+    /// bits (so is every attempt), the config is valid, every radius is a non-negative
+    /// number or `"inf"` (never NaN), and every step it names (checkpoints, the largest
+    /// radius, ties, the first undecided decision) is within the config's `steps`. The
+    /// message names the offending field.
+    fn check_run(&self) -> std::result::Result<(), String> {
+        use crate::arith::{MAX_PREC, MIN_BALL_PREC};
+        if self.trainer.kind != Kind::Ball {
+            return Err(format!(
+                "`trainer.kind` is `{}`: a certificate is made by the `ball` trainer",
+                self.trainer.kind.name()
+            ));
+        }
+        let precs = std::iter::once(("trainer.prec_bits".to_string(), self.trainer.prec_bits))
+            .chain(
+                self.attempts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| (format!("attempts[{i}].prec_bits"), a.prec_bits)),
+            );
+        for (field, prec) in precs {
+            if !(MIN_BALL_PREC..=MAX_PREC).contains(&prec) {
+                return Err(format!(
+                    "`{field}` {prec} is outside a ball's {MIN_BALL_PREC}..={MAX_PREC} bits"
+                ));
+            }
+        }
+        self.config
+            .validate()
+            .map_err(|e| format!("its `config` is not valid: {e}"))?;
+        let radius = |field: String, r: f64| {
+            if r.is_nan() || r < 0.0 {
+                Err(format!(
+                    "`{field}` is {r}: a radius is a non-negative number or \"inf\""
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        radius("largest_rel_radius".into(), self.largest_rel_radius)?;
+        for (i, k) in self.checkpoints.iter().enumerate() {
+            let r = &k.radius;
+            for (name, v) in [
+                ("scores", Some(r.scores)),
+                ("attention", Some(r.attention)),
+                ("rest", Some(r.rest)),
+                ("output", Some(r.output)),
+                ("loss", Some(r.loss)),
+                ("q", r.q),
+                ("largest", Some(r.largest)),
+            ] {
+                if let Some(v) = v {
+                    radius(format!("checkpoints[{i}].radius.{name}"), v)?;
+                }
+            }
+            if r.bits_lost.is_nan() {
+                return Err(format!("`checkpoints[{i}].radius.bits_lost` is NaN"));
+            }
+            r.check_consistent(self.trainer.prec_bits)
+                .map_err(|e| format!("`checkpoints[{i}].radius.{e}"))?;
+            if r.largest > self.largest_rel_radius {
+                return Err(format!(
+                    "`checkpoints[{i}].radius.largest` {:e} exceeds `largest_rel_radius` {:e} \
+                     (the largest over every step)",
+                    r.largest, self.largest_rel_radius
+                ));
+            }
+        }
+        let steps = self.config.steps;
+        let mut named: Vec<(String, u64)> = self
+            .checkpoints
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (format!("checkpoints[{i}].step"), k.step))
+            .collect();
+        named.push(("largest_at_step".into(), self.largest_at_step));
+        named.extend(self.ties.first.map(|s| ("ties.first".to_string(), s)));
+        named.extend(self.ties.last.map(|s| ("ties.last".to_string(), s)));
+        named.extend(
+            self.first_undecided
+                .as_ref()
+                .map(|u| ("first_undecided.step".to_string(), u.step)),
+        );
+        for (i, a) in self.attempts.iter().enumerate() {
+            named.extend(
+                a.first_undecided
+                    .as_ref()
+                    .map(|u| (format!("attempts[{i}].first_undecided.step"), u.step)),
+            );
+        }
+        for (field, step) in named {
+            if step > steps {
+                return Err(format!(
+                    "`{field}` {step} is past the run's {steps} steps (`config.steps`)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bits lost of a relative radius `rel` at `prec` bits, as an f64 (`plot`'s per
+/// quantity curves): prec + log2(rel) within 0..=prec, `prec` for a relative radius of
+/// 1 or more or an infinite one (as [`Radius::bits_lost`]).
+pub fn bits_lost_of(prec: u32, rel: f64) -> f64 {
+    let p = prec as f64;
+    if rel.is_nan() || rel >= 1.0 {
+        return p;
+    }
+    if rel <= 0.0 {
+        return 0.0;
+    }
+    (p + core_math::log2(rel)).clamp(0.0, p)
+}
+
+impl Radius {
+    /// `largest` is the largest of the parts and `bits_lost` its bits of `prec`: both are
+    /// derived from the parts when the certificate is written (`radius`), so a reader
+    /// refuses a certificate where they disagree. `bits_lost` comes from the exact radius
+    /// and `largest` is that radius rounded up to f64 (exact for a 32-bit mantissa inside
+    /// f64's normal range): within that range the two agree to 1e-9 bits (the logarithms'
+    /// rounding is ~1e-13); below it `largest` only bounds it (`bits_lost` is at most
+    /// what `largest` gives). The error names the field after `radius.`.
+    fn check_consistent(&self, prec: u32) -> std::result::Result<(), String> {
+        let parts = [
+            self.scores,
+            self.attention,
+            self.rest,
+            self.output,
+            self.loss,
+        ];
+        // (NaN was refused before this check)
+        let max = parts.into_iter().chain(self.q).fold(0.0, f64::max);
+        if self.largest != max {
+            return Err(format!(
+                "largest` is {:e} but the largest of the radii beside it is {max:e}",
+                self.largest
+            ));
+        }
+        let want = bits_lost_of(prec, self.largest);
+        let tol = 1e-9;
+        let normal = self.largest >= f64::MIN_POSITIVE || self.largest == 0.0;
+        if self.bits_lost > want + tol || (normal && self.bits_lost < want - tol) {
+            return Err(format!(
+                "bits_lost` is {} but `largest` {:e} at {prec} bits gives {want}",
+                self.bits_lost, self.largest
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Certificate {
+    /// Why the run of the certificate's precision stopped before its last step (its
+    /// enclosure blew up), if it did: the certificate then covers the checkpoints before
+    /// that step only, and is undecided.
+    pub fn stopped(&self) -> Option<&str> {
+        self.attempts.last().and_then(|a| a.stopped.as_deref())
+    }
+}
+
+impl std::fmt::Display for Certificate {
+    /// The readable summary of `tokensel certify`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = &self.config;
+        let mut out = format!(
+            "tokensel certify: ball arithmetic at {} bits, {} step, {} steps{}, seed {}, {}-mode, d = {}, n = {}, n_test = {}\n\
+             every interval encloses the exact-arithmetic value (ends rounded outward to f64)\n\n",
+            self.trainer.prec_bits,
+            self.trainer.method.name(),
+            c.steps,
+            match c.optimizer.is_default() {
+                true => String::new(),
+                false => format!(" of {}", c.optimizer.name()),
+            },
+            c.seed,
+            c.mode.name(),
+            c.d,
+            c.n_train,
+            c.n_test
+        );
+        out += &format!(
+            "  {:>7}  {:<24}{:>12}{:>12}  {:>9}{:>6}{:>12}{:>6}\n",
+            "step",
+            "train loss",
+            "train acc",
+            "test acc",
+            "undecided",
+            "ties",
+            "rel radius",
+            "bits"
+        );
+        for k in &self.checkpoints {
+            let d = &k.decisions;
+            let undecided = d.train_signs_undecided + d.tops_undecided + d.test_signs_undecided;
+            out += &format!(
+                "  {:>7}  {:<24}{:>12}{:>12}  {:>9}{:>6}{:>12.2e}{:>6.0}\n",
+                k.step,
+                format!("{:.10}", k.train_loss.lo()),
+                k.train_correct.to_string(),
+                k.test_correct.to_string(),
+                undecided,
+                d.ties,
+                k.radius.largest,
+                k.radius.bits_lost
+            );
+        }
+        let verdict = |c: &Count| {
+            let v = c.share();
+            if c.is_exact() {
+                format!("{c} = {:.4} (certified)", v.lo().midpoint(v.hi()))
+            } else {
+                format!("{c} = [{:.4}, {:.4}] (undecided samples)", v.lo(), v.hi())
+            }
+        };
+        out += &format!(
+            "\n  certificate at step {}:\n    train accuracy  {}\n    test accuracy   {}\n",
+            self.last().step,
+            verdict(&self.train_correct),
+            verdict(&self.test_correct)
+        );
+        if let Some(d) = &self.last().direction {
+            let ivl = |x: &Option<Interval>| match x {
+                Some(i) => format!("[{:.6e}, {:.6e}]", i.lo(), i.hi()),
+                None => "-".into(),
+            };
+            out += &format!(
+                "    direction against the attention SVM: 1 - corr in {}, normalised margin in \
+                 {}, on the pattern {}\n",
+                ivl(&d.one_minus_corr),
+                ivl(&d.margin),
+                d.on_pattern
+            );
+        }
+        for (set, counts) in [
+            ("clean", &self.selection_counts.clean),
+            ("noisy", &self.selection_counts.noisy),
+        ] {
+            if let Some(s) = counts {
+                let parts: Vec<String> = SelectionShare::<f64>::NAMES
+                    .iter()
+                    .zip(s.to_array())
+                    .filter(|(_, c)| c.hi > 0)
+                    .map(|(name, c)| format!("{name} {c}"))
+                    .collect();
+                out += &format!("    {set} samples' top token: {}\n", parts.join(", "));
+            }
+        }
+        out += &match &self.first_undecided {
+            None => {
+                let what = match prediction_name(&self.config) {
+                    "sign of f" => "sign",
+                    _ => "argmax of f",
+                };
+                format!(
+                    "    every decision proved: each training top token and {what} at every step, each test {what} at every checkpoint\n"
+                )
+            }
+            Some(u) => format!(
+                "    first undecided decision: step {}, {}\n",
+                u.step, u.what
+            ),
+        };
+        out += &format!(
+            "    largest relative radius {:.3e} at step {}: {:.0} of {} bits lost{}\n",
+            self.largest_rel_radius,
+            self.largest_at_step,
+            self.bits_lost,
+            self.trainer.prec_bits,
+            if self.bits_lost >= self.trainer.prec_bits as f64 {
+                " (every bit: some value's enclosure is as wide as the value or wider)"
+            } else {
+                ""
+            }
+        );
+        if self.attempts.len() > 1 {
+            let tried: Vec<String> = self
+                .attempts
+                .iter()
+                .map(|a| match (&a.stopped, a.decided) {
+                    (Some(why), _) => format!("{} bits: stopped ({why})", a.prec_bits),
+                    (None, true) => format!("{} bits: decided", a.prec_bits),
+                    (None, false) => format!("{} bits: undecided", a.prec_bits),
+                })
+                .collect();
+            out += &format!("    precisions tried: {}\n", tried.join("; "));
+        }
+        for note in &self.notes {
+            out += &format!("    note: {note}\n");
+        }
+        out += &if let Some(why) = self.stopped() {
+            format!("\n  verdict: STOPPED: {why}\n")
+        } else if self.decided {
+            "\n  verdict: DECIDED: every decision of the final checkpoint is proved\n".to_string()
+        } else {
+            "\n  verdict: UNDECIDED: some decision of the final checkpoint is not proved (see the intervals)\n".to_string()
+        };
+        f.write_str(&out)
+    }
+}
