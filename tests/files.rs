@@ -1146,7 +1146,17 @@ fn adam_state_with_a_negative_second_moment_is_refused() {
     let good = std::fs::read_to_string(&state).unwrap();
     let saved: serde_json::Value = serde_json::from_str(&good).unwrap();
     for (key, value, what) in [
-        ("adam.v.p", "-1", "`adam.v.p` entry 3 is -1"),
+        (
+            "adam.v.p",
+            "-1",
+            "`adam.v.p` entry 3 is negative (-1.0000000000000000, base 16)",
+        ),
+        // below f64's range: not shown as its f64 rounding -0
+        (
+            "adam.v.p",
+            "-1@-300",
+            "`adam.v.p` entry 3 is negative (-1.0000000000000000@-300, base 16)",
+        ),
         ("adam.v.W", "@NaN@", "`adam.v.W` entry 3 is NaN"),
     ] {
         let mut v = saved.clone();

@@ -304,11 +304,34 @@ impl<R: Clone + Send + Sync> Direct<R> {
                 let (Some(g), Some(mom)) = (g, mom) else {
                     continue;
                 };
-                let mut g = g.dense(ar);
-                if let Some(c) = &clip {
-                    g.iter_mut().for_each(|x| ar.mul(x, c));
+                let scale = |g: &mut [R]| {
+                    if let Some(c) = &clip {
+                        g.iter_mut().for_each(|x| ar.mul(x, c));
+                    }
+                };
+                match g {
+                    Grad::Dense(g) => {
+                        let mut g = g.clone();
+                        scale(&mut g);
+                        adam::step(ar, &s, v, &g, &mut mom.m, &mut mom.v);
+                    }
+                    // a factored gradient row by row (row j: the rounded products
+                    // left_j right_k), never the whole matrix at once: the memory
+                    // check (`train::plan::state_bytes`) counts a block and its two
+                    // moments, not a dense copy of its gradient
+                    Grad::Outer(l, r) => {
+                        let k = r.len();
+                        let mut row = ar.zeros(k);
+                        let rows = v.chunks_mut(k).zip(mom.m.chunks_mut(k));
+                        for ((lj, (vj, mj)), sj) in l.iter().zip(rows).zip(mom.v.chunks_mut(k)) {
+                            for (o, rk) in row.iter_mut().zip(r) {
+                                ar.prod(o, lj, rk);
+                            }
+                            scale(&mut row);
+                            adam::step(ar, &s, vj, &row, mj, sj);
+                        }
+                    }
                 }
-                adam::step(ar, &s, v, &g, &mut mom.m, &mut mom.v);
             }
             self.compute_q(ar);
             return Ok(());

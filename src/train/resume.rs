@@ -120,10 +120,16 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
                                 .enumerate()
                                 .find(|(_, x)| ar.sign(x) < 0 || !ar.is_finite(x))
                             {
+                                let x = &mom.v[k];
+                                let what = match ar.is_finite(x) {
+                                    true => {
+                                        format!("negative ({}, base 16)", ar.to_exact_string(x))
+                                    }
+                                    false => ar.to_f64(x).to_string(),
+                                };
                                 return Err(st.error(format!(
-                                    "`{name}` entry {k} is {}: Adam's second moment is a \
-                                     finite number >= 0",
-                                    ar.to_f64(&mom.v[k])
+                                    "`{name}` entry {k} is {what}: Adam's second moment is \
+                                     a finite number >= 0"
                                 )));
                             }
                         }
