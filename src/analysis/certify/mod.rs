@@ -144,6 +144,14 @@ pub const DIRECT_WARNING: &str = "the direct step with balls: its radii pass thr
      and the run stops with a non-finite radius near step 480; the span step (default) \
      multiplies by the exact Gram matrix instead";
 
+/// The note a certificate of a `[factorised]` run carries.
+pub const FACTORISED_NOTE: &str = "the factorised query map ([factorised]) runs in the direct \
+     step only (it has no span form); q_norm and grad_norm are the norms of the attention \
+     core's query q = W_K^T (W_Q p + b_Q) and of dL/dq, as the trajectory records them; \
+     b_K shifts every score of a sample alike, so its gradient is exactly 0 and b_K keeps \
+     its exact update (unchanged under GD and normalised GD, AdamW's decay only; \
+     proofs-notes/factorised.md)";
+
 /// One certified run of `cfg` at `prec` bits (`progress(step)` after each update).
 fn run_at(
     cfg: &Config,
@@ -211,6 +219,9 @@ fn run_at(
     }
     if method == Method::Direct {
         notes.push(DIRECT_WARNING.to_string());
+    }
+    if cfg.factorised.is_some() {
+        notes.push(FACTORISED_NOTE.to_string());
     }
     let (largest, at) = obs.largest;
     Ok(Certificate {
