@@ -390,7 +390,7 @@ const BLOCKS: &[Form] = &[
         check: |_, o| {
             let text = stdout(o);
             for needle in [
-                "ball arithmetic at 128 bits, direct step, 10 steps",
+                "ball arithmetic at 128 bits, direct step, 10 steps, seed 0, factorised query-key (m = 16, no biases, W_Q, W_K trained, p fixed), d = 2000",
                 "train accuracy  20/20 = 1.0000 (certified)",
                 "test accuracy   1000/1000 = 1.0000 (certified)",
                 "clean samples' top token: R 16/16",

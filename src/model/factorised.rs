@@ -123,6 +123,22 @@ const STREAMS: [BlockStream; 4] = [
 ];
 
 impl Section {
+    /// What it trains, for reports: e.g. `factorised query-key (m = 16, no biases, W_Q,
+    /// W_K trained, p fixed)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "factorised query-key (m = {}, {}W_Q, W_K{} trained{})",
+            self.m,
+            if self.bias { "biases, " } else { "no biases, " },
+            if self.bias { ", b_Q, b_K" } else { "" },
+            if self.train_p {
+                ", p trained"
+            } else {
+                ", p fixed"
+            }
+        )
+    }
+
     /// The section against the rest of `cfg` (a config error, exit code 2, before any
     /// work): m in range, the mode matching `train_p`, the scale of the Gaussian init,
     /// and what the query map does not implement refused by name.
