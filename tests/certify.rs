@@ -6,7 +6,7 @@
 mod common;
 
 use tokensel::prelude::analysis::certify::{Certificate, Interval, Options, Prec, certify};
-use tokensel::prelude::models::factorised::{QkInit, Section};
+use tokensel::prelude::models::factorised::QkInit;
 use tokensel::prelude::train::plan::test_path;
 use tokensel::prelude::{
     Arith, Ball, Config, Dataset, Kind, Method, Mode, Mpfr, OptimizerKind, Selection, TestPath,
@@ -263,16 +263,7 @@ fn factorised(bias: bool, train_p: bool, init: QkInit) -> Config {
     let mut cfg = common::small_config(7, 16, [1, 1, 1, 2], 6, 4.0, 0.3, 0.2, 40, 0, false, true);
     cfg = common::with_init(cfg, mode, 0.5, true);
     cfg.n_test = 12;
-    cfg.method = Method::Direct;
-    cfg.factorised = Some(Section {
-        m: 3,
-        bias,
-        train_p,
-        init,
-        scale: None,
-    });
-    cfg.validate().unwrap();
-    cfg
+    common::with_factorised(cfg, 3, bias, train_p, init)
 }
 
 /// `certify` takes the factorised query map (issue 41): on GD with biases (p trained,

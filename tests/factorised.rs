@@ -14,7 +14,7 @@
 //! calls do not.
 
 use rug::Float;
-use tokensel::prelude::models::factorised::{Factorised, QkInit, Section};
+use tokensel::prelude::models::factorised::{Factorised, QkInit};
 use tokensel::prelude::{
     Arith, Ball, Config, Dataset, Engine, F64, Method, Mode, Model, Mpfr, OptimizerKind, Params,
     Trainer, WInit,
@@ -37,15 +37,7 @@ fn config(d: usize, n: usize, m: usize, bias: bool, train_p: bool, init: QkInit)
         ..Config::default()
     };
     c = common::with_init(c, mode, 0.5, true);
-    c.factorised = Some(Section {
-        m,
-        bias,
-        train_p,
-        init,
-        scale: (init == QkInit::Gaussian).then_some(0.3),
-    });
-    c.validate().unwrap();
-    c
+    common::with_factorised(c, m, bias, train_p, init)
 }
 
 /// The query map of a trainer.
@@ -102,17 +94,7 @@ fn configs() -> Vec<Config> {
 /// the predictor's parallel threshold, asserted by the helper), the direct step.
 fn sized(bias: bool, train_p: bool, init: QkInit) -> Config {
     let mode = if train_p { Mode::Joint } else { Mode::W };
-    let mut c = common::conformance::sized(mode);
-    c.method = Method::Direct;
-    c.factorised = Some(Section {
-        m: 16,
-        bias,
-        train_p,
-        init,
-        scale: (init == QkInit::Gaussian).then_some(0.3),
-    });
-    c.validate().unwrap();
-    c
+    common::with_factorised(common::conformance::sized(mode), 16, bias, train_p, init)
 }
 
 /// The conformance helper (`common::conformance::conform`: the predictor and 1 / 2
