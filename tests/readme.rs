@@ -384,6 +384,26 @@ const BLOCKS: &[Form] = &[
         },
     },
     Form {
+        text: "cargo run --release -- certify --config examples/factorised.toml --steps 10",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |_, o| {
+            let text = stdout(o);
+            for needle in [
+                "ball arithmetic at 128 bits, direct step, 10 steps, seed 0, factorised query-key (m = 16, no biases, W_Q, W_K trained, p fixed), d = 2000",
+                "train accuracy  20/20 = 1.0000 (certified)",
+                "test accuracy   1000/1000 = 1.0000 (certified)",
+                "clean samples' top token: R 16/16",
+                "noisy samples' top token: W_opposite 3/4, I 1/4",
+                "every decision proved",
+                "note: the factorised query map ([factorised]) runs in the direct step only",
+                "verdict: DECIDED",
+            ] {
+                assert!(text.contains(needle), "{needle}: {text}");
+            }
+        },
+    },
+    Form {
         text: "cargo run --release -- run --config examples/direction.toml --out ngd-f64",
         how: How::AsWritten,
         shrink: &[],

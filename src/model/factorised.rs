@@ -18,16 +18,23 @@
 //! dL/dW_K = u (dL/dq)^T                     (rank one, kept FACTORED: u and dL/dq)
 //! dL/dW_Q = (dL/du) p^T                     (rank one, kept FACTORED: dL/du and p)
 //! dL/db_Q = dL/du
-//! dL/db_K = (sum_i sum_t c_it) u            (0 in exact arithmetic: softmax cancels a
-//!                                            shift of every score of a sample)
+//! dL/db_K = (sum_i sum_t c_it) u = 0        (exactly: softmax cancels a shift of every
+//!                                            score of a sample; [`Grad::Zero`])
 //! dL/dp   = W_Q^T dL/du                     (when p trains)
 //! ```
 //!
 //! Each follows from the chain rule through z_it = <x_it, q> + <b_K, u> with dL/dz_it =
 //! c_it: dL/dq = sum c_it x_it; q = W_K^T u gives dL/dW_K[j, k] = u_j (dL/dq)_k and a
 //! contribution W_K dL/dq to dL/du; the shift gives (sum c_it) b_K to dL/du and (sum
-//! c_it) u to dL/db_K; the former is dropped (it is 0 in exact arithmetic, and keeping
-//! it would put rounding noise into every other block); u = W_Q p + b_Q gives the rest.
+//! c_it) u to dL/db_K; both are 0 in exact arithmetic (sum_t c_it = 0 for every
+//! sample) and neither is formed: the former is dropped (it would put rounding noise into
+//! every other block), the latter is the structural zero [`Grad::Zero`], so b_K keeps its
+//! value exactly under GD and normalised GD (the exact update; normalising the computed
+//! rounding noise would move b_K by a full step in a noise direction, and its enclosure
+//! in balls would reach 0) and Adam steps it with an exact zero gradient (only AdamW's
+//! decay moves it), in every arithmetic alike (proofs-notes/factorised.md). The
+//! computed sum stays in [`Factorised::coef_sum`] as a check; u = W_Q p + b_Q gives the
+//! rest.
 //!
 //! The blocks ([`super::blocks`]) are `W_Q`, `W_K` (m x d, row-major), with `bias`
 //! `b_Q`, `b_K` (m), and `p` (d: the config's p(0) from the `init` stream, as W-mode
@@ -116,6 +123,22 @@ const STREAMS: [BlockStream; 4] = [
 ];
 
 impl Section {
+    /// What it trains, for reports: e.g. `factorised query-key (m = 16, no biases, W_Q,
+    /// W_K trained, p fixed)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "factorised query-key (m = {}, {}W_Q, W_K{} trained{})",
+            self.m,
+            if self.bias { "biases, " } else { "no biases, " },
+            if self.bias { ", b_Q, b_K" } else { "" },
+            if self.train_p {
+                ", p trained"
+            } else {
+                ", p fixed"
+            }
+        )
+    }
+
     /// The section against the rest of `cfg` (a config error, exit code 2, before any
     /// work): m in range, the mode matching `train_p`, the scale of the Gaussian init,
     /// and what the query map does not implement refused by name.
@@ -253,7 +276,10 @@ pub struct Factorised<R> {
     pub shift: Option<R>,
     /// dL/du = W_K dL/dq of the last backward pass.
     pub du: Vec<R>,
-    /// sum_i sum_t c_it of the last backward pass (in sample, then token order).
+    /// sum_i sum_t c_it of the last backward pass (in sample, then token order; with
+    /// biases): 0 in exact arithmetic, so the computed value is rounding noise (a ball
+    /// around 0). A check only: b_K's gradient is the structural zero ([`Grad::Zero`]),
+    /// not this sum times u.
     pub coef_sum: R,
 }
 
@@ -282,11 +308,9 @@ impl<R: Clone + Send + Sync> Factorised<R> {
                     "W_K" => Grad::Outer(self.u.clone(), dq.to_vec()),
                     "W_Q" => Grad::Outer(self.du.clone(), self.blocks.get("p").to_vec()),
                     "b_Q" => Grad::Dense(self.du.clone()),
-                    "b_K" => {
-                        let mut g = self.u.clone();
-                        g.iter_mut().for_each(|x| ar.mul(x, &self.coef_sum));
-                        Grad::Dense(g)
-                    }
+                    // (sum_i sum_t c_it) u is 0 exactly (module docs): the structural zero,
+                    // not the rounding noise the computed `coef_sum` carries
+                    "b_K" => Grad::Zero(self.m),
                     "p" => {
                         let mut g = ar.zeros(self.blocks.get("p").len());
                         linalg::matvec_t(ar, self.blocks.get("W_Q"), &self.du, &mut g);

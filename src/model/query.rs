@@ -39,6 +39,12 @@ pub enum Grad<R> {
     Outer(Vec<R>, Vec<R>),
     /// The gradient itself.
     Dense(Vec<R>),
+    /// A gradient of this many entries that is exactly 0 by the map's structure (the
+    /// factorised map's b_K: a shift of every score of a sample, which softmax cancels;
+    /// proofs-notes/factorised.md). Its block does not move under GD and normalised GD
+    /// (its exact update is 0), Adam steps it with an exact zero gradient, and its norm is
+    /// an exact 0 in every arithmetic.
+    Zero(usize),
 }
 
 impl<R: Clone> Grad<R> {
@@ -46,6 +52,7 @@ impl<R: Clone> Grad<R> {
     pub fn dense<A: Arith<Real = R>>(&self, ar: &A) -> Vec<R> {
         match self {
             Grad::Dense(v) => v.clone(),
+            Grad::Zero(n) => ar.zeros(*n),
             Grad::Outer(l, r) => {
                 let mut out = ar.zeros(l.len() * r.len());
                 for (row, lj) in out.chunks_mut(r.len()).zip(l) {
@@ -62,6 +69,7 @@ impl<R: Clone> Grad<R> {
     pub fn norm<A: Arith<Real = R>>(&self, ar: &A) -> R {
         match self {
             Grad::Dense(v) => euclidean_norm(ar, v),
+            Grad::Zero(_) => ar.zero(),
             Grad::Outer(l, r) => {
                 let mut n = euclidean_norm(ar, l);
                 ar.mul(&mut n, &euclidean_norm(ar, r));

@@ -148,17 +148,7 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
     let c = &s.config;
     let n_clean = c.n_train - s.n_noisy;
     let mode = match (c.mode, &c.factorised) {
-        (_, Some(f)) => format!(
-            "factorised query-key (m = {}, {}W_Q, W_K{} trained{})",
-            f.m,
-            if f.bias { "biases, " } else { "no biases, " },
-            if f.bias { ", b_Q, b_K" } else { "" },
-            if f.train_p {
-                ", p trained"
-            } else {
-                ", p fixed"
-            }
-        ),
+        (_, Some(f)) => f.describe(),
         (Mode::P, None) => "p-mode (W fixed)".into(),
         (Mode::W, None) => "W-mode (p fixed)".into(),
         (Mode::Joint, None) => "joint (p and W trained)".into(),

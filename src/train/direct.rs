@@ -315,6 +315,9 @@ impl<R: Clone + Send + Sync> Direct<R> {
                         scale(&mut g);
                         adam::step(ar, &s, v, &g, &mut mom.m, &mut mom.v);
                     }
+                    // an exact zero gradient: the moments stay exactly 0 and the step is
+                    // exactly 0 (eps > 0), AdamW's decoupled decay still applies
+                    Grad::Zero(n) => adam::step(ar, &s, v, &ar.zeros(*n), &mut mom.m, &mut mom.v),
                     // a factored gradient row by row (row j: the rounded products
                     // left_j right_k), never the whole matrix at once: the memory
                     // check (`train::plan::state_bytes`) counts a block and its two
@@ -340,7 +343,9 @@ impl<R: Clone + Send + Sync> Direct<R> {
         let mut factors = Vec::with_capacity(grads.len());
         for (g, b) in grads.iter().zip(&self.map.blocks().decl) {
             factors.push(match g {
-                None => None,
+                // a gradient exactly 0 by structure: the exact update is 0 (for every
+                // eps > 0, and by that limit for eps = 0), so no factor is formed
+                None | Some(Grad::Zero(_)) => None,
                 Some(g) => Some(rule.neg_factor(ar, b.name, clip.as_ref(), || g.norm(ar))?),
             });
         }
@@ -351,6 +356,7 @@ impl<R: Clone + Send + Sync> Direct<R> {
             };
             match g {
                 Grad::Dense(g) => ar.axpy(f, g, v),
+                Grad::Zero(_) => {}
                 Grad::Outer(l, r) => {
                     linalg::for_each_row(ar, v, r.len(), r.len(), |j, row| {
                         let mut a = ar.zero();

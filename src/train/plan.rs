@@ -190,7 +190,9 @@ impl CostModel {
 /// judge's replays) then take the direct one; a config's own `method = "span"` with
 /// such an optimizer is refused by its validation, and a trainer asked for the span
 /// step of one refuses it too. The same holds for `[model] prompt = "in-sequence"` (the
-/// span step's Gram matrices assume fixed tokens; the prompt token moves).
+/// span step's Gram matrices assume fixed tokens; the prompt token moves) and for a
+/// `[factorised]` section (the span step's coefficients are p's and W's; the query map
+/// runs in the direct step).
 pub fn resolve_method(
     cfg: &Config,
     form: Formulation,
@@ -199,7 +201,11 @@ pub fn resolve_method(
     method: Method,
 ) -> Method {
     match method {
-        Method::Span if cfg.optimizer.needs_direct(cfg.n_train) || cfg.model.in_sequence() => {
+        Method::Span
+            if cfg.optimizer.needs_direct(cfg.n_train)
+                || cfg.model.in_sequence()
+                || cfg.factorised.is_some() =>
+        {
             Method::Direct
         }
         Method::Direct | Method::Span => method,
@@ -207,6 +213,7 @@ pub fn resolve_method(
             if form == Formulation::Naive
                 || cfg.optimizer.needs_direct(cfg.n_train)
                 || cfg.model.in_sequence()
+                || cfg.factorised.is_some()
             {
                 return Method::Direct;
             }
@@ -230,7 +237,11 @@ pub fn resolve_method(
 /// limbs; f64 8 bytes.
 pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
     let method = match method {
-        Method::Span if cfg.optimizer.needs_direct(cfg.n_train) || cfg.model.in_sequence() => {
+        Method::Span
+            if cfg.optimizer.needs_direct(cfg.n_train)
+                || cfg.model.in_sequence()
+                || cfg.factorised.is_some() =>
+        {
             Method::Direct
         }
         m => m,

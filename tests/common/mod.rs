@@ -64,6 +64,29 @@ pub fn with_init(mut cfg: Config, mode: Mode, p_scale: f64, kaiming: bool) -> Co
     cfg
 }
 
+/// `cfg` with a `[factorised]` section of `m` rows (`bias`, `train_p`, `init`; the
+/// Gaussian init's scale 0.3) in the direct step, validated: `cfg`'s mode must be the
+/// one `train_p` needs (W, or joint with `train_p`).
+pub fn with_factorised(
+    mut cfg: Config,
+    m: usize,
+    bias: bool,
+    train_p: bool,
+    init: tokensel::prelude::models::factorised::QkInit,
+) -> Config {
+    use tokensel::prelude::models::factorised::{QkInit, Section};
+    cfg.method = Method::Direct;
+    cfg.factorised = Some(Section {
+        m,
+        bias,
+        train_p,
+        init,
+        scale: (init == QkInit::Gaussian).then_some(0.3),
+    });
+    cfg.validate().unwrap();
+    cfg
+}
+
 /// A small config for property tests of whole trajectories: `sizes` the group sizes
 /// (one relevant token if all are 0), `mode` 0, 1, 2 for p-, W- and joint mode, a
 /// Gaussian p(0) (scale 0.5) when `p0` or in W-mode, a Kaiming W(0) when `kaiming` or

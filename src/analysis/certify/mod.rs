@@ -130,9 +130,13 @@ impl Options {
         resolve_method(cfg, cfg.formulation, Kind::Ball, prec, self.method)
     }
 
-    /// A warning for the direct step (its radii grow exponentially), if it is taken.
+    /// A warning for the direct step (its radii grow exponentially), if it is taken: the
+    /// factorised query map's own ([`FACTORISED_NOTE`]) for a `[factorised]` config.
     pub fn warning(&self, cfg: &Config) -> Option<String> {
         let prec = self.prec.precs()[0];
+        if cfg.factorised.is_some() {
+            return Some(FACTORISED_NOTE.to_string());
+        }
         (self.resolved(cfg, prec) == Method::Direct).then(|| DIRECT_WARNING.to_string())
     }
 }
@@ -143,6 +147,19 @@ pub const DIRECT_WARNING: &str = "the direct step with balls: its radii pass thr
      data (proofs-notes/certify.md), so decisions become undecided after a few hundred steps \
      and the run stops with a non-finite radius near step 480; the span step (default) \
      multiplies by the exact Gram matrix instead";
+
+/// The note a certificate of a `[factorised]` run carries.
+pub const FACTORISED_NOTE: &str = "the factorised query map ([factorised]) runs in the direct \
+     step only (it has no span form), and its balls lose bits far faster than the linear \
+     map's direct step: the radius of q passes each step through both moving blocks, \
+     W_Q and W_K (measured on examples/factorised.toml at d = 2000: about 10 bits per step \
+     over the first 10 steps, where 128 bits stop at step 15, then about 2 per step, 340 \
+     of 1024 bits lost at step 100), so a certificate covers the first steps of a run \
+     unless --prec is raised; q_norm \
+     and grad_norm are the norms of the attention core's query q = W_K^T (W_Q p + b_Q) \
+     and of dL/dq, as the trajectory records them; b_K shifts every score of a sample \
+     alike, so its gradient is exactly 0 and b_K keeps its exact update (unchanged under \
+     GD and normalised GD, AdamW's decay only; proofs-notes/factorised.md)";
 
 /// One certified run of `cfg` at `prec` bits (`progress(step)` after each update).
 fn run_at(
@@ -202,14 +219,17 @@ fn run_at(
     if let Some(first) = obs.ties.first {
         notes.push(format!(
             "proved ties at {} step(s), first {first}, last {}: the top score is proved EQUAL \
-             to another (at step 0 with p(0) = 0 every score is exactly 0), so no token is \
+             to another (at step 0 with q(0) = 0, e.g. p(0) = 0 or the factorised map's \
+             W_Q(0) = 0, every score is exactly 0), so no token is \
              selected; a tie is a decision, not an undecided one, and does not make the \
              certificate undecided",
             obs.ties.steps,
             obs.ties.last.unwrap_or(first)
         ));
     }
-    if method == Method::Direct {
+    if cfg.factorised.is_some() {
+        notes.push(FACTORISED_NOTE.to_string());
+    } else if method == Method::Direct {
         notes.push(DIRECT_WARNING.to_string());
     }
     let (largest, at) = obs.largest;

@@ -513,7 +513,7 @@ impl std::fmt::Display for Certificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let c = &self.config;
         let mut out = format!(
-            "tokensel certify: ball arithmetic at {} bits, {} step, {} steps{}, seed {}, {}-mode, d = {}, n = {}, n_test = {}\n\
+            "tokensel certify: ball arithmetic at {} bits, {} step, {} steps{}, seed {}, {}, d = {}, n = {}, n_test = {}\n\
              every interval encloses the exact-arithmetic value (ends rounded outward to f64)\n\n",
             self.trainer.prec_bits,
             self.trainer.method.name(),
@@ -523,7 +523,10 @@ impl std::fmt::Display for Certificate {
                 false => format!(" of {}", c.optimizer.name()),
             },
             c.seed,
-            c.mode.name(),
+            match &c.factorised {
+                Some(f) => f.describe(),
+                None => format!("{}-mode", c.mode.name()),
+            },
             c.d,
             c.n_train,
             c.n_test
