@@ -212,7 +212,7 @@ pub mod prelude {
         }
         /// A checkpoint's record leaves.
         pub mod record {
-            pub use crate::io::record::{Leaf, Leaves, visit};
+            pub use crate::io::record::{Leaf, Leaves, RecordParts, visit};
         }
         /// The twin's resumable state file.
         pub mod state {
@@ -242,7 +242,7 @@ pub mod prelude {
         }
         /// The claim sources' output schemas.
         pub mod schema {
-            pub use crate::experiments::schema::{Source, of_source};
+            pub use crate::experiments::schema::{Shape, Source, certified, of_source, record};
         }
     }
 

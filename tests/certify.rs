@@ -240,7 +240,7 @@ fn certificates_enclose_the_twin_in_every_mode() {
     let cert = encloses_the_twin(&default);
     assert!(cert.decided, "{cert}");
     let zero = &cert.checkpoints[0];
-    assert_eq!(zero.decisions.ties, default.n_train);
+    assert_eq!(zero.proof.decisions.ties, default.n_train);
     assert!(zero.samples.iter().all(|s| s.selection == Selection::Tie));
     assert_eq!((cert.ties.first, cert.ties.last), (Some(0), Some(0)));
     assert!(cert.first_undecided.is_none());
@@ -542,7 +542,11 @@ fn counts_are_exact_fractions_in_outward_intervals() {
     let k = cert.last();
     assert_eq!(k.step, 1000);
     assert_eq!(
-        (k.train_correct.lo, k.train_correct.hi, k.train_correct.of),
+        (
+            k.proof.train_correct.lo,
+            k.proof.train_correct.hi,
+            k.proof.train_correct.of,
+        ),
         (16, 16, 20)
     );
     let contains = |iv: Interval, num: usize, den: usize| {
@@ -555,11 +559,11 @@ fn counts_are_exact_fractions_in_outward_intervals() {
         !k.train_accuracy.is_point(),
         "0.8 is not an f64: the interval has width"
     );
-    let c = &k.test_correct;
+    let c = &k.proof.test_correct;
     assert!(contains(k.test_accuracy, c.lo, c.of) && contains(k.test_accuracy, c.hi, c.of));
     for (shares, counts) in [
-        (&k.selection.clean, &k.selection_counts.clean),
-        (&k.selection.noisy, &k.selection_counts.noisy),
+        (&k.selection.clean, &k.proof.selection_counts.clean),
+        (&k.selection.noisy, &k.proof.selection_counts.noisy),
     ] {
         let (shares, counts) = (shares.unwrap(), counts.unwrap());
         for (iv, c) in shares.to_array().into_iter().zip(counts.to_array()) {
@@ -609,7 +613,7 @@ fn extremes_are_reported_honestly_and_read_back() {
     assert!(!summary.contains("inf of"), "{summary}");
     let cert = Certificate::from_json(&text, std::path::Path::new("c")).unwrap();
     let k = cert.last();
-    assert_eq!(k.radius.largest, f64::INFINITY);
+    assert_eq!(k.proof.radius.largest, f64::INFINITY);
     for s in &k.samples {
         for iv in [s.rest, s.mass.r, s.mass.w_same, s.mass.w_opposite, s.mass.i] {
             assert!(iv.lo() >= 0.0 && iv.hi() <= 1.0, "{iv:?}");

@@ -16,6 +16,7 @@ use std::path::Path;
 use common::{stderr, tokensel};
 use serde_json::Value;
 use tokensel::prelude::Trajectory;
+use tokensel::prelude::analysis::certify::Certificate;
 use tokensel::prelude::analysis::diff::diff;
 use tokensel::prelude::formats::record::Leaves;
 
@@ -115,6 +116,43 @@ fn runs(dir: &Path) -> Vec<(&'static str, std::path::PathBuf)> {
     .collect()
 }
 
+/// Whether the serde shape of a checkpoint's JSON `value` has exactly the leaves the
+/// visit reports (`visited`), both ways: the first leaf no visitor sees, or the first
+/// path the visit reports that the record does not hold.
+fn covers(value: &Value, visited: &BTreeSet<String>) -> Result<(), String> {
+    // every scalar leaf (numbers, booleans, strings, nulls), and whether it is null
+    let mut leaves = Vec::new();
+    pointers(value, "", "", &mut leaves);
+    let shape: Vec<(String, bool)> = leaves
+        .into_iter()
+        .map(|(pointer, path)| (path, value.pointer(&pointer).unwrap().is_null()))
+        .collect();
+    // a null is a leaf, or an absent record whose leaves the visit names below it
+    let covered = |p: &str, null: bool| {
+        visited.contains(p) || (null && visited.iter().any(|v| v.starts_with(&format!("{p}."))))
+    };
+    if let Some((p, _)) = shape.iter().find(|(p, null)| !covered(p, *null)) {
+        return Err(format!("`{p}` is in the record but no visitor sees it"));
+    }
+    let nulls: Vec<&String> = shape.iter().filter(|l| l.1).map(|l| &l.0).collect();
+    for p in visited {
+        let under_null = nulls
+            .iter()
+            .any(|n| *n == p || p.starts_with(&format!("{n}.")));
+        if !(shape.iter().any(|(s, _)| s == p) || under_null) {
+            return Err(format!(
+                "the visit reports `{p}`, which the record does not hold"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The paths of `leaves`.
+fn paths<V>(leaves: Leaves<V>) -> BTreeSet<String> {
+    leaves.0.into_iter().map(|(p, _)| p).collect()
+}
+
 #[test]
 fn the_visit_reports_exactly_the_serde_leaves() {
     let tmp = tempfile::tempdir().unwrap();
@@ -122,50 +160,14 @@ fn the_visit_reports_exactly_the_serde_leaves() {
         let t = read(&path);
         let tokens = t.config.layout.tokens;
         for c in [&t.checkpoints[0], t.last()] {
-            // every scalar leaf (numbers, booleans, strings, nulls), and whether it is null
             let value = serde_json::to_value(c).unwrap();
-            let mut leaves = Vec::new();
-            pointers(&value, "", "", &mut leaves);
-            let shape: Vec<(String, bool)> = leaves
-                .into_iter()
-                .map(|(pointer, path)| (path, value.pointer(&pointer).unwrap().is_null()))
-                .collect();
-            let visited: BTreeSet<String> = Leaves::of(c, tokens)
-                .0
-                .into_iter()
-                .map(|(p, _)| p)
-                .collect();
-            // a null is a leaf, or an absent record whose leaves the visit names below it
-            let covered = |p: &str, null: bool| {
-                visited.contains(p)
-                    || (null && visited.iter().any(|v| v.starts_with(&format!("{p}."))))
-            };
-            for (p, null) in &shape {
-                assert!(
-                    covered(p, *null),
-                    "{name} step {}: `{p}` is in the record but no visitor sees it",
-                    c.step
-                );
-            }
-            let nulls: Vec<&String> = shape.iter().filter(|l| l.1).map(|l| &l.0).collect();
-            for p in &visited {
-                let under_null = nulls
-                    .iter()
-                    .any(|n| *n == p || p.starts_with(&format!("{n}.")));
-                assert!(
-                    shape.iter().any(|(s, _)| s == p) || under_null,
-                    "{name} step {}: the visit reports `{p}`, which the record does not hold",
-                    c.step
-                );
+            if let Err(e) = covers(&value, &paths(Leaves::of(c, tokens))) {
+                panic!("{name} step {}: {e}", c.step);
             }
         }
         // the runs hold what they are for: both sets, the K-class, prompt and direction
         // records
-        let last: BTreeSet<String> = Leaves::of(t.last(), tokens)
-            .0
-            .into_iter()
-            .map(|(p, _)| p)
-            .collect();
+        let last = paths(Leaves::of(t.last(), tokens));
         let expect = match name {
             "binary" => "selection.noisy.R",
             "k3" => "classes.selection.noisy.W_observed",
@@ -173,6 +175,65 @@ fn the_visit_reports_exactly_the_serde_leaves() {
             _ => "direction.support_deviation",
         };
         assert!(last.contains(expect), "{name}: {last:?}");
+    }
+}
+
+/// A certificate's checkpoints are the same record over intervals, with their proof
+/// (the counts behind the shares, the decisions, the radii, each sample's prediction,
+/// the direction's `on_pattern` count): the visit reports exactly their serde leaves too,
+/// for the binary model, K = 3 and `[direction]` (the in-sequence prompt is refused by
+/// `certify`); and the check fails on a leaf no visitor sees (one added to a sample, to
+/// the checkpoint, to its proof's counts).
+#[test]
+fn the_visit_reports_exactly_a_certificates_serde_leaves() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, config) in [("binary", BINARY), ("k3", K3), ("direction", DIRECTION)] {
+        let cfg = tmp.path().join(format!("{name}.toml"));
+        std::fs::write(&cfg, config).unwrap();
+        let o = tokensel(&[
+            "certify",
+            "--quiet",
+            "--json",
+            "--config",
+            cfg.to_str().unwrap(),
+        ]);
+        assert!(
+            o.status.code().is_some_and(|c| c < 2),
+            "{name}: {}",
+            stderr(&o)
+        );
+        let text = String::from_utf8(o.stdout).unwrap();
+        let cert = Certificate::from_json(&text, Path::new("c")).unwrap();
+        let tokens = cert.config.layout.tokens;
+        for c in [&cert.checkpoints[0], cert.last()] {
+            let mut value = serde_json::to_value(c).unwrap();
+            let visited = paths(Leaves::of(c, tokens));
+            if let Err(e) = covers(&value, &visited) {
+                panic!("{name} certificate step {}: {e}", c.step);
+            }
+            let expect = match name {
+                "binary" => "samples.prediction",
+                "k3" => "classes.selection.noisy.W_observed",
+                _ => "direction.on_pattern.hi",
+            };
+            assert!(visited.contains(expect), "{name}: {visited:?}");
+            // a leaf no visitor sees fails the check, wherever it is
+            for pointer in ["/samples/0", "", "/train_correct"] {
+                let saved = value.clone();
+                value
+                    .pointer_mut(pointer)
+                    .unwrap()
+                    .as_object_mut()
+                    .unwrap()
+                    .insert("unseen".into(), 1.into());
+                let e = covers(&value, &visited).unwrap_err();
+                assert!(
+                    e.contains("unseen") && e.contains("no visitor sees it"),
+                    "{e}"
+                );
+                value = saved;
+            }
+        }
     }
 }
 
@@ -339,4 +400,202 @@ fn diff_and_the_reader_see_the_direction_summary() {
         "{}",
         stderr(&o)
     );
+}
+
+/// `plot` and `diff` (whose reader checks the record's shape against the config:
+/// `io::record::RecordParts`) on `text` written to `dir/name.json`: both exit 2 before
+/// drawing or comparing, naming `want` on stderr. `other` is a valid trajectory diff
+/// compares it with.
+fn refused_by_plot_and_diff(dir: &Path, name: &str, text: &str, other: &Path, want: &str) {
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, text).unwrap();
+    let p = path.to_str().unwrap();
+    let svg = dir.join(format!("{name}.svg"));
+    let plot = tokensel(&["plot", p, "--out", svg.to_str().unwrap()]);
+    let diff = tokensel(&["diff", other.to_str().unwrap(), p]);
+    for (what, o) in [("plot", plot), ("diff", diff)] {
+        assert_eq!(o.status.code(), Some(2), "{name}: {what}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{name}: {what}: {}", stderr(&o));
+    }
+    assert!(!svg.exists(), "{name}: nothing drawn");
+}
+
+/// Edit the last checkpoint of the trajectory JSON `text` by `edit`.
+fn edited(text: &str, edit: impl Fn(&mut Value)) -> String {
+    let mut v: Value = serde_json::from_str(text).unwrap();
+    let last = v["checkpoints"].as_array_mut().unwrap().last_mut().unwrap();
+    edit(last);
+    serde_json::to_string(&v).unwrap()
+}
+
+/// A trajectory whose record does not have its config's optional parts is refused by
+/// `plot` and `diff` with exit code 2 (the reader's shape checks derive from one
+/// declaration, `RecordParts::of`, which the writers follow too): for a K = 3 run a
+/// missing `classes`, a sample without outputs or with 2 of 3, a per-class list of 2;
+/// for a binary run a `classes` block, a sample's `outputs` or a `direction` record the
+/// config does not have, and for the in-sequence prompt a sample without its prompt
+/// record.
+#[test]
+fn readers_refuse_a_record_that_does_not_fit_the_config() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let runs = runs(dir);
+    let text = |name: &str| {
+        let path = &runs.iter().find(|r| r.0 == name).unwrap().1;
+        (std::fs::read_to_string(path).unwrap(), path.clone())
+    };
+    let (k3, k3_path) = text("k3");
+    let (binary, binary_path) = text("binary");
+    let (prompt, prompt_path) = text("prompt");
+    let (direction, _) = text("direction");
+    let dir_record: Value =
+        serde_json::from_str::<Value>(&direction).unwrap()["checkpoints"][0]["direction"].clone();
+    let classes: Value =
+        serde_json::from_str::<Value>(&k3).unwrap()["checkpoints"][0]["classes"].clone();
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, &str, &Path, Edit, &str)> = vec![
+        (
+            "k3-no-classes",
+            &k3,
+            &k3_path,
+            Box::new(|c| {
+                c.as_object_mut().unwrap().remove("classes");
+            }),
+            "per-class metrics (`classes`) is missing",
+        ),
+        (
+            "k3-two-outputs",
+            &k3,
+            &k3_path,
+            Box::new(|c| {
+                c["samples"][0]["outputs"].as_array_mut().unwrap().pop();
+            }),
+            "samples[0] has 2 outputs; the config's 3-class model has 3",
+        ),
+        (
+            "k3-no-outputs",
+            &k3,
+            &k3_path,
+            Box::new(|c| {
+                c["samples"][1].as_object_mut().unwrap().remove("outputs");
+            }),
+            "samples[1] has no `outputs`",
+        ),
+        (
+            "k3-short-list",
+            &k3,
+            &k3_path,
+            Box::new(|c| {
+                c["classes"]["test_accuracy"].as_array_mut().unwrap().pop();
+            }),
+            "`classes.test_accuracy` has 2 entries",
+        ),
+        (
+            "binary-classes",
+            &binary,
+            &binary_path,
+            Box::new(move |c| c["classes"] = classes.clone()),
+            "it has per-class metrics (`classes`)",
+        ),
+        (
+            "binary-outputs",
+            &binary,
+            &binary_path,
+            Box::new(|c| c["samples"][0]["outputs"] = serde_json::json!([0.5, -0.5])),
+            "samples[0] has `outputs`",
+        ),
+        (
+            "binary-direction",
+            &binary,
+            &binary_path,
+            Box::new(move |c| c["direction"] = dir_record.clone()),
+            "it has a direction record (`direction`)",
+        ),
+        (
+            "prompt-missing",
+            &prompt,
+            &prompt_path,
+            Box::new(|c| {
+                c["samples"][2].as_object_mut().unwrap().remove("prompt");
+            }),
+            "samples[2].prompt is missing",
+        ),
+    ];
+    for (name, text, other, edit, want) in cases {
+        refused_by_plot_and_diff(dir, name, &edited(text, edit), other, want);
+    }
+}
+
+/// A K = 3 certificate is read with the same shape and range checks: `plot` refuses one
+/// with 2 outputs in a sample, one without `classes`, and one whose accuracy interval
+/// is [1.5, 2] (exit 2); the certificate as written is drawn. `diff` given a
+/// certificate says what it is and what diff takes (exit 2; it said "invalid type:
+/// sequence").
+#[test]
+fn certificates_are_read_with_the_records_checks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let cfg = dir.join("k3.toml");
+    std::fs::write(&cfg, K3).unwrap();
+    let out = dir.join("cert");
+    let o = tokensel(&[
+        "certify",
+        "--quiet",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.code().is_some_and(|c| c < 2), "{}", stderr(&o));
+    let cert = out.join("certificate.json");
+    let text = std::fs::read_to_string(&cert).unwrap();
+    let plot = |name: &str, text: &str| {
+        let path = dir.join(format!("{name}.json"));
+        std::fs::write(&path, text).unwrap();
+        let svg = dir.join(format!("{name}.svg"));
+        tokensel(&[
+            "plot",
+            path.to_str().unwrap(),
+            "--out",
+            svg.to_str().unwrap(),
+        ])
+    };
+    let o = plot("as-written", &text);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        (
+            "two-outputs",
+            Box::new(|c| {
+                c["samples"][0]["outputs"].as_array_mut().unwrap().pop();
+            }),
+            "samples[0] has 2 outputs",
+        ),
+        (
+            "no-classes",
+            Box::new(|c| {
+                c.as_object_mut().unwrap().remove("classes");
+            }),
+            "per-class metrics (`classes`) is missing",
+        ),
+        (
+            "accuracy",
+            Box::new(|c| c["train_accuracy"] = serde_json::json!([1.5, 2.0])),
+            "train_accuracy [1.5, 2] is outside [0, 1]",
+        ),
+    ];
+    for (name, edit, want) in cases {
+        let o = plot(name, &edited(&text, edit));
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{name}: {}", stderr(&o));
+    }
+    let o = tokensel(&["diff", cert.to_str().unwrap(), cert.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("this is a certificate (`tokensel certify`), not a trajectory")
+            && e.contains("compares two trajectories"),
+        "{e}"
+    );
+    assert!(!e.contains("invalid type"), "{e}");
 }

@@ -190,3 +190,100 @@ fn paper_claims_parse() {
     let (file, configs) = ClaimsFile::parse(&text, &path).unwrap();
     assert_eq!(file.claim.len(), configs.len());
 }
+
+/// The dotted paths of the numbers (optional ones, enclosures) a shape names, arrays
+/// walked through (their indices dropped, as the record's visit drops them).
+fn named(shape: &schema::Shape, path: &str, out: &mut std::collections::BTreeSet<String>) {
+    use schema::Shape;
+    match shape {
+        Shape::Number | Shape::Names(_) => {
+            out.insert(path.to_string());
+        }
+        Shape::Tuple(items) if items.iter().all(|s| *s == Shape::Number) => {
+            out.insert(path.to_string());
+        }
+        Shape::Optional(s) | Shape::Array(s) => named(s, path, out),
+        Shape::Object(fields) => {
+            for (name, s) in fields {
+                let p = match path {
+                    "" => name.clone(),
+                    p => format!("{p}.{name}"),
+                };
+                named(s, &p, out);
+            }
+        }
+        other => panic!("`{path}`: {other:?} in a record's schema"),
+    }
+}
+
+/// A claim's schema of a checkpoint comes from the record's visit, not a list of
+/// fields: for the binary model, K = 3, the in-sequence prompt and `[direction]`, the
+/// paths the schema names are exactly the leaves the visit reports of a real
+/// checkpoint of that config (so a leaf added to the visit is nameable at once), and
+/// the schema every claim on a run's checkpoint is checked against (every optional
+/// part) names each of them and accepts it with its indices.
+#[test]
+fn checkpoint_schemas_name_exactly_the_visits_leaves() {
+    use std::collections::BTreeSet;
+    use tokensel::prelude::formats::record::{Leaves, RecordParts};
+    let base = "d = 40\nn_train = 8\nn_test = 8\nmu_norm = 6.0\neta = 0.25\nsteps = 10\n";
+    let configs = [
+        ("binary", String::new()),
+        (
+            "k3",
+            "[model]\nkind = \"multiclass\"\nclasses = 3\n[layout]\ntokens = 9\nweak_opposite = 2\n"
+                .to_string(),
+        ),
+        (
+            "prompt",
+            "method = \"direct\"\n[model]\nprompt = \"in-sequence\"\n".to_string(),
+        ),
+        ("direction", "[direction]\npattern = \"theorem\"\n".to_string()),
+    ];
+    let all = schema::of_source(Source::Run, true);
+    let mut every = BTreeSet::new();
+    named(&all.shape, "", &mut every);
+    for (name, extra) in configs {
+        let cfg = Config::from_toml_str(&format!("{base}{extra}"), Path::new(name)).unwrap();
+        let t = common::run_f64(&cfg);
+        let c = t.last();
+        let visited: BTreeSet<String> = Leaves::of(c, cfg.layout.tokens)
+            .0
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        let s = schema::record::<f64, ()>("a checkpoint", &RecordParts::of(&cfg));
+        let mut names = BTreeSet::new();
+        named(&s.shape, "", &mut names);
+        assert_eq!(names, visited, "{name}");
+        assert!(
+            visited.is_subset(&every),
+            "{name}: {:?}",
+            visited.difference(&every)
+        );
+        assert_matches(Source::Run, true, &serde_json::to_value(c).unwrap());
+    }
+    for ok in [
+        "samples/3/outputs/2",
+        "samples/0/prompt/attention",
+        "classes/selection_score/1",
+        "direction/on_pattern",
+        "prompt/top/noisy",
+    ] {
+        assert!(all.check(ok).is_ok(), "{ok}: {:?}", all.check(ok));
+    }
+    // a certified checkpoint: the same record over intervals, and its proof's counts
+    let cert = schema::certified(true);
+    for ok in [
+        "train_loss",
+        "samples/0/f",
+        "train_correct/lo",
+        "direction/on_pattern/hi",
+        "radius/bits_lost",
+    ] {
+        assert!(cert.check(ok).is_ok(), "{ok}: {:?}", cert.check(ok));
+    }
+    for bad in ["samples/0/prediction", "train_correct", "decisions"] {
+        assert!(cert.check(bad).is_err(), "{bad}");
+    }
+}

@@ -26,8 +26,21 @@ pub(super) struct DiffArgs {
     json: bool,
 }
 
+/// Read a trajectory; a certificate (or another output that names its format) is
+/// refused as what it is, with what diff takes.
 fn load(path: &Path) -> Result<Trajectory> {
-    Trajectory::from_json(&read_large(path)?, path)
+    let text = read_large(path)?;
+    if super::plot::names_format(&text, "tokensel-certificate/") {
+        return Err(crate::Error::Parse {
+            what: "trajectory",
+            path: path.to_path_buf(),
+            message: "this is a certificate (`tokensel certify`), not a trajectory: `tokensel \
+                      diff` compares two trajectories (the trajectory.json of `tokensel run \
+                      --out` or `tokensel twin --out`)"
+                .into(),
+        });
+    }
+    Trajectory::from_json(&text, path)
 }
 
 pub(super) fn diff(args: &DiffArgs) -> Result<i32> {

@@ -149,7 +149,7 @@ fn direction(args: &PlotArgs, ext: &str) -> Result<i32> {
 }
 
 /// True when the JSON object `text` has a string `format` that starts with `prefix`.
-fn names_format(text: &str, prefix: &str) -> bool {
+pub(super) fn names_format(text: &str, prefix: &str) -> bool {
     #[derive(serde::Deserialize)]
     struct Head {
         format: Option<serde_json::Value>,

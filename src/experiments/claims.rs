@@ -514,7 +514,9 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
 }
 
 /// A K-class quantity (`classes/...`) names a record the config's model has, and a
-/// class index below its K (the schema knows the record's shape, not K).
+/// class index below its K where it names an entry of a per-class list (the lists and
+/// their lengths are the config's record's: [`schema::lists`]; the schema knows the
+/// record's shape, not K).
 fn check_classes(quantity: &str, cfg: &Config) -> std::result::Result<(), String> {
     let Some(rest) = quantity.strip_prefix("classes/") else {
         return Ok(());
@@ -526,15 +528,17 @@ fn check_classes(quantity: &str, cfg: &Config) -> std::result::Result<(), String
     }
     let k = cfg.model.classes;
     let parts: Vec<&str> = rest.split('/').collect();
-    let per_class = ["train_accuracy", "test_accuracy", "selection_score"];
-    if let (true, Some(ix)) = (per_class.contains(&parts[0]), parts.get(1)) {
+    let list = schema::lists(cfg)
+        .get(&format!("classes.{}", parts[0]))
+        .copied();
+    if let (Some(len), Some(ix)) = (list, parts.get(1)) {
         let canonical = ix
             .parse::<usize>()
-            .is_ok_and(|i| i < k && i.to_string() == *ix);
+            .is_ok_and(|i| i < len && i.to_string() == *ix);
         if !canonical {
             return Err(format!(
                 "`{ix}` in `{quantity}` is not a class index 0..{} (K = {k})",
-                k - 1
+                len - 1
             ));
         }
     }

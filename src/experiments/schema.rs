@@ -89,10 +89,18 @@ impl Shape {
     /// The shape of `T`'s serialised form, read from its `Deserialize` derive
     /// ([`Shape::Unknown`] where the type asks for something self-describing).
     pub fn of<T: for<'de> Deserialize<'de>>() -> Shape {
+        Shape::of_without::<T>(&[])
+    }
+
+    /// [`Shape::of`], but the outermost struct's fields `skip` are not traced (they
+    /// must take a default when absent: `#[serde(default)]`); their shapes are
+    /// [`Shape::Unknown`].
+    pub fn of_without<T: for<'de> Deserialize<'de>>(skip: &'static [&'static str]) -> Shape {
         let mut shape = Shape::Unknown;
         match T::deserialize(Tracer {
             out: &mut shape,
             depth: 0,
+            skip,
         }) {
             Ok(_) => shape,
             Err(_) => Shape::Unknown,
@@ -119,6 +127,9 @@ const MAX_DEPTH: usize = 64;
 struct Tracer<'a> {
     out: &'a mut Shape,
     depth: usize,
+    /// Fields of the outermost struct not traced (their values are not asked for:
+    /// [`Shape::of_without`]).
+    skip: &'static [&'static str],
 }
 
 impl<'a> Tracer<'a> {
@@ -126,6 +137,7 @@ impl<'a> Tracer<'a> {
         Tracer {
             out,
             depth: self.depth + 1,
+            skip: &[],
         }
     }
 }
@@ -301,6 +313,7 @@ impl<'de> de::Deserializer<'de> for Tracer<'_> {
         }
         let mut slots = vec![Shape::Unknown; fields.len()];
         let v = visitor.visit_map(Fields {
+            skip: self.skip,
             fields,
             slots: &mut slots,
             next: 0,
@@ -361,6 +374,7 @@ impl<'de> de::SeqAccess<'de> for Elements<'_> {
         seed.deserialize(Tracer {
             out: slot,
             depth: self.depth + 1,
+            skip: &[],
         })
         .map(Some)
     }
@@ -388,6 +402,7 @@ impl<'de> de::MapAccess<'de> for Entry<'_> {
         seed.deserialize(Tracer {
             out: self.key,
             depth: self.depth + 1,
+            skip: &[],
         })
         .map(Some)
     }
@@ -399,12 +414,15 @@ impl<'de> de::MapAccess<'de> for Entry<'_> {
         seed.deserialize(Tracer {
             out: self.value,
             depth: self.depth + 1,
+            skip: &[],
         })
     }
 }
 
 /// A struct's fields, each named and traced into its slot.
 struct Fields<'a> {
+    /// Fields not named (see [`Shape::of_without`]).
+    skip: &'static [&'static str],
     fields: &'static [&'static str],
     slots: &'a mut [Shape],
     next: usize,
@@ -418,6 +436,13 @@ impl<'de> de::MapAccess<'de> for Fields<'_> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, DeError> {
+        while self
+            .fields
+            .get(self.next)
+            .is_some_and(|f| self.skip.contains(f))
+        {
+            self.next += 1;
+        }
         let Some(name) = self.fields.get(self.next) else {
             return Ok(None);
         };
@@ -434,6 +459,7 @@ impl<'de> de::MapAccess<'de> for Fields<'_> {
         seed.deserialize(Tracer {
             out: slot,
             depth: self.depth + 1,
+            skip: &[],
         })
     }
 }
@@ -474,6 +500,7 @@ impl<'de> de::VariantAccess<'de> for Variant<'_> {
         seed.deserialize(Tracer {
             out: &mut ignored,
             depth: self.depth + 1,
+            skip: &[],
         })
     }
 
@@ -484,6 +511,7 @@ impl<'de> de::VariantAccess<'de> for Variant<'_> {
             Tracer {
                 out: &mut ignored,
                 depth: self.depth + 1,
+                skip: &[],
             },
             len,
             visitor,
@@ -501,6 +529,7 @@ impl<'de> de::VariantAccess<'de> for Variant<'_> {
             Tracer {
                 out: &mut ignored,
                 depth: self.depth + 1,
+                skip: &[],
             },
             "",
             fields,
@@ -510,14 +539,17 @@ impl<'de> de::VariantAccess<'de> for Variant<'_> {
 }
 
 /// The schema of what a claim on `source` reads: the run summary, or with a `step` the
-/// checkpoint of the trajectory; the compare and saturation reports; Lemma A.6's
-/// object; the merged grid summary.
+/// checkpoint of the trajectory (from the record's visit: [`record`], every optional
+/// part present); the compare and saturation reports; Lemma A.6's object; the merged
+/// grid summary.
 pub fn of_source(source: Source, step: bool) -> Schema {
     use crate::analysis::{compare, saturation};
-    use crate::io::trajectory::{Checkpoint, Summary};
+    use crate::io::trajectory::Summary;
     match (source, step) {
         (Source::Run | Source::Twin, false) => Schema::of::<Summary>("the run summary"),
-        (Source::Run | Source::Twin, true) => Schema::of::<Checkpoint>("a run's checkpoint"),
+        (Source::Run | Source::Twin, true) => {
+            record::<f64, ()>("a run's checkpoint", &RecordParts::ALL)
+        }
         (Source::Compare, _) => Schema::of::<compare::Report>("the compare report"),
         (Source::Saturation, _) => Schema::of::<saturation::Report>("the saturation report")
             .with_keys("thresholds", saturation::threshold_keys()),
@@ -533,14 +565,19 @@ pub fn of_source(source: Source, step: bool) -> Schema {
 
 /// The schema of what a certified claim reads (`experiments::claims`): the
 /// certificate's fields (without `checkpoints`) beside the final checkpoint's, or with a
-/// `step` a certified checkpoint; a path may end on an interval `[lo, hi]`.
+/// `step` a certified checkpoint (from the record's visit over intervals: [`record`]);
+/// a path may end on an interval `[lo, hi]`.
 pub fn certified(step: bool) -> Schema {
-    use crate::analysis::certify::{Certificate, CertifiedCheckpoint};
-    let checkpoint = Schema::of::<CertifiedCheckpoint>("a certified checkpoint");
+    use crate::analysis::certify::{Certificate, Proof};
+    let checkpoint = record::<Interval, Proof>("a certified checkpoint", &RecordParts::ALL);
     let mut schema = match step {
         true => checkpoint,
         false => {
-            let mut summary = Schema::of::<Certificate>("the certificate");
+            // a checkpoint's record is the visit's (above), not traced
+            let mut summary = Schema {
+                shape: Shape::of_without::<Certificate>(&["checkpoints"]),
+                ..Schema::of::<()>("the certificate")
+            };
             if let (Shape::Object(fields), Shape::Object(last)) =
                 (&mut summary.shape, checkpoint.shape)
             {
@@ -556,6 +593,125 @@ pub fn certified(step: bool) -> Schema {
     };
     schema.intervals = true;
     schema
+}
+
+use crate::analysis::certify::Interval;
+use crate::io::record::{Extras, Range, RecordParts, Value};
+use crate::io::trajectory::Checkpoint;
+
+/// The schema of a checkpoint's record with the optional `parts`, called `what`: the
+/// leaves [`crate::io::record::visit`] reports on a blank checkpoint of those parts
+/// ([`Checkpoint::blank`], two samples), each path a number (an enclosure `[lo, hi]`
+/// where `V` is one; an optional one where the record may hold `null`), text for a
+/// category, an array where the visit declares a list. A leaf added to the visit is
+/// nameable by a claim; no list of the record's fields is kept here.
+pub fn record<V: Value, X: Extras<V>>(what: &'static str, parts: &RecordParts) -> Schema {
+    let c = Checkpoint::<V, X>::blank(parts, 2);
+    let mut b = Build::default();
+    crate::io::record::visit(&c, usize::MAX, &mut b);
+    Schema {
+        what,
+        shape: Shape::Object(b.root),
+        keys: BTreeMap::new(),
+        intervals: false,
+    }
+}
+
+/// The lists of the record of `cfg` by their dotted paths, with their lengths (per
+/// class: K; a sample's outputs: K; `samples`: n_train), from the record's visit of a
+/// blank checkpoint of the config's parts.
+pub fn lists(cfg: &crate::config::Config) -> BTreeMap<String, usize> {
+    let c = Checkpoint::<f64, ()>::blank(&RecordParts::of(cfg), cfg.n_train);
+    let mut b = Build::default();
+    crate::io::record::visit(&c, usize::MAX, &mut b);
+    b.lengths
+}
+
+/// The visitor that builds a record's [`Shape`] from its leaves' paths.
+#[derive(Default)]
+struct Build {
+    /// The root object's fields.
+    root: Vec<(String, Shape)>,
+    /// The paths declared lists.
+    lists: std::collections::BTreeSet<String>,
+    /// Each list's length where it was last declared.
+    lengths: BTreeMap<String, usize>,
+}
+
+impl Build {
+    /// The shape of a value of width `width` (an enclosure: an array `[lo, hi]`).
+    fn number(width: usize) -> Shape {
+        match width {
+            1 => Shape::Number,
+            w => Shape::Tuple(vec![Shape::Number; w]),
+        }
+    }
+
+    /// Put the leaf `path` of shape `leaf` into the tree (the first leaf of a path
+    /// defines it; a path declared a list is an array of its entries).
+    fn put(&mut self, path: &str, leaf: Shape) {
+        let parts: Vec<&str> = path.split('.').collect();
+        let mut fields = &mut self.root;
+        for (i, part) in parts.iter().enumerate() {
+            let prefix = parts[..=i].join(".");
+            let list = self.lists.contains(&prefix);
+            let last = i + 1 == parts.len();
+            let at = match fields.iter().position(|(f, _)| f == part) {
+                Some(at) => at,
+                None => {
+                    let inner = match last {
+                        true => leaf.clone(),
+                        false => Shape::Object(Vec::new()),
+                    };
+                    let shape = match list {
+                        true => Shape::Array(Box::new(inner)),
+                        false => inner,
+                    };
+                    fields.push((part.to_string(), shape));
+                    fields.len() - 1
+                }
+            };
+            if last {
+                return;
+            }
+            let mut node = &mut fields[at].1;
+            if let Shape::Array(inner) = node {
+                node = inner;
+            }
+            match node {
+                Shape::Object(inner) => fields = inner,
+                _ => return,
+            }
+        }
+    }
+}
+
+impl<V: Value> crate::io::record::Visitor<V> for Build {
+    fn count(&mut self, path: &str, _: u64) {
+        self.put(path, Shape::Number);
+    }
+    fn real(&mut self, path: &str, _: Range, _: V) {
+        self.put(path, Build::number(V::WIDTH));
+    }
+    fn optional(&mut self, path: &str, _: Range, _: Option<V>) {
+        self.put(path, Shape::Optional(Box::new(Build::number(V::WIDTH))));
+    }
+    fn index(&mut self, path: &str, _: usize, _: usize) {
+        self.put(path, Shape::Number);
+    }
+    fn category(&mut self, path: &str, names: &'static [&'static str], _: u8) {
+        self.put(
+            path,
+            Shape::Names(names.iter().map(|n| n.to_string()).collect()),
+        );
+    }
+    fn flag(&mut self, path: &str, _: bool) {
+        self.put(path, Shape::Number);
+    }
+    fn list(&mut self, path: &str, len: usize) {
+        self.lists.insert(path.to_string());
+        self.lengths.insert(path.to_string(), len);
+    }
 }
 
 /// The shape of one report type's JSON, named for messages.

@@ -139,6 +139,40 @@ pub mod value {
     }
 }
 
+/// An optional [`Value`] field (`#[serde(with = "crate::io::nonfinite::value_option")]`):
+/// `null` for `None`.
+pub mod value_option {
+    use super::*;
+
+    /// The value inside, written by its [`Value::put`].
+    struct Put<'a, T>(&'a T);
+
+    impl<T: Value> Serialize for Put<'_, T> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            self.0.put(s)
+        }
+    }
+
+    /// The value inside, read by its [`Value::take`].
+    struct Take<T>(T);
+
+    impl<'de, T: Value> Deserialize<'de> for Take<T> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            T::take(d).map(Take)
+        }
+    }
+
+    /// Serialize.
+    pub fn serialize<T: Value, S: Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+        v.as_ref().map(Put).serialize(s)
+    }
+
+    /// Deserialize.
+    pub fn deserialize<'de, T: Value, D: Deserializer<'de>>(d: D) -> Result<Option<T>, D::Error> {
+        Ok(Option::<Take<T>>::deserialize(d)?.map(|t| t.0))
+    }
+}
+
 /// `Option<f64>`: `null` for `None`.
 pub mod option {
     use super::*;

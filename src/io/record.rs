@@ -12,10 +12,187 @@
 //! gap, rest, S_i, group masses, outputs and prompt record, then the per-class metrics,
 //! the direction record and the prompt's shares.
 
-use crate::config::Group;
+use crate::config::{Config, Group};
 use crate::io::trajectory::{
     ByNoise, Checkpoint, ClassSelection, DirectionPoint, PerGroup, SampleState, SelectionShare,
 };
+
+/// A record's value: an f64 (a trajectory) or an enclosure (a certificate's
+/// `analysis::certify::Interval`). The visit hands each leaf's value to the visitors as
+/// it is; what a visitor needs of it is here.
+pub trait Value: Copy + std::fmt::Debug + PartialEq {
+    /// Whether the value lies in `range` (an enclosure: both its ends).
+    fn inside(self, range: Range) -> bool;
+    /// The value as a message writes it.
+    fn show(self) -> String;
+    /// The value of a plain number the record holds beside its values (a certificate's
+    /// radii: the number itself, as a point enclosure).
+    fn point(v: f64) -> Self;
+    /// How many numbers one value is written as (1 for an f64; 2 for an enclosure, an
+    /// array `[lo, hi]`).
+    const WIDTH: usize;
+}
+
+impl Value for f64 {
+    fn inside(self, range: Range) -> bool {
+        range.contains(self)
+    }
+    fn show(self) -> String {
+        format!("{self}")
+    }
+    fn point(v: f64) -> f64 {
+        v
+    }
+    const WIDTH: usize = 1;
+}
+
+/// What a checkpoint carries beside its values, kept apart from them (a certificate's
+/// proof: the exact counts behind each share, the decisions, the radii, each sample's
+/// prediction, the direction's `on_pattern` as an exact count); nothing for a
+/// trajectory (`()`). The visit walks it after the values it stands beside.
+pub trait Extras<V: Value> {
+    /// What each sample carries beside its values (`()`: nothing).
+    type Sample;
+    /// The direction record's `on_pattern`: a share (`V`) or an exact count.
+    type Pattern: Copy + std::fmt::Debug + PartialEq;
+    /// Visit the checkpoint's extras (paths from the checkpoint's root).
+    fn visit(&self, v: &mut impl Visitor<V>);
+    /// Visit one sample's extras (paths under `samples.`).
+    fn visit_sample(s: &Self::Sample, v: &mut impl Visitor<V>);
+    /// Visit the direction record's `on_pattern` (path `direction.on_pattern`).
+    fn visit_pattern(p: &Self::Pattern, v: &mut impl Visitor<V>);
+    /// The extras of a blank checkpoint ([`Checkpoint::blank`]: every count 0, every
+    /// decision the first).
+    fn blank() -> Self;
+    /// A blank sample's extras.
+    fn blank_sample() -> Self::Sample;
+    /// A blank `on_pattern`.
+    fn blank_pattern() -> Self::Pattern;
+}
+
+impl<V: Value> Extras<V> for () {
+    type Sample = ();
+    type Pattern = V;
+    fn visit(&self, _: &mut impl Visitor<V>) {}
+    fn visit_sample(_: &(), _: &mut impl Visitor<V>) {}
+    fn visit_pattern(p: &V, v: &mut impl Visitor<V>) {
+        v.real("direction.on_pattern", Range::Within(0.0, 1.0), *p);
+    }
+    fn blank() {}
+    fn blank_sample() {}
+    fn blank_pattern() -> V {
+        V::point(0.0)
+    }
+}
+
+/// Which optional parts a checkpoint's record holds for a config: the one declaration
+/// the writers (`train::record`, `analysis::certify`) and the readers
+/// (`io::trajectory::check_checkpoints`, a certificate's reader) and claims' schema
+/// follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordParts {
+    /// A K-class model's K: the per-class metrics `classes` and each sample's K
+    /// `outputs` (`None`: the binary model, neither).
+    pub classes: Option<usize>,
+    /// The in-sequence prompt: each sample's `prompt` record and the checkpoint's
+    /// `prompt` shares.
+    pub prompt: bool,
+    /// The config's `[direction]` section: the `direction` record.
+    pub direction: bool,
+}
+
+impl RecordParts {
+    /// Every optional part (three classes): the record of no one config, whose leaves
+    /// are every leaf a config's record can hold (claims' schema).
+    pub const ALL: RecordParts = RecordParts {
+        classes: Some(3),
+        prompt: true,
+        direction: true,
+    };
+
+    /// The parts of `cfg`'s record.
+    pub fn of(cfg: &Config) -> RecordParts {
+        RecordParts {
+            classes: cfg.model.is_multiclass().then_some(cfg.model.classes),
+            prompt: cfg.model.in_sequence(),
+            direction: cfg.direction.is_some(),
+        }
+    }
+
+    /// Whether checkpoint `c` holds exactly these parts (each sample `K` outputs and
+    /// each per-class list `K` entries); the error says which part does not fit, for a
+    /// checkpoint's message.
+    pub fn check<V: Value, X: Extras<V>>(&self, c: &Checkpoint<V, X>) -> Result<(), String> {
+        let presence = |what: &str, has: bool, want: bool, why: &str| match (has, want) {
+            (true, false) => Err(format!("it has {what}, which {why} does not record")),
+            (false, true) => Err(format!("{what} is missing, which {why} records")),
+            _ => Ok(()),
+        };
+        let model = match self.classes {
+            Some(k) => format!("the config's {k}-class model"),
+            None => "the config's binary model".into(),
+        };
+        presence(
+            "per-class metrics (`classes`)",
+            c.classes.is_some(),
+            self.classes.is_some(),
+            &model,
+        )?;
+        for (i, s) in c.samples.iter().enumerate() {
+            let outputs = s.outputs.as_ref().map(Vec::len);
+            if outputs != self.classes {
+                return Err(match (outputs, self.classes) {
+                    (Some(m), Some(k)) => format!("samples[{i}] has {m} outputs; {model} has {k}"),
+                    (Some(_), None) => {
+                        format!("samples[{i}] has `outputs`, which {model} does not record")
+                    }
+                    _ => format!("samples[{i}] has no `outputs`, which {model} records"),
+                });
+            }
+        }
+        if let (Some(m), Some(k)) = (&c.classes, self.classes) {
+            for (name, len) in [
+                ("train_accuracy", m.train_accuracy.len()),
+                ("test_accuracy", m.test_accuracy.len()),
+                ("selection_score", m.selection_score.len()),
+            ] {
+                if len != k {
+                    return Err(format!(
+                        "`classes.{name}` has {len} entries; {model} has {k}"
+                    ));
+                }
+            }
+        }
+        let prompt = "the config's prompt (`in-sequence`)";
+        let separate = "the config's separate prompt";
+        let why = if self.prompt { prompt } else { separate };
+        presence(
+            "the prompt's shares (`prompt`)",
+            c.prompt.is_some(),
+            self.prompt,
+            why,
+        )?;
+        for (i, s) in c.samples.iter().enumerate() {
+            presence(
+                &format!("samples[{i}].prompt"),
+                s.prompt.is_some(),
+                self.prompt,
+                why,
+            )?;
+        }
+        let why = if self.direction {
+            "the config's [direction] section"
+        } else {
+            "a config without a [direction] section"
+        };
+        presence(
+            "a direction record (`direction`)",
+            c.direction.is_some(),
+            self.direction,
+            why,
+        )
+    }
+}
 
 /// What a number of the record can be (the reader refuses a value outside; a value a run
 /// can record, NaN where it stopped at a non-finite value, is inside unless said).
@@ -64,14 +241,14 @@ impl Range {
 
 /// A consumer of a checkpoint's record: one method per kind of leaf, each called with
 /// the leaf's dotted path (array indices dropped) in [`visit`]'s order.
-pub trait Visitor {
+pub trait Visitor<V: Value = f64> {
     /// The step count (`step`: it defines the checkpoint set, it is not a measurement).
     fn count(&mut self, path: &str, v: u64);
     /// A number that is always present.
-    fn real(&mut self, path: &str, range: Range, v: f64);
+    fn real(&mut self, path: &str, range: Range, v: V);
     /// A number that may be absent (`None`: an empty set of samples, a class without
     /// samples, an undefined direction value).
-    fn optional(&mut self, path: &str, range: Range, v: Option<f64>);
+    fn optional(&mut self, path: &str, range: Range, v: Option<V>);
     /// A position `v` < `bound` (a sample's top token among the T).
     fn index(&mut self, path: &str, bound: usize, v: usize);
     /// One of `names` (`v` < `names.len()`: a sample's selection, as
@@ -79,14 +256,23 @@ pub trait Visitor {
     fn category(&mut self, path: &str, names: &'static [&'static str], v: u8);
     /// A yes / no (whether the in-sequence prompt is a sample's top position).
     fn flag(&mut self, path: &str, v: bool);
+    /// Not a leaf: the leaves under `path` that follow are the `len` entries of a list
+    /// (`samples`, a sample's `outputs`, a per-class list), each entry's leaves in turn.
+    /// Visitors that read values only ignore it.
+    fn list(&mut self, path: &str, len: usize) {
+        let _ = (path, len);
+    }
 }
 
 /// The names of [`crate::model::Selection`]'s codes.
 pub const SELECTION_NAMES: [&str; 3] = ["decided", "tie", "undecided"];
 
 /// Visit every leaf of `c` in the one fixed order (see the module's documentation);
-/// `tokens` is T, the bound of a sample's top token.
-pub fn visit(c: &Checkpoint, tokens: usize, v: &mut impl Visitor) {
+/// `tokens` is T, the bound of a sample's top token. A certificate's checkpoint
+/// (`V` an enclosure) is walked in the same order, its extras ([`Extras`]) after the
+/// values they stand beside: the checkpoint's after the cumulative sums, a sample's
+/// after its outputs, the direction's `on_pattern` in its place.
+pub fn visit<V: Value, X: Extras<V>>(c: &Checkpoint<V, X>, tokens: usize, v: &mut impl Visitor<V>) {
     v.count("step", c.step);
     v.real("train_loss", Range::Real, c.train_loss);
     v.real("train_accuracy", Range::Share, c.train_accuracy);
@@ -102,17 +288,21 @@ pub fn visit(c: &Checkpoint, tokens: usize, v: &mut impl Visitor) {
     ] {
         v.real(&format!("cumulative.{name}"), Range::NonNegative, x);
     }
+    c.proof.visit(v);
     let groups = Group::ALL.map(Group::name);
     by_noise(v, "attention", groups, c.attention.map(PerGroup::to_array));
     let selection = c.selection.map(SelectionShare::to_array);
     by_noise(v, "selection", SelectionShare::NAMES, selection);
+    v.list("samples", c.samples.len());
     for s in &c.samples {
-        sample(v, s, tokens);
+        sample::<V, X>(v, s, tokens);
     }
     if let Some(k) = &c.classes {
+        v.list("classes.train_accuracy", k.train_accuracy.len());
         for x in &k.train_accuracy {
             v.optional("classes.train_accuracy", Range::Share, *x);
         }
+        v.list("classes.test_accuracy", k.test_accuracy.len());
         for x in &k.test_accuracy {
             v.optional("classes.test_accuracy", Range::Share, *x);
         }
@@ -120,12 +310,13 @@ pub fn visit(c: &Checkpoint, tokens: usize, v: &mut impl Visitor) {
         v.real("classes.test_undecided", Range::Share, k.test_undecided);
         let selection = k.selection.map(ClassSelection::to_array);
         by_noise(v, "classes.selection", ClassSelection::NAMES, selection);
+        v.list("classes.selection_score", k.selection_score.len());
         for x in &k.selection_score {
             v.optional("classes.selection_score", Range::Share, *x);
         }
     }
     if let Some(d) = &c.direction {
-        direction(v, d);
+        direction::<V, X>(v, d);
     }
     // the prompt's shares nest the other way round: quantity, then set
     if let Some(p) = &c.prompt {
@@ -138,11 +329,11 @@ pub fn visit(c: &Checkpoint, tokens: usize, v: &mut impl Visitor) {
 }
 
 /// `prefix.{clean,noisy}.{names}`, each optional (a set without samples).
-fn by_noise<const N: usize>(
-    v: &mut impl Visitor,
+fn by_noise<V: Value, const N: usize>(
+    v: &mut impl Visitor<V>,
     prefix: &str,
     names: [&str; N],
-    x: ByNoise<[f64; N]>,
+    x: ByNoise<[V; N]>,
 ) {
     for (set, u) in [("clean", x.clean), ("noisy", x.noisy)] {
         for (k, name) in names.iter().enumerate() {
@@ -156,7 +347,11 @@ fn by_noise<const N: usize>(
 }
 
 /// One sample's leaves.
-fn sample(v: &mut impl Visitor, s: &SampleState, tokens: usize) {
+fn sample<V: Value, X: Extras<V>>(
+    v: &mut impl Visitor<V>,
+    s: &SampleState<V, X::Sample>,
+    tokens: usize,
+) {
     v.real("samples.f", Range::Real, s.f);
     v.index("samples.top", tokens, s.top);
     v.category("samples.selection", &SELECTION_NAMES, s.selection.code());
@@ -166,9 +361,13 @@ fn sample(v: &mut impl Visitor, s: &SampleState, tokens: usize) {
     for (g, m) in Group::ALL.iter().zip(s.mass.to_array()) {
         v.real(&format!("samples.mass.{}", g.name()), Range::Share, m);
     }
-    for o in s.outputs.iter().flatten() {
-        v.real("samples.outputs", Range::Real, *o);
+    if let Some(outputs) = &s.outputs {
+        v.list("samples.outputs", outputs.len());
+        for o in outputs {
+            v.real("samples.outputs", Range::Real, *o);
+        }
     }
+    X::visit_sample(&s.proof, v);
     if let Some(p) = &s.prompt {
         v.real("samples.prompt.attention", Range::Share, p.attention);
         v.flag("samples.prompt.top", p.top);
@@ -176,7 +375,7 @@ fn sample(v: &mut impl Visitor, s: &SampleState, tokens: usize) {
 }
 
 /// The direction record's leaves.
-fn direction(v: &mut impl Visitor, d: &DirectionPoint) {
+fn direction<V: Value, X: Extras<V>>(v: &mut impl Visitor<V>, d: &DirectionPoint<V, X::Pattern>) {
     let (finite, non_negative) = (
         Range::Within(-f64::MAX, f64::MAX),
         Range::Within(0.0, f64::MAX),
@@ -193,21 +392,17 @@ fn direction(v: &mut impl Visitor, d: &DirectionPoint) {
         non_negative,
         d.support_deviation,
     );
-    v.real(
-        "direction.on_pattern",
-        Range::Within(0.0, 1.0),
-        d.on_pattern,
-    );
+    X::visit_pattern(&d.on_pattern, v);
 }
 
 /// A leaf's value as one number: a count, an index and a category code as themselves, a
 /// flag as 0 or 1, an absent value as NaN (the digest's numbers).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Leaf {
-    /// The step.
+pub enum Leaf<V = f64> {
+    /// The step (a certificate's exact counts too).
     Count(u64),
     /// A number (`None`: absent).
-    Number(Option<f64>),
+    Number(Option<V>),
     /// A position.
     Index(usize),
     /// A category's code.
@@ -231,25 +426,25 @@ impl Leaf {
 
 /// Every leaf of a checkpoint with its path, in visit order.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Leaves(pub Vec<(String, Leaf)>);
+pub struct Leaves<V = f64>(pub Vec<(String, Leaf<V>)>);
 
-impl Leaves {
+impl<V: Value> Leaves<V> {
     /// The leaves of `c` (T = `tokens`).
-    pub fn of(c: &Checkpoint, tokens: usize) -> Leaves {
-        let mut l = Leaves::default();
+    pub fn of<X: Extras<V>>(c: &Checkpoint<V, X>, tokens: usize) -> Leaves<V> {
+        let mut l = Leaves(Vec::new());
         visit(c, tokens, &mut l);
         l
     }
 }
 
-impl Visitor for Leaves {
+impl<V: Value> Visitor<V> for Leaves<V> {
     fn count(&mut self, path: &str, v: u64) {
         self.0.push((path.into(), Leaf::Count(v)));
     }
-    fn real(&mut self, path: &str, _: Range, v: f64) {
+    fn real(&mut self, path: &str, _: Range, v: V) {
         self.0.push((path.into(), Leaf::Number(Some(v))));
     }
-    fn optional(&mut self, path: &str, _: Range, v: Option<f64>) {
+    fn optional(&mut self, path: &str, _: Range, v: Option<V>) {
         self.0.push((path.into(), Leaf::Number(v)));
     }
     fn index(&mut self, path: &str, _: usize, v: usize) {
@@ -298,13 +493,14 @@ impl Check {
     }
 }
 
-impl Visitor for Check {
+impl<V: Value> Visitor<V> for Check {
     fn count(&mut self, _: &str, _: u64) {}
-    fn real(&mut self, path: &str, range: Range, v: f64) {
+    fn real(&mut self, path: &str, range: Range, v: V) {
         let name = self.name(path);
-        if range.contains(v) {
+        if v.inside(range) {
             return;
         }
+        let v = v.show();
         self.fail(match (path.strip_prefix("direction."), range) {
             (Some(field), _) => format!(
                 "the direction record's `{field}` is {v}; it can only be {}",
@@ -317,7 +513,7 @@ impl Visitor for Check {
             ),
         });
     }
-    fn optional(&mut self, path: &str, range: Range, v: Option<f64>) {
+    fn optional(&mut self, path: &str, range: Range, v: Option<V>) {
         match v {
             Some(v) => self.real(path, range, v),
             None => {
@@ -351,7 +547,7 @@ impl Visitor for Check {
 /// is refused, not drawn; NaN, the non-finite value a run can record, is read back as
 /// such where the range allows it (`io::nonfinite`: diff reports it as an infinite
 /// deviation).
-pub fn check(c: &Checkpoint, tokens: usize) -> Result<(), String> {
+pub fn check<V: Value, X: Extras<V>>(c: &Checkpoint<V, X>, tokens: usize) -> Result<(), String> {
     let mut check = Check::default();
     visit(c, tokens, &mut check);
     check.error.map_or(Ok(()), Err)

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::config::{Config, Formulation, Group, Method};
 use crate::error::{Error, Result};
 use crate::io::nonfinite::text;
-use crate::io::record::{Leaves, Range, Visitor, visit};
+use crate::io::record::{Extras, Leaves, Range, RecordParts, Value, Visitor, visit};
 use crate::model::Selection;
 
 /// Format tag written into every trajectory file (version 2: each sample's top token is
@@ -158,6 +158,16 @@ pub struct ByNoise<T = PerGroup> {
     pub noisy: Option<T>,
 }
 
+impl<T: Copy> ByNoise<T> {
+    /// `x` for both sets.
+    pub fn both(x: T) -> ByNoise<T> {
+        ByNoise {
+            clean: Some(x),
+            noisy: Some(x),
+        }
+    }
+}
+
 impl<T> ByNoise<T> {
     /// Both sets' values through `f`.
     pub fn map<U>(self, f: impl Fn(T) -> U) -> ByNoise<U> {
@@ -168,34 +178,44 @@ impl<T> ByNoise<T> {
     }
 }
 
-/// State of one training sample at a checkpoint.
+/// State of one training sample at a checkpoint: f64 values in a trajectory,
+/// enclosures in a certificate (`analysis::certify::Interval`), whose extras `X` (each
+/// sample's proved prediction) stand after `outputs`, flattened into the JSON; `()`
+/// (nothing) in a trajectory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SampleState {
+#[serde(bound(
+    serialize = "V: crate::io::nonfinite::Value + Serialize, X: Serialize",
+    deserialize = "V: crate::io::nonfinite::Value + Deserialize<'de>, X: Deserialize<'de>"
+))]
+pub struct SampleState<V = f64, X = ()> {
     /// Model output f(X_i) (binary); a K-class model's margin f_Y - max_{c != Y} f_c.
-    #[serde(with = "crate::io::nonfinite")]
-    pub f: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub f: V,
     /// A K-class model's outputs f_0, ..., f_{K-1} (absent for the binary model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outputs: Option<Vec<f64>>,
+    pub outputs: Option<Vec<V>>,
+    /// What the sample's record carries beside its values (a certificate's prediction).
+    #[serde(flatten)]
+    pub proof: X,
     /// Position of the highest-attention token (the lowest one on a tie).
     pub top: usize,
     /// Whether the top token is selected (`decided`), ties another (`tie`), or is
     /// `undecided`.
     pub selection: Selection,
     /// Score gap z_top - max_{j != top} z_j.
-    #[serde(with = "crate::io::nonfinite")]
-    pub gap: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub gap: V,
     /// 1 - s_top.
-    #[serde(with = "crate::io::nonfinite")]
-    pub rest: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub rest: V,
     /// Attention mass sum_{t in group} s_t of each group.
-    pub mass: PerGroup,
+    pub mass: PerGroup<V>,
     /// The paper's Definition 4.1: S_i = (sum_{t in R} s_t)(1 - sum_{t in R} s_t), with
     /// 1 - sum_R s formed as the sum of the other groups' masses (no cancellation).
     /// With the prompt in sequence the groups are the tokens' (positions 1..=T): the
     /// score is m_R (m_W_same + m_W_opposite + m_I), the prompt's attention in neither.
-    #[serde(with = "crate::io::nonfinite")]
-    pub selection_score: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub selection_score: V,
     /// With the prompt in sequence (`[model] prompt = "in-sequence"`): the attention
     /// s_0 on the prompt itself, and whether the prompt is the top position of the
     /// whole softmax; then `top`, `selection`, `gap` and `rest` describe the tokens
@@ -203,15 +223,19 @@ pub struct SampleState {
     /// `mass` the full attention on each group's tokens (summing to 1 - s_0). Absent
     /// with a separate prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt: Option<PromptState>,
+    pub prompt: Option<PromptState<V>>,
 }
 
 /// One training sample's attention on the in-sequence prompt (position 0).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct PromptState {
+#[serde(bound(
+    serialize = "V: crate::io::nonfinite::Value",
+    deserialize = "V: crate::io::nonfinite::Value"
+))]
+pub struct PromptState<V = f64> {
     /// Attention s_0 on the prompt.
-    #[serde(with = "crate::io::nonfinite")]
-    pub attention: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub attention: V,
     /// True where the prompt's score is the largest of the T + 1 (the lowest position
     /// on a tie: the prompt wins ties).
     pub top: bool,
@@ -219,11 +243,12 @@ pub struct PromptState {
 
 /// The in-sequence prompt at a checkpoint, over clean and over noisy training samples.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct PromptShare {
+#[serde(bound(serialize = "V: Serialize", deserialize = "V: Deserialize<'de>"))]
+pub struct PromptShare<V = f64> {
     /// Mean attention s_0 on the prompt.
-    pub attention: ByNoise<f64>,
+    pub attention: ByNoise<V>,
     /// Share of samples whose top position (of the T + 1) is the prompt.
-    pub top: ByNoise<f64>,
+    pub top: ByNoise<V>,
 }
 
 /// Sums of the Definition 4.1 score S_i(tau') over steps tau' = 0..=tau and over the
@@ -249,6 +274,18 @@ pub struct Cumulative<T = f64> {
     pub class_neg: T,
 }
 
+impl<T: Copy> Cumulative<T> {
+    /// From values in field order (clean, noisy, class +1, class -1).
+    pub fn from_array(v: [T; 4]) -> Self {
+        Cumulative {
+            clean: v[0],
+            noisy: v[1],
+            class_pos: v[2],
+            class_neg: v[3],
+        }
+    }
+}
+
 impl Cumulative {
     /// Per-sample ratio of the clean to the noisy cumulative score,
     /// (clean / |C|) / (noisy / |N|) (`None` without noisy samples or before any
@@ -259,45 +296,118 @@ impl Cumulative {
     }
 }
 
-/// Everything recorded at one step.
+/// Everything recorded at one step: f64 values in a trajectory; in a certificate
+/// (`analysis::certify`) the same record over enclosures (`V` an interval), with its
+/// proof `X` ([`crate::io::record::Extras`]: the exact counts behind the shares, the
+/// decisions, the radii; each sample's prediction; the direction's `on_pattern` as an
+/// exact count) kept apart from the values and flattened into the JSON after
+/// `cumulative`. A trajectory's `X` is `()`: nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Checkpoint {
+#[serde(bound(
+    serialize = "V: crate::io::nonfinite::Value + Serialize, X: Serialize, \
+                 X::Sample: Serialize, X::Pattern: crate::io::nonfinite::Value",
+    deserialize = "V: crate::io::nonfinite::Value + Deserialize<'de>, X: Deserialize<'de>, \
+                   X::Sample: Deserialize<'de>, X::Pattern: crate::io::nonfinite::Value"
+))]
+pub struct Checkpoint<V: Value = f64, X: Extras<V> = ()> {
     /// Number of gradient steps done.
     pub step: u64,
     /// Empirical logistic risk on the training set.
-    #[serde(with = "crate::io::nonfinite")]
-    pub train_loss: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub train_loss: V,
     /// Fraction of training samples with sign(f) = Y (observed labels).
-    #[serde(with = "crate::io::nonfinite")]
-    pub train_accuracy: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub train_accuracy: V,
     /// Fraction of test samples with sign(f) = Y*.
-    #[serde(with = "crate::io::nonfinite")]
-    pub test_accuracy: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub test_accuracy: V,
     /// ||q|| with q = W^T p.
-    #[serde(with = "crate::io::nonfinite")]
-    pub q_norm: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub q_norm: V,
     /// ||dL/dq||.
-    #[serde(with = "crate::io::nonfinite")]
-    pub grad_norm: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub grad_norm: V,
     /// Mean attention mass per group.
-    pub attention: ByNoise,
+    pub attention: ByNoise<PerGroup<V>>,
     /// Fraction of samples whose top token is decided in each group, ties, or is
     /// undecided.
-    pub selection: ByNoise<SelectionShare>,
+    pub selection: ByNoise<SelectionShare<V>>,
     /// Cumulative Definition 4.1 scores up to this step.
-    pub cumulative: Cumulative,
+    pub cumulative: Cumulative<V>,
+    /// What the record carries beside its values (a certificate's proof; nothing in a
+    /// trajectory).
+    #[serde(flatten)]
+    pub proof: X,
     /// Per training sample.
-    pub samples: Vec<SampleState>,
+    pub samples: Vec<SampleState<V, X::Sample>>,
     /// A K-class run's per-class metrics (absent for the binary model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub classes: Option<ClassMetrics>,
+    pub classes: Option<ClassMetrics<V>>,
     /// The run's direction against the attention SVM's solution (absent unless the
     /// config has a `[direction]` section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub direction: Option<DirectionPoint>,
+    pub direction: Option<DirectionPoint<V, X::Pattern>>,
     /// The attention on the in-sequence prompt (absent with a separate prompt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt: Option<PromptShare>,
+    pub prompt: Option<PromptShare<V>>,
+}
+
+impl<V: Value, X: Extras<V>> Checkpoint<V, X> {
+    /// A checkpoint of the record `parts` with `n` samples, every value 0 and every
+    /// optional part present (both sets of samples, every class; claims' schema visits
+    /// it: `experiments::schema`).
+    pub fn blank(parts: &crate::io::record::RecordParts, n: usize) -> Self {
+        let z = V::point(0.0);
+        let k = parts.classes;
+        Checkpoint {
+            step: 0,
+            train_loss: z,
+            train_accuracy: z,
+            test_accuracy: z,
+            q_norm: z,
+            grad_norm: z,
+            attention: ByNoise::both(PerGroup::from_array([z; 4])),
+            selection: ByNoise::both(SelectionShare::from_array([z; 6])),
+            cumulative: Cumulative::from_array([z; 4]),
+            proof: X::blank(),
+            samples: (0..n)
+                .map(|_| SampleState {
+                    f: z,
+                    outputs: k.map(|k| vec![z; k]),
+                    proof: X::blank_sample(),
+                    top: 0,
+                    selection: Selection::Decided,
+                    gap: z,
+                    rest: z,
+                    mass: PerGroup::from_array([z; 4]),
+                    selection_score: z,
+                    prompt: parts.prompt.then_some(PromptState {
+                        attention: z,
+                        top: false,
+                    }),
+                })
+                .collect(),
+            classes: k.map(|k| ClassMetrics {
+                train_accuracy: vec![Some(z); k],
+                test_accuracy: vec![Some(z); k],
+                test_tie: z,
+                test_undecided: z,
+                selection: ByNoise::both(ClassSelection::from_array([z; 7])),
+                selection_score: vec![Some(z); k],
+            }),
+            direction: parts.direction.then(|| DirectionPoint {
+                one_minus_corr: Some(z),
+                norm: z,
+                margin: Some(z),
+                support_deviation: Some(z),
+                on_pattern: X::blank_pattern(),
+            }),
+            prompt: parts.prompt.then_some(PromptShare {
+                attention: ByNoise::both(z),
+                top: ByNoise::both(z),
+            }),
+        }
+    }
 }
 
 impl DirectionPoint {
@@ -314,31 +424,36 @@ impl DirectionPoint {
 /// Where a run's trained parameter theta points at a checkpoint, against the proved
 /// attention SVM solution theta_mm of the config's pattern (`Trajectory::direction`;
 /// theta is p in p-mode, q = W^T p in W- and joint mode). Computed in the run's
-/// arithmetic and rounded.
+/// arithmetic and rounded; in a certificate enclosures of the exact run's values, and
+/// `on_pattern` (`P`) the exact count of samples on the pattern.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct DirectionPoint {
+#[serde(bound(
+    serialize = "V: crate::io::nonfinite::Value, P: crate::io::nonfinite::Value",
+    deserialize = "V: crate::io::nonfinite::Value, P: crate::io::nonfinite::Value"
+))]
+pub struct DirectionPoint<V = f64, P = V> {
     /// 1 - corr(tau), corr = <theta - theta0, theta_mm> / (||theta - theta0||
     /// ||theta_mm||), formed as ||u / ||u|| - v / ||v|| ||^2 / 2 (no cancellation near
     /// corr = 1); `None` where theta = theta0 (step 0).
-    #[serde(with = "crate::io::nonfinite::option")]
-    pub one_minus_corr: Option<f64>,
+    #[serde(with = "crate::io::nonfinite::value_option")]
+    pub one_minus_corr: Option<V>,
     /// ||theta||.
-    #[serde(with = "crate::io::nonfinite")]
-    pub norm: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub norm: V,
     /// The normalised margin min_{i, t != alpha_i} (z_{i,alpha_i} - z_{i,t}) / ||theta||
     /// (tends to 1 / ||theta_mm|| where the direction converges to theta_mm's);
     /// `None` where theta = 0.
-    #[serde(with = "crate::io::nonfinite::option")]
-    pub margin: Option<f64>,
+    #[serde(with = "crate::io::nonfinite::value_option")]
+    pub margin: Option<V>,
     /// max over the SVM's support constraints c of m_c / min_c' m_c' - 1, m_c the
     /// constraint values z_{i,alpha_i} - z_{i,t}: 0 when the support constraints are
     /// the tightest and equally tight, as at theta_mm; `None` while some m_c <= 0 (the
     /// pattern not yet selected).
-    #[serde(with = "crate::io::nonfinite::option")]
-    pub support_deviation: Option<f64>,
+    #[serde(with = "crate::io::nonfinite::value_option")]
+    pub support_deviation: Option<V>,
     /// The share of training samples whose top token is proved to be alpha_i.
-    #[serde(with = "crate::io::nonfinite")]
-    pub on_pattern: f64,
+    #[serde(with = "crate::io::nonfinite::value")]
+    pub on_pattern: P,
 }
 
 /// A K-class run's metrics per class, and its selection groups relative to each sample's
@@ -578,12 +693,14 @@ impl Visitor for CsvRow {
 }
 
 /// Check a run's recorded checkpoints against its config: at least one, steps strictly
-/// increasing, each holding `n_train` samples whose
-/// top token is a position < T. The error says what is wrong (trajectories and state
-/// files are both checked by it).
-pub(crate) fn check_checkpoints(
+/// increasing, each holding `n_train` samples and exactly the optional parts of the
+/// config's record ([`RecordParts::of`]: per-class metrics and K outputs per sample for
+/// a K-class model, the prompt's records for the in-sequence prompt, a direction record
+/// for `[direction]`), every leaf within its range (`io::record::check`). The error says
+/// what is wrong (trajectories, state files and certificates are all checked by it).
+pub(crate) fn check_checkpoints<V: Value, X: Extras<V>>(
     config: &Config,
-    checkpoints: &[Checkpoint],
+    checkpoints: &[Checkpoint<V, X>],
 ) -> std::result::Result<(), String> {
     let (n, tokens) = (config.n_train, config.layout.tokens);
     if checkpoints.is_empty() {
@@ -592,58 +709,18 @@ pub(crate) fn check_checkpoints(
     if checkpoints.windows(2).any(|w| w[0].step >= w[1].step) {
         return Err("checkpoint steps are not strictly increasing".into());
     }
-    let k = config.model.is_multiclass().then_some(config.model.classes);
+    let parts = RecordParts::of(config);
     for c in checkpoints {
         if c.samples.len() != n {
             return Err(format!(
-                "checkpoint {} does not hold n_train = {n} samples with top < T = {tokens}",
-                c.step
-            ));
-        }
-        let prompt = config.model.in_sequence();
-        if c.prompt.is_some() != prompt || c.samples.iter().any(|s| s.prompt.is_some() != prompt) {
-            return Err(format!(
-                "checkpoint {}: the prompt's record is {} where the config's prompt is {}",
+                "checkpoint {} holds {} samples, the config's n_train {n}",
                 c.step,
-                if prompt { "missing" } else { "present" },
-                config.model.prompt.name()
+                c.samples.len()
             ));
         }
-        let outputs_fit = c
-            .samples
-            .iter()
-            .all(|s| s.outputs.as_ref().map(Vec::len) == k);
-        let classes_fit = match (&c.classes, k) {
-            (None, None) => true,
-            (Some(m), Some(k)) => {
-                m.train_accuracy.len() == k
-                    && m.test_accuracy.len() == k
-                    && m.selection_score.len() == k
-            }
-            _ => false,
-        };
-        if !outputs_fit || !classes_fit {
-            return Err(format!(
-                "checkpoint {}: the samples' outputs and the per-class metrics do not fit \
-                 the config's model ({})",
-                c.step,
-                match k {
-                    Some(k) => format!("{k} classes"),
-                    None => "binary: no outputs, no per-class metrics".into(),
-                }
-            ));
-        }
-        if c.direction.is_some() != config.direction.is_some() {
-            return Err(format!(
-                "checkpoint {}: a direction record {} the config's [direction] section",
-                c.step,
-                if c.direction.is_some() {
-                    "without"
-                } else {
-                    "missing, with"
-                }
-            ));
-        }
+        parts
+            .check(c)
+            .map_err(|m| format!("checkpoint {}: {m}", c.step))?;
         crate::io::record::check(c, tokens).map_err(|m| format!("checkpoint {}: {m}", c.step))?;
     }
     Ok(())

@@ -738,7 +738,7 @@ pub fn radius_chart(c: &crate::analysis::certify::Certificate) -> Chart {
                 .checkpoints
                 .iter()
                 .filter(|k| k.step > 0)
-                .filter_map(|k| pick(&k.radius).map(|r| (k.step as f64, bits(r))))
+                .filter_map(|k| pick(&k.proof.radius).map(|r| (k.step as f64, bits(r))))
                 .collect(),
             color: COLORS[k],
             dashed: false,

@@ -252,6 +252,8 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
     /// A checkpoint of the last [`Trainer::forward_backward`] (evaluates the test set);
     /// `cumulative` holds the Definition 4.1 sums up to this step.
     pub fn checkpoint(&self, cumulative: Cumulative) -> Checkpoint {
+        // the record's optional parts, as its readers check them
+        let parts = crate::io::record::RecordParts::of(self.cfg);
         let ar = &self.ar;
         let scores = self.selection_scores();
         let pos = self.positions();
@@ -265,13 +267,14 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
                     f: ar.to_f64(&s.f),
                     outputs: (!s.outputs.is_empty())
                         .then(|| s.outputs.iter().map(|v| ar.to_f64(v)).collect()),
+                    proof: (),
                     top: tok.top,
                     selection: tok.selection,
                     gap: ar.to_f64(&tok.gap),
                     rest: ar.to_f64(&tok.rest),
                     mass: self.mass(i),
                     selection_score: scores[i],
-                    prompt: self.in_sequence().then(|| PromptState {
+                    prompt: parts.prompt.then(|| PromptState {
                         attention: ar.to_f64(&self.attention[i * pos]),
                         top: s.softmax.top == 0,
                     }),
@@ -283,10 +286,9 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
         let mass: Vec<[f64; 4]> = samples.iter().map(|s| s.mass.to_array()).collect();
         let groups = &self.data.groups;
         let test_f = self.test_outputs(Some(&q));
-        let classes = self
-            .cfg
-            .model
-            .is_multiclass()
+        let classes = parts
+            .classes
+            .is_some()
             .then(|| self.class_metrics(&test_f, &scores, &samples));
         let direction = self.direction_values(&q).map(|v| DirectionPoint {
             one_minus_corr: v.one_minus_corr.map(|x| ar.to_f64(&x)),
@@ -296,6 +298,7 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
             on_pattern: v.on_pattern as f64 / self.samples.len().max(1) as f64,
         });
         Checkpoint {
+            proof: (),
             step: self.step,
             train_loss: ar.to_f64(&self.loss),
             train_accuracy: self.train_correct() as f64 / self.samples.len() as f64,
@@ -309,9 +312,7 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
                 y_true,
             ),
             cumulative,
-            prompt: self
-                .in_sequence()
-                .then(|| prompt_share(&samples, y, y_true)),
+            prompt: parts.prompt.then(|| prompt_share(&samples, y, y_true)),
             samples,
             classes,
             direction,

@@ -42,6 +42,20 @@ impl crate::io::nonfinite::Value for Interval {
     }
 }
 
+impl crate::io::record::Value for Interval {
+    /// Both ends in the range (a share's enclosure within [0, 1], up to the range's slack).
+    fn inside(self, range: crate::io::record::Range) -> bool {
+        range.contains(self.0) && range.contains(self.1)
+    }
+    fn show(self) -> String {
+        format!("[{}, {}]", self.0, self.1)
+    }
+    fn point(v: f64) -> Interval {
+        Interval::point(v)
+    }
+    const WIDTH: usize = 2;
+}
+
 impl Interval {
     /// The enclosure of a ball, rounded outward to f64.
     pub fn of(ar: &Ball, x: &BallReal) -> Interval {

@@ -36,8 +36,8 @@ mod report;
 pub use interval::{Count, Interval};
 use observe::{Observer, bits_lost, prediction_name};
 pub use report::{
-    Attempt, Certificate, CertifiedCheckpoint, CertifiedDirection, Decision, Decisions, Radius,
-    SampleEnclosure, Ties, Undecided, bits_lost_of,
+    Attempt, Certificate, Certified, Decision, Decisions, Proof, Radius, SampleProof, Ties,
+    Undecided, bits_lost_of,
 };
 
 use serde::{Deserialize, Serialize};
@@ -46,8 +46,10 @@ use crate::arith::{Arith, Ball, BallReal, DEFAULT_BALL_PREC, Kind, Mag};
 use crate::config::{Config, Formulation, Group, Method};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+use crate::io::record::{Extras, Range, Visitor};
 use crate::io::trajectory::{
-    ByNoise, ClassMetrics, ClassSelection, Cumulative, PerGroup, SelectionShare, TrainerInfo,
+    ByNoise, Checkpoint, ClassMetrics, ClassSelection, Cumulative, DirectionPoint, PerGroup,
+    SampleState, SelectionShare, TrainerInfo,
 };
 use crate::model::caps::{Capability, require};
 use crate::model::{AnyModel, Model, Selection};
@@ -214,7 +216,7 @@ fn run_at(
         .checkpoints
         .last()
         .expect("the schedule has step 0, and a run stopped before it returned");
-    let decided = stopped.is_none() && last.decisions.all_decided();
+    let decided = stopped.is_none() && last.proof.decisions.all_decided();
     let mut notes = Vec::new();
     if let Some(first) = obs.ties.first {
         notes.push(format!(
@@ -239,11 +241,11 @@ fn run_at(
         config: cfg.clone(),
         decided,
         train_accuracy: last.train_accuracy,
-        train_correct: last.train_correct,
+        train_correct: last.proof.train_correct,
         test_accuracy: last.test_accuracy,
-        test_correct: last.test_correct,
+        test_correct: last.proof.test_correct,
         selection: last.selection,
-        selection_counts: last.selection_counts,
+        selection_counts: last.proof.selection_counts,
         first_undecided: obs.first_undecided.clone(),
         ties: obs.ties,
         largest_rel_radius: largest.to_f64_up(),

@@ -90,7 +90,7 @@ pub(super) struct Observer {
     pub(super) first_undecided: Option<Undecided>,
     pub(super) ties: Ties,
     pub(super) largest: (Mag, u64),
-    pub(super) checkpoints: Vec<CertifiedCheckpoint>,
+    pub(super) checkpoints: Vec<Certified>,
 }
 
 impl Observer {
@@ -174,7 +174,7 @@ impl Observer {
         predictions: &[Decision],
         mut decisions: Decisions,
         radius: Radius,
-    ) -> CertifiedCheckpoint {
+    ) -> Certified {
         let ar = tr.ar;
         let step = tr.step;
         let iv = |x: &BallReal| Interval::of(&ar, x);
@@ -184,20 +184,23 @@ impl Observer {
         let groups = &tr.data.groups;
         let n = tr.samples.len();
         let masses: Vec<[BallReal; 4]> = (0..n).map(|i| tr.group_mass(i)).collect();
-        let samples: Vec<SampleEnclosure> = tr
+        let samples: Vec<SampleState<Interval, SampleProof>> = tr
             .samples
             .iter()
             .enumerate()
-            .map(|(i, s)| SampleEnclosure {
+            .map(|(i, s)| SampleState {
                 f: iv(&s.f),
                 outputs: (!s.outputs.is_empty()).then(|| s.outputs.iter().map(iv).collect()),
-                prediction: predictions[i],
+                proof: SampleProof {
+                    prediction: predictions[i],
+                },
                 top: s.softmax.top,
                 selection: s.softmax.selection,
                 gap: iv(&s.softmax.gap),
                 rest: share(&s.softmax.rest),
                 mass: PerGroup::from_array(std::array::from_fn(|g| share(&masses[i][g]))),
                 selection_score: iv(&scores[i]).within(0.0, 0.25),
+                prompt: None,
             })
             .collect();
         // the test set
@@ -251,35 +254,38 @@ impl Observer {
             noisy: selection(true),
         };
         let sum = |k: usize| iv(&self.cumulative[k]).within(0.0, f64::INFINITY);
-        let classes = tr
-            .cfg
-            .model
-            .is_multiclass()
+        // the record's optional parts (`RecordParts`: its readers check them)
+        let classes = crate::io::record::RecordParts::of(tr.cfg)
+            .classes
+            .is_some()
             .then(|| class_metrics(tr, &samples, &f_test, scores));
-        CertifiedCheckpoint {
+        let selection =
+            selection_counts.map(|c| SelectionShare::from_array(c.to_array().map(|k| k.share())));
+        Checkpoint {
             step,
             train_loss: iv(&tr.loss).within(0.0, f64::INFINITY),
             train_accuracy: train_correct.share(),
-            train_correct,
             test_accuracy: test_correct.share(),
-            test_correct,
             q_norm: norm(q),
             grad_norm: norm(&tr.grad_q()),
             attention: ByNoise {
                 clean: attention(false),
                 noisy: attention(true),
             },
-            selection: selection_counts
-                .map(|c| SelectionShare::from_array(c.to_array().map(|k| k.share()))),
-            selection_counts,
+            selection,
             cumulative: Cumulative {
                 clean: sum(0),
                 noisy: sum(1),
                 class_pos: sum(2),
                 class_neg: sum(3),
             },
-            decisions,
-            radius,
+            proof: Proof {
+                train_correct,
+                test_correct,
+                selection_counts,
+                decisions,
+                radius,
+            },
             classes,
             direction: tr.direction_values(q).map(|v| {
                 let undecided = tr
@@ -287,7 +293,7 @@ impl Observer {
                     .iter()
                     .filter(|s| s.softmax.selection == Selection::Undecided)
                     .count();
-                CertifiedDirection {
+                DirectionPoint {
                     one_minus_corr: v.one_minus_corr.as_ref().map(|x| iv(x).within(0.0, 2.0)),
                     norm: iv(&v.norm).within(0.0, f64::INFINITY),
                     margin: v.margin.as_ref().map(iv),
@@ -303,6 +309,7 @@ impl Observer {
                 }
             }),
             samples,
+            prompt: None,
         }
     }
 }
@@ -319,7 +326,7 @@ impl Observer {
 /// `test_f` the test outputs (K per sample), `scores` the training S_i balls.
 fn class_metrics(
     tr: &Trainer<'_, Ball>,
-    samples: &[SampleEnclosure],
+    samples: &[SampleState<Interval, SampleProof>],
     test_f: &[BallReal],
     scores: &[BallReal],
 ) -> ClassMetrics<Interval> {
@@ -424,7 +431,7 @@ pub(super) fn prediction_name(cfg: &Config) -> &'static str {
 /// The selection counts of the samples `set` (module docs): a group's proved count, and
 /// at most that plus the undecided samples.
 fn counts_of(
-    samples: &[SampleEnclosure],
+    samples: &[SampleState<Interval, SampleProof>],
     set: &[usize],
     groups: &[Group],
 ) -> SelectionShare<Count> {

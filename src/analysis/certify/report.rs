@@ -28,28 +28,26 @@ impl Decision {
     }
 }
 
-/// A training sample's enclosures at a checkpoint.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SampleEnclosure {
-    /// Output f (a K-class model's margin f_Y - max_{c != Y} f_c).
-    pub f: Interval,
-    /// A K-class model's outputs f_0, ..., f_{K-1} (absent for the binary model).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outputs: Option<Vec<Interval>>,
-    /// Its sign against the observed label.
+/// What a certificate's sample record carries beside its enclosures
+/// (`io::trajectory::SampleState<Interval, SampleProof>`): its proved prediction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleProof {
+    /// Its sign (a K-class model's argmax) against the observed label.
     pub prediction: Decision,
-    /// The top token (of the midpoints; selected only where `selection` is decided).
-    pub top: usize,
-    /// Whether `top` is proved the unique largest score, a proved tie, or undecided.
-    pub selection: Selection,
-    /// Score gap z_top - max_{j != top} z_j.
-    pub gap: Interval,
-    /// 1 - s_top.
-    pub rest: Interval,
-    /// Attention mass of each group.
-    pub mass: PerGroup<Interval>,
-    /// Definition 4.1's S_i.
-    pub selection_score: Interval,
+}
+
+impl Decision {
+    /// The names of the decisions, in [`Decision::code`] order.
+    pub const NAMES: [&'static str; 3] = ["correct", "wrong", "undecided"];
+
+    /// The decision's index in [`Decision::NAMES`].
+    pub fn code(self) -> u8 {
+        match self {
+            Decision::Correct => 0,
+            Decision::Wrong => 1,
+            Decision::Undecided => 2,
+        }
+    }
 }
 
 /// Decision counts at one step.
@@ -108,68 +106,110 @@ pub struct Radius {
     pub bits_lost: f64,
 }
 
-/// Everything a trajectory checkpoint records, as enclosures.
+/// What a certificate's checkpoint carries beside its enclosures (the record of a
+/// trajectory's checkpoint over [`Interval`]: `io::trajectory::Checkpoint<Interval,
+/// Proof>`): the exact counts behind the accuracies and selection shares, the decision
+/// counts and the radii; each sample's [`SampleProof`]; the direction's `on_pattern` as
+/// an exact [`Count`]. Written into the checkpoint's JSON object after `cumulative`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CertifiedCheckpoint {
-    /// Number of gradient steps done.
-    pub step: u64,
-    /// Empirical risk.
-    pub train_loss: Interval,
-    /// Training accuracy: [proved correct / n, (n - proved wrong) / n], ends rounded
-    /// outward.
-    pub train_accuracy: Interval,
-    /// The exact counts behind it: proved correct, at most correct, of n.
+pub struct Proof {
+    /// The exact counts behind `train_accuracy`: proved correct, at most correct, of n.
     pub train_correct: Count,
-    /// Test accuracy (true labels), likewise.
-    pub test_accuracy: Interval,
-    /// The exact counts behind it.
+    /// The exact counts behind `test_accuracy`.
     pub test_correct: Count,
-    /// ||q||.
-    pub q_norm: Interval,
-    /// ||dL/dq||.
-    pub grad_norm: Interval,
-    /// Mean attention mass per group over clean and noisy samples.
-    pub attention: ByNoise<PerGroup<Interval>>,
-    /// Shares of clean and noisy samples whose top token is decided in each group, ties,
-    /// or is undecided (a group's share counts the undecided samples in its upper end).
-    pub selection: ByNoise<SelectionShare<Interval>>,
-    /// The exact counts behind the shares.
+    /// The exact counts behind the selection shares.
     pub selection_counts: ByNoise<SelectionShare<Count>>,
-    /// Cumulative Definition 4.1 sums up to this step.
-    pub cumulative: Cumulative<Interval>,
     /// Decision counts.
     pub decisions: Decisions,
     /// Relative radii and bits lost.
     pub radius: Radius,
-    /// Per training sample.
-    pub samples: Vec<SampleEnclosure>,
-    /// A K-class run's per-class metrics (`io::trajectory::ClassMetrics`) as intervals
-    /// (absent for the binary model): each share `[proved / n, (proved + undecided) /
-    /// n]` over the class's samples, the per-class mean S_i enclosed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub classes: Option<ClassMetrics<Interval>>,
-    /// The run's direction against the attention SVM (`[direction]`), enclosed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub direction: Option<CertifiedDirection>,
 }
 
-/// A checkpoint's direction record (`io::trajectory::DirectionPoint`) as enclosures of
-/// the exact run's values: theta_mm enters as balls around its exact rational
-/// coordinates, the minimum and maximum over constraints as balls that enclose them
-/// whatever the undecided orders.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CertifiedDirection {
-    /// 1 - corr(tau) (`None` at theta = theta0).
-    pub one_minus_corr: Option<Interval>,
-    /// ||theta||.
-    pub norm: Interval,
-    /// The normalised margin (`None` at theta = 0).
-    pub margin: Option<Interval>,
-    /// The support's deviation (`None` unless min m > 0 is proved).
-    pub support_deviation: Option<Interval>,
-    /// Training samples whose top token is proved to be alpha_i: proved, at most (the
-    /// undecided ones added), of n.
-    pub on_pattern: Count,
+/// A certificate's checkpoint: everything a trajectory checkpoint records, as
+/// enclosures, and its [`Proof`].
+pub type Certified = Checkpoint<Interval, Proof>;
+
+/// A count's three leaves (`path.lo`, `path.hi`, `path.of`).
+fn visit_count(path: &str, c: &Count, v: &mut impl Visitor<Interval>) {
+    for (end, x) in [("lo", c.lo), ("hi", c.hi), ("of", c.of)] {
+        v.count(&format!("{path}.{end}"), x as u64);
+    }
+}
+
+impl Extras<Interval> for Proof {
+    type Sample = SampleProof;
+    type Pattern = Count;
+
+    fn visit(&self, v: &mut impl Visitor<Interval>) {
+        visit_count("train_correct", &self.train_correct, v);
+        visit_count("test_correct", &self.test_correct, v);
+        for (set, counts) in [
+            ("clean", &self.selection_counts.clean),
+            ("noisy", &self.selection_counts.noisy),
+        ] {
+            for (name, c) in SelectionShare::<f64>::NAMES
+                .iter()
+                .zip(counts.iter().flat_map(|c| c.to_array()))
+            {
+                visit_count(&format!("selection_counts.{set}.{name}"), &c, v);
+            }
+        }
+        let d = &self.decisions;
+        for (name, x) in [
+            ("train_signs_undecided", d.train_signs_undecided),
+            ("tops_undecided", d.tops_undecided),
+            ("ties", d.ties),
+            ("test_signs_undecided", d.test_signs_undecided),
+        ] {
+            v.count(&format!("decisions.{name}"), x as u64);
+        }
+        let r = &self.radius;
+        let point = Interval::point;
+        for (name, x) in [
+            ("scores", r.scores),
+            ("attention", r.attention),
+            ("rest", r.rest),
+            ("output", r.output),
+            ("loss", r.loss),
+        ] {
+            v.real(&format!("radius.{name}"), Range::NonNegative, point(x));
+        }
+        v.optional("radius.q", Range::NonNegative, r.q.map(point));
+        v.real("radius.largest", Range::NonNegative, point(r.largest));
+        v.real("radius.bits_lost", Range::NonNegative, point(r.bits_lost));
+    }
+
+    fn visit_sample(s: &SampleProof, v: &mut impl Visitor<Interval>) {
+        v.category("samples.prediction", &Decision::NAMES, s.prediction.code());
+    }
+
+    fn visit_pattern(p: &Count, v: &mut impl Visitor<Interval>) {
+        visit_count("direction.on_pattern", p, v);
+    }
+
+    fn blank() -> Proof {
+        let none = SelectionShare::from_array([Count::default(); 6]);
+        Proof {
+            train_correct: Count::default(),
+            test_correct: Count::default(),
+            selection_counts: ByNoise {
+                clean: Some(none),
+                noisy: Some(none),
+            },
+            decisions: Decisions::default(),
+            radius: Radius::default(),
+        }
+    }
+
+    fn blank_sample() -> SampleProof {
+        SampleProof {
+            prediction: Decision::Correct,
+        }
+    }
+
+    fn blank_pattern() -> Count {
+        Count::default()
+    }
 }
 
 /// The first decision that was not proved.
@@ -250,8 +290,10 @@ pub struct Certificate {
     pub attempts: Vec<Attempt>,
     /// Notes for the reader (the step-0 tie, the direct step's radii).
     pub notes: Vec<String>,
-    /// Every checkpoint of the schedule.
-    pub checkpoints: Vec<CertifiedCheckpoint>,
+    /// Every checkpoint of the schedule (read as none where absent: the reader then
+    /// refuses the certificate, "no checkpoint").
+    #[serde(default)]
+    pub checkpoints: Vec<Certified>,
     /// What the checkpoints' direction intervals refer to: the attention SVM solution
     /// of the config's `[direction]` pattern, proved before the run (absent without
     /// that section).
@@ -261,7 +303,7 @@ pub struct Certificate {
 
 impl Certificate {
     /// The final checkpoint.
-    pub fn last(&self) -> &CertifiedCheckpoint {
+    pub fn last(&self) -> &Certified {
         self.checkpoints.last().expect("the schedule has step 0")
     }
 
@@ -308,31 +350,23 @@ impl Certificate {
                 )));
             }
             last = Some(k.step);
-            if k.samples.len() != c.config.n_train {
-                return Err(bad(format!(
-                    "the checkpoint at step {} has {} samples, the config {}",
-                    k.step,
-                    k.samples.len(),
-                    c.config.n_train
-                )));
-            }
-            if !(0.0..=prec).contains(&k.radius.bits_lost) {
+            if !(0.0..=prec).contains(&k.proof.radius.bits_lost) {
                 return Err(bad(format!(
                     "bits lost {} at step {} outside 0..={prec}",
-                    k.radius.bits_lost, k.step
+                    k.proof.radius.bits_lost, k.step
                 )));
             }
         }
         if !(0.0..=prec).contains(&c.bits_lost) {
             return Err(bad(format!("bits lost {} outside 0..={prec}", c.bits_lost)));
         }
-        if c.direction.is_some() != c.config.direction.is_some()
-            || c.checkpoints
-                .iter()
-                .any(|k| k.direction.is_some() != c.config.direction.is_some())
-        {
+        // the record's shape against the config (samples, the K-class parts, the
+        // direction record) and every leaf in its range, as a trajectory's
+        crate::io::trajectory::check_checkpoints(&c.config, &c.checkpoints).map_err(bad)?;
+        if c.direction.is_some() != c.config.direction.is_some() {
             return Err(bad(
-                "direction records and the config's [direction] section: one without the other"
+                "the direction summary and the config's [direction] section: one without the \
+                 other"
                     .into(),
             ));
         }
@@ -388,7 +422,7 @@ impl Certificate {
         };
         radius("largest_rel_radius".into(), self.largest_rel_radius)?;
         for (i, k) in self.checkpoints.iter().enumerate() {
-            let r = &k.radius;
+            let r = &k.proof.radius;
             for (name, v) in [
                 ("scores", Some(r.scores)),
                 ("attention", Some(r.attention)),
@@ -543,18 +577,18 @@ impl std::fmt::Display for Certificate {
             "bits"
         );
         for k in &self.checkpoints {
-            let d = &k.decisions;
+            let d = &k.proof.decisions;
             let undecided = d.train_signs_undecided + d.tops_undecided + d.test_signs_undecided;
             out += &format!(
                 "  {:>7}  {:<24}{:>12}{:>12}  {:>9}{:>6}{:>12.2e}{:>6.0}\n",
                 k.step,
                 format!("{:.10}", k.train_loss.lo()),
-                k.train_correct.to_string(),
-                k.test_correct.to_string(),
+                k.proof.train_correct.to_string(),
+                k.proof.test_correct.to_string(),
                 undecided,
                 d.ties,
-                k.radius.largest,
-                k.radius.bits_lost
+                k.proof.radius.largest,
+                k.proof.radius.bits_lost
             );
         }
         let verdict = |c: &Count| {
