@@ -59,13 +59,7 @@ pub(crate) fn write_data(
     let data = data_of(&cfg, data)?;
     let manifest = lib(py.detach(|| {
         let data = or_generate(&cfg, data);
-        let init = Params::init(&cfg);
-        let (manifest, files) = tokensel::prelude::formats::export::files(
-            &cfg,
-            &data,
-            init.p.view(),
-            init.w.as_ref().map(|w| w.view()),
-        );
+        let (manifest, files) = tokensel::prelude::formats::export::files(&cfg, &data);
         out.publish(&files).map(|()| manifest)
     }))?;
     // a Ctrl-C that arrived while the GIL was released is raised here, before any

@@ -94,7 +94,7 @@ impl Capability {
             Capability::JudgeReplay => "the candidate replays of an external run",
             Capability::Certify => "interval checkpoints of every training sample",
             Capability::Protocol => "the fine-tuning protocol of Section I",
-            Capability::Export => "the NPY export of the data and of p(0), W(0)",
+            Capability::Export => "the NPY export of the data and of the initial parameter blocks",
             Capability::Theory => "the label-noise sweep and Lemma A.6's p- and W-mode pair",
         }
     }
@@ -112,7 +112,7 @@ impl Capability {
             Capability::JudgeReplay => &[FullBatch, SeparatePrompt, PlainQuery],
             Capability::Certify => &[FullBatch, SeparatePrompt, PlainQuery],
             Capability::Protocol => &[SeparatePrompt, PlainQuery],
-            Capability::Export => &[PlainQuery],
+            Capability::Export => &[],
             Capability::Theory => &[PlainQuery],
         }
     }

@@ -30,8 +30,7 @@ use crate::error::{Error, Result};
 use crate::io::state::State;
 use crate::io::trajectory::{TrainerInfo, Trajectory};
 use crate::linalg;
-use crate::model::factorised::Factorised;
-use crate::model::query::{Linear, Query};
+use crate::model::query::Query;
 use crate::model::token_selection::limit;
 use crate::model::{self, AnyModel, Model, Softmax};
 use crate::quantity::Quantity;
@@ -237,15 +236,7 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
                 Engine::Span(Box::new(Span::new(&ar, init, cfg.mode, x)))
             }
             _ => {
-                let map = match &cfg.factorised {
-                    Some(sec) => Query::Factorised(Box::new(Factorised::new(
-                        &ar,
-                        sec,
-                        cfg.seed,
-                        init.p.as_slice().expect("contiguous"),
-                    ))),
-                    None => Query::Linear(Linear::new(&ar, init, cfg.mode)),
-                };
+                let map = Query::of_config(&ar, cfg, init);
                 Engine::Direct(Direct::new(&ar, map, form, n, cfg.optimizer.is_adam()))
             }
         };
