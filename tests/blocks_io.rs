@@ -176,10 +176,10 @@ fn a_wrong_shaped_block_is_refused_by_name() {
     }
 }
 
-/// A twin run of `cfg` stopped after step 4 (state saved every 2 steps): its state file.
-fn saved_state(dir: &Path, cfg: &Path) -> PathBuf {
-    let state = dir.join("state.json");
-    let o = tokensel(&[
+/// `twin` of `cfg` at 64 bits with the state file `state` (saved every 2 steps) and
+/// the arguments `extra`.
+fn twin(cfg: &Path, state: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
         "twin",
         "--quiet",
         "--prec",
@@ -187,12 +187,18 @@ fn saved_state(dir: &Path, cfg: &Path) -> PathBuf {
         "--config",
         s(cfg),
         "--state",
-        s(&state),
+        s(state),
         "--save-every",
         "2",
-        "--stop-after",
-        "4",
-    ]);
+    ];
+    args.extend(extra);
+    tokensel(&args)
+}
+
+/// A twin run of `cfg` stopped after step 4 (state saved every 2 steps): its state file.
+fn saved_state(dir: &Path, cfg: &Path) -> PathBuf {
+    let state = dir.join("state.json");
+    let o = twin(cfg, &state, &["--stop-after", "4"]);
     assert_eq!(code(&o), Some(3), "{}", stderr(&o));
     state
 }
@@ -221,19 +227,7 @@ fn refused(
     edit(&mut m);
     let bad = state.with_file_name("edited.json");
     std::fs::write(&bad, resign(&mut m)).unwrap();
-    let o = tokensel(&[
-        "twin",
-        "--quiet",
-        "--prec",
-        "64",
-        "--config",
-        s(cfg),
-        "--state",
-        s(&bad),
-        "--save-every",
-        "2",
-        "--resume",
-    ]);
+    let o = twin(cfg, &bad, &["--resume"]);
     let err = stderr(&o);
     assert_eq!(code(&o), Some(2), "{words:?}: {err}");
     for w in words {
@@ -254,106 +248,92 @@ fn set_value(m: &mut serde_json::Map<String, serde_json::Value>, key: &str, k: u
 #[test]
 fn state_files_refuse_unknown_keys_and_non_finite_values() {
     let tmp = tempfile::tempdir().unwrap();
-    // p-mode GD: values `p` only
-    let gd = write(
-        tmp.path(),
-        "gd.toml",
-        "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 8\n",
-    );
-    let st = saved_state(tmp.path(), &gd);
-    refused(
-        &gd,
-        &st,
-        |m| {
-            let p = m["values"]["p"].clone();
-            m["values"]
-                .as_object_mut()
-                .unwrap()
-                .insert("W_extra".into(), p);
-        },
-        &["unknown key `W_extra`", "holds p only"],
-    );
-    refused(
-        &gd,
-        &st,
-        |m| {
-            m.insert("note".into(), "hello".into());
-        },
-        &["unknown field `note`"],
-    );
-    refused(
-        &gd,
-        &st,
-        |m| set_value(m, "p", 3, "@NaN@"),
-        &["`p` entry 3 is NaN"],
-    );
-    refused(
-        &gd,
-        &st,
-        |m| set_value(m, "p", 0, "-@Inf@"),
-        &["`p` entry 0 is -inf"],
-    );
-    // Adam in joint mode: p, W and their moments
-    let adam_dir = tmp.path().join("adam");
-    std::fs::create_dir_all(&adam_dir).unwrap();
-    let adam = write(
-        &adam_dir,
-        "adam.toml",
-        "d = 12\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 8\nmode = \"joint\"\n\
-         [init]\np = \"gaussian\"\nw = \"kaiming_uniform\"\n[optimizer]\nkind = \"adam\"\n",
-    );
-    let st = saved_state(&adam_dir, &adam);
-    refused(
-        &adam,
-        &st,
-        |m| set_value(m, "adam.m.p", 1, "@NaN@"),
-        &["`adam.m.p` entry 1 is NaN"],
-    );
-    refused(
-        &adam,
-        &st,
-        |m| set_value(m, "W", 5, "@NaN@"),
-        &["`W` entry 5 is NaN"],
-    );
-    // the factorised map's blocks, by their state names
-    let fac_dir = tmp.path().join("fac");
-    std::fs::create_dir_all(&fac_dir).unwrap();
-    let fac = write(&fac_dir, "f.toml", FACTORISED);
-    let st = saved_state(&fac_dir, &fac);
-    refused(
-        &fac,
-        &st,
-        |m| set_value(m, "factorised.W_K", 2, "@NaN@"),
-        &["`factorised.W_K` entry 2 is NaN"],
-    );
-    refused(
-        &fac,
-        &st,
-        |m| {
-            let p = m["values"]["factorised.p"].clone();
-            m["values"].as_object_mut().unwrap().insert("p".into(), p);
-        },
-        &["unknown key `p`", "factorised.W_Q"],
-    );
+    let configs = [
+        // p-mode GD: values `p` only
+        (
+            "gd",
+            "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 8\n",
+        ),
+        // Adam in joint mode: p, W and their moments
+        (
+            "adam",
+            "d = 12\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 8\nmode = \"joint\"\n\
+             [init]\np = \"gaussian\"\nw = \"kaiming_uniform\"\n[optimizer]\nkind = \"adam\"\n",
+        ),
+        // the factorised map's blocks, by their state names
+        ("fac", FACTORISED),
+    ];
+    let runs: Vec<(PathBuf, PathBuf)> = configs
+        .iter()
+        .map(|(name, text)| {
+            let dir = tmp.path().join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            let cfg = write(&dir, "cfg.toml", text);
+            let st = saved_state(&dir, &cfg);
+            (cfg, st)
+        })
+        .collect();
+    type Map = serde_json::Map<String, serde_json::Value>;
+    let cases: [(usize, fn(&mut Map), &[&str]); 8] = [
+        (
+            0,
+            |m| {
+                let p = m["values"]["p"].clone();
+                m["values"]
+                    .as_object_mut()
+                    .unwrap()
+                    .insert("W_extra".into(), p);
+            },
+            &["unknown key `W_extra`", "holds p only"],
+        ),
+        (
+            0,
+            |m| {
+                m.insert("note".into(), "hello".into());
+            },
+            &["unknown field `note`"],
+        ),
+        (
+            0,
+            |m| set_value(m, "p", 3, "@NaN@"),
+            &["`p` entry 3 is NaN: a state's parameters and Adam moments are finite numbers"],
+        ),
+        (
+            0,
+            |m| set_value(m, "p", 0, "-@Inf@"),
+            &["`p` entry 0 is -inf"],
+        ),
+        (
+            1,
+            |m| set_value(m, "adam.m.p", 1, "@NaN@"),
+            &["`adam.m.p` entry 1 is NaN"],
+        ),
+        (
+            1,
+            |m| set_value(m, "W", 5, "@NaN@"),
+            &["`W` entry 5 is NaN"],
+        ),
+        (
+            2,
+            |m| set_value(m, "factorised.W_K", 2, "@NaN@"),
+            &["`factorised.W_K` entry 2 is NaN"],
+        ),
+        (
+            2,
+            |m| {
+                let p = m["values"]["factorised.p"].clone();
+                m["values"].as_object_mut().unwrap().insert("p".into(), p);
+            },
+            &["unknown key `p`", "factorised.W_Q"],
+        ),
+    ];
+    for (run, edit, words) in cases {
+        let (cfg, st) = &runs[run];
+        refused(cfg, st, edit, words);
+    }
     // the unedited states resume
-    for (dir, cfg) in [
-        (tmp.path(), &gd),
-        (adam_dir.as_path(), &adam),
-        (fac_dir.as_path(), &fac),
-    ] {
-        let o = tokensel(&[
-            "twin",
-            "--quiet",
-            "--prec",
-            "64",
-            "--config",
-            s(cfg),
-            "--state",
-            s(&dir.join("state.json")),
-            "--save-every",
-            "2",
-            "--resume",
-        ]);
+    for (cfg, st) in &runs {
+        let o = twin(cfg, st, &["--resume"]);
         assert_eq!(code(&o), Some(0), "{}", stderr(&o));
     }
 }

@@ -96,7 +96,8 @@ impl ArithVisitor for Finite<'_> {
                     .ok_or_else(|| st.error(format!("bad `{name}` value `{s}`")))?;
                 if !ar.is_finite(&x) {
                     return Err(st.error(format!(
-                        "`{name}` entry {k} is {}: a state's parameters and Adam moments are                          finite numbers (a tampered or corrupt state)",
+                        "`{name}` entry {k} is {}: a state's parameters and Adam moments are \
+                         finite numbers (a tampered or corrupt state)",
                         ar.to_f64(&x)
                     )));
                 }
