@@ -274,7 +274,9 @@ fn state_files_refuse_unknown_keys_and_non_finite_values() {
         })
         .collect();
     type Map = serde_json::Map<String, serde_json::Value>;
-    let cases: [(usize, fn(&mut Map), &[&str]); 8] = [
+    /// (the run whose state is edited, the edit, the words of the refusal)
+    type Case = (usize, fn(&mut Map), &'static [&'static str]);
+    let cases: [Case; 8] = [
         (
             0,
             |m| {

@@ -318,7 +318,9 @@ fn verify_once(dir: &Path) -> Result<Result<(Config, Manifest, Dataset)>> {
             format!("{} but the manifest says {}", cfg.seed, manifest.seed),
         ));
     }
-    check_block_shapes(&cfg, &manifest, &opened)?;
+    if let Err(raced) = check_block_shapes(&cfg, &manifest, &opened)? {
+        return Ok(Err(raced));
+    }
     let data = match manifest.source {
         Source::Generated => Dataset::generate(&cfg),
         Source::Supplied => read_supplied(dir, &cfg, &manifest)?,
@@ -389,12 +391,14 @@ fn verify_once(dir: &Path) -> Result<Result<(Config, Manifest, Dataset)>> {
 /// (exit code 2 on a mismatch, naming the array): listed in the manifest as
 /// `<block>0` with the declared shape, float64, and its opened NPY file's header giving
 /// that shape too (a file of another shape is refused here, not after the data are
-/// regenerated).
+/// regenerated). The outer error is final (the manifest against the config); the inner
+/// one, a file whose header disagrees, may come from a writer replacing the set while
+/// it was opened (read again, as a file whose SHA-256 differs: [`verify_data`]).
 fn check_block_shapes(
     cfg: &Config,
     manifest: &Manifest,
     opened: &BTreeMap<String, std::fs::File>,
-) -> Result<()> {
+) -> Result<Result<()>> {
     for b in Query::<f64>::declare(cfg) {
         let name = block_array(b.name);
         let declared = format!(
@@ -419,17 +423,17 @@ fn check_block_shapes(
         if let Some(file) = opened.get(&name) {
             let header = npy_shape(file);
             if header.as_ref() != Some(&b.shape) {
-                return Err(Error::Mismatch {
+                return Ok(Err(Error::Mismatch {
                     what: format!("array `{name}` ({})", entry.file),
                     reason: match header {
                         Some(s) => format!("its NPY header gives shape {s:?}, but {declared}"),
                         None => format!("no readable NPY header, but {declared}"),
                     },
-                });
+                }));
             }
         }
     }
-    Ok(())
+    Ok(Ok(()))
 }
 
 /// The shape in the NPY header of `file` (read at its start without moving its

@@ -42,7 +42,7 @@ pub enum Capability {
     Certify,
     /// The fine-tuning protocol of Section I.
     Protocol,
-    /// `data`'s export of the initial parameters p(0), W(0) (and the data) as NPY files.
+    /// `data`'s export of the initial parameter blocks (and the data) as NPY files.
     Export,
     /// The analyses written for the p / W parameterisation: `sweep`'s label-noise sweep
     /// and Lemma A.6's pair of W- and p-mode runs (and claims on them).
