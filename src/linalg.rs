@@ -186,3 +186,132 @@ pub fn mirror_upper<A: Arith>(ar: &A, g: &mut [A::Real], rows: usize) {
         }
     }
 }
+
+/// sqrt(quad(v)) for a quadratic form `quad` (homogeneous of degree 2, >= 0: |v|^2, or
+/// v^T G v with G a Gram matrix), evaluated on v scaled by the power of two 2^k that
+/// brings its largest entry (as f64) into [1, 2), and the root scaled back by 2^-k.
+///
+/// Scaling by a power of two is exact wherever the result is in range, so the squares
+/// neither underflow nor overflow where v's entries are representable: without it, an
+/// f64 gradient of norm below 2^-511 (f32: 2^-63) has a squared norm of 0, and
+/// normalised GD with a tiny eps > 0 then takes a step of alpha G / eps, far longer
+/// than alpha. In an arithmetic with MPFR's exponent range the scaling changes no bit
+/// (every operation commutes with it); where the largest entry is 0 or not finite as
+/// an f64 (the twin's values beyond f64's range), k = 0.
+pub fn scaled_norm<A: Arith>(
+    ar: &A,
+    v: &[A::Real],
+    quad: impl FnOnce(&[A::Real]) -> A::Real,
+) -> A::Real {
+    let m = v
+        .iter()
+        .map(|x| ar.to_f64(x).abs())
+        .fold(0.0f64, |a, b| if b > a { b } else { a });
+    let k = match m {
+        m if m == 0.0 || !m.is_finite() => 0,
+        m => -exponent(m),
+    };
+    let mut norm = if k == 0 {
+        quad(v)
+    } else {
+        let mut w = v.to_vec();
+        for x in &mut w {
+            scale_pow2(ar, x, k);
+        }
+        quad(&w)
+    };
+    ar.sqrt(&mut norm);
+    scale_pow2(ar, &mut norm, -k);
+    norm
+}
+
+/// The Euclidean norm |v|, by [`scaled_norm`] of the dot product.
+pub fn euclidean_norm<A: Arith>(ar: &A, v: &[A::Real]) -> A::Real {
+    scaled_norm(ar, v, |w| {
+        let mut s = ar.zero();
+        ar.dot(w, w, &mut s);
+        s
+    })
+}
+
+/// floor(log2 m) of a finite m > 0 (subnormals included), exactly.
+fn exponent(m: f64) -> i32 {
+    let bits = m.to_bits();
+    let e = ((bits >> 52) & 0x7ff) as i32;
+    match e {
+        0 => -1074 + (63 - (bits & ((1 << 52) - 1)).leading_zeros() as i32),
+        e => e - 1023,
+    }
+}
+
+/// x <- x 2^k, by factors 2^j with |j| <= 126: powers of two that are normal numbers in
+/// binary32 too (F32 rounds the factor to binary32), so each product is exact wherever
+/// it stays in range.
+fn scale_pow2<A: Arith>(ar: &A, x: &mut A::Real, k: i32) {
+    let mut k = k;
+    while k != 0 {
+        let step = k.clamp(-126, 126);
+        ar.mul_f64(x, f64::from_bits(((step + 1023) as u64) << 52));
+        k -= step;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arith::{F32, F64, Mpfr};
+
+    /// The scaled norm of vectors whose squares underflow or overflow in f64 (and f32):
+    /// within 4 ulps of the exact value (three roundings: the dot product of n = 3
+    /// terms, the root, none in the power-of-two scalings), where the plain |v|^2
+    /// would be 0 or infinite; the twin's value agrees.
+    #[test]
+    fn scaled_norm_survives_under_and_overflow() {
+        let dot = |v: &[f64]| {
+            let mut s = 0.0;
+            F64.dot(v, v, &mut s);
+            s
+        };
+        for scale in [1e-320, 5e-300, 1e-200, 1.0, 1e200, 1e300] {
+            let v = [3.0 * scale, -4.0 * scale, 0.0];
+            let n = scaled_norm(&F64, &v, dot);
+            let want = 5.0 * scale;
+            let ulps = ((n - want) / want).abs() / f64::EPSILON;
+            // subnormal inputs carry fewer digits: 3e-320 and 4e-320 are exact only to
+            // 2^-1074
+            let tol = if scale < 1e-300 {
+                1e-3 / f64::EPSILON
+            } else {
+                4.0
+            };
+            assert!(ulps <= tol, "scale {scale:e}: {n:e} vs {want:e}");
+        }
+        // f32: squares of 3e-30 underflow; 3e-44 and 4e-44 are subnormal (scaled by
+        // 2^149 > binary32's largest power of two, in steps)
+        let n = scaled_norm(&F32, &[3.0 * 2f32.powi(-147), 4.0 * 2f32.powi(-147)], |v| {
+            let mut s = 0.0f32;
+            F32.dot(v, v, &mut s);
+            s
+        });
+        assert_eq!(n, 5.0 * 2f32.powi(-147));
+        let v32 = [3e-30f32, 4e-30];
+        let n = scaled_norm(&F32, &v32, |v| {
+            let mut s = 0.0f32;
+            F32.dot(v, v, &mut s);
+            s
+        });
+        assert!((n / 5e-30 - 1.0).abs() < 4.0 * f32::EPSILON, "{n:e}");
+        let ar = Mpfr::truth(128).unwrap();
+        let v: Vec<_> = [3e-200, 4e-200].iter().map(|x| ar.of(*x)).collect();
+        let n = scaled_norm(&ar, &v, |v| {
+            let mut s = ar.zero();
+            ar.dot(v, v, &mut s);
+            s
+        });
+        assert!((ar.to_f64(&n) / 5e-200 - 1.0).abs() < 4.0 * f64::EPSILON);
+        assert_eq!(exponent(f64::MIN_POSITIVE), -1022);
+        assert_eq!(exponent(5e-324), -1074);
+        assert_eq!(exponent(1.5), 0);
+        assert_eq!(exponent(f64::MAX), 1023);
+    }
+}

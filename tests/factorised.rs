@@ -639,7 +639,6 @@ fn commands_without_the_query_map_refuse_naming_the_capability() {
     let c = "examples/factorised.toml";
     let out = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
     for (args, cap) in [
-        (vec!["data", "--config", c, "--out", &out("data")], "export"),
         (vec!["svm", "--config", c], "svm"),
         (vec!["saturation", "--config", c], "saturation"),
         (vec!["sweep", "--config", c], "theory"),

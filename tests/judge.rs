@@ -1538,7 +1538,7 @@ const SATURATING_D3: &str = "d = 3\nn_train = 1\nn_test = 1\neta = 0.0\nstep_siz
 /// data` writes it); the config and the data set.
 fn saturating_d3(dir: &Path) -> (Config, Dataset, PathBuf) {
     use ndarray::{Array1, Array3};
-    use tokensel::prelude::{Params, Supplied};
+    use tokensel::prelude::Supplied;
     let path = dir.join("cfg.toml");
     std::fs::write(&path, SATURATING_D3).unwrap();
     let cfg = Config::from_file(&path).unwrap();
@@ -1557,8 +1557,7 @@ fn saturating_d3(dir: &Path) -> (Config, Dataset, PathBuf) {
         groups: None,
     };
     let data = Dataset::supplied(&cfg, sup).unwrap();
-    let p0 = Params::init(&cfg).p;
-    let (_, files) = tokensel::prelude::formats::export::files(&cfg, &data, p0.view(), None);
+    let (_, files) = tokensel::prelude::formats::export::files(&cfg, &data);
     let out = dir.join("data");
     std::fs::create_dir_all(&out).unwrap();
     for (name, bytes) in files {

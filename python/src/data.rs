@@ -6,17 +6,23 @@ use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use tokensel::prelude::{Dataset, Params};
+use tokensel::prelude::Dataset;
+use tokensel::prelude::formats::export::initial_blocks;
+use tokensel::prelude::models::caps::{Capability, require};
 
 use crate::config::PyConfig;
 use crate::errors::lib;
 use crate::supplied::{data_of, or_generate};
 
-/// The exact arrays of `config`'s run, the arrays of `tokensel data` by name.
+/// The exact arrays of `config`'s run, the arrays of `tokensel data` by name (its
+/// initial parameter blocks as `<block>0`: `p0`, `W0` where dense; the factorised map's
+/// `W_Q0`, `W_K0`, `b_Q0`, `b_K0`, `p0`); a config `tokensel data` refuses is refused
+/// by the same capability check.
 #[pyfunction]
 pub(crate) fn data<'py>(py: Python<'py>, config: &PyConfig) -> PyResult<Bound<'py, PyDict>> {
     let cfg = config.inner.clone();
-    let (ds, init) = py.detach(|| (Dataset::generate(&cfg), Params::init(&cfg)));
+    lib(require(&cfg, "data", &[Capability::Export]))?;
+    let (ds, blocks) = py.detach(|| (Dataset::generate(&cfg), initial_blocks(&cfg)));
     // a Ctrl-C that arrived while the GIL was released is raised here, before any
     // NumPy call (which would otherwise find the exception pending)
     py.check_signals()?;
@@ -34,10 +40,7 @@ pub(crate) fn data<'py>(py: Python<'py>, config: &PyConfig) -> PyResult<Bound<'p
     }
     out.set_item("X_test", ds.test.x.into_pyarray(py))?;
     out.set_item("y_test", labels(&ds.test.y_true).into_pyarray(py))?;
-    out.set_item("p0", init.p.into_pyarray(py))?;
-    if let Some(w) = init.w {
-        out.set_item("W0", w.into_pyarray(py))?;
-    }
+    crate::run::block_arrays(py, blocks, "0", &out)?;
     Ok(out)
 }
 
@@ -55,17 +58,12 @@ pub(crate) fn write_data(
 ) -> PyResult<String> {
     use tokensel::prelude::formats::publish::{OutputDir, SetKind};
     let cfg = config.inner.clone();
+    lib(require(&cfg, "data", &[Capability::Export]))?;
     let out = lib(OutputDir::prepare(&directory, SetKind::Data))?;
     let data = data_of(&cfg, data)?;
     let manifest = lib(py.detach(|| {
         let data = or_generate(&cfg, data);
-        let init = Params::init(&cfg);
-        let (manifest, files) = tokensel::prelude::formats::export::files(
-            &cfg,
-            &data,
-            init.p.view(),
-            init.w.as_ref().map(|w| w.view()),
-        );
+        let (manifest, files) = tokensel::prelude::formats::export::files(&cfg, &data);
         out.publish(&files).map(|()| manifest)
     }))?;
     // a Ctrl-C that arrived while the GIL was released is raised here, before any

@@ -16,8 +16,18 @@ use crate::config::PyConfig;
 use crate::errors::lib;
 use crate::supplied::{data_of, or_generate};
 
-/// What `run` returns: summary JSON, trainer JSON, checkpoint arrays, labels.
-type RunOut<'py> = (String, String, Bound<'py, PyDict>, Bound<'py, PyDict>);
+/// What `run` returns: summary JSON, trainer JSON, checkpoint arrays, labels, the final
+/// parameter blocks by name.
+type RunOut<'py> = (
+    String,
+    String,
+    Bound<'py, PyDict>,
+    Bound<'py, PyDict>,
+    Bound<'py, PyDict>,
+);
+
+/// A trainer's parameter blocks: (name, shape, row-major f64 values).
+type Blocks = Vec<(&'static str, Vec<usize>, Vec<f64>)>;
 
 /// Train `cfg` on `data` (`None`: generated) in the arithmetic visited (the config's
 /// formulation and method), memory checked first.
@@ -27,17 +37,35 @@ struct Train<'a> {
 }
 
 impl ArithVisitor for Train<'_> {
-    type Output = Trajectory;
-    fn visit<A: Arith>(self, ar: A) -> tokensel::Result<Trajectory> {
+    type Output = (Trajectory, Blocks);
+    /// `Trainer::run`'s steps, keeping the trainer for its final blocks.
+    fn visit<A: Arith>(self, ar: A) -> tokensel::Result<(Trajectory, Blocks)> {
         check_memory(self.cfg, ar.kind(), ar.prec(), self.cfg.method)?;
         let data = or_generate(self.cfg, self.data);
-        Trainer::run(self.cfg, &data, ar, &mut |_| {})
+        let mut tr = Trainer::new(self.cfg, &data, ar, self.cfg.formulation)?;
+        let traj = tr.record(None, &mut |_, _| Ok(()))?;
+        Ok((traj, tr.blocks()))
     }
+}
+
+/// Blocks as arrays by name, each of its shape.
+pub(crate) fn block_arrays<'py>(
+    py: Python<'py>,
+    blocks: Blocks,
+    suffix: &str,
+    out: &Bound<'py, PyDict>,
+) -> PyResult<()> {
+    for (name, shape, values) in blocks {
+        out.set_item(format!("{name}{suffix}"), array(py, &shape, values))?;
+    }
+    Ok(())
 }
 
 /// Train `config` in `arithmetic` (f64, f32, mpfr, predictor, ball; `prec` bits for mpfr
 /// and ball). Returns the summary as JSON (the keys of `tokensel run --json`), the
-/// trainer as JSON, the checkpoints as arrays, and the observed and true training labels.
+/// trainer as JSON, the checkpoints as arrays, the observed and true training labels,
+/// and the final parameter blocks by their declared names (rounded to f64: `p` and,
+/// where dense, `W`; the factorised map's `W_Q`, `W_K`, `b_Q`, `b_K`, `p`).
 #[pyfunction]
 #[pyo3(signature = (config, arithmetic="f64", prec=None, data=None))]
 pub(crate) fn run<'py>(
@@ -50,7 +78,7 @@ pub(crate) fn run<'py>(
     let ar = lib(Choice::parse(arithmetic, prec))?;
     let cfg = config.inner.clone();
     let data = data_of(&cfg, data)?;
-    let traj = lib(py.detach(|| ar.with(Train { cfg: &cfg, data })))?;
+    let (traj, blocks) = lib(py.detach(|| ar.with(Train { cfg: &cfg, data })))?;
     // a Ctrl-C that arrived while the GIL was released is raised here, before any
     // NumPy call (which would otherwise find the exception pending)
     py.check_signals()?;
@@ -62,7 +90,15 @@ pub(crate) fn run<'py>(
         "y_true_train",
         Array1::from_vec(traj.y_true.clone()).into_pyarray(py),
     )?;
-    Ok((summary, trainer, checkpoint_arrays(py, &traj)?, labels))
+    let params = PyDict::new(py);
+    block_arrays(py, blocks, "", &params)?;
+    Ok((
+        summary,
+        trainer,
+        checkpoint_arrays(py, &traj)?,
+        labels,
+        params,
+    ))
 }
 
 /// The parents whose named entries (token groups, selection kinds) share one array, the

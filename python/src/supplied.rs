@@ -6,6 +6,7 @@ use ndarray::Array2;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use tokensel::prelude::formats::export::{InitialBlock, initial_blocks};
 use tokensel::prelude::{Config, Dataset, Error, Params, Supplied, WInit};
 
 use crate::convert::{bools, floats, groups, known_keys, labels, real_array};
@@ -13,12 +14,16 @@ use crate::errors::{bad_arg, lib, py_err};
 
 /// The keys a supplied data dict may hold (those of `tokensel.data`, plus `groups`).
 const DATA_KEYS: &str = "X_train, y_train, y_true_train, noisy_train, X_test, y_test, nu, \
-                         groups, p0, W0";
+                         groups, p0, W0, W_Q0, W_K0, b_Q0, b_K0";
+
+/// The factorised map's blocks a data dict may carry as `<block>0` (p0 and W0 have rules
+/// of their own: [`check_p0`], [`check_w0`]).
+const FACTORISED_BLOCKS: [&str; 4] = ["W_Q", "W_K", "b_Q", "b_K"];
 
 /// A supplied data set from a dict of arrays (the keys of `tokensel.data`, plus
-/// `groups`), checked by the library against `cfg`. `noisy_train`, `p0` and `W0`, when
-/// present, must be what the labels and the config give (the initial parameters come
-/// from the config's seed and init).
+/// `groups`), checked by the library against `cfg`. `noisy_train`, `p0`, `W0` and the
+/// factorised map's `W_Q0`, `W_K0`, `b_Q0`, `b_K0`, when present, must be what the labels
+/// and the config give (the initial parameters come from the config's seed and init).
 fn supplied_of(cfg: &Config, d: &Bound<'_, PyDict>) -> PyResult<Dataset> {
     known_keys(d, DATA_KEYS)?;
     let need = |key: &str| bad_arg(key, "missing from the data dict");
@@ -49,6 +54,14 @@ fn supplied_of(cfg: &Config, d: &Bound<'_, PyDict>) -> PyResult<Dataset> {
     if let Some(w0) = floats::<ndarray::Array2<f64>>(d, "W0")? {
         check_w0(cfg, &init, &w0).map_err(|reason| mismatch("W0", &reason))?;
     }
+    let blocks = initial_blocks(cfg);
+    for name in FACTORISED_BLOCKS {
+        let key = format!("{name}0");
+        if let Some(v) = d.get_item(&key)? {
+            let given = real_array(&v, &key, None)?;
+            check_block(&blocks, name, &given).map_err(|reason| mismatch(&key, &reason))?;
+        }
+    }
     if let Some(v) = d.get_item("noisy_train")? {
         let noisy = bools(&v, "noisy_train")?;
         let ours: Vec<bool> = (0..ds.train.len()).map(|i| ds.train.is_noisy(i)).collect();
@@ -73,6 +86,41 @@ fn supplied_of(cfg: &Config, d: &Bound<'_, PyDict>) -> PyResult<Dataset> {
         }
     }
     Ok(ds)
+}
+
+/// A supplied initial block `name` against the config's (`blocks`: its query map's
+/// initial blocks, [`initial_blocks`]): declared, of the declared shape and equal bit
+/// for bit; `Err` names what differs.
+fn check_block(
+    blocks: &[InitialBlock],
+    name: &str,
+    given: &ndarray::ArrayD<f64>,
+) -> Result<(), String> {
+    let Some((_, shape, values)) = blocks.iter().find(|b| b.0 == name) else {
+        return Err(format!(
+            "the config's query map declares no block `{name}` (it is the factorised map's: \
+             a [factorised] section)"
+        ));
+    };
+    if given.shape() != shape.as_slice() {
+        return Err(format!(
+            "shape {:?}, the config declares block `{name}` of shape {shape:?}",
+            given.shape()
+        ));
+    }
+    match given
+        .iter()
+        .zip(values)
+        .position(|(a, b)| a.to_bits() != b.to_bits())
+    {
+        Some(k) => Err(format!(
+            "differs from the config's initial `{name}` (drawn from its seed and init): \
+             entry {k} (row-major) is {:e}, the config's is {:e}",
+            given.iter().nth(k).expect("k < len"),
+            values[k]
+        )),
+        None => Ok(()),
+    }
 }
 
 /// A supplied `p0` against the config's p(0): `Err` names the shape or the first entry

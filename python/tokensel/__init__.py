@@ -54,8 +54,11 @@ def data(config: Config) -> dict[str, np.ndarray]:
     Keys: ``X_train`` (n, T, d), ``y_train`` and ``y_true_train`` (n, int8: observed
     and true labels; +1/-1, or class indices 0..K-1 for the K-class model), ``noisy_train``
     (n, bool), ``nu`` (d; the K-class model's head (K, d), row c is nu_c), ``X_test``
-    (n_test, T, d), ``y_test`` (n_test, int8), ``p0`` (d) and, when W is dense, ``W0``
-    (d, d).
+    (n_test, T, d), ``y_test`` (n_test, int8), and the run's initial parameter blocks
+    as ``<block>0``: ``p0`` (d) and, when W is dense, ``W0`` (d, d); for the factorised
+    map (``factorised={...}``) ``W_Q0``, ``W_K0`` (m, d), with biases ``b_Q0``,
+    ``b_K0`` (m), and ``p0`` (d). A config ``tokensel data`` refuses is refused here by
+    the same capability check.
     """
     return _call(_tokensel.data, config)
 
@@ -88,12 +91,16 @@ class Run:
     undecided). With the prompt in sequence: ``prompt_attention`` (k, n), ``prompt_top``
     (bool, k, n) and the shares ``prompt_{attention,top}_{clean,noisy}`` (k,).
     ``labels``: ``y_train`` (observed, after any injected noise) and ``y_true_train``.
+    ``blocks``: the final parameter blocks by their declared names, rounded to float64:
+    ``p`` (d) and, where W is dense, ``W`` (d, d); for the factorised map ``W_Q``,
+    ``W_K`` (m, d), with biases ``b_Q``, ``b_K`` (m), and ``p`` (d).
     """
 
     summary: dict[str, Any]
     trainer: dict[str, Any]
     checkpoints: dict[str, np.ndarray]
     labels: dict[str, np.ndarray]
+    blocks: dict[str, np.ndarray]
 
     @property
     def digest(self) -> str:
@@ -114,7 +121,8 @@ must agree with the shapes (``n_train``, ``layout``, ``d``, ``n_test``). Without
 noise at rate ``eta`` (seeded); with it the labels are final: at ``eta=0`` the noise is
 the data's, at ``eta > 0`` ``y_train`` must be the config's flips of ``y_true_train`` (as
 :func:`data` gives them for this config, or as a run's ``labels`` give them for injected
-noise). ``noisy_train``, ``p0``, ``W0`` may be present (as :func:`data` returns them) and
+noise). ``noisy_train``, ``p0``, ``W0`` (and a factorised config's ``W_Q0``, ``W_K0``,
+``b_Q0``, ``b_K0``) may be present (as :func:`data` returns them) and
 must agree with the labels and the config (``W0`` may be ``numpy.eye(d)`` where the
 config's W(0) is the identity, which :func:`data` leaves out in p-mode). Without known groups the selection metrics
 measure positions (the layout's), not relevance."""
@@ -174,10 +182,10 @@ def run(
     f64 predictor) or ``ball`` (certified enclosures, ``prec`` bits, default 128), in
     the config's formulation and method; on ``data`` (:data:`Data`) when given, else on
     the config's generated data."""
-    summary, trainer, checkpoints, labels = _call(
+    summary, trainer, checkpoints, labels, blocks = _call(
         _tokensel.run, config, arithmetic, prec, _dict(data, config)
     )
-    return Run(json.loads(summary), json.loads(trainer), checkpoints, labels)
+    return Run(json.loads(summary), json.loads(trainer), checkpoints, labels, blocks)
 
 
 def write_data(directory: str | os.PathLike, config: Config, *, data: Data | None = None) -> dict[str, Any]:

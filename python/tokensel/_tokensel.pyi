@@ -30,7 +30,7 @@ def run(
     arithmetic: str = "f64",
     prec: int | None = None,
     data: dict[str, Any] | None = None,
-) -> tuple[str, str, dict[str, np.ndarray], dict[str, np.ndarray]]: ...
+) -> tuple[str, str, dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]: ...
 def judge(
     config: Config,
     trajectory: dict[str, Any],

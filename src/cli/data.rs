@@ -1,11 +1,12 @@
-//! `tokensel data`: write a run's exact arrays as NPY, with a manifest.
+//! `tokensel data`: write a run's exact arrays (its initial parameter blocks included)
+//! as NPY, with a manifest.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use super::{ConfigArgs, EXIT_OK};
-use crate::data::{Dataset, Params};
+use crate::data::Dataset;
 use crate::error::Result;
 use crate::io::publish::{OutputDir, SetKind};
 
@@ -24,20 +25,24 @@ pub(super) fn data(args: &DataArgs) -> Result<i32> {
     crate::model::caps::require(&cfg, "data", &[crate::model::caps::Capability::Export])?;
     let out = OutputDir::prepare(&args.out, SetKind::Data)?;
     let data = Dataset::generate(&cfg);
-    let init = Params::init(&cfg);
-    let (m, files) = crate::io::export::files(
-        &cfg,
-        &data,
-        init.p.view(),
-        init.w.as_ref().map(|w| w.view()),
-    );
+    let (m, files) = crate::io::export::files(&cfg, &data);
     out.publish(&files)?;
+    // the linear map names W(0) as ever; the factorised map its initial blocks
+    let init = match &cfg.factorised {
+        None => format!("W(0) {}", m.w0),
+        Some(_) => {
+            let names: Vec<String> = crate::model::query::Query::<f64>::declare(&cfg)
+                .iter()
+                .map(|b| format!("{}0", b.name))
+                .collect();
+            format!("initial blocks {}", names.join(", "))
+        }
+    };
     println!(
-        "wrote {} arrays, config.toml and manifest.json to {} (seed {}, W(0) {})",
+        "wrote {} arrays, config.toml and manifest.json to {} (seed {}, {init})",
         m.arrays.len(),
         args.out.display(),
         m.seed,
-        m.w0
     );
     Ok(EXIT_OK)
 }

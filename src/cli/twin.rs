@@ -80,7 +80,12 @@ pub(super) fn twin(args: &TwinArgs) -> Result<i32> {
     };
     let out = trajectory_dir(args.output.out.as_deref())?;
     let resume = match start {
-        Start::Resume(st) => Some(st),
+        Start::Resume(st) => {
+            // its values before any work (the data, the trainer): no unknown key, every
+            // parameter and moment finite
+            crate::train::resume::check_values(&st)?;
+            Some(st)
+        }
         Start::Fresh => {
             if let (Some(path), true) = (&args.state, args.resume) {
                 eprintln!("no state at {}: starting from step 0", path.display());

@@ -5,9 +5,13 @@
 //! int8: observed and true labels; +1/-1, or class indices 0..K-1 for the K-class model),
 //! `noisy_train.npy` (n, bool), `nu.npy` (d; the K-class model's head: (K, d), row c is
 //! nu_c),
-//! `X_test.npy` (n_test, T, d), `y_test.npy` (n_test, int8), `p0.npy` (d) and, when W is
-//! dense, `W0.npy` (d, d) (the config's W = I is not written: the manifest says so),
-//! all float64 unless stated; `config.toml`, the run's full config; and
+//! `X_test.npy` (n_test, T, d), `y_test.npy` (n_test, int8), and one file per initial
+//! parameter block of the run's query map, `<block>0.npy` by the block's declared name
+//! ([`initial_blocks`]): the linear map's `p0.npy` (d) and, when W is dense, `W0.npy`
+//! (d, d) (the config's W = I is not written: the manifest's `w0` says so); the
+//! factorised map's (`[factorised]`) `W_Q0.npy`, `W_K0.npy` (m, d), with biases
+//! `b_Q0.npy`, `b_K0.npy` (m), and `p0.npy` (d), the values the run starts from bit for
+//! bit; all float64 unless stated; `config.toml`, the run's full config; and
 //! `manifest.json` with the format version, the seed, each array's shape, dtype and
 //! SHA-256 (of the NPY file's bytes). The directory is published as one output set
 //! (`io::publish`: its marker `tokensel-set.json` lists every file): a re-export replaces
@@ -17,22 +21,27 @@
 //! Supplied data (`data::supplied`) are written the same way with `"source": "supplied"`
 //! in the manifest and `groups.npy` (T, int8: 0 R, 1 W_same, 2 W_opposite, 3 I); read
 //! back, their arrays are the data (checked against the manifest's SHA-256 and by
-//! `Dataset::supplied`) instead of being regenerated from the config.
+//! `Dataset::supplied`) instead of being regenerated from the config. Their initial
+//! blocks are the config's (drawn from its seed and init): each is read back by name,
+//! its shape checked against the block the config declares before any work, and its
+//! bytes against the config's values.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use ndarray::{Array1, ArrayView, ArrayView1, ArrayView2, Dimension};
+use ndarray::{Array1, ArrayView, ArrayViewD, Dimension, IxDyn};
 use ndarray_npy::{WritableElement, WriteNpyExt};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::arith::F64;
 use crate::config::Config;
 use crate::config::Group;
 use crate::data::supplied::Supplied;
 use crate::data::{Dataset, Params, Source};
 use crate::error::{Error, Result};
 use crate::io::files::{LARGE_INPUT, SMALL_INPUT, SetDir};
+use crate::model::query::Query;
 
 /// Format tag of the manifest.
 pub const DATA_FORMAT: &str = "tokensel-data/1";
@@ -57,7 +66,8 @@ pub struct Manifest {
     pub format: String,
     /// The master seed.
     pub seed: u64,
-    /// `identity` when W(0) = I is not written, `W0.npy` otherwise.
+    /// `identity` when W(0) = I is not written, `W0.npy` otherwise; `none` for the
+    /// factorised query map, which has no W (its blocks are listed in `arrays`).
     pub w0: String,
     /// Generated (not written) or supplied.
     #[serde(default, skip_serializing_if = "Source::is_generated")]
@@ -74,21 +84,55 @@ fn npy<A: WritableElement, D: Dimension>(a: ArrayView<'_, A, D>) -> Vec<u8> {
     bytes
 }
 
+/// One initial parameter block of a run: its declared name, shape and values (f64,
+/// row-major).
+pub type InitialBlock = (&'static str, Vec<usize>, Vec<f64>);
+
+/// The initial parameter blocks of `cfg`'s run, in declaration order: the blocks its
+/// query map starts from ([`Query::of_config`] at [`Params::init`], in f64), so an
+/// export's `<block>0.npy` holds the run's own values bit for bit.
+pub fn initial_blocks(cfg: &Config) -> Vec<InitialBlock> {
+    let blocks = Query::of_config(&F64, cfg, &Params::init(cfg)).into_blocks();
+    blocks
+        .decl
+        .into_iter()
+        .zip(blocks.values)
+        .map(|(b, v)| (b.name, b.shape, v))
+        .collect()
+}
+
+/// The export's array name of block `block` (its initial value): `p0`, `W0`, `W_Q0`.
+fn block_array(block: &str) -> String {
+    format!("{block}0")
+}
+
+/// The manifest's `w0` for `cfg`'s initial blocks: `W0.npy` when W is a block,
+/// `identity` for the linear map without one (W = I), `none` for the factorised map.
+fn w0_rule(cfg: &Config, blocks: &[InitialBlock]) -> &'static str {
+    if blocks.iter().any(|b| b.0 == "W") {
+        "W0.npy"
+    } else if cfg.factorised.is_some() {
+        "none"
+    } else {
+        "identity"
+    }
+}
+
 /// One serialised array of the export: name, NumPy dtype, shape and NPY bytes.
 struct Npy {
-    name: &'static str,
+    name: String,
     dtype: &'static str,
     shape: Vec<usize>,
     bytes: Vec<u8>,
 }
 
 /// The export's arrays, in file order, serialised in memory.
-fn arrays(data: &Dataset, p0: ArrayView1<'_, f64>, w0: Option<ArrayView2<'_, f64>>) -> Vec<Npy> {
+fn arrays(data: &Dataset, blocks: &[InitialBlock]) -> Vec<Npy> {
     let (train, test) = (&data.train, &data.test);
     let noisy: Array1<bool> = (0..train.len()).map(|i| train.is_noisy(i)).collect();
     let labels = |y: &[i8]| Array1::from_vec(y.to_vec());
-    let entry = |name, dtype, shape: &[usize], bytes| Npy {
-        name,
+    let entry = |name: &str, dtype, shape: &[usize], bytes| Npy {
+        name: name.to_string(),
         dtype,
         shape: shape.to_vec(),
         bytes,
@@ -120,10 +164,10 @@ fn arrays(data: &Dataset, p0: ArrayView1<'_, f64>, w0: Option<ArrayView2<'_, f64
             &[test.len()],
             npy(labels(&test.y_true).view()),
         ),
-        entry("p0", "float64", p0.shape(), npy(p0)),
     ];
-    if let Some(w) = w0 {
-        out.push(entry("W0", "float64", w.shape(), npy(w)));
+    for (name, shape, values) in blocks {
+        let view = ArrayViewD::from_shape(IxDyn(shape), values).expect("a block's shape");
+        out.push(entry(&block_array(name), "float64", shape, npy(view)));
     }
     if data.source == Source::Supplied {
         let codes: Array1<i8> = data.groups.iter().map(|g| g.index() as i8).collect();
@@ -139,23 +183,18 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// The exact arrays of `cfg`'s run (its data set and initial parameters p(0) and
-/// W(0), `None` for the identity) as the files of a data export (NPY files,
-/// `config.toml`, `manifest.json`), and the manifest; `io::publish` writes them as one
-/// set.
-pub fn files(
-    cfg: &Config,
-    data: &Dataset,
-    p0: ArrayView1<'_, f64>,
-    w0: Option<ArrayView2<'_, f64>>,
-) -> (Manifest, Vec<(String, Vec<u8>)>) {
-    let w0_name = if w0.is_some() { "W0.npy" } else { "identity" };
+/// The exact arrays of `cfg`'s run (its data set `data` and its initial parameter
+/// blocks, [`initial_blocks`]) as the files of a data export (NPY files, `config.toml`,
+/// `manifest.json`), and the manifest; `io::publish` writes them as one set.
+pub fn files(cfg: &Config, data: &Dataset) -> (Manifest, Vec<(String, Vec<u8>)>) {
+    let blocks = initial_blocks(cfg);
+    let w0_name = w0_rule(cfg, &blocks);
     let mut entries = BTreeMap::new();
     let mut out = Vec::new();
-    for a in arrays(data, p0, w0) {
+    for a in arrays(data, &blocks) {
         let file = format!("{}.npy", a.name);
         entries.insert(
-            a.name.to_string(),
+            a.name.clone(),
             ArrayEntry {
                 file: file.clone(),
                 shape: a.shape,
@@ -279,13 +318,16 @@ fn verify_once(dir: &Path) -> Result<Result<(Config, Manifest, Dataset)>> {
             format!("{} but the manifest says {}", cfg.seed, manifest.seed),
         ));
     }
+    if let Err(raced) = check_block_shapes(&cfg, &manifest, &opened)? {
+        return Ok(Err(raced));
+    }
     let data = match manifest.source {
         Source::Generated => Dataset::generate(&cfg),
         Source::Supplied => read_supplied(dir, &cfg, &manifest)?,
     };
-    let init = Params::init(&cfg);
-    let ours = arrays(&data, init.p.view(), init.w.as_ref().map(|w| w.view()));
-    let names: Vec<&str> = ours.iter().map(|a| a.name).collect();
+    let blocks = initial_blocks(&cfg);
+    let ours = arrays(&data, &blocks);
+    let names: Vec<&str> = ours.iter().map(|a| a.name.as_str()).collect();
     let listed: Vec<&str> = manifest.arrays.keys().map(String::as_str).collect();
     let mut sorted = names.clone();
     sorted.sort_unstable();
@@ -295,11 +337,7 @@ fn verify_once(dir: &Path) -> Result<Result<(Config, Manifest, Dataset)>> {
             format!("lists arrays {listed:?}; config.toml gives {sorted:?}"),
         ));
     }
-    let w0 = if init.w.is_some() {
-        "W0.npy"
-    } else {
-        "identity"
-    };
+    let w0 = w0_rule(&cfg, &blocks);
     if manifest.w0 != w0 {
         return Err(mismatch(
             "data manifest `w0`".into(),
@@ -307,7 +345,7 @@ fn verify_once(dir: &Path) -> Result<Result<(Config, Manifest, Dataset)>> {
         ));
     }
     for a in &ours {
-        let entry = &manifest.arrays[a.name];
+        let entry = &manifest.arrays[&a.name];
         // The file's NPY header is checked with its bytes (its SHA-256 equals that of
         // the array regenerated, header included); the manifest's copy of it here.
         for (field, listed, real) in [
@@ -330,12 +368,14 @@ fn verify_once(dir: &Path) -> Result<Result<(Config, Manifest, Dataset)>> {
                 format!("array `{}`", a.name),
                 match manifest.source {
                     Source::Generated => "the data regenerated from config.toml differs from the manifest's SHA-256 (config.toml edited, or another tokensel version)",
-                    Source::Supplied => "the supplied data's array as config.toml gives it differs from the manifest's SHA-256 (p0/W0 come from the config's seed and init; noisy_train from the labels)",
+                    Source::Supplied => "the supplied data's array as config.toml gives it differs from the manifest's SHA-256 (the initial blocks p0, W0, W_Q0, ... come from the config's seed and init; noisy_train from the labels)",
                 }
                 .into(),
             ));
         }
-        let file = opened.remove(a.name).expect("every listed array is opened");
+        let file = opened
+            .remove(&a.name)
+            .expect("every listed array is opened");
         let digest = sha256_file(&set.member(&entry.file), file)?;
         if digest != entry.sha256 {
             return Ok(Err(mismatch(
@@ -345,6 +385,91 @@ fn verify_once(dir: &Path) -> Result<Result<(Config, Manifest, Dataset)>> {
         }
     }
     Ok(Ok((cfg, manifest, data)))
+}
+
+/// Every initial block `cfg`'s query map declares against the export, before any work
+/// (exit code 2 on a mismatch, naming the array): listed in the manifest as
+/// `<block>0` with the declared shape, float64, and its opened NPY file's header giving
+/// that shape too (a file of another shape is refused here, not after the data are
+/// regenerated). The outer error is final (the manifest against the config); the inner
+/// one, a file whose header disagrees, may come from a writer replacing the set while
+/// it was opened (read again, as a file whose SHA-256 differs: [`verify_data`]).
+fn check_block_shapes(
+    cfg: &Config,
+    manifest: &Manifest,
+    opened: &BTreeMap<String, std::fs::File>,
+) -> Result<Result<()>> {
+    for b in Query::<f64>::declare(cfg) {
+        let name = block_array(b.name);
+        let declared = format!(
+            "config.toml's query map declares block `{}` of shape {:?} (float64)",
+            b.name, b.shape
+        );
+        let Some(entry) = manifest.arrays.get(&name) else {
+            return Err(Error::Mismatch {
+                what: "data manifest".into(),
+                reason: format!("lists no array `{name}`, but {declared}"),
+            });
+        };
+        if entry.shape != b.shape || entry.dtype != "float64" {
+            return Err(Error::Mismatch {
+                what: format!("array `{name}`"),
+                reason: format!(
+                    "the manifest gives shape {:?} ({}), but {declared}",
+                    entry.shape, entry.dtype
+                ),
+            });
+        }
+        if let Some(file) = opened.get(&name) {
+            let header = npy_shape(file);
+            if header.as_ref() != Some(&b.shape) {
+                return Ok(Err(Error::Mismatch {
+                    what: format!("array `{name}` ({})", entry.file),
+                    reason: match header {
+                        Some(s) => format!("its NPY header gives shape {s:?}, but {declared}"),
+                        None => format!("no readable NPY header, but {declared}"),
+                    },
+                }));
+            }
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// The shape in the NPY header of `file` (read at its start without moving its
+/// cursor: the file is hashed afterwards), `None` where the header is not an NPY one.
+fn npy_shape(file: &std::fs::File) -> Option<Vec<usize>> {
+    use std::os::unix::fs::FileExt;
+    let mut head = vec![0u8; 4096];
+    let mut got = 0;
+    while got < head.len() {
+        match file.read_at(&mut head[got..], got as u64) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(_) => return None,
+        }
+    }
+    let head = &head[..got];
+    if head.len() < 10 || &head[..6] != b"\x93NUMPY" {
+        return None;
+    }
+    let (len, start): (usize, usize) = match head[6] {
+        1 => (u16::from_le_bytes([head[8], head[9]]) as usize, 10),
+        _ => (
+            u32::from_le_bytes(head.get(8..12)?.try_into().ok()?) as usize,
+            12,
+        ),
+    };
+    let text = std::str::from_utf8(head.get(start..start.checked_add(len)?)?).ok()?;
+    let from = text.find("'shape':")? + "'shape':".len();
+    let rest = text[from..].trim_start().strip_prefix('(')?;
+    let inner = &rest[..rest.find(')')?];
+    inner
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().ok())
+        .collect()
 }
 
 /// The arrays of a supplied data export as a data set (the labels final: both files).

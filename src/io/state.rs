@@ -29,8 +29,9 @@ use crate::io::trajectory::{Checkpoint, Cumulative, TrainerInfo};
 /// `tokensel-trajectory/2`).
 pub const STATE_FORMAT: &str = "tokensel-state/4";
 
-/// A resumable snapshot of a run.
+/// A resumable snapshot of a run (a key it does not have is refused by name when read).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct State {
     /// Always [`STATE_FORMAT`].
     pub format: String,

@@ -42,7 +42,7 @@ pub enum Capability {
     Certify,
     /// The fine-tuning protocol of Section I.
     Protocol,
-    /// `data`'s export of the initial parameters p(0), W(0) (and the data) as NPY files.
+    /// `data`'s export of the initial parameter blocks (and the data) as NPY files.
     Export,
     /// The analyses written for the p / W parameterisation: `sweep`'s label-noise sweep
     /// and Lemma A.6's pair of W- and p-mode runs (and claims on them).
@@ -94,7 +94,7 @@ impl Capability {
             Capability::JudgeReplay => "the candidate replays of an external run",
             Capability::Certify => "interval checkpoints of every training sample",
             Capability::Protocol => "the fine-tuning protocol of Section I",
-            Capability::Export => "the NPY export of the data and of p(0), W(0)",
+            Capability::Export => "the NPY export of the data and of the initial parameter blocks",
             Capability::Theory => "the label-noise sweep and Lemma A.6's p- and W-mode pair",
         }
     }
@@ -112,7 +112,7 @@ impl Capability {
             Capability::JudgeReplay => &[FullBatch, SeparatePrompt, PlainQuery],
             Capability::Certify => &[FullBatch, SeparatePrompt],
             Capability::Protocol => &[SeparatePrompt, PlainQuery],
-            Capability::Export => &[PlainQuery],
+            Capability::Export => &[],
             Capability::Theory => &[PlainQuery],
         }
     }
@@ -134,7 +134,7 @@ pub enum Feature {
     /// The prompt separate from the sequence (`[model] prompt = "separate"`).
     SeparatePrompt,
     /// The query q = W^T p of the p / W / joint modes (no `[factorised]` section: the
-    /// factorised query map runs in `run`, `twin`, `compare`, `certify` and `config`
+    /// factorised query map runs in `run`, `twin`, `compare`, `certify`, `data` and `config`
     /// only).
     PlainQuery,
 }
@@ -178,7 +178,7 @@ impl Feature {
                     "factorised",
                     "it is written for the query q = W^T p of the p / W / joint modes; this \
                      config has the factorised query map ([factorised]), which runs in run, \
-                     twin, compare, certify and config only (remove [factorised] here)"
+                     twin, compare, certify, data and config only (remove [factorised] here)"
                         .to_string(),
                 )
             }),

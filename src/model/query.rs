@@ -27,10 +27,9 @@
 use super::blocks::{Block, BlockInit, BlockStream, Blocks};
 use super::factorised::Factorised;
 use crate::arith::Arith;
-use crate::config::Mode;
+use crate::config::{Config, Mode};
 use crate::data::Params;
-use crate::linalg;
-use crate::train::step_rule::euclidean_norm;
+use crate::linalg::{self, euclidean_norm};
 
 /// One block's gradient: factored (rank one, `left right^T`) or dense.
 #[derive(Debug, Clone)]
@@ -48,6 +47,15 @@ pub enum Grad<R> {
 }
 
 impl<R: Clone> Grad<R> {
+    /// Row j of a factored gradient left right^T into `out` (`r.len()` entries): the
+    /// rounded products `lj` right_k, one per entry (the one row computation of
+    /// [`Grad::dense`] and of Adam's row-by-row step in `train::direct`).
+    pub fn row<A: Arith<Real = R>>(ar: &A, lj: &R, r: &[R], out: &mut [R]) {
+        for (o, rk) in out.iter_mut().zip(r) {
+            ar.prod(o, lj, rk);
+        }
+    }
+
     /// The entries (a factored gradient's as rounded products left_j right_k, row-major).
     pub fn dense<A: Arith<Real = R>>(&self, ar: &A) -> Vec<R> {
         match self {
@@ -56,9 +64,7 @@ impl<R: Clone> Grad<R> {
             Grad::Outer(l, r) => {
                 let mut out = ar.zeros(l.len() * r.len());
                 for (row, lj) in out.chunks_mut(r.len()).zip(l) {
-                    for (o, rk) in row.iter_mut().zip(r) {
-                        ar.prod(o, lj, rk);
-                    }
+                    Self::row(ar, lj, r, row);
                 }
                 out
             }
@@ -138,7 +144,20 @@ impl<R: Clone> Linear<R> {
     /// The blocks of `mode` at the initial parameters `init` (W present exactly when
     /// `init.w` is), converted exactly.
     pub fn new<A: Arith<Real = R>>(ar: &A, init: &Params, mode: Mode) -> Self {
-        let d = init.p.len();
+        let decl = Self::declare(init.p.len(), init.w.is_some(), mode);
+        let mut values = Vec::new();
+        if let Some(w) = &init.w {
+            values.push(ar.of_slice(w.as_slice().expect("standard layout")));
+        }
+        values.push(ar.of_slice(init.p.as_slice().expect("contiguous")));
+        Linear {
+            blocks: Blocks { decl, values },
+        }
+    }
+
+    /// The declarations of the blocks in dimension `d`: `W` (d x d) when W is `dense`
+    /// (trained unless `mode` is p-mode), then `p` (d; trained unless W-mode).
+    pub fn declare(d: usize, dense: bool, mode: Mode) -> Vec<Block> {
         let block = |name, shape, trained| Block {
             name,
             shape,
@@ -147,16 +166,11 @@ impl<R: Clone> Linear<R> {
             trained,
         };
         let mut decl = Vec::new();
-        let mut values = Vec::new();
-        if let Some(w) = &init.w {
+        if dense {
             decl.push(block("W", vec![d, d], mode != Mode::P));
-            values.push(ar.of_slice(w.as_slice().expect("standard layout")));
         }
         decl.push(block("p", vec![d], mode != Mode::W));
-        values.push(ar.of_slice(init.p.as_slice().expect("contiguous")));
-        Linear {
-            blocks: Blocks { decl, values },
-        }
+        decl
     }
 }
 
@@ -243,6 +257,50 @@ pub enum Query<R> {
     Linear(Linear<R>),
     /// q = W_K^T (W_Q p + b_Q).
     Factorised(Box<Factorised<R>>),
+}
+
+impl<R: Clone + Send + Sync> Query<R> {
+    /// The query map of `cfg` (the factorised map with a `[factorised]` section, else
+    /// the linear map of its mode) at the run's initial parameters `init`
+    /// ([`Params::init`], or supplied), in `ar`: the map a direct engine starts from.
+    pub fn of_config<A: Arith<Real = R>>(ar: &A, cfg: &Config, init: &Params) -> Self {
+        match &cfg.factorised {
+            Some(sec) => Query::Factorised(Box::new(Factorised::new(
+                ar,
+                sec,
+                cfg.seed,
+                init.p.as_slice().expect("contiguous"),
+            ))),
+            None => Query::Linear(Linear::new(ar, init, cfg.mode)),
+        }
+    }
+
+    /// The block declarations of `cfg`'s query map (names, shapes, whether each
+    /// trains), in declaration order, without drawing a value: what a file of initial
+    /// blocks is checked against before any work.
+    pub fn declare(cfg: &Config) -> Vec<Block> {
+        match &cfg.factorised {
+            Some(sec) => sec.blocks(cfg.d, &[]),
+            None => Linear::<R>::declare(cfg.d, cfg.dense_w(), cfg.mode),
+        }
+    }
+
+    /// The prefix of `cfg`'s query map's names in state files
+    /// ([`QueryMap::state_prefix`] of the map [`Query::of_config`] builds).
+    pub fn state_prefix_of(cfg: &Config) -> &'static str {
+        match cfg.factorised {
+            Some(_) => "factorised.",
+            None => "",
+        }
+    }
+
+    /// The blocks, by value.
+    pub fn into_blocks(self) -> Blocks<R> {
+        match self {
+            Query::Linear(m) => m.blocks,
+            Query::Factorised(m) => m.blocks,
+        }
+    }
 }
 
 macro_rules! each {

@@ -327,9 +327,7 @@ impl<R: Clone + Send + Sync> Direct<R> {
                         let mut row = ar.zeros(k);
                         let rows = v.chunks_mut(k).zip(mom.m.chunks_mut(k));
                         for ((lj, (vj, mj)), sj) in l.iter().zip(rows).zip(mom.v.chunks_mut(k)) {
-                            for (o, rk) in row.iter_mut().zip(r) {
-                                ar.prod(o, lj, rk);
-                            }
+                            Grad::row(ar, lj, r, &mut row);
                             scale(&mut row);
                             adam::step(ar, &s, vj, &row, mj, sj);
                         }

@@ -30,8 +30,7 @@ use crate::error::{Error, Result};
 use crate::io::state::State;
 use crate::io::trajectory::{TrainerInfo, Trajectory};
 use crate::linalg;
-use crate::model::factorised::Factorised;
-use crate::model::query::{Linear, Query};
+use crate::model::query::{Query, QueryMap};
 use crate::model::token_selection::limit;
 use crate::model::{self, AnyModel, Model, Softmax};
 use crate::quantity::Quantity;
@@ -237,15 +236,7 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
                 Engine::Span(Box::new(Span::new(&ar, init, cfg.mode, x)))
             }
             _ => {
-                let map = match &cfg.factorised {
-                    Some(sec) => Query::Factorised(Box::new(Factorised::new(
-                        &ar,
-                        sec,
-                        cfg.seed,
-                        init.p.as_slice().expect("contiguous"),
-                    ))),
-                    None => Query::Linear(Linear::new(&ar, init, cfg.mode)),
-                };
+                let map = Query::of_config(&ar, cfg, init);
                 Engine::Direct(Direct::new(&ar, map, form, n, cfg.optimizer.is_adam()))
             }
         };
@@ -634,6 +625,29 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
         match &self.engine {
             Engine::Direct(e) => e.p().to_vec(),
             Engine::Span(e) => e.p_only(&self.ar),
+        }
+    }
+
+    /// Every parameter block at the current parameters, rounded to f64, in declaration
+    /// order, as (name, shape, row-major values): the direct engine's query-map blocks
+    /// (`W` where dense and `p`; the factorised map's `W_Q`, `W_K`, `b_Q`, `b_K`, `p`),
+    /// the span engine's W (where dense) and p in d-space ([`Trainer::params`]), by the
+    /// linear map's names.
+    pub fn blocks(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
+        let ar = &self.ar;
+        match &self.engine {
+            Engine::Direct(e) => e.map.blocks().to_f64(ar),
+            Engine::Span(_) => {
+                let (p, w) = self.params();
+                let f64s = |v: &[A::Real]| v.iter().map(|x| ar.to_f64(x)).collect();
+                let d = p.len();
+                let mut out = Vec::new();
+                if let Some(w) = w {
+                    out.push(("W", vec![d, d], f64s(&w)));
+                }
+                out.push(("p", vec![d], f64s(&p)));
+                out
+            }
         }
     }
 

@@ -11,14 +11,101 @@
 
 use std::collections::BTreeMap;
 
-use crate::arith::Arith;
+use crate::arith::{Arith, ArithVisitor, Choice, Kind};
+use crate::config::{Config, Method};
 use crate::error::Result;
 use crate::io::state::{STATE_FORMAT, State};
 use crate::model::Model;
-use crate::model::query::QueryMap;
+use crate::model::query::{Query, QueryMap};
 
 use super::record::Recorder;
 use super::{Engine, Trainer};
+
+/// The names of the `values` a state of `cfg`'s run in the engine of `method` holds
+/// (the direct engine's blocks with the map's prefix and, for Adam, `adam.t` and the
+/// trained blocks' moments; the span engine's `a` and `M`), in the order
+/// [`Trainer::state`] writes them; the second of each pair says whether it is a count
+/// (`adam.t`) rather than numbers.
+pub fn state_names(cfg: &Config, method: Method) -> Vec<(String, bool)> {
+    if method == Method::Span && cfg.factorised.is_none() {
+        return vec![("a".into(), false), ("M".into(), false)];
+    }
+    let pre = Query::<f64>::state_prefix_of(cfg);
+    let decl = Query::<f64>::declare(cfg);
+    let mut names: Vec<(String, bool)> = decl
+        .iter()
+        .map(|b| (format!("{pre}{}", b.name), false))
+        .collect();
+    if cfg.optimizer.is_adam() {
+        names.push((format!("{pre}adam.t"), true));
+        for b in decl.iter().filter(|b| b.trained) {
+            names.push((format!("{pre}adam.m.{}", b.name), false));
+            names.push((format!("{pre}adam.v.{}", b.name), false));
+        }
+    }
+    names
+}
+
+/// The `values` of a state read, against the run it says it was saved from (its own
+/// config and trainer), before any work: every key one its engine reads ([`state_names`];
+/// an unknown key is refused by name, as a tampered or foreign state), and every
+/// parameter and Adam moment entry a finite number in the state's arithmetic (a NaN or
+/// an infinity refused naming the key and the entry: no run saves one, and resuming it
+/// would stop the run only at its first step). Exit code 2 ([`crate::error::Error::Parse`]).
+pub fn check_values(st: &State) -> Result<()> {
+    let names = state_names(&st.config, st.trainer.method);
+    if let Some(key) = st
+        .values
+        .keys()
+        .find(|k| !names.iter().any(|(n, _)| n == *k))
+    {
+        let known: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
+        return Err(st.error(format!(
+            "unknown key `{key}` in `values`: a state of this run holds {} only",
+            known.join(", ")
+        )));
+    }
+    let prec = st.trainer.prec_bits;
+    let choice = match st.trainer.kind {
+        Kind::F64 => Choice::F64,
+        Kind::F32 => Choice::F32,
+        Kind::Predictor => Choice::Predictor,
+        Kind::Mpfr => Choice::mpfr(prec)?,
+        Kind::Ball => Choice::ball(prec)?,
+    };
+    choice.with(Finite { st, names: &names })
+}
+
+/// [`check_values`]' parse of every numeric entry in the state's arithmetic.
+struct Finite<'a> {
+    st: &'a State,
+    names: &'a [(String, bool)],
+}
+
+impl ArithVisitor for Finite<'_> {
+    type Output = ();
+    fn visit<A: Arith>(self, ar: A) -> Result<()> {
+        let st = self.st;
+        for (name, _) in self.names.iter().filter(|(_, count)| !count) {
+            let Some(values) = st.values.get(name) else {
+                continue; // missing: refused by name when restored
+            };
+            for (k, s) in values.iter().enumerate() {
+                let x = ar
+                    .parse_exact(s)
+                    .ok_or_else(|| st.error(format!("bad `{name}` value `{s}`")))?;
+                if !ar.is_finite(&x) {
+                    return Err(st.error(format!(
+                        "`{name}` entry {k} is {}: a state's parameters and Adam moments are \
+                         finite numbers (a tampered or corrupt state)",
+                        ar.to_f64(&x)
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
 
 impl<A: Arith, M: Model> Trainer<'_, A, M> {
     /// The resumable state after the last update: step, the engine's parameters (exact
@@ -61,10 +148,12 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
     }
 
     /// Restore the engine's parameters and the step from a state, after checking that it
-    /// belongs to this run (config, arithmetic, formulation, method); returns the
+    /// belongs to this run (config, arithmetic, formulation, method) and that its values
+    /// are sound ([`check_values`]: no unknown key, every entry finite); returns the
     /// recorder that continues it.
     pub fn restore(&mut self, st: &State) -> Result<Recorder> {
         st.check(self.cfg, &self.info())?;
+        check_values(st)?;
         let ar = self.ar;
         let read = |name: &str, into: &mut Vec<A::Real>| -> Result<()> {
             let v = st.values(name)?;

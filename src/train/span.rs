@@ -30,7 +30,8 @@ use crate::config::Mode;
 use crate::data::Params;
 use crate::linalg;
 
-use super::step_rule::{StepRule, Stopped, scaled_norm};
+use super::step_rule::{StepRule, Stopped};
+use crate::linalg::scaled_norm;
 
 /// Coefficients, Gram matrices and what it takes to rebuild p, W and q.
 #[derive(Debug, Clone)]

@@ -205,8 +205,7 @@ pub fn supplied_files(cfg: &Config, data: &Dataset) -> Vec<(String, Vec<u8>)> {
         },
     )
     .unwrap();
-    let p0 = Params::init(cfg).p;
-    tokensel::prelude::formats::export::files(cfg, &sup, p0.view(), None).1
+    tokensel::prelude::formats::export::files(cfg, &sup).1
 }
 
 /// Write `cfg`'s generated arrays to `dir` as a supplied `tokensel data` export (labels

@@ -30,11 +30,12 @@ use crate::arith::{Arith, F64};
 use crate::config::{Formulation, Protocol};
 use crate::data::Params;
 use crate::linalg;
+use crate::linalg::euclidean_norm;
 use crate::model::{self, Model, Multiclass, Softmax};
 use crate::rng::{self, Stream};
 use crate::train::adam::{self, Hyper};
 use crate::train::batch::Order;
-use crate::train::step_rule::{self, StepRule, euclidean_norm};
+use crate::train::step_rule::{self, StepRule};
 
 /// Phase 1's AdamW: the HF Trainer's defaults (betas 0.9, 0.999, eps 1e-8, no weight
 /// decay).
