@@ -339,3 +339,51 @@ fn state_files_refuse_unknown_keys_and_non_finite_values() {
         assert_eq!(code(&o), Some(0), "{}", stderr(&o));
     }
 }
+
+/// b_K's gradient is the structural zero, so a run's Adam moments of b_K are exactly 0:
+/// a state with another value (which would move b_K under Adam, by 9e7 in the adversary's
+/// run) is refused when read; so is a state whose Definition 4.1 sums are negative or
+/// NaN (sums of S_i in [0, 1/4]; before the fix the twin resumed them and wrote a
+/// trajectory its own readers refuse). Exit code 2, naming the entry; the unedited state
+/// resumes.
+#[test]
+fn states_refuse_moving_b_k_moments_and_impossible_sums() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = format!("{FACTORISED}[optimizer]\nkind = \"adam\"\n");
+    let cfg = write(tmp.path(), "cfg.toml", &text);
+    let st = saved_state(tmp.path(), &cfg);
+    // the saved moments of b_K are exactly 0
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&st).unwrap()).unwrap();
+    for key in ["factorised.adam.m.b_K", "factorised.adam.v.b_K"] {
+        let v = saved["values"][key].as_array().unwrap();
+        assert_eq!(v.len(), 3, "{key}");
+        assert!(v.iter().all(|x| x == "0"), "{key}: {v:?}");
+    }
+    type Map = serde_json::Map<String, serde_json::Value>;
+    /// (the edit, the words of the refusal)
+    type Case = (fn(&mut Map), &'static [&'static str]);
+    let cases: [Case; 4] = [
+        (
+            |m| set_value(m, "factorised.adam.m.b_K", 1, "1"),
+            &["`factorised.adam.m.b_K` entry 1 is 1", "structural zero"],
+        ),
+        (
+            |m| set_value(m, "factorised.adam.v.b_K", 2, "1"),
+            &["`factorised.adam.v.b_K` entry 2 is 1", "structural zero"],
+        ),
+        (
+            |m| m["cumulative"]["clean"] = (-1000.0).into(),
+            &["`cumulative.clean` is -1000", "finite and >= 0"],
+        ),
+        (
+            |m| m["cumulative"]["noisy"] = "nan".into(),
+            &["`cumulative.noisy` is NaN"],
+        ),
+    ];
+    for (edit, words) in cases {
+        refused(&cfg, &st, edit, words);
+    }
+    let o = twin(&cfg, &st, &["--resume"]);
+    assert_eq!(code(&o), Some(0), "{}", stderr(&o));
+}

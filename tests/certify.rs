@@ -316,10 +316,23 @@ fn certificates_of_the_factorised_map_enclose_the_twin() {
         assert!(cert.stopped().is_none(), "{what}: {cert}");
         assert_eq!(cert.trainer.method, Method::Direct, "{what}");
         assert!(cert.decided, "{what}: {cert}");
-        assert!(
-            cert.notes.iter().any(|n| n.contains("factorised")),
-            "{what}: {:?}",
-            cert.notes
+        let note = cert
+            .notes
+            .iter()
+            .find(|n| n.contains("the factorised query map ([factorised])"))
+            .unwrap_or_else(|| panic!("{what}: {:?}", cert.notes));
+        // the note names q as this config forms it, and b_K only where there is one
+        let bias = cfg.factorised.is_some_and(|f| f.bias);
+        assert_eq!(note.contains("W_K^T (W_Q p + b_Q)"), bias, "{what}: {note}");
+        assert_eq!(
+            note.contains("b_K keeps its exact update"),
+            bias,
+            "{what}: {note}"
+        );
+        assert_eq!(
+            note.contains("W_K^T W_Q p (no biases)"),
+            !bias,
+            "{what}: {note}"
         );
         check_enclosure(&cfg, &cert, &twin);
         // the same check on a certificate with one interval moved off the twin fails

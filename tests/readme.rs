@@ -397,10 +397,13 @@ const BLOCKS: &[Form] = &[
                 "noisy samples' top token: W_opposite 3/4, I 1/4",
                 "every decision proved",
                 "note: the factorised query map ([factorised]) runs in the direct step only",
+                "q = W_K^T W_Q p (no biases)",
                 "verdict: DECIDED",
             ] {
                 assert!(text.contains(needle), "{needle}: {text}");
             }
+            // no biases: the note says nothing of b_Q or b_K
+            assert!(!text.contains("b_K") && !text.contains("b_Q"), "{text}");
         },
     },
     Form {

@@ -598,4 +598,21 @@ fn certificates_are_read_with_the_records_checks() {
         "{e}"
     );
     assert!(!e.contains("invalid type"), "{e}");
+    // plot --direction draws trajectories only, and says so of a certificate
+    let svg = cert.with_file_name("direction.svg");
+    let o = tokensel(&[
+        "plot",
+        "--direction",
+        cert.to_str().unwrap(),
+        "--out",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("this is a certificate (`tokensel certify`), not a trajectory")
+            && e.contains("`tokensel plot --direction` draws trajectories"),
+        "{e}"
+    );
+    assert!(!e.contains("invalid type") && !svg.exists(), "{e}");
 }

@@ -1,10 +1,10 @@
 //! `tokensel diff`: compare two saved trajectories.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{EXIT_FAILED, EXIT_OK, print_report, read_large};
+use super::{EXIT_FAILED, EXIT_OK, print_report};
 use crate::error::Result;
 use crate::io::trajectory::Trajectory;
 
@@ -26,26 +26,13 @@ pub(super) struct DiffArgs {
     json: bool,
 }
 
-/// Read a trajectory; a certificate (or another output that names its format) is
-/// refused as what it is, with what diff takes.
-fn load(path: &Path) -> Result<Trajectory> {
-    let text = read_large(path)?;
-    if super::plot::names_format(&text, "tokensel-certificate/") {
-        return Err(crate::Error::Parse {
-            what: "trajectory",
-            path: path.to_path_buf(),
-            message: "this is a certificate (`tokensel certify`), not a trajectory: `tokensel \
-                      diff` compares two trajectories (the trajectory.json of `tokensel run \
-                      --out` or `tokensel twin --out`)"
-                .into(),
-        });
-    }
-    Trajectory::from_json(&text, path)
-}
-
 pub(super) fn diff(args: &DiffArgs) -> Result<i32> {
     crate::analysis::check_tol("rtol", args.rtol)?;
-    let (a, b) = (load(&args.a)?, load(&args.b)?);
+    let takes = "`tokensel diff` compares two trajectories";
+    let (a, b) = (
+        super::plot::trajectory_only(&args.a, takes)?,
+        super::plot::trajectory_only(&args.b, takes)?,
+    );
     if a.config.model != b.config.model {
         let name = |t: &Trajectory| match t.config.model.is_multiclass() {
             true => format!("multiclass (K = {})", t.config.model.classes),

@@ -117,6 +117,24 @@ fn other_output(text: &str, path: &std::path::Path) -> Option<Error> {
 /// Most trajectories one direction figure draws.
 const MAX_DIRECTION_INPUTS: usize = 8;
 
+/// Read a trajectory for a command that takes trajectories only (`takes`: what it
+/// does with them, for the message); a certificate (or another output that names its
+/// format) is refused as what it is.
+pub(super) fn trajectory_only(path: &std::path::Path, takes: &str) -> Result<Trajectory> {
+    let text = read_large(path)?;
+    if names_format(&text, "tokensel-certificate/") {
+        return Err(Error::Parse {
+            what: "trajectory",
+            path: path.to_path_buf(),
+            message: format!(
+                "this is a certificate (`tokensel certify`), not a trajectory: {takes} (the \
+                 trajectory.json of `tokensel run --out` or `tokensel twin --out`)"
+            ),
+        });
+    }
+    Trajectory::from_json(&text, path)
+}
+
 /// `--direction`: every input a trajectory with direction records.
 fn direction(args: &PlotArgs, ext: &str) -> Result<i32> {
     let inputs: Vec<&PathBuf> = std::iter::once(&args.input).chain(&args.more).collect();
@@ -131,7 +149,7 @@ fn direction(args: &PlotArgs, ext: &str) -> Result<i32> {
     }
     let mut ts = Vec::with_capacity(inputs.len());
     for path in inputs {
-        let t = Trajectory::from_json(&read_large(path)?, path)?;
+        let t = trajectory_only(path, "`tokensel plot --direction` draws trajectories")?;
         if t.direction.is_none() {
             return Err(Error::argument(
                 "--direction",

@@ -133,6 +133,22 @@ impl State {
             ));
         }
         crate::io::trajectory::check_checkpoints(&self.config, &self.checkpoints)?;
+        // the Definition 4.1 sums a resumed run adds to: sums of S_i in [0, 1/4], so
+        // finite and >= 0 in any run that saves a state
+        let c = &self.cumulative;
+        for (name, v) in [
+            ("clean", c.clean),
+            ("noisy", c.noisy),
+            ("class_pos", c.class_pos),
+            ("class_neg", c.class_neg),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!(
+                    "`cumulative.{name}` is {v}: a run's sums of the Definition 4.1 score \
+                     are finite and >= 0"
+                ));
+            }
+        }
         match self.checkpoints.last() {
             Some(c) if c.step > self.step => Err(format!(
                 "checkpoint {} is after the state's `step` {}",

@@ -84,6 +84,11 @@ pub struct Block {
     pub stream: BlockStream,
     /// Whether the step rules move it.
     pub trained: bool,
+    /// Whether its exact gradient is 0 for every parameter and data set (a structural
+    /// zero, as b_K's: a shift of every score of a sample): the step takes it as
+    /// exactly 0, so its Adam moments stay exactly 0 (a state with another value is
+    /// refused).
+    pub zero_grad: bool,
 }
 
 impl Block {
@@ -216,6 +221,7 @@ mod tests {
             init: BlockInit::Uniform { bound: 0.5 },
             stream: s,
             trained: true,
+            zero_grad: false,
         };
         let v = b.draw(7).unwrap();
         assert_eq!(v.len(), 6);

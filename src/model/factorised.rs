@@ -245,6 +245,7 @@ impl Section {
             init,
             stream,
             trained: true,
+            zero_grad: false,
         };
         let mut v = vec![
             block("W_Q", vec![self.m, d], wq, STREAMS[0]),
@@ -252,7 +253,11 @@ impl Section {
         ];
         if self.bias {
             v.push(block("b_Q", vec![self.m], bq, STREAMS[2]));
-            v.push(block("b_K", vec![self.m], bk, STREAMS[3]));
+            // b_K shifts every score of a sample alike: its exact gradient is 0
+            v.push(Block {
+                zero_grad: true,
+                ..block("b_K", vec![self.m], bk, STREAMS[3])
+            });
         }
         v.push(Block {
             trained: self.train_p,
@@ -305,12 +310,12 @@ impl<R: Clone + Send + Sync> Factorised<R> {
             .iter()
             .map(|b| {
                 b.trained.then(|| match b.name {
+                    // (sum_i sum_t c_it) u is 0 exactly (module docs): the structural zero,
+                    // not the rounding noise the computed `coef_sum` carries
+                    _ if b.zero_grad => Grad::Zero(b.len()),
                     "W_K" => Grad::Outer(self.u.clone(), dq.to_vec()),
                     "W_Q" => Grad::Outer(self.du.clone(), self.blocks.get("p").to_vec()),
                     "b_Q" => Grad::Dense(self.du.clone()),
-                    // (sum_i sum_t c_it) u is 0 exactly (module docs): the structural zero,
-                    // not the rounding noise the computed `coef_sum` carries
-                    "b_K" => Grad::Zero(self.m),
                     "p" => {
                         let mut g = ar.zeros(self.blocks.get("p").len());
                         linalg::matvec_t(ar, self.blocks.get("W_Q"), &self.du, &mut g);

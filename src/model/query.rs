@@ -164,6 +164,7 @@ impl<R: Clone> Linear<R> {
             init: BlockInit::Initial,
             stream: NO_STREAM,
             trained,
+            zero_grad: false,
         };
         let mut decl = Vec::new();
         if dense {

@@ -197,9 +197,25 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
                     let decl = &e.map.blocks().decl;
                     for (b, mom) in decl.iter().zip(&mut adam.moments) {
                         if let Some(mom) = mom {
-                            read(&format!("{pre}adam.m.{}", b.name), &mut mom.m)?;
+                            let m_name = format!("{pre}adam.m.{}", b.name);
+                            read(&m_name, &mut mom.m)?;
                             let name = format!("{pre}adam.v.{}", b.name);
                             read(&name, &mut mom.v)?;
+                            // a structural-zero gradient (b_K's) leaves both moments
+                            // exactly 0 in every run: another value is not a run's
+                            if b.zero_grad {
+                                for (key, v) in [(&m_name, &mom.m), (&name, &mom.v)] {
+                                    if let Some(k) = v.iter().position(|x| ar.sign(x) != 0) {
+                                        return Err(st.error(format!(
+                                            "`{key}` entry {k} is {} (base 16), not 0: \
+                                             {}'s gradient is the structural zero, so its \
+                                             Adam moments are exactly 0",
+                                            ar.to_exact_string(&v[k]),
+                                            b.name
+                                        )));
+                                    }
+                                }
+                            }
                             // v = beta2 v + (1 - beta2) g^2 is never negative (each
                             // rounding keeps the sign): a negative or NaN entry is a
                             // tampered or corrupt state, not a run's

@@ -133,11 +133,11 @@ impl Options {
     }
 
     /// A warning for the direct step (its radii grow exponentially), if it is taken: the
-    /// factorised query map's own ([`FACTORISED_NOTE`]) for a `[factorised]` config.
+    /// factorised query map's own ([`factorised_note`]) for a `[factorised]` config.
     pub fn warning(&self, cfg: &Config) -> Option<String> {
         let prec = self.prec.precs()[0];
         if cfg.factorised.is_some() {
-            return Some(FACTORISED_NOTE.to_string());
+            return Some(factorised_note(cfg));
         }
         (self.resolved(cfg, prec) == Method::Direct).then(|| DIRECT_WARNING.to_string())
     }
@@ -150,18 +150,30 @@ pub const DIRECT_WARNING: &str = "the direct step with balls: its radii pass thr
      and the run stops with a non-finite radius near step 480; the span step (default) \
      multiplies by the exact Gram matrix instead";
 
-/// The note a certificate of a `[factorised]` run carries.
-pub const FACTORISED_NOTE: &str = "the factorised query map ([factorised]) runs in the direct \
-     step only (it has no span form), and its balls lose bits far faster than the linear \
-     map's direct step: the radius of q passes each step through both moving blocks, \
-     W_Q and W_K (measured on examples/factorised.toml at d = 2000: about 10 bits per step \
-     over the first 10 steps, where 128 bits stop at step 15, then about 2 per step, 340 \
-     of 1024 bits lost at step 100), so a certificate covers the first steps of a run \
-     unless --prec is raised; q_norm \
-     and grad_norm are the norms of the attention core's query q = W_K^T (W_Q p + b_Q) \
-     and of dL/dq, as the trajectory records them; b_K shifts every score of a sample \
-     alike, so its gradient is exactly 0 and b_K keeps its exact update (unchanged under \
-     GD and normalised GD, AdamW's decay only; proofs-notes/factorised.md)";
+/// The note a certificate of a `[factorised]` run carries (and `certify` prints), for
+/// `cfg`: q with or without the biases, and b_K's exact update where it has one.
+pub fn factorised_note(cfg: &Config) -> String {
+    let bias = cfg.factorised.is_some_and(|f| f.bias);
+    let (q, b_k) = match bias {
+        true => (
+            "W_K^T (W_Q p + b_Q)",
+            "; b_K shifts every score of a sample alike, so its gradient is exactly 0 and \
+             b_K keeps its exact update (unchanged under GD and normalised GD, AdamW's decay \
+             only; proofs-notes/factorised.md)",
+        ),
+        false => ("W_K^T W_Q p (no biases)", ""),
+    };
+    format!(
+        "the factorised query map ([factorised]) runs in the direct step only (it has no \
+         span form), and its balls lose bits far faster than the linear map's direct step: \
+         the radius of q passes each step through both moving blocks, W_Q and W_K \
+         (measured on examples/factorised.toml at d = 2000: about 10 bits per step over the \
+         first 10 steps, where 128 bits stop at step 15, then about 2 per step, 340 of 1024 \
+         bits lost at step 100), so a certificate covers the first steps of a run unless \
+         --prec is raised; q_norm and grad_norm are the norms of the attention core's query \
+         q = {q} and of dL/dq, as the trajectory records them{b_k}"
+    )
+}
 
 /// One certified run of `cfg` at `prec` bits (`progress(step)` after each update).
 fn run_at(
@@ -230,7 +242,7 @@ fn run_at(
         ));
     }
     if cfg.factorised.is_some() {
-        notes.push(FACTORISED_NOTE.to_string());
+        notes.push(factorised_note(cfg));
     } else if method == Method::Direct {
         notes.push(DIRECT_WARNING.to_string());
     }
