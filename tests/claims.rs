@@ -3,6 +3,8 @@
 
 use std::process::{Command, Output};
 
+mod common;
+
 fn tokensel(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tokensel"))
         .args(args)
@@ -786,4 +788,71 @@ fn a_compare_claim_on_a_run_that_stops_is_refused_not_read() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// A claim's record quantity is checked against the optional parts its config records,
+/// before any work (the adversary's finding: each ran its claim and failed it as
+/// "missing" with exit 1): the prompt's record without the in-sequence prompt, the
+/// direction record without `[direction]`, a sample's `outputs` on the binary model or
+/// at a class index past K, a sample index past n_train; on the summary, on a
+/// checkpoint (`step`) and certified. Exit 2 naming the quantity; a 100,000-step run
+/// would not finish within the test's 20 s.
+#[test]
+fn record_quantities_the_config_does_not_record_are_refused_before_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = "config = { steps = 100000 }";
+    let k3 = r#"config = { model = { kind = "multiclass", classes = 3 }, layout = { tokens = 9, weak_opposite = 2 }, steps = 100000 }"#;
+    for (config, extra, quantity, needle) in [
+        (bin, "", "prompt/attention/clean", "separate prompt"),
+        (bin, "step = 0\n", "prompt/top/noisy", "separate prompt"),
+        (bin, "", "direction/last/one_minus_corr", "no [direction]"),
+        (
+            bin,
+            "step = 0\n",
+            "direction/one_minus_corr",
+            "no [direction]",
+        ),
+        (bin, "step = 0\n", "samples/0/outputs/0", "binary model"),
+        (
+            bin,
+            "step = 0\n",
+            "samples/99/f",
+            "training sample index (n_train) 0..19",
+        ),
+        (
+            bin,
+            "step = 0\ncertified = true\n",
+            "samples/0/outputs/0",
+            "binary model",
+        ),
+        (
+            bin,
+            "certified = true\n",
+            "direction/norm",
+            "no [direction]",
+        ),
+        (
+            k3,
+            "step = 0\n",
+            "samples/0/outputs/5",
+            "class index (K) 0..2",
+        ),
+    ] {
+        let text = format!(
+            "[[claim]]\nname = \"x\"\n{config}\nsource = \"run\"\n{extra}quantity = \"{quantity}\"\nop = \">=\"\nbound = 0.5\n"
+        );
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, text).unwrap();
+        let o = common::tokensel_within(
+            &["check", path.to_str().unwrap()],
+            std::time::Duration::from_secs(20),
+        )
+        .expect("refused before the 100,000-step run");
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{quantity}: {err}");
+        assert!(
+            err.contains(needle) && err.contains(quantity),
+            "{quantity}: {err}"
+        );
+    }
 }

@@ -478,6 +478,9 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
     schema
         .check(&c.quantity)
         .map_err(|m| ("quantity", Error::argument("quantity", m)))?;
+    if c.certified || matches!(c.source, Source::Run | Source::Twin) {
+        check_parts(&c.quantity, cfg).map_err(|m| ("quantity", Error::argument("quantity", m)))?;
+    }
     check_classes(&c.quantity, cfg).map_err(|m| ("quantity", Error::argument("quantity", m)))?;
     let memory = |e| ("config", e);
     let f64_run = |cfg: &Config| crate::train::check_memory(cfg, F64.kind(), 53, cfg.method);
@@ -543,6 +546,55 @@ fn check_classes(quantity: &str, cfg: &Config) -> std::result::Result<(), String
         }
     }
     Ok(())
+}
+
+/// A quantity of a run's record (its summary, a checkpoint or a certificate) against
+/// the optional parts the claim's config records ([`RecordParts::of`]): `prompt/...`
+/// only with the in-sequence prompt, `direction/...` only with `[direction]`, a
+/// sample's `outputs` only for the K-class model (an index below K), and a sample index
+/// below n_train. Refused before any work (the run would record no such value, and the
+/// claim fail as "missing" after it).
+fn check_parts(quantity: &str, cfg: &Config) -> std::result::Result<(), String> {
+    use crate::io::record::RecordParts;
+    let parts = RecordParts::of(cfg);
+    let path: Vec<&str> = quantity.split('/').collect();
+    match path[0] {
+        "prompt" if !parts.prompt => Err(format!(
+            "`{quantity}` is the in-sequence prompt's record; this claim's config has the \
+             separate prompt (`[model] prompt = \"in-sequence\"` records it)"
+        )),
+        "direction" if !parts.direction => Err(format!(
+            "`{quantity}` is the direction record; this claim's config has no [direction] \
+             section"
+        )),
+        "samples" => {
+            let index = |ix: Option<&&str>, len: usize, what: &str| match ix {
+                Some(ix) if !ix.parse::<usize>().is_ok_and(|i| i < len) => Err(format!(
+                    "`{ix}` in `{quantity}` is not {what} 0..{}",
+                    len.saturating_sub(1)
+                )),
+                _ => Ok(()),
+            };
+            index(
+                path.get(1),
+                cfg.n_train,
+                "a training sample index (n_train)",
+            )?;
+            match (path.get(2), parts.classes) {
+                (Some(&"outputs"), None) => Err(format!(
+                    "`{quantity}` is a K-class record (a sample's K outputs); this claim's \
+                     config is the binary model (its output is `f`)"
+                )),
+                (Some(&"outputs"), Some(k)) => index(path.get(3), k, "a class index (K)"),
+                (Some(&"prompt"), _) if !parts.prompt => Err(format!(
+                    "`{quantity}` is the in-sequence prompt's record; this claim's config \
+                     has the separate prompt"
+                )),
+                _ => Ok(()),
+            }
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The options a certified claim's ball run takes: the claim's `prec` (default
