@@ -524,6 +524,40 @@ fn readers_refuse_a_record_that_does_not_fit_the_config() {
     for (name, text, other, edit, want) in cases {
         refused_by_plot_and_diff(dir, name, &edited(text, edit), other, want);
     }
+    // edits of the whole trajectory (the adversary's: plot drew them, diff read them):
+    // a checkpoint past the config's steps, a label the model does not take
+    type Whole = Box<dyn Fn(&mut Value)>;
+    let whole: Vec<(&str, &str, &Path, Whole, &str)> = vec![
+        (
+            "k3-step-past",
+            &k3,
+            &k3_path,
+            Box::new(|t| {
+                let last = t["checkpoints"].as_array_mut().unwrap().last_mut().unwrap();
+                last["step"] = 1_000_000.into();
+            }),
+            "checkpoint 1000000 is past the run's",
+        ),
+        (
+            "k3-label",
+            &k3,
+            &k3_path,
+            Box::new(|t| t["y"][0] = 5.into()),
+            "`y[0]` = 5 is not a label of this model (a class index 0..2)",
+        ),
+        (
+            "binary-label",
+            &binary,
+            &binary_path,
+            Box::new(|t| t["y_true"][0] = (-7).into()),
+            "`y_true[0]` = -7 is not a label of this model (+1 or -1)",
+        ),
+    ];
+    for (name, text, other, edit, want) in whole {
+        let mut v: Value = serde_json::from_str(text).unwrap();
+        edit(&mut v);
+        refused_by_plot_and_diff(dir, name, &serde_json::to_string(&v).unwrap(), other, want);
+    }
 }
 
 /// A K = 3 certificate is read with the same shape and range checks: `plot` refuses one

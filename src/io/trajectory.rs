@@ -709,6 +709,13 @@ pub(crate) fn check_checkpoints<V: Value, X: Extras<V>>(
     if checkpoints.windows(2).any(|w| w[0].step >= w[1].step) {
         return Err("checkpoint steps are not strictly increasing".into());
     }
+    let last = checkpoints[checkpoints.len() - 1].step;
+    if last > config.steps {
+        return Err(format!(
+            "checkpoint {last} is past the run's {} steps (`config.steps`)",
+            config.steps
+        ));
+    }
     let parts = RecordParts::of(config);
     for c in checkpoints {
         if c.samples.len() != n {
@@ -775,6 +782,24 @@ impl Trajectory {
         let n = t.config.n_train;
         if t.y.len() != n || t.y_true.len() != n {
             return Err(bad(format!("labels do not have n_train = {n} entries")));
+        }
+        // the labels the config's model takes: +1 / -1, or a class index below K
+        let k = t.config.model.classes;
+        let label_ok = |y: i8| match RecordParts::of(&t.config).classes {
+            Some(_) => (0..k as i64).contains(&i64::from(y)),
+            None => y == 1 || y == -1,
+        };
+        for (name, labels) in [("y", &t.y), ("y_true", &t.y_true)] {
+            if let Some(i) = labels.iter().position(|&y| !label_ok(y)) {
+                return Err(bad(format!(
+                    "`{name}[{i}]` = {} is not a label of this model ({})",
+                    labels[i],
+                    match RecordParts::of(&t.config).classes {
+                        Some(_) => format!("a class index 0..{}", k - 1),
+                        None => "+1 or -1".to_string(),
+                    }
+                )));
+            }
         }
         check_checkpoints(&t.config, &t.checkpoints).map_err(bad)?;
         if t.direction.is_some() != t.config.direction.is_some() {
