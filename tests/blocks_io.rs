@@ -15,6 +15,7 @@ use tokensel::prelude::formats::export::initial_blocks;
 use tokensel::prelude::{Config, Dataset};
 
 mod common;
+use common::twin_with_state as twin;
 use common::{stderr, supplied_files, tokensel};
 
 /// A factorised config at a small size: m = 3, biases, the nn.Linear init, p fixed.
@@ -174,25 +175,6 @@ fn a_wrong_shaped_block_is_refused_by_name() {
         );
         assert!(!err.contains("panicked"), "{err}");
     }
-}
-
-/// `twin` of `cfg` at 64 bits with the state file `state` (saved every 2 steps) and
-/// the arguments `extra`.
-fn twin(cfg: &Path, state: &Path, extra: &[&str]) -> Output {
-    let mut args = vec![
-        "twin",
-        "--quiet",
-        "--prec",
-        "64",
-        "--config",
-        s(cfg),
-        "--state",
-        s(state),
-        "--save-every",
-        "2",
-    ];
-    args.extend(extra);
-    tokensel(&args)
 }
 
 /// A twin run of `cfg` stopped after step 4 (state saved every 2 steps): its state file.

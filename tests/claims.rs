@@ -838,16 +838,7 @@ fn record_quantities_the_config_does_not_record_are_refused_before_work() {
             "class index (K) 0..2",
         ),
     ] {
-        let text = format!(
-            "[[claim]]\nname = \"x\"\n{config}\nsource = \"run\"\n{extra}quantity = \"{quantity}\"\nop = \">=\"\nbound = 0.5\n"
-        );
-        let path = dir.path().join("c.toml");
-        std::fs::write(&path, text).unwrap();
-        let o = common::tokensel_within(
-            &["check", path.to_str().unwrap()],
-            std::time::Duration::from_secs(20),
-        )
-        .expect("refused before the 100,000-step run");
+        let o = common::check_one_claim(dir.path(), config, extra, quantity);
         let err = common::stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{quantity}: {err}");
         assert!(

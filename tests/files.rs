@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 
 mod common;
 use common::npy::{external_header, f64_bytes, npy, npz, zip_of};
+use common::twin_with_state;
 use common::{stderr, tokensel, tokensel_within};
 
 /// How long a command that must refuse its input may take (it must not hang).
@@ -100,25 +101,6 @@ fn sha(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-/// `twin` at 64 bits on the config `cfg` with the state file `state`, saved every 2
-/// steps, `extra` flags appended (it must end within `QUICK`).
-fn twin_with_state(cfg: &Path, state: &Path, extra: &[&str]) -> Output {
-    let mut args = vec![
-        "twin",
-        "--quiet",
-        "--prec",
-        "64",
-        "--config",
-        s(cfg),
-        "--state",
-        s(state),
-        "--save-every",
-        "2",
-    ];
-    args.extend(extra);
-    tokensel_within(&args, QUICK).expect("no hang")
 }
 
 /// A FIFO given as any input file, and a device and a directory where a file is read,

@@ -812,16 +812,7 @@ fn k_class_claim_paths_are_checked_before_work() {
             "binary model",
         ),
     ] {
-        let text = format!(
-            "[[claim]]\nname = \"x\"\n{config}\nsource = \"run\"\nquantity = \"{quantity}\"\nop = \">=\"\nbound = 0.5\n"
-        );
-        let path = dir.path().join("c.toml");
-        std::fs::write(&path, text).unwrap();
-        let o = common::tokensel_within(
-            &["check", path.to_str().unwrap()],
-            std::time::Duration::from_secs(20),
-        )
-        .expect("refused before the 100,000-step run");
+        let o = common::check_one_claim(dir.path(), config, "", quantity);
         let err = common::stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{quantity}: {err}");
         assert!(err.contains(needle), "{quantity}: {err}");

@@ -223,3 +223,40 @@ pub fn write_supplied(cfg: &Config, dir: &std::path::Path) -> Config {
     }
     cfg0
 }
+
+/// `twin` at 64 bits on the config `cfg` with the state file `state`, saved every 2
+/// steps, `extra` flags appended (it must end within 20 s: the state tests' runs are
+/// small).
+pub fn twin_with_state(cfg: &std::path::Path, state: &std::path::Path, extra: &[&str]) -> Output {
+    let (cfg, state) = (cfg.to_str().unwrap(), state.to_str().unwrap());
+    let mut args = vec![
+        "twin",
+        "--quiet",
+        "--prec",
+        "64",
+        "--config",
+        cfg,
+        "--state",
+        state,
+        "--save-every",
+        "2",
+    ];
+    args.extend(extra);
+    tokensel_within(&args, std::time::Duration::from_secs(20)).expect("no hang")
+}
+
+/// `tokensel check` of a one-claim file: the claim `x` on `config` (a `config = {...}`
+/// line) from the run, `extra` lines, `quantity >= 0.5`; the claims name 100,000-step
+/// runs, so the check must be refused before any work (within 20 s).
+pub fn check_one_claim(dir: &std::path::Path, config: &str, extra: &str, quantity: &str) -> Output {
+    let text = format!(
+        "[[claim]]\nname = \"x\"\n{config}\nsource = \"run\"\n{extra}quantity = \"{quantity}\"\nop = \">=\"\nbound = 0.5\n"
+    );
+    let path = dir.join("c.toml");
+    std::fs::write(&path, text).unwrap();
+    tokensel_within(
+        &["check", path.to_str().unwrap()],
+        std::time::Duration::from_secs(20),
+    )
+    .expect("refused before the 100,000-step run")
+}
