@@ -99,6 +99,22 @@ impl ModelSpec {
         self.kind == ModelKind::Multiclass
     }
 
+    /// Whether `y` is a label of this model: +1 or -1, or a class index below K.
+    pub fn is_label(&self, y: i8) -> bool {
+        match self.is_multiclass() {
+            true => (0..i64::try_from(self.classes).unwrap_or(i64::MAX)).contains(&i64::from(y)),
+            false => y == 1 || y == -1,
+        }
+    }
+
+    /// The labels of this model, in words (for messages).
+    pub fn labels(&self) -> String {
+        match self.is_multiclass() {
+            true => format!("a class index 0..{}", self.classes.saturating_sub(1)),
+            false => "+1 or -1".to_string(),
+        }
+    }
+
     /// True where the prompt is token 0 of the attended sequence (`prompt =
     /// "in-sequence"`).
     pub fn in_sequence(&self) -> bool {

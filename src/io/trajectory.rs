@@ -733,6 +733,27 @@ pub(crate) fn check_checkpoints<V: Value, X: Extras<V>>(
     Ok(())
 }
 
+/// Check a run's record against its config: its checkpoints ([`check_checkpoints`])
+/// and its direction summary, present exactly where the config has `[direction]` and
+/// consistent with the data's sizes (trajectories and certificates alike).
+pub(crate) fn check_record<V: Value, X: Extras<V>>(
+    config: &Config,
+    checkpoints: &[Checkpoint<V, X>],
+    direction: Option<&crate::model::token_selection::limit::LimitSummary>,
+) -> std::result::Result<(), String> {
+    check_checkpoints(config, checkpoints)?;
+    if direction.is_some() != config.direction.is_some() {
+        return Err(
+            "the direction summary and the config's [direction] section: one without the other"
+                .into(),
+        );
+    }
+    match direction {
+        Some(d) => d.check(config.n_train, config.layout.tokens),
+        None => Ok(()),
+    }
+}
+
 impl Trajectory {
     /// The last checkpoint.
     pub fn last(&self) -> &Checkpoint {
@@ -783,36 +804,17 @@ impl Trajectory {
         if t.y.len() != n || t.y_true.len() != n {
             return Err(bad(format!("labels do not have n_train = {n} entries")));
         }
-        // the labels the config's model takes: +1 / -1, or a class index below K
-        let k = t.config.model.classes;
-        let label_ok = |y: i8| match RecordParts::of(&t.config).classes {
-            Some(_) => (0..k as i64).contains(&i64::from(y)),
-            None => y == 1 || y == -1,
-        };
+        // the labels the config's model takes
         for (name, labels) in [("y", &t.y), ("y_true", &t.y_true)] {
-            if let Some(i) = labels.iter().position(|&y| !label_ok(y)) {
+            if let Some(i) = labels.iter().position(|&y| !t.config.model.is_label(y)) {
                 return Err(bad(format!(
                     "`{name}[{i}]` = {} is not a label of this model ({})",
                     labels[i],
-                    match RecordParts::of(&t.config).classes {
-                        Some(_) => format!("a class index 0..{}", k - 1),
-                        None => "+1 or -1".to_string(),
-                    }
+                    t.config.model.labels()
                 )));
             }
         }
-        check_checkpoints(&t.config, &t.checkpoints).map_err(bad)?;
-        if t.direction.is_some() != t.config.direction.is_some() {
-            return Err(bad(
-                "the direction summary and the config's [direction] section: one without the \
-                 other"
-                    .into(),
-            ));
-        }
-        if let Some(d) = &t.direction {
-            d.check(t.config.n_train, t.config.layout.tokens)
-                .map_err(bad)?;
-        }
+        check_record(&t.config, &t.checkpoints, t.direction.as_ref()).map_err(bad)?;
         Ok(t)
     }
 

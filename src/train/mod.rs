@@ -839,12 +839,12 @@ fn check_data(cfg: &Config, data: &Dataset) -> Result<()> {
                 split.y.len()
             ));
         }
-        let k = cfg.model.classes as i8;
-        let label_ok = |y: &i8| match cfg.model.is_multiclass() {
-            true => (0..k).contains(y),
-            false => *y == 1 || *y == -1,
-        };
-        if let Some(y) = split.y.iter().chain(&split.y_true).find(|y| !label_ok(y)) {
+        if let Some(y) = split
+            .y
+            .iter()
+            .chain(&split.y_true)
+            .find(|&&y| !cfg.model.is_label(y))
+        {
             return bad(format!(
                 "the {name} split has label {y}, not a label of the config's model"
             ));

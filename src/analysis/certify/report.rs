@@ -362,18 +362,8 @@ impl Certificate {
         }
         // the record's shape against the config (samples, the K-class parts, the
         // direction record) and every leaf in its range, as a trajectory's
-        crate::io::trajectory::check_checkpoints(&c.config, &c.checkpoints).map_err(bad)?;
-        if c.direction.is_some() != c.config.direction.is_some() {
-            return Err(bad(
-                "the direction summary and the config's [direction] section: one without the \
-                 other"
-                    .into(),
-            ));
-        }
-        if let Some(d) = &c.direction {
-            d.check(c.config.n_train, c.config.layout.tokens)
-                .map_err(bad)?;
-        }
+        crate::io::trajectory::check_record(&c.config, &c.checkpoints, c.direction.as_ref())
+            .map_err(bad)?;
         Ok(c)
     }
 }
