@@ -871,3 +871,128 @@ fn plot_refuses_certificates_of_impossible_runs() {
         assert!(!dir.path().join("bad.svg").exists(), "{want}: drawn");
     }
 }
+
+/// `plot` (every certificate reader) refuses a certificate whose summary or proof
+/// contradicts what its writer guarantees (exit 2, naming the field and its value; each
+/// was drawn, exit 0, before): the summary's accuracies, counts and selection shares
+/// are the last checkpoint's; `decided` is the last checkpoint's decisions (and the last
+/// attempt's); the bits lost follow the largest radius; a checkpoint's counts are of
+/// n_train / n_test samples and its decision counts are its samples'; checkpoint 0 is
+/// recorded; a loss enclosure lies in [0, inf) (the writer intersects it with that
+/// range). The certificate as written is drawn.
+#[test]
+fn plot_refuses_certificates_whose_summary_contradicts_their_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    std::fs::write(
+        p("small.toml"),
+        "d = 20\nn_train = 4\nn_test = 6\nmu_norm = 5.0\nsteps = 20\nmethod = \"span\"\n",
+    )
+    .unwrap();
+    let o = common::tokensel(&[
+        "certify",
+        "--quiet",
+        "--config",
+        &p("small.toml"),
+        "--out",
+        &p("c"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let text = std::fs::read_to_string(p("c/certificate.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let last = v["checkpoints"].as_array().unwrap().len() - 1;
+    assert_eq!(v["decided"], true, "the run this test edits is decided");
+    assert_eq!(v["train_correct"], v["checkpoints"][last]["train_correct"]);
+    let draw = |value: &serde_json::Value, name: &str| {
+        std::fs::write(p(name), value.to_string()).unwrap();
+        let svg = p(&format!("{name}.svg"));
+        (common::tokensel(&["plot", &p(name), "--out", &svg]), svg)
+    };
+    let (o, _) = draw(&v, "as-written.json");
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    // a count other than the written one (the run's counts are 4 of 4 or fewer)
+    let other = serde_json::json!({"lo": 0, "hi": 1, "of": 4});
+    assert_ne!(v["train_correct"], other);
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let edits: Vec<(&str, Edit)> = vec![
+        (
+            "`train_accuracy` [0.125, 0.25] is not the last checkpoint's",
+            Box::new(|v| v["train_accuracy"] = serde_json::json!([0.125, 0.25])),
+        ),
+        (
+            "`test_accuracy` [0, 1] is not the last checkpoint's",
+            Box::new(|v| v["test_accuracy"] = serde_json::json!([0.0, 1.0])),
+        ),
+        (
+            "`train_correct` [0, 1]/4 is not the last checkpoint's",
+            Box::new(move |v| v["train_correct"] = other.clone()),
+        ),
+        (
+            "`selection.clean.R` [0.015625, 0.03125] is not the last checkpoint's",
+            Box::new(|v| v["selection"]["clean"]["R"] = serde_json::json!([0.015625, 0.03125])),
+        ),
+        (
+            "`selection_counts.clean.tie` [0, 1]/4 is not the last checkpoint's",
+            Box::new(|v| {
+                v["selection_counts"]["clean"]["tie"] =
+                    serde_json::json!({"lo": 0, "hi": 1, "of": 4})
+            }),
+        ),
+        (
+            "`decided` is false",
+            Box::new(|v| v["decided"] = false.into()),
+        ),
+        (
+            "`attempts[0].decided` is false",
+            Box::new(|v| v["attempts"][0]["decided"] = false.into()),
+        ),
+        (
+            "`attempts[0].prec_bits` 256 is not the certificate's",
+            Box::new(|v| v["attempts"][0]["prec_bits"] = 256.into()),
+        ),
+        (
+            "`bits_lost` is 100 but `largest_rel_radius`",
+            Box::new(|v| v["bits_lost"] = 100.0.into()),
+        ),
+        (
+            "checkpoint 1: `train_correct.of` is 5; the config's n_train is 4",
+            Box::new(|v| {
+                v["checkpoints"][1]["train_correct"] =
+                    serde_json::json!({"lo": 0, "hi": 5, "of": 5})
+            }),
+        ),
+        (
+            "checkpoint 1: `test_correct.of` is 4; the config's n_test is 6",
+            Box::new(|v| {
+                v["checkpoints"][1]["test_correct"] = serde_json::json!({"lo": 0, "hi": 4, "of": 4})
+            }),
+        ),
+        (
+            "checkpoint 1: `decisions.ties` is 99",
+            Box::new(|v| v["checkpoints"][1]["decisions"]["ties"] = 99.into()),
+        ),
+        (
+            "checkpoint 1: `decisions.train_signs_undecided` is 1",
+            Box::new(|v| v["checkpoints"][1]["decisions"]["train_signs_undecided"] = 1.into()),
+        ),
+        (
+            "checkpoint 1: train_loss [-2, -1] is out of range",
+            Box::new(|v| v["checkpoints"][1]["train_loss"] = serde_json::json!([-2.0, -1.0])),
+        ),
+        (
+            "the first checkpoint is step 1",
+            Box::new(|v| {
+                v["checkpoints"].as_array_mut().unwrap().remove(0);
+            }),
+        ),
+    ];
+    for (want, edit) in edits {
+        let mut bad = v.clone();
+        edit(&mut bad);
+        let (o, svg) = draw(&bad, "bad.json");
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{want}: {err}");
+        assert!(err.contains(want), "{want}: {err}");
+        assert!(!std::path::Path::new(&svg).exists(), "{want}: drawn");
+    }
+}

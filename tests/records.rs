@@ -650,3 +650,47 @@ fn certificates_are_read_with_the_records_checks() {
     );
     assert!(!e.contains("invalid type") && !svg.exists(), "{e}");
 }
+
+/// Every writer records checkpoint 0 (run, twin, resumed and minibatch runs: the
+/// recorder's schedule starts at 0 and a state holds the checkpoints before it), and a
+/// loss is >= 0 in every arithmetic (l(u) = log1p(exp(-u)) or -u + log1p(exp(u)), each
+/// term >= 0; the K-class (f_m - f_Y) + log1p(...) alike): a trajectory without
+/// checkpoint 0, or whose `train_loss` is negative, is refused by `plot` and `diff`
+/// (exit 2, naming it); both were drawn and compared before.
+#[test]
+fn readers_refuse_a_trajectory_without_step_0_or_with_a_negative_loss() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let good = run(dir, "binary", BINARY);
+    let text = std::fs::read_to_string(&good).unwrap();
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["checkpoints"][0]["step"], 0);
+    v["checkpoints"].as_array_mut().unwrap().remove(0);
+    let no_zero = serde_json::to_string(&v).unwrap();
+    refused_by_plot_and_diff(
+        dir,
+        "no-step-0",
+        &no_zero,
+        &good,
+        "the first checkpoint is step 1",
+    );
+    let negative = edited(&text, |c| c["train_loss"] = (-0.5).into());
+    refused_by_plot_and_diff(
+        dir,
+        "negative-loss",
+        &negative,
+        &good,
+        "train_loss -0.5 is out of range: it can only be >= 0",
+    );
+    // a loss at rounding level below 0 (within the ranges' slack) is read
+    let svg = dir.join("tiny.svg");
+    let tiny = dir.join("tiny.json");
+    std::fs::write(&tiny, edited(&text, |c| c["train_loss"] = (-1e-9).into())).unwrap();
+    let o = tokensel(&[
+        "plot",
+        tiny.to_str().unwrap(),
+        "--out",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

@@ -68,6 +68,17 @@ pub trait Extras<V: Value> {
     fn blank_sample() -> Self::Sample;
     /// A blank `on_pattern`.
     fn blank_pattern() -> Self::Pattern;
+    /// The checks of checkpoint `c`'s extras against its values and `cfg` (a
+    /// certificate's counts of n_train / n_test samples, its decision counts its
+    /// samples'); the reader's (`io::trajectory::check_checkpoints`) after the leaves'
+    /// ranges. Nothing to check by default (a trajectory's `()`).
+    fn check(c: &Checkpoint<V, Self>, cfg: &Config) -> Result<(), String>
+    where
+        Self: Sized,
+    {
+        let _ = (c, cfg);
+        Ok(())
+    }
 }
 
 impl<V: Value> Extras<V> for () {
@@ -198,11 +209,14 @@ impl RecordParts {
 /// can record, NaN where it stopped at a non-finite value, is inside unless said).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Range {
-    /// Any number, NaN and infinities included (a loss, an output, a score gap).
+    /// Any number, NaN and infinities included (an output, a score gap).
     Real,
     /// A share in [0, 1] (up to rounding: [`SHARE_SLACK`]), or NaN.
     Share,
-    /// A number >= 0 (up to [`SHARE_SLACK`]), +inf or NaN (a norm, a sum of scores).
+    /// A number >= 0 (up to [`SHARE_SLACK`]), +inf or NaN (a norm, a sum of scores, a
+    /// loss: log1p(exp(-u)) or -u + log1p(exp(u)), the K-class (f_m - f_Y) + log1p(...),
+    /// each term >= 0 in every arithmetic; a certificate's loss enclosure is cut to
+    /// [0, inf) by its writer).
     NonNegative,
     /// In [lo, hi] (up to [`SHARE_SLACK`]) and never NaN (a direction record, whose
     /// tracker records `None` where a value is undefined); `hi = f64::MAX` reads "finite
@@ -224,6 +238,18 @@ impl Range {
             Range::Within(lo, hi) => (lo, hi, false),
         };
         (nan && v.is_nan()) || (lo - SHARE_SLACK..=hi + SHARE_SLACK).contains(&v)
+    }
+
+    /// The range of the difference of two values in this range (a claim on the change
+    /// from a baseline step): a share's in [-1, 1], [lo, hi]'s in [lo - hi, hi - lo];
+    /// any number where the range is unbounded.
+    pub fn difference(self) -> Range {
+        match self {
+            Range::Real | Range::NonNegative => Range::Real,
+            Range::Share => Range::Within(-1.0, 1.0),
+            Range::Within(lo, hi) if (hi - lo).is_finite() => Range::Within(lo - hi, hi - lo),
+            Range::Within(..) => Range::Real,
+        }
     }
 
     /// The range in words ("in [0, 1]", "finite and >= 0", ...).
@@ -274,7 +300,7 @@ pub const SELECTION_NAMES: [&str; 3] = ["decided", "tie", "undecided"];
 /// after its outputs, the direction's `on_pattern` in its place.
 pub fn visit<V: Value, X: Extras<V>>(c: &Checkpoint<V, X>, tokens: usize, v: &mut impl Visitor<V>) {
     v.count("step", c.step);
-    v.real("train_loss", Range::Real, c.train_loss);
+    v.real("train_loss", Range::NonNegative, c.train_loss);
     v.real("train_accuracy", Range::Share, c.train_accuracy);
     v.real("test_accuracy", Range::Share, c.test_accuracy);
     v.real("q_norm", Range::NonNegative, c.q_norm);

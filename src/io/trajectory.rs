@@ -692,12 +692,13 @@ impl Visitor for CsvRow {
     }
 }
 
-/// Check a run's recorded checkpoints against its config: at least one, steps strictly
-/// increasing, each holding `n_train` samples and exactly the optional parts of the
+/// Check a run's recorded checkpoints against its config: at least one, the first step
+/// 0, steps strictly increasing, each holding `n_train` samples and exactly the optional parts of the
 /// config's record ([`RecordParts::of`]: per-class metrics and K outputs per sample for
 /// a K-class model, the prompt's records for the in-sequence prompt, a direction record
 /// for `[direction]`), every leaf within its range (`io::record::check`). The error says
-/// what is wrong (trajectories, state files and certificates are all checked by it).
+/// what is wrong (trajectories, state files and certificates are all checked by it);
+/// then the checks of the extras ([`Extras::check`]: a certificate's counts).
 pub(crate) fn check_checkpoints<V: Value, X: Extras<V>>(
     config: &Config,
     checkpoints: &[Checkpoint<V, X>],
@@ -705,6 +706,15 @@ pub(crate) fn check_checkpoints<V: Value, X: Extras<V>>(
     let (n, tokens) = (config.n_train, config.layout.tokens);
     if checkpoints.is_empty() {
         return Err("no checkpoints (a run records at least step 0)".into());
+    }
+    // every writer records step 0 first (the recorder's and certify's schedules start
+    // at 0, a state holds the checkpoints before it, a run stopped before step 0 writes
+    // nothing)
+    if checkpoints[0].step != 0 {
+        return Err(format!(
+            "the first checkpoint is step {}: a run records step 0 first",
+            checkpoints[0].step
+        ));
     }
     if checkpoints.windows(2).any(|w| w[0].step >= w[1].step) {
         return Err("checkpoint steps are not strictly increasing".into());
@@ -729,6 +739,7 @@ pub(crate) fn check_checkpoints<V: Value, X: Extras<V>>(
             .check(c)
             .map_err(|m| format!("checkpoint {}: {m}", c.step))?;
         crate::io::record::check(c, tokens).map_err(|m| format!("checkpoint {}: {m}", c.step))?;
+        X::check(c, config).map_err(|m| format!("checkpoint {}: {m}", c.step))?;
     }
     Ok(())
 }

@@ -210,6 +210,227 @@ impl Extras<Interval> for Proof {
     fn blank_pattern() -> Count {
         Count::default()
     }
+
+    /// What the writer (`observe.rs`) guarantees of a checkpoint's proof: the counts are
+    /// of n_train (`train_correct`, the selection counts' sets together, the direction's
+    /// `on_pattern`) and n_test (`test_correct`) samples; the decision counts are at most
+    /// those and are the samples' own (their predictions, their top tokens' selection)
+    /// and the counts' widths (an undecided sample widens each count it may fall in);
+    /// each set's six selection counts cover its samples once; the accuracies and
+    /// selection shares are their counts' shares, bit for bit ([`Count::share`]). The
+    /// message names the field and its value.
+    fn check(c: &Certified, cfg: &Config) -> std::result::Result<(), String> {
+        use crate::io::record::Value;
+        let (p, d) = (&c.proof, &c.proof.decisions);
+        let (n, n_test) = (cfg.n_train, cfg.n_test);
+        for (field, count, of, what) in [
+            ("train_correct", &p.train_correct, n, "n_train"),
+            ("test_correct", &p.test_correct, n_test, "n_test"),
+        ] {
+            if count.of != of {
+                return Err(format!(
+                    "`{field}.of` is {}; the config's {what} is {of}",
+                    count.of
+                ));
+            }
+        }
+        for (field, v, bound, what) in [
+            (
+                "train_signs_undecided",
+                d.train_signs_undecided,
+                n,
+                "n_train",
+            ),
+            ("tops_undecided", d.tops_undecided, n, "n_train"),
+            ("ties", d.ties, n, "n_train"),
+            (
+                "test_signs_undecided",
+                d.test_signs_undecided,
+                n_test,
+                "n_test",
+            ),
+        ] {
+            if v > bound {
+                return Err(format!(
+                    "`decisions.{field}` is {v}, more than the config's {what} {bound}"
+                ));
+            }
+        }
+        let samples = |f: &dyn Fn(&SampleState<Interval, SampleProof>) -> bool| {
+            c.samples.iter().filter(|s| f(s)).count()
+        };
+        let predicted = |want: Decision| samples(&|s| s.proof.prediction == want);
+        let selected = |want: Selection| samples(&|s| s.selection == want);
+        let (tc, uc) = (&p.train_correct, &p.test_correct);
+        let mut counts_sel = (0usize, 0usize, 0usize);
+        for (set, counts) in [
+            ("clean", &p.selection_counts.clean),
+            ("noisy", &p.selection_counts.noisy),
+        ] {
+            let Some(s) = counts else { continue };
+            let a = s.to_array();
+            let (of, undecided) = (a[0].of, a[5]);
+            let mut lo = 0;
+            for (name, k) in SelectionShare::<f64>::NAMES.iter().zip(a) {
+                let field = format!("selection_counts.{set}.{name}");
+                if k.of != of {
+                    return Err(format!(
+                        "`{field}` is {k}, but `selection_counts.{set}.R` is of {of}: a set's \
+                         counts are of its samples"
+                    ));
+                }
+                let open = if *name == "undecided" {
+                    0
+                } else {
+                    undecided.lo
+                };
+                if k.hi - k.lo != open {
+                    return Err(format!(
+                        "`{field}` is {k}, but the set's undecided samples leave {open} open"
+                    ));
+                }
+                lo += k.lo;
+            }
+            if lo != of {
+                return Err(format!(
+                    "the proved counts of `selection_counts.{set}` sum to {lo}, not to its {of} \
+                     samples"
+                ));
+            }
+            counts_sel.0 += of;
+            counts_sel.1 += undecided.lo;
+            counts_sel.2 += a[4].lo;
+        }
+        let dir = c.direction.as_ref().map(|x| x.on_pattern);
+        for (field, v, want, why) in [
+            (
+                "decisions.train_signs_undecided",
+                d.train_signs_undecided,
+                predicted(Decision::Undecided),
+                "its samples' predictions leave",
+            ),
+            (
+                "decisions.train_signs_undecided",
+                d.train_signs_undecided,
+                tc.hi - tc.lo,
+                "`train_correct` leaves",
+            ),
+            (
+                "decisions.test_signs_undecided",
+                d.test_signs_undecided,
+                uc.hi - uc.lo,
+                "`test_correct` leaves",
+            ),
+            (
+                "decisions.tops_undecided",
+                d.tops_undecided,
+                selected(Selection::Undecided),
+                "its samples' top tokens leave",
+            ),
+            (
+                "decisions.tops_undecided",
+                d.tops_undecided,
+                counts_sel.1,
+                "`selection_counts` leave",
+            ),
+            (
+                "decisions.ties",
+                d.ties,
+                selected(Selection::Tie),
+                "its samples' top tokens hold",
+            ),
+            (
+                "decisions.ties",
+                d.ties,
+                counts_sel.2,
+                "`selection_counts` hold",
+            ),
+            (
+                "train_correct.lo",
+                tc.lo,
+                predicted(Decision::Correct),
+                "its samples' predictions prove correct",
+            ),
+            (
+                "train_correct.hi",
+                tc.hi,
+                n - predicted(Decision::Wrong),
+                "its samples' predictions prove wrong all but",
+            ),
+            (
+                "selection_counts",
+                counts_sel.0,
+                n,
+                "the config's n_train is",
+            ),
+            (
+                "direction.on_pattern.of",
+                dir.map_or(n, |k| k.of),
+                n,
+                "the config's n_train is",
+            ),
+            (
+                "direction.on_pattern",
+                dir.map_or(d.tops_undecided, |k| k.hi - k.lo),
+                d.tops_undecided,
+                "the samples' undecided top tokens (`decisions.tops_undecided`) leave open",
+            ),
+        ] {
+            if v != want {
+                let v = match field {
+                    "selection_counts" => format!("of {v} samples"),
+                    "direction.on_pattern" => format!("open by {v}"),
+                    _ => format!("{v}"),
+                };
+                return Err(format!("`{field}` is {v}, but {why} {want}"));
+            }
+        }
+        let shares = p
+            .selection_counts
+            .map(|s| SelectionShare::from_array(s.to_array().map(|k| k.share())));
+        for (field, share, count) in [
+            ("train_accuracy", c.train_accuracy, tc),
+            ("test_accuracy", c.test_accuracy, uc),
+        ] {
+            if share != count.share() {
+                return Err(format!(
+                    "`{field}` {} is not the share of its count {count} ({})",
+                    share.show(),
+                    count.share().show()
+                ));
+            }
+        }
+        if let Some((field, ours, want)) = first_difference(&c.selection, &shares, Interval::show) {
+            return Err(format!(
+                "`selection.{field}` {ours} is not the share of its count in \
+                 `selection_counts` ({want})"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The first entry where two sets' selection records differ: its path below the record
+/// (`clean.R`), and both values as `show` writes them (`null`: the set is absent).
+fn first_difference<T: Copy + PartialEq>(
+    ours: &ByNoise<SelectionShare<T>>,
+    theirs: &ByNoise<SelectionShare<T>>,
+    show: impl Fn(T) -> String,
+) -> Option<(String, String, String)> {
+    let show = |x: Option<T>| x.map_or_else(|| "null".to_string(), &show);
+    for (set, a, b) in [
+        ("clean", ours.clean, theirs.clean),
+        ("noisy", ours.noisy, theirs.noisy),
+    ] {
+        let (a, b) = (a.map(|s| s.to_array()), b.map(|s| s.to_array()));
+        for (k, name) in SelectionShare::<f64>::NAMES.iter().enumerate() {
+            let (x, y) = (a.map(|a| a[k]), b.map(|b| b[k]));
+            if x != y {
+                return Some((format!("{set}.{name}"), show(x), show(y)));
+            }
+        }
+    }
+    None
 }
 
 /// The first decision that was not proved.
@@ -364,7 +585,157 @@ impl Certificate {
         // direction record) and every leaf in its range, as a trajectory's
         crate::io::trajectory::check_record(&c.config, &c.checkpoints, c.direction.as_ref())
             .map_err(bad)?;
+        c.check_summary().map_err(bad)?;
         Ok(c)
+    }
+
+    /// The certificate's summary against its checkpoints, as its writer (`run_at`,
+    /// `certify`) makes it: the accuracies, their counts, the selection shares and their
+    /// counts are the last checkpoint's; `decided` is "not stopped and nothing undecided
+    /// at the last checkpoint", and the last attempt is the certificate's own run (its
+    /// precision, `decided`, `first_undecided`), every attempt before it undecided; an
+    /// undecided last checkpoint has a `first_undecided`; `bits_lost` follows
+    /// `largest_rel_radius` (as a checkpoint's radius: `Radius::check_consistent`), which
+    /// is the radius of the checkpoint at `largest_at_step` where that step is one; the
+    /// steps with proved ties cover every checkpoint that holds one. The message names
+    /// the field and its value.
+    fn check_summary(&self) -> std::result::Result<(), String> {
+        use crate::io::record::Value;
+        let last = self.last();
+        let at = last.step;
+        let differs = |field: String, ours: String, theirs: String| {
+            format!(
+                "`{field}` {ours} is not the last checkpoint's (step {at}) {theirs}: a \
+                 certificate's summary repeats its final checkpoint"
+            )
+        };
+        for (field, ours, theirs) in [
+            ("train_accuracy", self.train_accuracy, last.train_accuracy),
+            ("test_accuracy", self.test_accuracy, last.test_accuracy),
+        ] {
+            if ours != theirs {
+                return Err(differs(field.into(), ours.show(), theirs.show()));
+            }
+        }
+        for (field, ours, theirs) in [
+            (
+                "train_correct",
+                self.train_correct,
+                last.proof.train_correct,
+            ),
+            ("test_correct", self.test_correct, last.proof.test_correct),
+        ] {
+            if ours != theirs {
+                return Err(differs(field.into(), ours.to_string(), theirs.to_string()));
+            }
+        }
+        if let Some((field, ours, theirs)) =
+            first_difference(&self.selection, &last.selection, Interval::show)
+        {
+            return Err(differs(format!("selection.{field}"), ours, theirs));
+        }
+        if let Some((field, ours, theirs)) = first_difference(
+            &self.selection_counts,
+            &last.proof.selection_counts,
+            |k: Count| k.to_string(),
+        ) {
+            return Err(differs(format!("selection_counts.{field}"), ours, theirs));
+        }
+        let all_decided = last.proof.decisions.all_decided();
+        let decided = self.stopped().is_none() && all_decided;
+        if self.decided != decided {
+            return Err(format!(
+                "`decided` is {}, but {}",
+                self.decided,
+                match (self.stopped(), all_decided) {
+                    (Some(_), _) =>
+                        "the run stopped (the last attempt's `stopped`): a stopped \
+                                     certificate is undecided",
+                    (None, true) => "the last checkpoint proves every decision (`decisions`)",
+                    (None, false) => "the last checkpoint leaves decisions undecided (`decisions`)",
+                }
+            ));
+        }
+        if !all_decided && self.first_undecided.is_none() {
+            return Err(format!(
+                "`first_undecided` is null, but the last checkpoint (step {at}) leaves \
+                 decisions undecided (`decisions`)"
+            ));
+        }
+        let Some((own, before)) = self.attempts.split_last() else {
+            return Err("`attempts` is empty: a certificate holds the run it was made by".into());
+        };
+        let i = before.len();
+        if own.prec_bits != self.trainer.prec_bits {
+            return Err(format!(
+                "`attempts[{i}].prec_bits` {} is not the certificate's (`trainer.prec_bits` {}): \
+                 the last attempt is the certificate's own run",
+                own.prec_bits, self.trainer.prec_bits
+            ));
+        }
+        if own.decided != self.decided {
+            return Err(format!(
+                "`attempts[{i}].decided` is {}, but the certificate's `decided` is {} (the last \
+                 attempt is the certificate's own run)",
+                own.decided, self.decided
+            ));
+        }
+        if own.first_undecided != self.first_undecided {
+            return Err(format!(
+                "`attempts[{i}].first_undecided` is not the certificate's `first_undecided` (the \
+                 last attempt is the certificate's own run)"
+            ));
+        }
+        if let Some(j) = before.iter().position(|a| a.decided) {
+            return Err(format!(
+                "`attempts[{j}].decided` is true, but a decided attempt is the last one made \
+                 (`--prec auto` stops at it)"
+            ));
+        }
+        let prec = self.trainer.prec_bits;
+        if let Some(want) = bits_disagree(prec, self.largest_rel_radius, self.bits_lost) {
+            return Err(format!(
+                "`bits_lost` is {} but `largest_rel_radius` {:e} at {prec} bits gives {want}",
+                self.bits_lost, self.largest_rel_radius
+            ));
+        }
+        if let Some(k) = self.checkpoints.iter().find(|k| {
+            k.step == self.largest_at_step && k.proof.radius.largest != self.largest_rel_radius
+        }) {
+            return Err(format!(
+                "`largest_rel_radius` {:e} is not the radius of checkpoint {} ({:e}), the step \
+                 `largest_at_step` names",
+                self.largest_rel_radius, k.step, k.proof.radius.largest
+            ));
+        }
+        let t = &self.ties;
+        if t.first.is_some() != (t.steps > 0)
+            || t.last.is_some() != (t.steps > 0)
+            || t.first > t.last
+            || t.first
+                .zip(t.last)
+                .is_some_and(|(f, l)| t.steps > l - f + 1)
+        {
+            return Err(format!(
+                "`ties` ({} steps, first {:?}, last {:?}) is not a count of steps and its first \
+                 and last",
+                t.steps, t.first, t.last
+            ));
+        }
+        if let Some(k) = self.checkpoints.iter().find(|k| {
+            k.proof.decisions.ties > 0
+                && !t
+                    .first
+                    .zip(t.last)
+                    .is_some_and(|(f, l)| (f..=l).contains(&k.step))
+        }) {
+            return Err(format!(
+                "checkpoint {} holds {} proved ties (`decisions.ties`), but `ties` (first {:?}, \
+                 last {:?}) does not cover its step",
+                k.step, k.proof.decisions.ties, t.first, t.last
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -510,10 +881,7 @@ impl Radius {
                 self.largest
             ));
         }
-        let want = bits_lost_of(prec, self.largest);
-        let tol = 1e-9;
-        let normal = self.largest >= f64::MIN_POSITIVE || self.largest == 0.0;
-        if self.bits_lost > want + tol || (normal && self.bits_lost < want - tol) {
+        if let Some(want) = bits_disagree(prec, self.largest, self.bits_lost) {
             return Err(format!(
                 "bits_lost` is {} but `largest` {:e} at {prec} bits gives {want}",
                 self.bits_lost, self.largest
@@ -521,6 +889,18 @@ impl Radius {
         }
         Ok(())
     }
+}
+
+/// The bits lost `largest` gives at `prec` ([`bits_lost_of`]) where `bits_lost`
+/// disagrees with it: `bits_lost` comes from the exact radius and `largest` is that
+/// radius rounded up to f64 (exact for a 32-bit mantissa inside f64's normal range), so
+/// within that range the two agree to 1e-9 bits (the logarithms' rounding is ~1e-13);
+/// below it `largest` only bounds it (`bits_lost` is at most what `largest` gives).
+fn bits_disagree(prec: u32, largest: f64, bits_lost: f64) -> Option<f64> {
+    let want = bits_lost_of(prec, largest);
+    let tol = 1e-9;
+    let normal = largest >= f64::MIN_POSITIVE || largest == 0.0;
+    (bits_lost > want + tol || (normal && bits_lost < want - tol)).then_some(want)
 }
 
 impl Certificate {
