@@ -847,3 +847,74 @@ fn record_quantities_the_config_does_not_record_are_refused_before_work() {
         );
     }
 }
+
+/// A claim's bound outside the range its quantity can take (the record's visit declares
+/// each leaf's range: a loss >= 0, an accuracy or attention share in [0, 1], a top
+/// token below T; a change from `baseline_step` within the range's width) is refused
+/// before any work (exit 2), naming the claim, the quantity, its range and the bound:
+/// the run would decide nothing the range does not. A 100,000-step run would not finish
+/// within the test's 20 s. Bounds at the range's ends and a baseline change below 0 are
+/// taken (the file parses).
+#[test]
+fn claim_bounds_outside_their_quantitys_range_are_refused_before_work() {
+    use tokensel::prelude::experiments::claims::ClaimsFile;
+    let dir = tempfile::tempdir().unwrap();
+    let claim = |extra: &str, quantity: &str, op: &str, bound: &str| {
+        format!(
+            "[[claim]]\nname = \"ranged\"\nconfig = {{ steps = 100000 }}\nsource = \"run\"\n\
+             {extra}quantity = \"{quantity}\"\nop = \"{op}\"\nbound = {bound}\n"
+        )
+    };
+    for (extra, quantity, op, bound, range) in [
+        ("", "train_loss", "<", "-1", ">= 0"),
+        ("step = 0\n", "train_loss", ">=", "-0.5", ">= 0"),
+        ("", "test_accuracy", ">=", "1.5", "in [0, 1]"),
+        ("step = 0\n", "attention/clean/R", ">", "2", "in [0, 1]"),
+        ("step = 0\n", "samples/3/top", "==", "25", "in [0, 7]"),
+        (
+            "certified = true\n",
+            "train_accuracy",
+            ">=",
+            "1.5",
+            "in [0, 1]",
+        ),
+        (
+            "step = 100000\nbaseline_step = 0\n",
+            "test_accuracy",
+            ">",
+            "1.5",
+            "in [-1, 1]",
+        ),
+    ] {
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, claim(extra, quantity, op, bound)).unwrap();
+        let o = common::tokensel_within(
+            &["check", path.to_str().unwrap()],
+            std::time::Duration::from_secs(20),
+        )
+        .expect("refused before the 100,000-step run");
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{quantity} {op} {bound}: {err}");
+        for word in ["`ranged`", "`bound`", quantity, range, bound] {
+            assert!(err.contains(word), "{quantity} {op} {bound}: {word}: {err}");
+        }
+    }
+    // in range: parsed (every check before the work passed)
+    for (extra, quantity, op, bound) in [
+        ("", "train_loss", ">=", "0"),
+        ("", "test_accuracy", "<=", "1"),
+        (
+            "step = 100000\nbaseline_step = 0\n",
+            "test_accuracy",
+            ">",
+            "-0.5",
+        ),
+        ("step = 0\n", "samples/3/f", "<", "-1000"),
+    ] {
+        let path = dir.path().join("ok.toml");
+        let text = claim(extra, quantity, op, bound);
+        if let Err(e) = ClaimsFile::parse(&text, &path) {
+            panic!("{quantity} {op} {bound}: {e}");
+        }
+    }
+}

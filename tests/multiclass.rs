@@ -804,8 +804,8 @@ fn k_class_claim_paths_are_checked_before_work() {
     let dir = tempfile::tempdir().unwrap();
     let k3 = r#"config = { model = { kind = "multiclass", classes = 3 }, layout = { tokens = 9, weak_opposite = 2 }, steps = 100000 }"#;
     for (config, quantity, needle) in [
-        (k3, "classes/train_accuracy/3", "class index 0..2"),
-        (k3, "classes/test_accuracy/00", "class index 0..2"),
+        (k3, "classes/train_accuracy/3", "class index (K) 0..2"),
+        (k3, "classes/test_accuracy/00", "class index (K) 0..2"),
         (
             "config = { steps = 100000 }",
             "classes/train_accuracy/0",

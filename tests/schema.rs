@@ -182,13 +182,24 @@ fn typos_are_named() {
     assert!(sat.check("thresholds/naive.rst/all_digits_lost").is_err());
 }
 
-/// The shipped claims file passes every check made before the work.
+/// Every shipped claims file (`claims/*.toml`) passes every check made before the work
+/// (each claim's quantity and its bound against the quantity's range included).
 #[test]
 fn paper_claims_parse() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("claims/paper.toml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let (file, configs) = ClaimsFile::parse(&text, &path).unwrap();
-    assert_eq!(file.claim.len(), configs.len());
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("claims");
+    let mut files = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let (file, configs) =
+            ClaimsFile::parse(&text, &path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(file.claim.len(), configs.len());
+        files += 1;
+    }
+    assert!(files >= 5, "{files} claims files");
 }
 
 /// The dotted paths of the numbers (optional ones, enclosures) a shape names, arrays

@@ -478,10 +478,7 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
     schema
         .check(&c.quantity)
         .map_err(|m| ("quantity", Error::argument("quantity", m)))?;
-    if c.certified || matches!(c.source, Source::Run | Source::Twin) {
-        check_parts(&c.quantity, cfg).map_err(|m| ("quantity", Error::argument("quantity", m)))?;
-    }
-    check_classes(&c.quantity, cfg).map_err(|m| ("quantity", Error::argument("quantity", m)))?;
+    check_record_quantity(c, cfg)?;
     let memory = |e| ("config", e);
     let f64_run = |cfg: &Config| crate::train::check_memory(cfg, F64.kind(), 53, cfg.method);
     match c.source {
@@ -516,85 +513,47 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
     Ok(())
 }
 
-/// A K-class quantity (`classes/...`) names a record the config's model has, and a
-/// class index below its K where it names an entry of a per-class list (the lists and
-/// their lengths are the config's record's: [`schema::lists`]; the schema knows the
-/// record's shape, not K).
-fn check_classes(quantity: &str, cfg: &Config) -> std::result::Result<(), String> {
-    let Some(rest) = quantity.strip_prefix("classes/") else {
+/// A claim on a run's record (`run`, `twin`, certified) against its config's record
+/// ([`schema::claim_range`], the one place that says what such a claim may name: the
+/// parts the config records, an index below its list's length) and its bound against
+/// the values the quantity can take (the leaf's range from the record's visit; for a
+/// change from `baseline_step` the range of a difference): a bound outside it decides
+/// the claim by the range alone (`train_loss < -1`, an attention share > 2, an accuracy
+/// >= 1.5), so it is refused before any work, naming the quantity, its range and the
+/// bound. The error comes with the claim field it concerns.
+fn check_record_quantity(
+    c: &Claim,
+    cfg: &Config,
+) -> std::result::Result<(), (&'static str, Error)> {
+    if !(c.certified || c.source.trains()) {
+        return Ok(());
+    }
+    let summary = c.step.is_none() && c.baseline_step.is_none();
+    let range = schema::claim_range(cfg, c.certified, summary, &c.quantity)
+        .map_err(|m| ("quantity", Error::argument("quantity", m)))?;
+    let Some(range) = range else {
         return Ok(());
     };
-    if !cfg.model.is_multiclass() {
-        return Err(format!(
-            "`{quantity}` is a K-class record; this claim's config is the binary model"
-        ));
+    let (range, what) = match c.baseline_step {
+        Some(b) => (
+            range.difference(),
+            format!("the change of `{}` from step {b}", c.quantity),
+        ),
+        None => (range, format!("`{}`", c.quantity)),
+    };
+    if range.contains(c.bound) {
+        return Ok(());
     }
-    let k = cfg.model.classes;
-    let parts: Vec<&str> = rest.split('/').collect();
-    let list = schema::lists(cfg)
-        .get(&format!("classes.{}", parts[0]))
-        .copied();
-    if let (Some(len), Some(ix)) = (list, parts.get(1)) {
-        let canonical = ix
-            .parse::<usize>()
-            .is_ok_and(|i| i < len && i.to_string() == *ix);
-        if !canonical {
-            return Err(format!(
-                "`{ix}` in `{quantity}` is not a class index 0..{} (K = {k})",
-                len - 1
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// A quantity of a run's record (its summary, a checkpoint or a certificate) against
-/// the optional parts the claim's config records ([`RecordParts::of`]): `prompt/...`
-/// only with the in-sequence prompt, `direction/...` only with `[direction]`, a
-/// sample's `outputs` only for the K-class model (an index below K), and a sample index
-/// below n_train. Refused before any work (the run would record no such value, and the
-/// claim fail as "missing" after it).
-fn check_parts(quantity: &str, cfg: &Config) -> std::result::Result<(), String> {
-    use crate::io::record::RecordParts;
-    let parts = RecordParts::of(cfg);
-    let path: Vec<&str> = quantity.split('/').collect();
-    match path[0] {
-        "prompt" if !parts.prompt => Err(format!(
-            "`{quantity}` is the in-sequence prompt's record; this claim's config has the \
-             separate prompt (`[model] prompt = \"in-sequence\"` records it)"
-        )),
-        "direction" if !parts.direction => Err(format!(
-            "`{quantity}` is the direction record; this claim's config has no [direction] \
-             section"
-        )),
-        "samples" => {
-            let index = |ix: Option<&&str>, len: usize, what: &str| match ix {
-                Some(ix) if !ix.parse::<usize>().is_ok_and(|i| i < len) => Err(format!(
-                    "`{ix}` in `{quantity}` is not {what} 0..{}",
-                    len.saturating_sub(1)
-                )),
-                _ => Ok(()),
-            };
-            index(
-                path.get(1),
-                cfg.n_train,
-                "a training sample index (n_train)",
-            )?;
-            match (path.get(2), parts.classes) {
-                (Some(&"outputs"), None) => Err(format!(
-                    "`{quantity}` is a K-class record (a sample's K outputs); this claim's \
-                     config is the binary model (its output is `f`)"
-                )),
-                (Some(&"outputs"), Some(k)) => index(path.get(3), k, "a class index (K)"),
-                (Some(&"prompt"), _) if !parts.prompt => Err(format!(
-                    "`{quantity}` is the in-sequence prompt's record; this claim's config \
-                     has the separate prompt"
-                )),
-                _ => Ok(()),
-            }
-        }
-        _ => Ok(()),
-    }
+    let reason = format!(
+        "{} is outside the values {what} can take ({}): `{} {} {}` is decided by that range \
+         alone, not by the run",
+        c.bound,
+        range.describe(),
+        c.quantity,
+        c.op.symbol(),
+        c.bound
+    );
+    Err(("bound", Error::argument("bound", reason)))
 }
 
 /// The options a certified claim's ball run takes: the claim's `prec` (default

@@ -596,6 +596,7 @@ pub fn certified(step: bool) -> Schema {
 }
 
 use crate::analysis::certify::Interval;
+use crate::config::Config;
 use crate::io::record::{Extras, Range, RecordParts, Value};
 use crate::io::trajectory::Checkpoint;
 
@@ -617,14 +618,162 @@ pub fn record<V: Value, X: Extras<V>>(what: &'static str, parts: &RecordParts) -
     }
 }
 
-/// The lists of the record of `cfg` by their dotted paths, with their lengths (per
-/// class: K; a sample's outputs: K; `samples`: n_train), from the record's visit of a
-/// blank checkpoint of the config's parts.
-pub fn lists(cfg: &crate::config::Config) -> BTreeMap<String, usize> {
-    let c = Checkpoint::<f64, ()>::blank(&RecordParts::of(cfg), cfg.n_train);
-    let mut b = Build::default();
-    crate::io::record::visit(&c, usize::MAX, &mut b);
-    b.lengths
+/// The leaves of a record by their dotted paths (indices dropped) with the values each
+/// can take (`None`: a count or a category, no numeric range), and its lists with their
+/// lengths: what the record's visit reports of a blank checkpoint.
+#[derive(Default)]
+struct Ranges {
+    /// Each leaf's range.
+    leaves: BTreeMap<String, Option<Range>>,
+    /// Each list's length.
+    lists: BTreeMap<String, usize>,
+}
+
+impl Ranges {
+    /// The ranges of the record with the optional `parts` of `cfg`'s sizes (T tokens,
+    /// n_train samples), over `V` with extras `X` (a certificate's: intervals and proof).
+    fn of<V: Value, X: Extras<V>>(parts: &RecordParts, cfg: &Config) -> Ranges {
+        let c = Checkpoint::<V, X>::blank(parts, 1);
+        let mut r = Ranges::default();
+        crate::io::record::visit(&c, cfg.layout.tokens, &mut r);
+        r.lists.insert("samples".into(), cfg.n_train);
+        r
+    }
+
+    /// Whether `path` is a leaf of the record or lies above one.
+    fn holds(&self, path: &str) -> bool {
+        self.leaves
+            .keys()
+            .any(|k| k == path || k.strip_prefix(path).is_some_and(|r| r.starts_with('.')))
+    }
+}
+
+impl<V: Value> crate::io::record::Visitor<V> for Ranges {
+    fn count(&mut self, path: &str, _: u64) {
+        self.leaves.insert(path.into(), None);
+    }
+    fn real(&mut self, path: &str, range: Range, _: V) {
+        self.leaves.insert(path.into(), Some(range));
+    }
+    fn optional(&mut self, path: &str, range: Range, _: Option<V>) {
+        self.leaves.insert(path.into(), Some(range));
+    }
+    fn index(&mut self, path: &str, bound: usize, _: usize) {
+        let top = bound.saturating_sub(1) as f64;
+        self.leaves
+            .insert(path.into(), Some(Range::Within(0.0, top)));
+    }
+    fn category(&mut self, path: &str, _: &'static [&'static str], _: u8) {
+        self.leaves.insert(path.into(), None);
+    }
+    fn flag(&mut self, path: &str, _: bool) {
+        self.leaves
+            .insert(path.into(), Some(Range::Within(0.0, 1.0)));
+    }
+    fn list(&mut self, path: &str, len: usize) {
+        self.lists.insert(path.into(), len);
+    }
+}
+
+/// What a claim on a run's record may name, and the values it can take: the ONE check
+/// of a claim's quantity against its config's record (the visit of a blank checkpoint
+/// of the config's parts, [`RecordParts::of`]; over intervals with the certificate's
+/// proof where `certified`). A path into a part of the record the config does not
+/// record (the in-sequence prompt's, the direction's, the K-class `classes` and a
+/// sample's `outputs`) is refused naming the part; an index into a list (`samples`: below
+/// n_train; a sample's `outputs` and the per-class lists: below K) must be a canonical
+/// index below its length. Returns the leaf's range, `None` where the path is not a
+/// numeric leaf of the record (a summary's own field: `steps`, `direction/limit/...`,
+/// a certificate's `bits_lost`; a count). `summary` says the claim reads a summary, not
+/// a checkpoint: the run summary's `direction/last/...` is the last checkpoint's
+/// direction record; a certificate's `direction/...` its limit, not a record.
+pub fn claim_range(
+    cfg: &Config,
+    certified: bool,
+    summary: bool,
+    quantity: &str,
+) -> Result<Option<Range>, String> {
+    use crate::analysis::certify::Proof;
+    let parts = RecordParts::of(cfg);
+    let (ours, all) = match certified {
+        true => (
+            Ranges::of::<Interval, Proof>(&parts, cfg),
+            Ranges::of::<Interval, Proof>(&RecordParts::ALL, cfg),
+        ),
+        false => (
+            Ranges::of::<f64, ()>(&parts, cfg),
+            Ranges::of::<f64, ()>(&RecordParts::ALL, cfg),
+        ),
+    };
+    let mut path: Vec<&str> = quantity.split('/').filter(|p| !p.is_empty()).collect();
+    if summary && !certified && path.starts_with(&["direction", "last"]) {
+        path.remove(1);
+    }
+    let mut dotted = String::new();
+    // the length of the list `dotted` names, whose index the next part is
+    let mut list: Option<usize> = None;
+    for part in path {
+        if let Some(len) = list.take() {
+            if !part
+                .parse::<usize>()
+                .is_ok_and(|i| i < len && i.to_string() == part)
+            {
+                let what = match dotted.as_str() {
+                    "samples" => "a training sample index (n_train)",
+                    _ => "a class index (K)",
+                };
+                return Err(format!(
+                    "`{part}` in `{quantity}` is not {what} 0..{}",
+                    len.saturating_sub(1)
+                ));
+            }
+            continue;
+        }
+        if !dotted.is_empty() {
+            dotted.push('.');
+        }
+        dotted.push_str(part);
+        list = ours.lists.get(&dotted).copied();
+        if !ours.holds(&dotted) {
+            return match all.holds(&dotted) {
+                true => Err(unrecorded(quantity, &dotted)),
+                // not the record's: a summary's own field
+                false => Ok(None),
+            };
+        }
+        if summary && certified && dotted == "direction" {
+            return Ok(None);
+        }
+    }
+    Ok(ours.leaves.get(&dotted).copied().flatten())
+}
+
+/// Why `quantity` (the record's path `dotted`) is not in its config's record: the
+/// optional part it lies in.
+fn unrecorded(quantity: &str, dotted: &str) -> String {
+    match dotted
+        .strip_prefix("samples.")
+        .unwrap_or(dotted)
+        .split('.')
+        .next()
+    {
+        Some("prompt") => format!(
+            "`{quantity}` is the in-sequence prompt's record; this claim's config has the \
+             separate prompt (`[model] prompt = \"in-sequence\"` records it)"
+        ),
+        Some("direction") => format!(
+            "`{quantity}` is the direction record; this claim's config has no [direction] \
+             section"
+        ),
+        Some("outputs") => format!(
+            "`{quantity}` is a K-class record (a sample's K outputs); this claim's config is \
+             the binary model (its output is `f`)"
+        ),
+        Some("classes") => {
+            format!("`{quantity}` is a K-class record; this claim's config is the binary model")
+        }
+        _ => format!("`{quantity}` is not in this claim's config's record"),
+    }
 }
 
 /// The visitor that builds a record's [`Shape`] from its leaves' paths.
