@@ -177,6 +177,38 @@ fn a_wrong_shaped_block_is_refused_by_name() {
     }
 }
 
+/// A generated data directory whose block NPY was replaced by an array of the right
+/// shape and other values, with the manifest's SHA-256 fixed up to the new file: refused
+/// before any work (exit 2), the message saying what was seen (the file agrees with the
+/// manifest, and its content is not the array config.toml generates), not guessing a
+/// cause ("config.toml edited, or another tokensel version" before).
+#[test]
+fn an_edited_block_with_its_sha_fixed_up_is_named_by_what_was_seen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg_path = write(tmp.path(), "f.toml", FACTORISED);
+    let dir = tmp.path().join("gen");
+    let o = tokensel(&["data", "--config", s(&cfg_path), "--out", s(&dir)]);
+    assert_eq!(code(&o), Some(0), "{}", stderr(&o));
+    replace(
+        &dir,
+        "W_K0",
+        &npy_f64(&[3, 24], &[0.25; 72]),
+        &[3, 24],
+        true,
+    );
+    let o = tokensel(&["run", "--quiet", "--json", "--data", s(&dir)]);
+    let err = stderr(&o);
+    assert_eq!(code(&o), Some(2), "{err}");
+    for word in [
+        "W_K0.npy",
+        "agrees with the manifest's SHA-256",
+        "is not the array config.toml generates",
+    ] {
+        assert!(err.contains(word), "{word}: {err}");
+    }
+    assert!(!err.contains("config.toml edited"), "{err}");
+}
+
 /// A twin run of `cfg` stopped after step 4 (state saved every 2 steps): its state file.
 fn saved_state(dir: &Path, cfg: &Path) -> PathBuf {
     let state = dir.join("state.json");
@@ -258,7 +290,7 @@ fn state_files_refuse_unknown_keys_and_non_finite_values() {
     type Map = serde_json::Map<String, serde_json::Value>;
     /// (the run whose state is edited, the edit, the words of the refusal)
     type Case = (usize, fn(&mut Map), &'static [&'static str]);
-    let cases: [Case; 8] = [
+    let cases: [Case; 9] = [
         (
             0,
             |m| {
@@ -286,6 +318,16 @@ fn state_files_refuse_unknown_keys_and_non_finite_values() {
             0,
             |m| set_value(m, "p", 0, "-@Inf@"),
             &["`p` entry 0 is -inf"],
+        ),
+        // a finite number as written, past the twin's exponent range (16^1000000000):
+        // it reads as inf, said as written (it was reported as "inf")
+        (
+            0,
+            |m| set_value(m, "p", 0, "1@1000000000"),
+            &[
+                "`p` entry 0 is `1@1000000000` (base 16)",
+                "past the exponent range of the state's mpfr arithmetic",
+            ],
         ),
         (
             1,

@@ -363,16 +363,8 @@ fn verify_once(dir: &Path) -> Result<Result<(Config, Manifest, Dataset)>> {
                 ));
             }
         }
-        if sha256_hex(&a.bytes) != entry.sha256 {
-            return Err(mismatch(
-                format!("array `{}`", a.name),
-                match manifest.source {
-                    Source::Generated => "the data regenerated from config.toml differs from the manifest's SHA-256 (config.toml edited, or another tokensel version)",
-                    Source::Supplied => "the supplied data's array as config.toml gives it differs from the manifest's SHA-256 (the initial blocks p0, W0, W_Q0, ... come from the config's seed and init; noisy_train from the labels)",
-                }
-                .into(),
-            ));
-        }
+        // the file against the manifest first, then both against what config.toml
+        // gives: the message says which of the three disagree, and no more
         let file = opened
             .remove(&a.name)
             .expect("every listed array is opened");
@@ -382,6 +374,23 @@ fn verify_once(dir: &Path) -> Result<Result<(Config, Manifest, Dataset)>> {
                 set.member(&entry.file).display().to_string(),
                 "the file's SHA-256 differs from the manifest's (the file was changed)".into(),
             )));
+        }
+        let ours = sha256_hex(&a.bytes);
+        if ours != entry.sha256 {
+            let short = |h: &str| h.chars().take(16).collect::<String>();
+            return Err(mismatch(
+                format!("array `{}`", a.name),
+                match manifest.source {
+                    Source::Generated => format!(
+                        "its file `{}` agrees with the manifest's SHA-256 ({}...), but its \
+                         content is not the array config.toml generates (SHA-256 {}...)",
+                        entry.file,
+                        short(&entry.sha256),
+                        short(&ours)
+                    ),
+                    Source::Supplied => "the supplied data's array as config.toml gives it differs from the manifest's SHA-256 (the initial blocks p0, W0, W_Q0, ... come from the config's seed and init; noisy_train from the labels)".into(),
+                },
+            ));
         }
     }
     Ok(Ok((cfg, manifest, data)))

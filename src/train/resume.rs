@@ -95,10 +95,24 @@ impl ArithVisitor for Finite<'_> {
                     .parse_exact(s)
                     .ok_or_else(|| st.error(format!("bad `{name}` value `{s}`")))?;
                 if !ar.is_finite(&x) {
+                    // a finite number as written (no inf or NaN spelled) that reads as
+                    // non-finite is past the exponent range of an MPFR number (the twin's,
+                    // a ball's midpoint): said as written, not as the inf it reads as
+                    let spelled = s.to_ascii_lowercase();
+                    let literal = spelled.contains("inf") || spelled.contains("nan");
+                    let kind = st.trainer.kind;
+                    let what = match !literal && matches!(kind, Kind::Mpfr | Kind::Ball) {
+                        true => format!(
+                            "`{s}` (base 16), past the exponent range of the state's {} \
+                             arithmetic (it reads as {})",
+                            kind.name(),
+                            ar.to_f64(&x)
+                        ),
+                        false => format!("{}", ar.to_f64(&x)),
+                    };
                     return Err(st.error(format!(
-                        "`{name}` entry {k} is {}: a state's parameters and Adam moments are \
-                         finite numbers (a tampered or corrupt state)",
-                        ar.to_f64(&x)
+                        "`{name}` entry {k} is {what}: a state's parameters and Adam moments \
+                         are finite numbers (a tampered or corrupt state)"
                     )));
                 }
             }
