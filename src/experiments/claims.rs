@@ -518,8 +518,8 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
 /// parts the config records, an index below its list's length) and its bound against
 /// the values the quantity can take (the leaf's range from the record's visit; for a
 /// change from `baseline_step` the range of a difference): a bound outside it decides
-/// the claim by the range alone (`train_loss < -1`, an attention share > 2, an accuracy
-/// >= 1.5), so it is refused before any work, naming the quantity, its range and the
+/// the claim by the range alone (`train_loss < -1`, an attention share above 2, an
+/// accuracy of at least 1.5), so it is refused before any work, naming the quantity, its range and the
 /// bound. The error comes with the claim field it concerns.
 fn check_record_quantity(
     c: &Claim,
