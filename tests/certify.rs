@@ -771,22 +771,7 @@ fn arb_peer_checks_its_arguments_before_any_work() {
 fn plot_refuses_certificates_of_impossible_runs() {
     let dir = tempfile::tempdir().unwrap();
     let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
-    std::fs::write(
-        p("small.toml"),
-        "d = 20\nn_train = 4\nn_test = 4\nmu_norm = 5.0\nsteps = 20\nmethod = \"span\"\n",
-    )
-    .unwrap();
-    let o = common::tokensel(&[
-        "certify",
-        "--quiet",
-        "--config",
-        &p("small.toml"),
-        "--out",
-        &p("c"),
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
-    let text = std::fs::read_to_string(p("c/certificate.json")).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let v = small_certificate(dir.path(), 4);
     let last = v["checkpoints"].as_array().unwrap().len() - 1;
     assert_eq!(v["checkpoints"][last]["step"], 20);
     let o = common::tokensel(&[
@@ -797,8 +782,7 @@ fn plot_refuses_certificates_of_impossible_runs() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
     assert!(dir.path().join("new/dirs/bits.svg").is_file());
-    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
-    let edits: Vec<(&str, Edit)> = vec![
+    let edits: Vec<Edit> = vec![
         (
             "`checkpoints[1].radius.largest` is NaN",
             Box::new(|v| v["checkpoints"][1]["radius"]["largest"] = "nan".into()),
@@ -859,16 +843,56 @@ fn plot_refuses_certificates_of_impossible_runs() {
             Box::new(move |v| v["checkpoints"][last]["step"] = 21.into()),
         ),
     ];
+    refused_by_plot(dir.path(), &v, edits);
+}
+
+/// A certificate edit: the words its refusal holds, and the edit.
+type Edit = (&'static str, Box<dyn Fn(&mut serde_json::Value)>);
+
+/// The certificate JSON of `certify` on a small span run (d = 20, n_train = 4, `n_test`
+/// test samples, 20 steps) in `dir/c`.
+fn small_certificate(dir: &std::path::Path, n_test: usize) -> serde_json::Value {
+    let config = dir.join("small.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "d = 20\nn_train = 4\nn_test = {n_test}\nmu_norm = 5.0\nsteps = 20\nmethod = \"span\"\n"
+        ),
+    )
+    .unwrap();
+    let out = dir.join("c");
+    let o = common::tokensel(&[
+        "certify",
+        "--quiet",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let text = std::fs::read_to_string(out.join("certificate.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// `plot` refuses certificate `v` edited by each of `edits` (exit 2, its words and the
+/// file's name on stderr, nothing drawn).
+fn refused_by_plot(dir: &std::path::Path, v: &serde_json::Value, edits: Vec<Edit>) {
+    let (bad, svg) = (dir.join("bad.json"), dir.join("bad.svg"));
     for (want, edit) in edits {
-        let mut bad = v.clone();
-        edit(&mut bad);
-        std::fs::write(p("bad.json"), bad.to_string()).unwrap();
-        let o = common::tokensel(&["plot", &p("bad.json"), "--out", &p("bad.svg")]);
+        let mut edited = v.clone();
+        edit(&mut edited);
+        std::fs::write(&bad, edited.to_string()).unwrap();
+        let o = common::tokensel(&[
+            "plot",
+            bad.to_str().unwrap(),
+            "--out",
+            svg.to_str().unwrap(),
+        ]);
         let err = common::stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{want}: {err}");
         assert!(err.contains(want), "{want}: {err}");
         assert!(err.contains("bad.json"), "{want}: {err}");
-        assert!(!dir.path().join("bad.svg").exists(), "{want}: drawn");
+        assert!(!svg.exists(), "{want}: drawn");
     }
 }
 
@@ -884,37 +908,17 @@ fn plot_refuses_certificates_of_impossible_runs() {
 fn plot_refuses_certificates_whose_summary_contradicts_their_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
     let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
-    std::fs::write(
-        p("small.toml"),
-        "d = 20\nn_train = 4\nn_test = 6\nmu_norm = 5.0\nsteps = 20\nmethod = \"span\"\n",
-    )
-    .unwrap();
-    let o = common::tokensel(&[
-        "certify",
-        "--quiet",
-        "--config",
-        &p("small.toml"),
-        "--out",
-        &p("c"),
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
-    let text = std::fs::read_to_string(p("c/certificate.json")).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let v = small_certificate(dir.path(), 6);
     let last = v["checkpoints"].as_array().unwrap().len() - 1;
     assert_eq!(v["decided"], true, "the run this test edits is decided");
     assert_eq!(v["train_correct"], v["checkpoints"][last]["train_correct"]);
-    let draw = |value: &serde_json::Value, name: &str| {
-        std::fs::write(p(name), value.to_string()).unwrap();
-        let svg = p(&format!("{name}.svg"));
-        (common::tokensel(&["plot", &p(name), "--out", &svg]), svg)
-    };
-    let (o, _) = draw(&v, "as-written.json");
+    std::fs::write(p("as-written.json"), v.to_string()).unwrap();
+    let o = common::tokensel(&["plot", &p("as-written.json"), "--out", &p("as-written.svg")]);
     assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
     // a count other than the written one (the run's counts are 4 of 4 or fewer)
     let other = serde_json::json!({"lo": 0, "hi": 1, "of": 4});
     assert_ne!(v["train_correct"], other);
-    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
-    let edits: Vec<(&str, Edit)> = vec![
+    let edits: Vec<Edit> = vec![
         (
             "`train_accuracy` [0.125, 0.25] is not the last checkpoint's",
             Box::new(|v| v["train_accuracy"] = serde_json::json!([0.125, 0.25])),
@@ -986,13 +990,5 @@ fn plot_refuses_certificates_whose_summary_contradicts_their_checkpoints() {
             }),
         ),
     ];
-    for (want, edit) in edits {
-        let mut bad = v.clone();
-        edit(&mut bad);
-        let (o, svg) = draw(&bad, "bad.json");
-        let err = common::stderr(&o);
-        assert_eq!(o.status.code(), Some(2), "{want}: {err}");
-        assert!(err.contains(want), "{want}: {err}");
-        assert!(!std::path::Path::new(&svg).exists(), "{want}: drawn");
-    }
+    refused_by_plot(dir.path(), &v, edits);
 }

@@ -519,8 +519,8 @@ fn before_work(c: &Claim, cfg: &Config) -> std::result::Result<(), (&'static str
 /// the values the quantity can take (the leaf's range from the record's visit; for a
 /// change from `baseline_step` the range of a difference): a bound outside it decides
 /// the claim by the range alone (`train_loss < -1`, an attention share above 2, an
-/// accuracy of at least 1.5), so it is refused before any work, naming the quantity, its range and the
-/// bound. The error comes with the claim field it concerns.
+/// accuracy of at least 1.5), so it is refused before any work, naming the quantity,
+/// its range and the bound. The error comes with the claim field it concerns.
 fn check_record_quantity(
     c: &Claim,
     cfg: &Config,
