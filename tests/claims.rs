@@ -241,6 +241,33 @@ fn a_failing_claim_exits_1_and_is_shown() {
     assert!(out.contains("1 passed, 1 failed"), "{out}");
 }
 
+/// A claim over several seeds names the seeds where its bound does not hold, each with
+/// its value, in the table and in `--json` (`unsatisfied`), also when the claim passes
+/// by its fraction: `seed < 2` over seeds 0..4 fails on seeds 2 and 3.
+#[test]
+fn a_claim_over_seeds_names_the_seeds_it_fails_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("c.toml");
+    let body = |fraction: f64| {
+        format!(
+            "[[claim]]\nname = \"low seeds\"\n{SMALL}source = \"run\"\nquantity = \"seed\"\nop = \"<\"\nbound = 2\nseeds = \"0..4\"\nfraction = {fraction}\n"
+        )
+    };
+    for (fraction, code) in [(0.5, 0), (0.75, 1)] {
+        std::fs::write(&path, body(fraction)).unwrap();
+        let o = tokensel(&["check", path.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(code), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.contains("not satisfied on seeds 2 (2.0000e0), 3 (3.0000e0)"),
+            "{out}"
+        );
+        let (c, v) = check_json(&path);
+        assert_eq!(c, Some(code));
+        assert_eq!(v[0]["unsatisfied"], serde_json::json!([2, 3]), "{v}");
+    }
+}
+
 #[test]
 fn bad_claim_files_exit_2_naming_claim_and_field() {
     let claim = |extra: &str, q: &str, op: &str| {

@@ -272,6 +272,11 @@ pub struct Outcome {
     /// Seeds whose measurement is missing (null in the output, or not there): any fails
     /// the claim.
     pub missing: Vec<u64>,
+    /// Seeds measured where `op bound` does not hold (for a certified claim: is not
+    /// proved to), in seed order: the seeds a failed claim fails on (their values are in
+    /// `per_seed`).
+    #[serde(default)]
+    pub unsatisfied: Vec<u64>,
     /// The paper's value and its source, where the claim rests on one.
     pub paper: Option<(f64, String)>,
     /// `holds` or `differs` (a recorded disagreement).
@@ -876,6 +881,11 @@ pub fn check(
             per_seed.push((seed, value, holds, possible));
         }
         let satisfied = per_seed.iter().filter(|s| s.2).count();
+        let unsatisfied: Vec<u64> = per_seed
+            .iter()
+            .filter(|s| s.1.is_some() && !s.2)
+            .map(|s| s.0)
+            .collect();
         // the seeds where the claim may hold (its interval not wholly outside the
         // bound): a disagreement is recorded only when too few of them remain, so an
         // undecided interval never passes `expected = "differs"`
@@ -922,6 +932,7 @@ pub fn check(
                     Expected::Differs => proved_not,
                 },
             missing,
+            unsatisfied,
             paper: claim
                 .paper
                 .map(|v| (v, claim.paper_source.clone().unwrap_or_default())),
@@ -931,10 +942,43 @@ pub fn check(
     Ok(out)
 }
 
+/// Most seeds a table line names (the rest are counted; `--json` has them all).
+const SEEDS_LISTED: usize = 10;
+
+/// "not satisfied on seeds 1 (8.3333e-1), 3 (...)": the seeds where the claim's bound
+/// does not hold, each with its measured value, at most [`SEEDS_LISTED`] of them.
+fn unsatisfied_line(o: &Outcome) -> String {
+    let value = |seed: u64| {
+        o.per_seed
+            .iter()
+            .find(|(s, _)| *s == seed)
+            .and_then(|(_, v)| *v)
+            .map_or("missing".to_string(), |v| format!("{v:.4e}"))
+    };
+    let listed: Vec<String> = o
+        .unsatisfied
+        .iter()
+        .take(SEEDS_LISTED)
+        .map(|&s| format!("{s} ({})", value(s)))
+        .collect();
+    let more = o.unsatisfied.len().saturating_sub(SEEDS_LISTED);
+    format!(
+        "not satisfied on seed{} {}{}",
+        if o.unsatisfied.len() == 1 { "" } else { "s" },
+        listed.join(", "),
+        if more > 0 {
+            format!(" and {more} more (--json lists them)")
+        } else {
+            String::new()
+        }
+    )
+}
+
 /// The readable table of `tokensel check`: per claim, its status and name on one line,
-/// then the measured values (or the seeds' share against the share the claim needs), the
-/// bound and the paper's value on the next, under 100 characters each but for long
-/// names; then the counts.
+/// then the measured values (or the seeds' share against the share the claim needs) and
+/// the bound on the next, the seeds where the bound does not hold with their values (a
+/// claim over several seeds) and the paper's value below, under 100 characters each but
+/// for long names and seed lists; then the counts.
 pub struct Verdicts<'a>(pub &'a [Outcome]);
 
 impl std::fmt::Display for Verdicts<'_> {
@@ -972,6 +1016,9 @@ impl std::fmt::Display for Verdicts<'_> {
             };
             out += &format!("  {status:<8}{}\n", o.name);
             out += &format!("          measured {measured}; bound {}\n", o.expect);
+            if seeds > 1 && !o.unsatisfied.is_empty() {
+                out += &format!("          {}\n", unsatisfied_line(o));
+            }
             if let Some((v, src)) = &o.paper {
                 out += &format!("          paper {v} ({src})\n");
             }
