@@ -1969,6 +1969,53 @@ const INLINE: &[Form] = &[
         },
     },
     Form {
+        text: "compare --steps 20 --fail-above 1e-8",
+        how: How::Tokensel(&[
+            "compare",
+            "--steps",
+            "20",
+            "--fail-above",
+            "1e-8",
+            "--quiet",
+        ]),
+        shrink: &[],
+        check: |_, o| {
+            compare_table(o, "20");
+            let text = stdout(o);
+            assert!(
+                text.contains("gate: passed --fail-above 1e-8 (every compared quantity"),
+                "{text}"
+            );
+        },
+    },
+    Form {
+        text: "compare --steps 20 --out compare.json",
+        how: How::Tokensel(&[
+            "compare",
+            "--steps",
+            "20",
+            "--out",
+            "compare.json",
+            "--quiet",
+        ]),
+        shrink: &[],
+        check: |dir, o| {
+            compare_table(o, "20");
+            assert!(stdout(o).contains("report written to compare.json"));
+            let v = json_file(&dir.join("compare.json"));
+            compare_keys(&v);
+            assert_eq!(v["steps"], 20, "{v}");
+        },
+    },
+    Form {
+        text: "compare --fail-above X",
+        how: How::Elsewhere(
+            "`compare --steps 20 --fail-above 1e-8` runs it here; tests/jobs.rs checks a gate that is passed (exit 1, the quantity, step and error)",
+        ),
+        shrink: &[],
+        check: none,
+    },
+    Form {
         text: "compare --steps 300 --predictor-steps all",
         how: How::Tokensel(&[
             "compare",
