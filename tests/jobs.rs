@@ -255,3 +255,221 @@ fn compare_on_factorised_names_the_map_and_refuses_a_span_twin() {
     );
     assert!(json(&compare(&[])).get("query_map").is_none());
 }
+
+/// Two small runs' trajectories in `dir` (`a.json`, `b.json`): A at the config text
+/// `a`, B at `b` (200 steps, d = 50, n = 8).
+fn two_runs(dir: &std::path::Path, a: &str, b: &str) -> (String, String) {
+    let base = "d = 50\nn_train = 8\nn_test = 8\nsteps = 200\n";
+    let mut paths = Vec::new();
+    for (name, extra) in [("a", a), ("b", b)] {
+        let cfg = dir.join(format!("{name}.toml"));
+        std::fs::write(&cfg, format!("{base}{extra}")).unwrap();
+        let out = dir.join(name);
+        let o = tokensel(&[
+            "run",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        paths.push(out.join("trajectory.json").to_str().unwrap().to_string());
+    }
+    (paths.remove(0), paths.remove(0))
+}
+
+fn read_json(path: &str) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// The relative deviation diff documents: |a - b| / max(|a|, |b|), 0 when equal.
+fn rel(a: f64, b: f64) -> f64 {
+    if a == b {
+        0.0
+    } else {
+        (a - b).abs() / a.abs().max(b.abs())
+    }
+}
+
+/// Runs at two step sizes: "configs differ in" gives both values (and `config_changes`
+/// in `--json`); for the scalar records (loss, accuracies, norms) the largest relative
+/// deviation, the first step at which it is reached and the first step at which the
+/// quantity differs at all are the ones recomputed here from the two files; every
+/// quantity keeps its entry in `--json` (a step where it differs, `null` where it
+/// agrees exactly); the table lists the differing ones largest first (ties by name) and
+/// folds the ones that agree exactly into one line naming each.
+#[test]
+fn diff_says_when_and_from_what_to_what() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = two_runs(tmp.path(), "", "step_size = 0.3\n");
+    let o = tokensel(&["diff", &a, &b, "--json"]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(
+        v["config_changes"],
+        serde_json::json!([{"key": "step_size", "a": 1e-4, "b": 0.3}]),
+        "{v}"
+    );
+    assert_eq!(v["config_differences"], serde_json::json!(["step_size"]));
+    let (ta, tb) = (read_json(&a), read_json(&b));
+    let (ca, cb) = (
+        ta["checkpoints"].as_array().unwrap(),
+        tb["checkpoints"].as_array().unwrap(),
+    );
+    assert_eq!(ca.len(), cb.len());
+    for q in [
+        "train_loss",
+        "train_accuracy",
+        "test_accuracy",
+        "q_norm",
+        "grad_norm",
+    ] {
+        let (mut max, mut at, mut first) = (0.0f64, None, None);
+        for (x, y) in ca.iter().zip(cb) {
+            let step = x["step"].as_u64().unwrap();
+            let d = rel(x[q].as_f64().unwrap(), y[q].as_f64().unwrap());
+            if d > max {
+                (max, at) = (d, Some(step));
+            }
+            if d != 0.0 && first.is_none() {
+                first = Some(step);
+            }
+        }
+        assert_eq!(v["max_rel_dev"][q].as_f64().unwrap(), max, "{q}");
+        assert_eq!(v["max_rel_dev_step"][q].as_u64(), at, "{q}");
+        assert_eq!(v["first_differs"][q].as_u64(), first, "{q}");
+    }
+    // every quantity keeps its entry; a step exactly where it differs
+    let devs = v["max_rel_dev"].as_object().unwrap();
+    for (map, what) in [
+        ("max_rel_dev_step", "quantity"),
+        ("first_differs", "quantity"),
+    ] {
+        let m = v[map].as_object().unwrap();
+        assert_eq!(
+            m.keys().collect::<Vec<_>>(),
+            devs.keys().collect::<Vec<_>>(),
+            "{map}: every {what}"
+        );
+        for (k, s) in m {
+            assert_eq!(s.is_null(), devs[k].as_f64() == Some(0.0), "{map}.{k}");
+        }
+    }
+    let agree: Vec<&String> = devs
+        .iter()
+        .filter(|(_, d)| d.as_f64() == Some(0.0))
+        .map(|(k, _)| k)
+        .collect();
+    assert!(!agree.is_empty(), "some quantity agrees exactly: {v}");
+    assert!(agree.len() < devs.len(), "some quantity differs: {v}");
+
+    // the table
+    let t = tokensel(&["diff", &a, &b]);
+    assert_eq!(code(&t), 1);
+    let text = String::from_utf8_lossy(&t.stdout).into_owned();
+    assert!(
+        text.contains("configs differ in: step_size: 0.0001 -> 0.3\n"),
+        "{text}"
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    let head = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("quantity") && l.contains("first differs"))
+        .expect("a table of the differing quantities");
+    let rows: Vec<(String, f64, String, String)> = lines[head + 1..]
+        .iter()
+        .take_while(|l| !l.is_empty() && !l.contains("agree"))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(w.len(), 4, "{l}");
+            (
+                w[0].to_string(),
+                w[1].parse().unwrap(),
+                w[2].to_string(),
+                w[3].to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(rows.len(), devs.len() - agree.len(), "{text}");
+    for pair in rows.windows(2) {
+        let ((n0, d0, ..), (n1, d1, ..)) = (&pair[0], &pair[1]);
+        let (e0, e1) = (devs[n0].as_f64().unwrap(), devs[n1].as_f64().unwrap());
+        assert!(
+            e0 > e1 || (e0 == e1 && n0 < n1),
+            "sorted by deviation, ties by name: {n0} {d0} before {n1} {d1}"
+        );
+    }
+    for (name, _, at, first) in &rows {
+        assert_eq!(at, &v["max_rel_dev_step"][name].to_string(), "{name}");
+        assert_eq!(first, &v["first_differs"][name].to_string(), "{name}");
+    }
+    let folded = format!(
+        "  {} quantities agree exactly: {}\n",
+        agree.len(),
+        agree
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    assert!(text.contains(&folded), "{text}");
+    for name in &agree {
+        assert!(
+            !lines
+                .iter()
+                .any(|l| l.split_whitespace().next() == Some(name.as_str())),
+            "{name} has no row of its own: {text}"
+        );
+    }
+}
+
+/// One record changed at two checkpoints (the loss at checkpoints k1 < k2, by relative
+/// amounts 1e-9 and 1e-3): diff finds it differing first at k1 and deviating most at k2
+/// (deviation 1e-3 / (1 + 1e-3), to a few ulps of the edited values), everything else
+/// agreeing exactly in one line.
+#[test]
+fn diff_finds_the_step_of_an_edited_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, _) = two_runs(tmp.path(), "", "");
+    let mut t = read_json(&a);
+    let cps = t["checkpoints"].as_array_mut().unwrap();
+    let (k1, k2) = (
+        cps[5]["step"].as_u64().unwrap(),
+        cps[12]["step"].as_u64().unwrap(),
+    );
+    for (i, by) in [(5, 1e-9), (12, 1e-3)] {
+        let x = cps[i]["train_loss"].as_f64().unwrap();
+        cps[i]["train_loss"] = serde_json::json!(x * (1.0 + by));
+    }
+    let edited = tmp.path().join("edited.json");
+    std::fs::write(&edited, serde_json::to_vec(&t).unwrap()).unwrap();
+    let o = tokensel(&["diff", &a, edited.to_str().unwrap(), "--json"]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["first_differs"]["train_loss"], k1, "{v}");
+    assert_eq!(v["max_rel_dev_step"]["train_loss"], k2, "{v}");
+    let dev = v["max_rel_dev"]["train_loss"].as_f64().unwrap();
+    // two roundings of the edit (x (1 + 1e-3) and the division): a few ulps of 1
+    assert!(
+        (dev - 1e-3 / (1.0 + 1e-3)).abs() < 8.0 * f64::EPSILON,
+        "{dev}"
+    );
+    let t = tokensel(&["diff", &a, edited.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&t.stdout).into_owned();
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("train_loss"))
+        .expect("a row for train_loss");
+    let w: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        (w[2], w[3]),
+        (k2.to_string().as_str(), k1.to_string().as_str())
+    );
+    let n = v["max_rel_dev"].as_object().unwrap().len() - 1;
+    assert!(
+        text.contains(&format!("  {n} quantities agree exactly: ")),
+        "{text}"
+    );
+    assert!(text.contains("  4 group masses agree exactly: I, R, W_opposite, W_same\n"));
+}

@@ -698,6 +698,7 @@ const BLOCKS: &[Form] = &[
                 "{text}"
             );
             assert!(text.contains("verdict: agree"), "{text}");
+            assert!(text.contains(" quantities agree exactly: "), "{text}");
         },
     },
     Form {
@@ -1474,9 +1475,20 @@ const INLINE: &[Form] = &[
                     "only_in_a",
                     "only_in_b",
                     "config_differences",
+                    "config_changes",
+                    "max_rel_dev_step",
+                    "first_differs",
+                    "max_group_mass_dev_step",
+                    "group_mass_first_differs",
                 ],
                 "diff --json",
             );
+            // bit-identical runs: every quantity kept, each agreeing (no step)
+            let devs = v["max_rel_dev"].as_object().unwrap();
+            assert!(!devs.is_empty(), "{v}");
+            for k in devs.keys() {
+                assert!(v["first_differs"][k].is_null(), "{k}: {v}");
+            }
             assert_eq!(
                 (v["common_only"].as_bool(), v["diverged"].as_bool()),
                 (Some(true), Some(false))
