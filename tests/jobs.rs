@@ -16,16 +16,13 @@ fn code(o: &Output) -> i32 {
     o.status.code().expect("exit code")
 }
 
-/// The compared quantities, in report order.
-const COMPARED: [&str; 7] = [
-    "q",
-    "scores",
-    "attention",
-    "rest",
-    "output",
-    "grad_q",
-    "loss",
-];
+/// The compared quantities' names, in report order.
+fn compared() -> Vec<&'static str> {
+    tokensel::prelude::analysis::compare::COMPARED
+        .iter()
+        .map(|q| q.name())
+        .collect()
+}
 
 /// A 20-step comparison (the default data; q and grad_q at the checkpoints), with
 /// `extra` flags.
@@ -53,7 +50,8 @@ fn fail_above_gates_on_the_first_error_past_it() {
     assert_eq!(code(&plain), 0, "{}", stderr(&plain));
     let v = json(&plain);
     assert!(v.get("gate").is_none(), "no gate without the flag: {v}");
-    let max = COMPARED
+    let compared = compared();
+    let max = compared
         .iter()
         .map(|q| v["max_rel_err"][q].as_f64().unwrap())
         .fold(0.0, f64::max);
@@ -84,13 +82,13 @@ fn fail_above_gates_on_the_first_error_past_it() {
     );
     for row in v["checkpoints"].as_array().unwrap() {
         let s = row["step"].as_u64().unwrap();
-        for (k, name) in COMPARED.iter().enumerate() {
+        for (k, name) in compared.iter().enumerate() {
             let e = row["rel_err"][name].as_f64().unwrap();
             if e > max / 2.0 {
                 assert!(step <= s, "{name} passes at checkpoint {s}, before {step}");
             }
             // a tie within the step goes to the first quantity in report order
-            if s == step && e > max / 2.0 && COMPARED.iter().position(|x| *x == q) > Some(k) {
+            if s == step && e > max / 2.0 && compared.iter().position(|x| *x == q) > Some(k) {
                 panic!("{name} passes at step {s} before {q} in report order");
             }
         }
@@ -256,26 +254,17 @@ fn compare_on_factorised_names_the_map_and_refuses_a_span_twin() {
     assert!(json(&compare(&[])).get("query_map").is_none());
 }
 
-/// Two small runs' trajectories in `dir` (`a.json`, `b.json`): A at the config text
-/// `a`, B at `b` (200 steps, d = 50, n = 8).
+/// Two small runs' trajectories in `dir` (`a/trajectory.json`, `b/trajectory.json`):
+/// A at the config text `a`, B at `b` (200 steps, d = 50, n = 8).
 fn two_runs(dir: &std::path::Path, a: &str, b: &str) -> (String, String) {
     let base = "d = 50\nn_train = 8\nn_test = 8\nsteps = 200\n";
-    let mut paths = Vec::new();
-    for (name, extra) in [("a", a), ("b", b)] {
-        let cfg = dir.join(format!("{name}.toml"));
-        std::fs::write(&cfg, format!("{base}{extra}")).unwrap();
-        let out = dir.join(name);
-        let o = tokensel(&[
-            "run",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--quiet",
-        ]);
-        assert_eq!(code(&o), 0, "{}", stderr(&o));
-        paths.push(out.join("trajectory.json").to_str().unwrap().to_string());
-    }
+    let mut paths: Vec<String> = [("a", a), ("b", b)]
+        .into_iter()
+        .map(|(name, extra)| {
+            let t = common::run_out(dir, name, &format!("{base}{extra}"));
+            t.to_str().unwrap().to_string()
+        })
+        .collect();
     (paths.remove(0), paths.remove(0))
 }
 
