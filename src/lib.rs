@@ -157,7 +157,8 @@ pub mod prelude {
         /// Compare: a run against its 512-bit twin (saturation and absorption detector).
         pub mod compare {
             pub use crate::analysis::compare::{
-                COMPARED, DEFAULT_PREDICTOR_STEPS, Options, compare, predictor_mismatch,
+                COMPARED, DEFAULT_PREDICTOR_STEPS, Exceedance, Gate, Options, Report, compare,
+                compare_gated, predictor_mismatch,
             };
         }
         /// Trajectory diff.

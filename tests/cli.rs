@@ -764,19 +764,7 @@ fn a_diverging_run_stops_where_it_always_did() {
 
 /// The trajectory.json of a 5-step run of a small config, written under `dir`.
 fn small_trajectory(dir: &std::path::Path) -> std::path::PathBuf {
-    let cfg = dir.join("s.toml");
-    std::fs::write(&cfg, "d = 20\nn_train = 4\nn_test = 10\nsteps = 5\n").unwrap();
-    let out = dir.join("a");
-    let o = tokensel(&[
-        "run",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--quiet",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    out.join("trajectory.json")
+    common::run_out(dir, "a", "d = 20\nn_train = 4\nn_test = 10\nsteps = 5\n")
 }
 
 /// `diff` does not ignore the `trainer` block: the same numbers under another trainer

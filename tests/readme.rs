@@ -698,6 +698,7 @@ const BLOCKS: &[Form] = &[
                 "{text}"
             );
             assert!(text.contains("verdict: agree"), "{text}");
+            assert!(text.contains(" quantities agree exactly: "), "{text}");
         },
     },
     Form {
@@ -1474,9 +1475,20 @@ const INLINE: &[Form] = &[
                     "only_in_a",
                     "only_in_b",
                     "config_differences",
+                    "config_changes",
+                    "max_rel_dev_step",
+                    "first_differs",
+                    "max_group_mass_dev_step",
+                    "group_mass_first_differs",
                 ],
                 "diff --json",
             );
+            // bit-identical runs: every quantity kept, each agreeing (no step)
+            let devs = v["max_rel_dev"].as_object().unwrap();
+            assert!(!devs.is_empty(), "{v}");
+            for k in devs.keys() {
+                assert!(v["first_differs"][k].is_null(), "{k}: {v}");
+            }
             assert_eq!(
                 (v["common_only"].as_bool(), v["diverged"].as_bool()),
                 (Some(true), Some(false))
@@ -1967,6 +1979,53 @@ const INLINE: &[Form] = &[
             assert_eq!(v["predictor"]["steps"], 30, "{v}");
             assert_eq!(v["predictor"]["bits_equal"], true, "{v}");
         },
+    },
+    Form {
+        text: "compare --steps 20 --fail-above 1e-8",
+        how: How::Tokensel(&[
+            "compare",
+            "--steps",
+            "20",
+            "--fail-above",
+            "1e-8",
+            "--quiet",
+        ]),
+        shrink: &[],
+        check: |_, o| {
+            compare_table(o, "20");
+            let text = stdout(o);
+            assert!(
+                text.contains("gate: passed --fail-above 1e-8 (every compared quantity"),
+                "{text}"
+            );
+        },
+    },
+    Form {
+        text: "compare --steps 20 --out compare.json",
+        how: How::Tokensel(&[
+            "compare",
+            "--steps",
+            "20",
+            "--out",
+            "compare.json",
+            "--quiet",
+        ]),
+        shrink: &[],
+        check: |dir, o| {
+            compare_table(o, "20");
+            assert!(stdout(o).contains("report written to compare.json"));
+            let v = json_file(&dir.join("compare.json"));
+            compare_keys(&v);
+            assert_eq!(v["steps"], 20, "{v}");
+        },
+    },
+    Form {
+        text: "compare --fail-above X",
+        how: How::Elsewhere(
+            "`compare --steps 20 --fail-above 1e-8` runs it here; tests/jobs.rs checks a gate that is passed (exit 1, the quantity, step and error)",
+        ),
+        shrink: &[],
+        check: none,
     },
     Form {
         text: "compare --steps 300 --predictor-steps all",

@@ -128,6 +128,30 @@ pub struct Saturation {
     pub quantity: Option<Quantity>,
 }
 
+/// `compare --fail-above TOL`: the gate a user's CI sets on the comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gate {
+    /// The relative error above which the comparison fails (exit code 1).
+    #[serde(with = "crate::io::nonfinite")]
+    pub fail_above: f64,
+    /// Whether some compared quantity's relative error passed it (or was NaN).
+    pub failed: bool,
+    /// Where it was first passed (`None`: never).
+    pub first: Option<Exceedance>,
+}
+
+/// The first step at which a compared quantity's relative error passed the gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exceedance {
+    /// The quantity ([`COMPARED`] order breaks ties within a step).
+    pub quantity: Quantity,
+    /// The step.
+    pub step: u64,
+    /// Its relative error there (as in `max_rel_err`: normwise for q and grad_q).
+    #[serde(with = "crate::io::nonfinite")]
+    pub rel_err: f64,
+}
+
 /// Update absorption: f64 q stops moving although its own gradient is nonzero (direct
 /// f64 trainer only; `None` fields otherwise).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -357,6 +381,13 @@ pub struct Report {
     /// before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<Stopped>,
+    /// The `--fail-above` gate, when one was set ([`compare_gated`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<Gate>,
+    /// The factorised query map both runs train, as `run`'s header names it
+    /// (`[factorised]` configs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_map: Option<String>,
 }
 
 /// A comparison that ended early ([`Report::stopped`]).
@@ -494,6 +525,19 @@ pub fn compare(
     opts: Options,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Report> {
+    compare_gated(cfg, data, opts, None, progress)
+}
+
+/// [`compare`] with the gate `fail_above` (a finite relative error > 0, checked by the
+/// caller with [`crate::analysis::check_tol`]): the report's [`Report::gate`] says
+/// whether any compared quantity's relative error passed it, and where first.
+pub fn compare_gated(
+    cfg: &Config,
+    data: &Dataset,
+    opts: Options,
+    fail_above: Option<f64>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Report> {
     require(cfg, "compare", &[Capability::Compare])?;
     let truth = Mpfr::truth(opts.prec)?;
     let a = Trainer::new(cfg, data, F64, cfg.formulation)?;
@@ -553,6 +597,11 @@ pub fn compare(
         bits_equal: true,
         first_mismatch: None,
     });
+    let mut gate = fail_above.map(|fail_above| Gate {
+        fail_above,
+        failed: false,
+        first: None,
+    });
     let mut rows = Vec::new();
     let mut judge_out_of_range = None;
     let gap_limit = -(rug::float::exp_min() as f64) * std::f64::consts::LN_2;
@@ -605,6 +654,16 @@ pub fn compare(
             max[k] = max[k].max(errs[k]);
             sum[k] += errs[k];
             count[k] += 1;
+            if let Some(g) = gate.as_mut().filter(|g| !g.failed)
+                && exceeds(errs[k], g.fail_above)
+            {
+                g.failed = true;
+                g.first = Some(Exceedance {
+                    quantity: q,
+                    step,
+                    rel_err: errs[k],
+                });
+            }
             if first[k].is_none() && exceeds(errs[k], opts.tol) {
                 first[k] = Some(step);
                 if !saturation.detected {
@@ -697,6 +756,8 @@ pub fn compare(
         checkpoints: rows,
         enclosure,
         stopped,
+        gate,
+        query_map: cfg.factorised.as_ref().map(|f| f.describe()),
     })
 }
 
@@ -704,7 +765,7 @@ impl std::fmt::Display for Report {
     /// The readable error table and verdicts of `tokensel compare`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut out = format!(
-            "tokensel compare: f64 ({:?}, {}{}) vs {}-bit twin (stable, {}), {} steps{}, tolerance {:e}\n  q and grad_q compared at {}; relative errors of q and grad_q are normwise (per vector), the\n  others per value\n\n",
+            "tokensel compare: f64 ({:?}, {}{}) vs {}-bit twin (stable, {}), {} steps{}{}, tolerance {:e}\n  q and grad_q compared at {}; relative errors of q and grad_q are normwise (per vector), the\n  others per value\n\n",
             self.formulation,
             self.method.name(),
             if self.method_auto {
@@ -719,6 +780,10 @@ impl std::fmt::Display for Report {
                 true => String::new(),
                 false => format!(" of {}", self.optimizer.name()),
             },
+            // the factorised query map, named as `run`'s header names it
+            self.query_map
+                .as_ref()
+                .map_or(String::new(), |m| format!(", {m}")),
             self.tolerance,
             self.d_space_compared_at
         );
@@ -745,6 +810,18 @@ impl std::fmt::Display for Report {
                 self.tolerance
             ),
         };
+        if let Some(g) = &self.gate {
+            out += &match &g.first {
+                Some(x) => format!(
+                    "  gate: FAILED --fail-above {:e}: `{}` passes it first at step {} (relative error {:.3e})\n",
+                    g.fail_above, x.quantity, x.step, x.rel_err
+                ),
+                None => format!(
+                    "  gate: passed --fail-above {:e} (every compared quantity within it at every step compared)\n",
+                    g.fail_above
+                ),
+            };
+        }
         let a = &self.absorption;
         out += &format!(
             "  update absorption: first partial {}, first total {}, max fraction {:.3}\n",

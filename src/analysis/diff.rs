@@ -54,6 +54,86 @@ pub struct Report {
     pub max_group_mass_dev: BTreeMap<String, f64>,
     /// True when every common checkpoint is bit-identical (and there is one).
     pub bit_identical: bool,
+    /// The differing config keys with both values, in `config_differences`' order.
+    #[serde(default)]
+    pub config_changes: Vec<ConfigChange>,
+    /// Per quantity of `max_rel_dev`: the first common step at which its largest
+    /// deviation was reached (`None`: it agrees exactly at every common step).
+    #[serde(default)]
+    pub max_rel_dev_step: BTreeMap<String, Option<u64>>,
+    /// Per quantity of `max_rel_dev`: the first common step at which it differs at all
+    /// (a deviation > 0, within `rtol` or not; `None`: it agrees exactly).
+    #[serde(default)]
+    pub first_differs: BTreeMap<String, Option<u64>>,
+    /// Per group of `max_group_mass_dev`: the first common step of its largest deviation.
+    #[serde(default)]
+    pub max_group_mass_dev_step: BTreeMap<String, Option<u64>>,
+    /// Per group of `max_group_mass_dev`: the first common step at which it differs.
+    #[serde(default)]
+    pub group_mass_first_differs: BTreeMap<String, Option<u64>>,
+}
+
+/// A config key whose values differ ([`Report::config_changes`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigChange {
+    /// The dotted key.
+    pub key: String,
+    /// Its value in A (`None`: A's config does not have it).
+    pub a: Option<serde_json::Value>,
+    /// Its value in B (`None`: B's config does not have it).
+    pub b: Option<serde_json::Value>,
+}
+
+impl ConfigChange {
+    /// `key: A -> B`, each value as TOML writes it (`absent` for a missing one).
+    fn describe(&self) -> String {
+        let show = |v: &Option<serde_json::Value>| match v {
+            None => "absent".to_string(),
+            Some(v) => serde_json::from_value::<toml::Value>(v.clone())
+                .map_or_else(|_| v.to_string(), |t| t.to_string()),
+        };
+        format!("{}: {} -> {}", self.key, show(&self.a), show(&self.b))
+    }
+}
+
+/// When a quantity's deviation over the common steps was largest and when it first
+/// differed.
+#[derive(Debug, Clone, Copy, Default)]
+struct Track {
+    max: f64,
+    max_step: Option<u64>,
+    first: Option<u64>,
+}
+
+impl Track {
+    /// Take the deviation `v` at `step` (steps in increasing order).
+    fn take(&mut self, step: u64, v: f64) {
+        if v > self.max {
+            self.max = v;
+            self.max_step = Some(step);
+        }
+        if v != 0.0 && self.first.is_none() {
+            self.first = Some(step);
+        }
+    }
+}
+
+/// The tracks' largest deviations, their steps and their first differences, as the
+/// report's three maps.
+type TrackMaps = (
+    BTreeMap<String, f64>,
+    BTreeMap<String, Option<u64>>,
+    BTreeMap<String, Option<u64>>,
+);
+
+fn maps(tracks: BTreeMap<String, Track>) -> TrackMaps {
+    let mut out = TrackMaps::default();
+    for (k, t) in tracks {
+        out.0.insert(k.clone(), t.max);
+        out.1.insert(k.clone(), t.max_step);
+        out.2.insert(k, t.first);
+    }
+    out
 }
 
 /// |a - b| / max(|a|, |b|) (0 when equal, also for two infinities of one sign).
@@ -141,23 +221,30 @@ fn same_bits(a: &[(String, Vec<Leaf>)], b: &[(String, Vec<Leaf>)]) -> bool {
         })
 }
 
-/// Dotted keys whose values differ between two TOML tables.
-fn table_differences(a: &toml::Table, b: &toml::Table, prefix: &str, out: &mut Vec<String>) {
+/// Dotted keys whose values differ between two TOML tables, with both values.
+fn table_differences(a: &toml::Table, b: &toml::Table, prefix: &str, out: &mut Vec<ConfigChange>) {
     let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let json = |v: Option<&toml::Value>| {
+        v.map(|v| serde_json::to_value(v).expect("TOML values convert to JSON"))
+    };
     for key in keys {
         let name = format!("{prefix}{key}");
         match (a.get(key), b.get(key)) {
             (Some(toml::Value::Table(x)), Some(toml::Value::Table(y))) => {
                 table_differences(x, y, &format!("{name}."), out)
             }
-            (x, y) if x != y => out.push(name),
+            (x, y) if x != y => out.push(ConfigChange {
+                key: name,
+                a: json(x),
+                b: json(y),
+            }),
             _ => {}
         }
     }
 }
 
-/// Config keys whose values differ.
-pub fn config_differences(a: &crate::Config, b: &crate::Config) -> Vec<String> {
+/// Config keys whose values differ, with both values.
+pub fn config_changes(a: &crate::Config, b: &crate::Config) -> Vec<ConfigChange> {
     let table = |c: &crate::Config| -> toml::Table {
         toml::from_str(&c.to_toml()).expect("a config serialises to a TOML table")
     };
@@ -192,8 +279,8 @@ fn differing_fields<T: Serialize>(a: &T, b: &T, whole: &str, prefix: &str) -> Ve
 /// checkpoints they share (matched by step). With `common_only`, checkpoints present in
 /// one trajectory only are listed but do not count as a divergence.
 pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Report {
-    let mut max_rel_dev = BTreeMap::new();
-    let mut max_group = BTreeMap::new();
+    let mut quantity_tracks: BTreeMap<String, Track> = BTreeMap::new();
+    let mut group_tracks: BTreeMap<String, Track> = BTreeMap::new();
     let mut first: Option<(u64, String)> = None;
     let mut common = 0;
     let mut bits = true;
@@ -218,17 +305,21 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Rep
             if first.is_none() && crate::analysis::exceeds(v, rtol) {
                 first = Some((ca.step, name.clone()));
             }
-            let m = max_rel_dev.entry(name).or_insert(0.0f64);
-            *m = m.max(v);
+            quantity_tracks.entry(name).or_default().take(ca.step, v);
         }
         for g in Group::ALL {
             let path = format!("samples.mass.{}", g.name());
             let dev = paired(find(&la, &path), find(&lb, &path), abs_dev);
-            let m = max_group.entry(g.name().to_string()).or_insert(0.0f64);
-            *m = m.max(dev);
+            group_tracks
+                .entry(g.name().to_string())
+                .or_default()
+                .take(ca.step, dev);
         }
     }
-    let config_differences = config_differences(&a.config, &b.config);
+    let (max_rel_dev, max_rel_dev_step, first_differs) = maps(quantity_tracks);
+    let (max_group, max_group_mass_dev_step, group_mass_first_differs) = maps(group_tracks);
+    let config_changes = config_changes(&a.config, &b.config);
+    let config_differences: Vec<String> = config_changes.iter().map(|c| c.key.clone()).collect();
     let labels_differ = a.y != b.y || a.y_true != b.y_true;
     let trainer_differences = differing_fields(&a.trainer, &b.trainer, "trainer", "");
     let limit_differences = differing_fields(&a.direction, &b.direction, "direction", "direction.");
@@ -254,6 +345,69 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Rep
         first_quantity: first.map(|f| f.1),
         max_rel_dev,
         max_group_mass_dev: max_group,
+        config_changes,
+        max_rel_dev_step,
+        first_differs,
+        max_group_mass_dev_step,
+        group_mass_first_differs,
+    }
+}
+
+/// The rows of one table of [`Report`]'s text: the differing entries sorted by their
+/// deviation (largest first, ties by name) with the step of their largest deviation and
+/// their first difference, then the entries that agree exactly folded into one line.
+fn table(
+    out: &mut String,
+    (title, column, w): (&str, &str, usize),
+    devs: &BTreeMap<String, f64>,
+    max_step: &BTreeMap<String, Option<u64>>,
+    first: &BTreeMap<String, Option<u64>>,
+) {
+    let step = |m: &BTreeMap<String, Option<u64>>, k: &str| {
+        m.get(k)
+            .copied()
+            .flatten()
+            .map_or("-".to_string(), |s| s.to_string())
+    };
+    let mut differ: Vec<(&String, f64)> = devs
+        .iter()
+        .filter(|(_, v)| **v != 0.0)
+        .map(|(k, v)| (k, *v))
+        .collect();
+    // largest first (a deviation is never NaN: `rel`, `abs_dev`), ties by name
+    differ.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(y.0)));
+    let agree: Vec<&str> = devs
+        .iter()
+        .filter(|(_, v)| **v == 0.0)
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if !differ.is_empty() {
+        *out += &format!(
+            "\n  {title:<w$}{column:>13}{:>10}{:>15}\n",
+            "at step", "first differs"
+        );
+        for (k, v) in differ {
+            *out += &format!(
+                "  {k:<w$}{v:>13.3e}{:>10}{:>15}\n",
+                step(max_step, k),
+                step(first, k)
+            );
+        }
+    } else {
+        *out += "\n";
+    }
+    if !agree.is_empty() {
+        *out += &format!(
+            "  {} {} exactly: {}\n",
+            agree.len(),
+            match (agree.len(), title) {
+                (1, "quantity") => "quantity agrees",
+                (_, "quantity") => "quantities agree",
+                (1, _) => "group mass agrees",
+                _ => "group masses agree",
+            },
+            agree.join(", ")
+        );
     }
 }
 
@@ -265,10 +419,19 @@ impl std::fmt::Display for Report {
             self.common_steps, self.rtol
         );
         if !self.config_differences.is_empty() {
-            out += &format!(
-                "  configs differ in: {}\n",
-                self.config_differences.join(", ")
-            );
+            // both values where the report has them (reports of versions before
+            // `config_changes` name the keys only)
+            let changes: Vec<String> = self
+                .config_differences
+                .iter()
+                .map(|k| {
+                    self.config_changes
+                        .iter()
+                        .find(|c| c.key == *k)
+                        .map_or_else(|| k.clone(), ConfigChange::describe)
+                })
+                .collect();
+            out += &format!("  configs differ in: {}\n", changes.join(", "));
         }
         if !self.limit_differences.is_empty() {
             out += &format!(
@@ -322,14 +485,20 @@ impl std::fmt::Display for Report {
             .max()
             .unwrap_or(0)
             .max(16);
-        out += &format!("\n  {:<w$}{:>13}\n", "quantity", "max rel dev");
-        for (k, v) in &self.max_rel_dev {
-            out += &format!("  {k:<w$}{v:>13.3e}\n");
-        }
-        out += &format!("\n  {:<w$}{:>13}\n", "group mass", "max abs dev");
-        for (k, v) in &self.max_group_mass_dev {
-            out += &format!("  {k:<w$}{v:>13.3e}\n");
-        }
+        table(
+            &mut out,
+            ("quantity", "max rel dev", w),
+            &self.max_rel_dev,
+            &self.max_rel_dev_step,
+            &self.first_differs,
+        );
+        table(
+            &mut out,
+            ("group mass", "max abs dev", w),
+            &self.max_group_mass_dev,
+            &self.max_group_mass_dev_step,
+            &self.group_mass_first_differs,
+        );
         f.write_str(&out)
     }
 }

@@ -1,17 +1,19 @@
 //! `tokensel compare`: the f64 trainer against the MPFR twin, step by step.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
 
 use super::{
-    ConfigArgs, DataDir, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, JudgeArgs, finish, parse_method,
-    print_report, progress_bar,
+    ConfigArgs, DataDir, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, JudgeArgs, check_report_file, finish,
+    parse_method, print_report, progress_bar, report_file_written, write_report_file,
 };
 use crate::analysis::compare::{self, DEFAULT_PREDICTOR_STEPS, Options};
 use crate::config::Method;
 use crate::data::Dataset;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::model::caps::{Capability, require};
 
 #[derive(Args, Debug)]
 pub(super) struct CompareArgs {
@@ -31,9 +33,18 @@ pub(super) struct CompareArgs {
     predictor_steps: Steps,
     /// The truth twin's step: span (default; the same trajectory in exact arithmetic,
     /// cost independent of d), direct (d-space quantities compared at every step) or
-    /// auto (the cheaper of the two).
-    #[arg(long, value_name = "auto|direct|span", value_parser = parse_method, default_value = "span")]
-    twin_method: Method,
+    /// auto (the cheaper of the two). A `[factorised]` config's query map runs in the
+    /// direct step only: its twin is direct by default, and `span` is refused.
+    #[arg(long, value_name = "auto|direct|span", value_parser = parse_method)]
+    twin_method: Option<Method>,
+    /// Exit 1 when any compared quantity's relative error passes X at some step (the
+    /// gate of a CI job; the report names the quantity, the step and the error).
+    #[arg(long, value_name = "X")]
+    fail_above: Option<f64>,
+    /// Also write the JSON report to FILE (atomically; an existing regular file is
+    /// replaced, anything else refused).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
     /// Also run the ball trainer (128 bits, span step) in lockstep and report how far
     /// each f64 and twin value lies outside its enclosure of the exact value, in ulps (a
     /// proved lower bound of its error). A ball that becomes non-finite ends the
@@ -73,22 +84,56 @@ fn parse_steps(s: &str) -> std::result::Result<Steps, String> {
 
 pub(super) fn compare(args: &CompareArgs) -> Result<i32> {
     let (cfg, data) = args.data.load(&args.config)?;
+    if let Some(x) = args.fail_above {
+        crate::analysis::check_tol("fail-above", x)?;
+    }
+    // an explicit span twin needs the span form (a `[factorised]` config lacks it, as
+    // for `run --method span`); without the flag the span twin, which the trainer runs
+    // in the direct step where the config has no span form (the header says which)
+    let twin_method = match args.twin_method {
+        Some(Method::Span) => {
+            require(&cfg, "compare --twin-method span", &[Capability::SpanForm]).map_err(|e| {
+                match e {
+                    Error::InvalidConfig { field, reason } => Error::InvalidConfig {
+                        field,
+                        reason: format!(
+                            "{reason}; without --twin-method (or with `direct`) its twin runs \
+                             the direct step"
+                        ),
+                    },
+                    e => e,
+                }
+            })?;
+            Method::Span
+        }
+        Some(m) => m,
+        None => Method::Span,
+    };
     let opts = Options {
         prec: args.judge.prec,
         tol: args.judge.tol,
         predictor: !args.no_predictor,
         predictor_steps: args.predictor_steps.0,
-        twin_method: args.twin_method,
+        twin_method,
         certify: args.certify.then_some(crate::arith::DEFAULT_BALL_PREC),
     };
     opts.check(&cfg)?;
+    check_report_file(args.out.as_deref())?;
     let t0 = Instant::now();
     let data = data.unwrap_or_else(|| Dataset::generate(&cfg));
     let bar = progress_bar(cfg.steps, args.quiet, "steps");
-    let report = compare::compare(&cfg, &data, opts, &mut |s| bar.set_position(s))?;
+    let report = compare::compare_gated(&cfg, &data, opts, args.fail_above, &mut |s| {
+        bar.set_position(s)
+    })?;
     bar.finish_and_clear();
+    // printed whether or not it could be written: the result is not lost
+    let written = write_report_file(args.out.as_deref(), &report);
     print_report(&report, args.json);
+    if let (false, Some(out), Some(Ok(()))) = (args.json, &args.out, &written) {
+        println!("  report written to {}", out.display());
+    }
     finish(t0, None);
+    report_file_written(written)?;
     // a trainer stopped before the last step: the report covers the steps before it;
     // the enclosure alone stopped (its balls blew up): the comparison is complete, the
     // certificate of it is not (undecided, as `certify`'s)
@@ -96,7 +141,9 @@ pub(super) fn compare(args: &CompareArgs) -> Result<i32> {
         .enclosure
         .as_ref()
         .is_some_and(|e| e.stopped.is_some());
-    Ok(match (&report.stopped, enclosure_stopped) {
+    // the gate passed (or its error NaN) is a finding, as diff's and judge's
+    let gate_failed = report.gate.as_ref().is_some_and(|g| g.failed);
+    Ok(match (&report.stopped, enclosure_stopped || gate_failed) {
         (Some(_), _) => EXIT_STOPPED,
         (None, true) => EXIT_FAILED,
         (None, false) => EXIT_OK,

@@ -520,6 +520,35 @@ fn print_report<T: serde::Serialize + std::fmt::Display>(report: &T, json: bool)
     }
 }
 
+/// A one-file JSON report's `--out FILE` (`svm`, `compare`): checked before any work
+/// (absent or a regular file, never a directory or link: `io::files::check_output_file`).
+fn check_report_file(out: Option<&Path>) -> Result<()> {
+    out.map_or(Ok(()), crate::io::files::check_output_file)
+}
+
+/// Write `report` as pretty JSON to `out` atomically (`io::files::write_atomic`; a
+/// reader sees the old file or the new one): `None` without `--out`. The caller prints
+/// the report whether or not it was written (the result is not lost) and then turns a
+/// failed write into its error with [`report_file_written`].
+fn write_report_file<R: serde::Serialize>(out: Option<&Path>, report: &R) -> Option<Result<()>> {
+    out.map(|out| {
+        let mut bytes = serde_json::to_vec_pretty(report).expect("reports serialise");
+        bytes.push(b'\n');
+        crate::io::files::write_atomic(out, &bytes)
+    })
+}
+
+/// A failed write of [`write_report_file`] as the command's error (`NotPublished`,
+/// exit code 3).
+fn report_file_written(written: Option<Result<()>>) -> Result<()> {
+    match written {
+        Some(Err(e)) => Err(Error::NotPublished {
+            source: Box::new(e),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The text of a small input file (config, claims or grid TOML): a regular file of at
 /// most `io::files::SMALL_INPUT` bytes (`io::files::read_text`).
 fn read_text(path: &Path) -> Result<String> {

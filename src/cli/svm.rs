@@ -5,11 +5,13 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{ConfigArgs, DataDir, EXIT_FAILED, EXIT_OK, print_report};
+use super::{
+    ConfigArgs, DataDir, EXIT_FAILED, EXIT_OK, check_report_file, print_report,
+    report_file_written, write_report_file,
+};
 use crate::config::WInit;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::io::files::{check_output_file, write_atomic};
 use crate::model::caps::{Capability, require};
 use crate::model::token_selection::svm::{self, PatternChoice};
 
@@ -63,9 +65,7 @@ pub(super) fn svm_cmd(args: &SvmArgs) -> Result<i32> {
     let _ = args.quiet;
     let (cfg, data) = args.data.load(&args.config)?;
     require(&cfg, "svm", &[Capability::Svm])?;
-    if let Some(out) = &args.out {
-        check_output_file(out)?;
-    }
+    check_report_file(args.out.as_deref())?;
     let choice = choice(&args.pattern)?;
     let dense = cfg.init.w == WInit::KaimingUniform;
     svm::check_sizes(cfg.n_train, cfg.layout.tokens, cfg.d, dense)?;
@@ -84,17 +84,9 @@ pub(super) fn svm_cmd(args: &SvmArgs) -> Result<i32> {
     })?;
     // printed whether or not it could be written (a full disk, a file size limit): the
     // proved result is not lost, and the failed write is exit code 3 (`NotPublished`)
-    let written = args.out.as_ref().map(|out| {
-        let mut bytes = serde_json::to_vec_pretty(&report).expect("reports serialise");
-        bytes.push(b'\n');
-        write_atomic(out, &bytes)
-    });
+    let written = write_report_file(args.out.as_deref(), &report);
     print_report(&report, args.json);
-    if let Some(Err(e)) = written {
-        return Err(Error::NotPublished {
-            source: Box::new(e),
-        });
-    }
+    report_file_written(written)?;
     // a proof either way (optimal, or infeasible by a Farkas vector) is an answer
     Ok(if report.decided() {
         EXIT_OK

@@ -260,3 +260,21 @@ pub fn check_one_claim(dir: &std::path::Path, config: &str, extra: &str, quantit
     )
     .expect("refused before the 100,000-step run")
 }
+
+/// `run --config CFG --out DIR --quiet` of the config text `config`, written as
+/// `DIR.toml` beside DIR under `dir`: the run's `trajectory.json` (the run must succeed).
+pub fn run_out(dir: &std::path::Path, name: &str, config: &str) -> std::path::PathBuf {
+    let cfg = dir.join(format!("{name}.toml"));
+    std::fs::write(&cfg, config).unwrap();
+    let out = dir.join(name);
+    let o = tokensel(&[
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    out.join("trajectory.json")
+}
