@@ -1,5 +1,8 @@
-//! Every command form the README shows runs, and its output holds what the README says
-//! (keys, values, the files written and what they contain), not only its exit code:
+//! Every command form the README and the user guide (`docs/`, the chapters of [`DOCS`], read
+//! after the README as one text, in that order) show runs, and its output holds what they
+//! say (keys, values, the files written and what they contain), not only its exit code:
+//! - every `text` block that follows an `sh` block is that block's last command's printed
+//!   output: each of its lines is a line of what the command prints ([`printed`]);
 //! - every line of the README's `sh` blocks, in README order (`cargo run --release --
 //!   ARGS` as the built binary with ARGS, `python ...` with the CI's venv), each looked
 //!   up in [`BLOCKS`] with the check of its output: a line added to the README without
@@ -45,6 +48,9 @@ enum How {
     Tokensel(&'static [&'static str]),
     /// The README line itself (a block line: `cargo run --release --` is the binary).
     AsWritten,
+    /// The README line itself, which exits with this code (a failed claim, a difference
+    /// found: the README says so).
+    Exits(i32),
     /// Needs PyTorch and the user's checkout of the official repository (not in CI).
     Torch,
     /// Run with exactly these arguments by another test, which checks its output.
@@ -699,6 +705,44 @@ const BLOCKS: &[Form] = &[
             );
             assert!(text.contains("verdict: agree"), "{text}");
             assert!(text.contains(" quantities agree exactly: "), "{text}");
+        },
+    },
+    Form {
+        text: "cargo run --release -- run --steps 2000 --out snap-a",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |dir, _| {
+            trajectory_dir(&dir.join("snap-a"), 2000);
+        },
+    },
+    Form {
+        text: "cargo run --release -- run --steps 2000 --arith f32 --out snap-b",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |dir, _| {
+            let v = trajectory_dir(&dir.join("snap-b"), 2000);
+            assert_eq!(v["trainer"]["kind"], "f32", "{}", v["trainer"]);
+        },
+    },
+    Form {
+        // the README: the f32 run parts from the f64 one at step 0, and both select the
+        // same tokens at every checkpoint
+        text: "cargo run --release -- diff snap-a/trajectory.json snap-b/trajectory.json",
+        how: How::Exits(1),
+        shrink: &[],
+        check: |_, o| {
+            let text = stdout(o);
+            assert!(text.contains("verdict: DIFFER"), "{text}");
+        },
+    },
+    Form {
+        // the README: the template's first claim fails on 2 of 5 seeds, its second holds
+        text: "cargo run --release -- check claims/template.toml",
+        how: How::Exits(1),
+        shrink: &[],
+        check: |_, o| {
+            let text = stdout(o);
+            assert!(text.contains("1 passed, 1 failed"), "{text}");
         },
     },
     Form {
@@ -2361,9 +2405,91 @@ fn setup(dir: &Path) {
     std::fs::write(dir.join("loss-ext.json"), ext.to_string()).unwrap();
 }
 
+/// The user guide's chapters, in the order they are read after the README (the order
+/// the sections had in the one-file README, so a chapter's commands find the files the
+/// earlier ones wrote).
+const DOCS: &[&str] = &[
+    "run.md",
+    "claims.md",
+    "snapshots.md",
+    "benchmarks.md",
+    "models.md",
+    "optimizers.md",
+    "protocol.md",
+    "grids.md",
+    "judge.md",
+    "certify.md",
+    "svm.md",
+    "python.md",
+    "exit-codes.md",
+    "files.md",
+    "layout.md",
+];
+
+/// The README followed by every chapter of [`DOCS`]; `docs/` holds exactly those
+/// chapters and its index, `docs/README.md`, which links each of them.
+fn guide_text() -> String {
+    let docs = manifest().join("docs");
+    let mut found: Vec<String> = std::fs::read_dir(&docs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "README.md")
+        .collect();
+    found.sort();
+    let mut listed: Vec<String> = DOCS.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(found, listed, "docs/ holds exactly the chapters of DOCS");
+    let index = std::fs::read_to_string(docs.join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(manifest().join("README.md")).unwrap();
+    for chapter in DOCS {
+        assert!(
+            index.contains(&format!("]({chapter})"))
+                && readme.contains(&format!("](docs/{chapter})")),
+            "docs/README.md and README.md link docs/{chapter}"
+        );
+    }
+    let mut text = readme;
+    for chapter in DOCS {
+        text.push('\n');
+        text.push_str(&std::fs::read_to_string(docs.join(chapter)).unwrap());
+    }
+    text
+}
+
+/// The printed outputs the text shows: for each `text` block that directly follows an
+/// `sh` block, that block's last command and the block's non-empty lines (trailing
+/// spaces trimmed).
+fn printed(text: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut out = std::collections::BTreeMap::new();
+    for part in text.split("```sh\n").skip(1) {
+        let Some((block, rest)) = part.split_once("```") else {
+            continue;
+        };
+        let Some(shown) = rest.trim_start_matches(['\n', ' ']).strip_prefix("```text\n") else {
+            continue;
+        };
+        let shown = shown.split("```").next().unwrap();
+        let Some(command) = block.lines().map(str::trim).rfind(|l| !l.is_empty()) else {
+            continue;
+        };
+        let lines: Vec<String> = shown
+            .lines()
+            .map(str::trim_end)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect();
+        assert!(
+            out.insert(command.to_string(), lines).is_none(),
+            "`{command}`: two printed outputs shown"
+        );
+    }
+    out
+}
+
 #[test]
 fn every_readme_command_form_runs_and_says_what_the_readme_says() {
-    let text = std::fs::read_to_string(manifest().join("README.md")).unwrap();
+    let text = guide_text();
+    let expected_output = printed(&text);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     for sub in ["claims", "examples"] {
@@ -2485,7 +2611,7 @@ fn every_readme_command_form_runs_and_says_what_the_readme_says() {
                 continue;
             }
             How::Tokensel(_) => unreachable!("block lines run as written"),
-            How::AsWritten => {
+            How::AsWritten | How::Exits(_) => {
                 if let Some(args) = line.strip_prefix("cargo run --release -- ") {
                     if args.starts_with("judge ext.json") && python.is_none() {
                         continue; // reads the Python line's output
@@ -2511,8 +2637,27 @@ fn every_readme_command_form_runs_and_says_what_the_readme_says() {
                 }
             }
         };
-        ok(&out, line);
+        match form.how {
+            How::Exits(code) => assert_eq!(
+                out.status.code(),
+                Some(code),
+                "`{line}` exits {code} as the README says: {}",
+                stderr(&out)
+            ),
+            _ => ok(&out, line),
+        }
         (form.check)(dir, &out);
+        if let Some(lines) = expected_output.get(line) {
+            let got = stdout(&out);
+            let got: BTreeSet<&str> = got.lines().map(str::trim_end).collect();
+            for want in lines {
+                assert!(
+                    got.contains(want.as_str()),
+                    "`{line}`: the printed output the README shows has `{want}`, which the command no longer prints:\n{}",
+                    stdout(&out)
+                );
+            }
+        }
     }
     if skipped_python {
         eprintln!(
@@ -2556,7 +2701,9 @@ fn every_readme_command_form_runs_and_says_what_the_readme_says() {
                 eprintln!("`{span}`: {why}");
                 continue;
             }
-            How::AsWritten | How::Torch => unreachable!("inline forms name their command"),
+            How::AsWritten | How::Exits(_) | How::Torch => {
+                unreachable!("inline forms name their command")
+            }
         };
         ok(&out, span);
         (form.check)(dir, &out);
