@@ -2458,7 +2458,7 @@ fn guide_text() -> String {
 
 /// The printed outputs the text shows: for each `text` block that directly follows an
 /// `sh` block, that block's last command and the block's non-empty lines (trailing
-/// spaces trimmed).
+/// spaces trimmed; a line `...` marks lines left out and is not one).
 fn printed(text: &str) -> std::collections::BTreeMap<String, Vec<String>> {
     let mut out = std::collections::BTreeMap::new();
     for part in text.split("```sh\n").skip(1) {
@@ -2475,7 +2475,7 @@ fn printed(text: &str) -> std::collections::BTreeMap<String, Vec<String>> {
         let lines: Vec<String> = shown
             .lines()
             .map(str::trim_end)
-            .filter(|l| !l.is_empty())
+            .filter(|l| !l.is_empty() && l.trim() != "...")
             .map(str::to_string)
             .collect();
         assert!(
