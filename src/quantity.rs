@@ -8,12 +8,12 @@
 //! | name | shape | what |
 //! | --- | --- | --- |
 //! | `p` | (d) | the trainable token p |
-//! | `q` | (d) | q = W^T p |
-//! | `W` | (d, d) | the key-query matrix (scores = X W^T p); not a quantity of a `[factorised]` config |
 //! | `W_Q` | (m, d) | the factorised map's query weight (`[factorised]` only) |
 //! | `W_K` | (m, d) | the factorised map's key weight (`[factorised]` only) |
 //! | `b_Q` | (m) | the factorised map's query bias (`[factorised]` with `bias` only) |
 //! | `b_K` | (m) | the factorised map's key bias (`[factorised]` with `bias` only; see below) |
+//! | `q` | (d) | q = W^T p (W_K^T (W_Q p + b_Q) for `[factorised]`) |
+//! | `W` | (d, d) | the key-query matrix (scores = X W^T p); not a quantity of a `[factorised]` config |
 //! | `scores` | (n, T) | scores z_t = <x_t, q> of the training tokens |
 //! | `attention` | (n, T) | softmax of the scores |
 //! | `rest` | (n) | 1 - s_top of each training sample |
@@ -82,13 +82,8 @@ pub enum Quantity {
     /// The trainable token p (d).
     #[serde(rename = "p")]
     P,
-    /// q = W^T p (d).
-    #[serde(rename = "q")]
-    Q,
-    /// The key-query matrix W (d, d).
-    #[serde(rename = "W")]
-    W,
-    /// The factorised map's query weight W_Q (m, d).
+    /// The factorised map's query weight W_Q (m, d) (the blocks come before q, which
+    /// they fix: a departure in a block is named by the block).
     #[serde(rename = "W_Q")]
     WQ,
     /// The factorised map's key weight W_K (m, d).
@@ -101,6 +96,12 @@ pub enum Quantity {
     /// tokensel (its exact gradient is 0).
     #[serde(rename = "b_K")]
     BK,
+    /// q = W^T p (d).
+    #[serde(rename = "q")]
+    Q,
+    /// The key-query matrix W (d, d).
+    #[serde(rename = "W")]
+    W,
     /// Scores of the training tokens (n, T).
     #[serde(rename = "scores")]
     Scores,
@@ -126,12 +127,12 @@ impl Quantity {
     /// Every quantity, in report order.
     pub const ALL: [Quantity; 13] = [
         Quantity::P,
-        Quantity::Q,
-        Quantity::W,
         Quantity::WQ,
         Quantity::WK,
         Quantity::BQ,
         Quantity::BK,
+        Quantity::Q,
+        Quantity::W,
         Quantity::Scores,
         Quantity::Attention,
         Quantity::Rest,

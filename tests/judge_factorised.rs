@@ -53,6 +53,12 @@ fn nest(v: &[f64], shape: &[usize]) -> Value {
     }
 }
 
+/// The blocks before an update, by name.
+type Before = [(&'static str, Vec<f64>)];
+
+/// A fault applied after each update: (step, trainer, blocks before the update).
+type Fault = dyn Fn(u64, &mut Trainer<'_, F64>, &Before);
+
 /// The quantities recorded: every one a factorised run with biases has.
 const RECORDED: [Quantity; 12] = [
     Quantity::P,
@@ -73,10 +79,7 @@ const RECORDED: [Quantity; 12] = [
 /// format, every step recorded (f64 written exactly); `fault(step, trainer, before)`
 /// is applied after each update (`before`: the blocks before it), then q is formed
 /// again from the blocks.
-fn own_run(
-    cfg: &Config,
-    fault: &dyn Fn(u64, &mut Trainer<'_, F64>, &[(&'static str, Vec<f64>)]),
-) -> Value {
+fn own_run(cfg: &Config, fault: &Fault) -> Value {
     let data = Dataset::generate(cfg);
     let mut t = Trainer::with_method(cfg, &data, F64, Formulation::Stable, Method::Direct).unwrap();
     let mut ext = serde_json::Map::new();
@@ -108,7 +111,7 @@ fn own_run(
 }
 
 /// No fault.
-fn none(_: u64, _: &mut Trainer<'_, F64>, _: &[(&'static str, Vec<f64>)]) {}
+fn none(_: u64, _: &mut Trainer<'_, F64>, _: &Before) {}
 
 /// Block `name` of a trainer's factorised map, mutably.
 fn block<'t>(t: &'t mut Trainer<'_, F64>, name: &str) -> &'t mut Vec<f64> {
@@ -228,23 +231,23 @@ fn own_factorised_runs_are_explained_by_f64_stable() {
 /// Planted faults are found at update 1 and named: a W_K update 1.01 times the truth's
 /// (a W_K gradient scaled by 1.01; GD), and b_Q never updated (GD and Adam). Both change
 /// q and the scores too, so the departure lists them beside the block; the block is
-/// among the departure's quantities, and the verdict is DIFFERS at step 1 (exit 1).
+/// named first (blocks come before q in report order), the verdict is DIFFERS at step
+/// 1 (exit 1), and the W_K fault is located as an update 1.01 times the truth's.
 /// The same trainer without the fault is explained (the test above): the fault alone
 /// makes the difference.
 #[test]
 fn planted_block_faults_are_found_at_update_1() {
-    let scaled_wk = |_: u64, t: &mut Trainer<'_, F64>, before: &[(&'static str, Vec<f64>)]| {
+    let scaled_wk = |_: u64, t: &mut Trainer<'_, F64>, before: &Before| {
         let old = &before.iter().find(|(n, _)| *n == "W_K").unwrap().1;
         let wk = block(t, "W_K");
         for (w, o) in wk.iter_mut().zip(old) {
             *w = o + 1.01 * (*w - o);
         }
     };
-    let frozen_bq = |_: u64, t: &mut Trainer<'_, F64>, before: &[(&'static str, Vec<f64>)]| {
+    let frozen_bq = |_: u64, t: &mut Trainer<'_, F64>, before: &Before| {
         let old = before.iter().find(|(n, _)| *n == "b_Q").unwrap().1.clone();
         *block(t, "b_Q") = old;
     };
-    type Fault = dyn Fn(u64, &mut Trainer<'_, F64>, &[(&'static str, Vec<f64>)]);
     let cases: [(&str, &str, f64, &Fault, &str); 3] = [
         ("W_K x 1.01, gd", "", 0.5, &scaled_wk, "W_K"),
         ("b_Q frozen, gd", "", 0.5, &frozen_bq, "b_Q"),
@@ -276,7 +279,18 @@ fn planted_block_faults_are_found_at_update_1() {
             .iter()
             .map(|q| q.as_str().unwrap())
             .collect();
-        assert!(qs.contains(&quantity), "{name}: {qs:?}");
+        // the blocks come before q in report order: the block is the one named
+        assert_eq!(qs[0], quantity, "{name}: {qs:?}");
+        assert_eq!(dep["quantity"], quantity, "{name}: {dep}");
+        assert_eq!(r["first_over_tol"]["quantity"], quantity, "{name}");
+        if quantity == "W_K" {
+            // W_K right at step 0 and its update 1.01 times the truth's
+            let located = &dep["located"];
+            assert_eq!(located["stage"], "scaled-update", "{name}: {located}");
+            let ratio = located["ratio"].as_f64().unwrap();
+            assert!((ratio - 1.01).abs() < 1e-6, "{name}: {ratio}");
+            assert_eq!(located["gradient_right"], false, "{name}: {located}");
+        }
         assert_eq!(
             r["quantities"][quantity]["first_over_tol"], 1,
             "{name}: {}",

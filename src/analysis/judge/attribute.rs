@@ -827,7 +827,8 @@ fn locate(
     let rec = |q: Quantity| errs.external.contains_key(&q) && errs.has(q, k);
     let wrong = |q: Quantity| rec(q) && outside(q);
     let right = |q: Quantity| rec(q) && !outside(q);
-    let params = [P, Q, W, WQ, WK, BQ, BK];
+    // (the factorised blocks before the q they fix)
+    let params = [P, WQ, WK, BQ, BK, Q, W];
     let factorised = !errs.q_inputs.is_empty();
     // the recorded parameter that fixes q (W^T p; W_K^T (W_Q p + b_Q) for
     // [factorised]) at this record, right
@@ -890,9 +891,11 @@ fn locate(
         if p == tq && before(tq) {
             let lim = limit(tq);
             if let Some(s) = errs.scaled[k].filter(|s| s.residual <= lim && s.scaling > lim) {
+                // (a factorised block's gradient, e.g. u (dL/dq)^T, is not excluded
+                // by a right dL/dq: it is not recorded)
                 return Located::ScaledUpdate {
                     ratio: s.ratio,
-                    gradient_right: before(GradQ),
+                    gradient_right: before(GradQ) && !factorised,
                     stored_not_excluded,
                 };
             }
@@ -967,9 +970,18 @@ fn located_text(errs: &Errors, dep: &Departure, k: usize, chosen: &[Candidate]) 
             let what = match (*ratio < 0.0, *gradient_right) {
                 (true, true) => format!("the update's sign (`{tq}` and `grad_q` are right at step {before})"),
                 (false, true) => format!("{scale} (`{tq}` and `grad_q` are right at step {before})"),
+                (true, false) if !errs.q_inputs.is_empty() => format!(
+                    "the sign of `{tq}`'s update or of its gradient (`{tq}` is right at step {before})"
+                ),
                 (true, false) => format!(
                     "the update's sign, or the gradient's (`{tq}` is right at step {before}; record grad_q to tell them apart)"
                 ),
+                (false, false) if !errs.q_inputs.is_empty() => match errs.gradient_factor {
+                    Some(q) => format!(
+                        "{scale} of `{tq}`, or a constant factor in `{tq}`'s gradient{q} (`{tq}` is right at step {before}; its gradient is not a recorded quantity)"
+                    ),
+                    None => format!("{scale} of `{tq}` (`{tq}` is right at step {before})"),
+                },
                 (false, false) => match errs.gradient_factor {
                     Some(q) => format!(
                         "{scale}, or a constant factor in the gradient{q} (`{tq}` is right at step {before}; record grad_q to tell them apart)"

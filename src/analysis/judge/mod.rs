@@ -688,9 +688,7 @@ pub fn judge(
             }
         }
     }
-    Ok(assemble(
-        cfg, ext, opts, m, absorption, stops, ball, not_run,
-    ))
+    Ok(assemble(cfg, ext, opts, m, absorption, stops, ball))
 }
 
 /// Per record: the external's update of its trained parameter `tq` from the record
@@ -741,7 +739,6 @@ fn assemble(
     absorption: BTreeMap<Candidate, Absorption>,
     stops: BTreeMap<Candidate, (u64, String)>,
     ball: Option<Replay<'_, Ball>>,
-    not_run: Vec<NotRun>,
 ) -> Report {
     let steps = ext.steps.clone();
     // per quantity, per record: the index of its value there (None: not recorded)
@@ -985,7 +982,7 @@ fn assemble(
         envelope_factor: FACTOR,
         resolution,
         candidates: fits,
-        not_run,
+        not_run: candidate::not_run(cfg),
         diagnosis,
         proof,
         dense_bounds: m.bounds,
