@@ -113,8 +113,9 @@ pub fn not_run(cfg: &Config) -> Vec<NotRun> {
         .collect()
 }
 
-/// Where a replay's updates were absorbed: some (or every) coordinate of the trained
-/// parameter (p; q in W-mode) did not change in an update (with real data no update
+/// Where a replay's updates were absorbed (not watched for `[factorised]`: see
+/// `Replay::trained`): some (or every) coordinate of the trained parameter (p; q in
+/// W-mode) did not change in an update (with real data no update
 /// direction has an exactly zero coordinate, so this is absorption: |alpha g_k| at most
 /// half an ulp of p_k).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -165,11 +166,14 @@ impl<'a, A: Arith> Replay<'a, A> {
         self.stopped.is_none()
     }
 
-    /// The trained parameter of the direct engine (p, or q in W-mode; the block W_K of
-    /// the factorised map), if direct.
+    /// The trained parameter of the direct engine (p, or q in W-mode), if direct and
+    /// not factorised: a factorised block's update can be exactly zero without
+    /// absorption (W_K's first update u (dL/dq)^T from W_Q(0) = 0, b_Q = 0 is 0), so
+    /// the absorption watch does not run for `[factorised]` (its report has no
+    /// absorption note).
     fn trained(&self) -> Option<&[A::Real]> {
         match &self.tr.engine {
-            Engine::Direct(e) if e.fact().is_some() => e.fact().map(|f| f.blocks.get("W_K")),
+            Engine::Direct(e) if e.fact().is_some() => None,
             Engine::Direct(e) if self.tr.cfg.mode == Mode::W => Some(&e.q),
             Engine::Direct(e) => Some(e.p()),
             Engine::Span(_) => None,
