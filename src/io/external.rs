@@ -23,6 +23,20 @@
 //! (a scalar), and `grad_q` = dL/dq (d). Any non-empty subset may be present.
 //! Shapes are checked against the run's config by [`External::check_against`].
 //!
+//! A run of a `[factorised]` config (z_it = (W_Q p + b_Q)^T (W_K x_it + b_K), SPEC
+//! section 17) records its blocks by their names: `W_Q`, `W_K` (m, d: PyTorch's
+//! `nn.Linear(d, m).weight`), and with `bias = true` `b_Q`, `b_K` (m: the layers'
+//! `.bias`); `q` there is the effective query W_K^T (W_Q p + b_Q) (d), `grad_q` its
+//! dL/dq, `scores` include the shift <b_K, W_Q p + b_Q>, and `p` is the query token. `W`
+//! is refused for such a run (no d x d matrix gives its scores), and the blocks are
+//! refused for a run without `[factorised]` (exit code 2, naming the key and why). An
+//! implementation that forms b_K's gradient (PyTorch does) moves b_K by rounding noise
+//! (its exact gradient is 0, and tokensel keeps b_K exactly at its initial value):
+//! judged as every other quantity, a drift of a few ulps is far within any tolerance
+//! above the dtype's rounding and is not a finding; only a b_K error past the tolerance
+//! is. The format's tag is unchanged (the new keys are new quantities; a file of the
+//! older kind reads as before).
+//!
 //! A quantity may be recorded at fewer steps than the others: `<name>_steps` (e.g.
 //! `W_steps`; a JSON list or an NPZ integer array) lists its own steps, a strictly
 //! increasing subset of `steps`, and its first axis has one entry per step of that list.
@@ -530,10 +544,18 @@ impl External {
         Ok(())
     }
 
-    /// Check every quantity's shape against `cfg` (the data's config), and the header's
-    /// config values against `cfg`'s.
+    /// Check every quantity against `cfg` (the data's config): that the run has it
+    /// ([`Quantity::missing`]: the blocks `W_Q`, `W_K`, `b_Q`, `b_K` only with
+    /// `[factorised]`, the biases only with its `bias`, `W` only without it) and its
+    /// shape; and the header's config values against `cfg`'s.
     pub fn check_against(&self, cfg: &Config) -> Result<()> {
         for (q, s) in &self.series {
+            if let Some(why) = q.missing(cfg) {
+                return Err(Error::Mismatch {
+                    what: format!("quantity `{}`", q.name()),
+                    reason: format!("not a quantity of the data's config: {why}"),
+                });
+            }
             let want = q.shape(cfg);
             if s.shape != want {
                 return Err(Error::Mismatch {

@@ -109,7 +109,7 @@ impl Capability {
             Capability::Saturation => &[Binary, SeparatePrompt, PlainQuery],
             Capability::GridMetrics => &[Binary, FullBatch, SeparatePrompt, PlainQuery],
             Capability::Compare => &[FullBatch, SeparatePrompt],
-            Capability::JudgeReplay => &[FullBatch, SeparatePrompt, PlainQuery],
+            Capability::JudgeReplay => &[FullBatch, SeparatePrompt],
             Capability::Certify => &[FullBatch, SeparatePrompt],
             Capability::Protocol => &[SeparatePrompt, PlainQuery],
             Capability::Export => &[],
@@ -134,8 +134,8 @@ pub enum Feature {
     /// The prompt separate from the sequence (`[model] prompt = "separate"`).
     SeparatePrompt,
     /// The query q = W^T p of the p / W / joint modes (no `[factorised]` section: the
-    /// factorised query map runs in `run`, `twin`, `compare`, `certify`, `data` and `config`
-    /// only).
+    /// factorised query map runs in `run`, `twin`, `compare`, `certify`, `judge`, `data`
+    /// and `config` only).
     PlainQuery,
 }
 
@@ -178,7 +178,8 @@ impl Feature {
                     "factorised",
                     "it is written for the query q = W^T p of the p / W / joint modes; this \
                      config has the factorised query map ([factorised]), which runs in run, \
-                     twin, compare, certify, data and config only (remove [factorised] here)"
+                     twin, compare, certify, judge, data and config only (remove [factorised] \
+                     here)"
                         .to_string(),
                 )
             }),

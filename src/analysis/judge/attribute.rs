@@ -58,6 +58,13 @@ pub struct Errors {
     pub recorded: BTreeMap<Quantity, Vec<bool>>,
     /// The run's mode (which recorded parameters fix q, the scores' input).
     pub mode: Mode,
+    /// The factorised map's parameters that fix q = W_K^T (W_Q p + b_Q) (`W_Q`, `W_K`,
+    /// `b_Q` with biases, `p` where it trains); empty without `[factorised]` (there
+    /// `mode` says which of p and W fix q).
+    pub q_inputs: Vec<Quantity>,
+    /// The trained parameter whose updates are compared with the twin's (p; q in
+    /// W-mode; W_K for `[factorised]`, which every factorised run trains).
+    pub trained: Quantity,
     /// Per record k: how the external's update of its trained parameter from record
     /// k - 1 to k compares with the twin's, where both records are one update apart and
     /// record that parameter (`None` elsewhere).
@@ -73,7 +80,7 @@ pub struct Errors {
 }
 
 /// The external's update Δe = e(k) - e(k - 1) of the trained parameter (p; q in
-/// W-mode) against the twin's Δt over the same update: the least-squares factor r of
+/// W-mode; W_K for `[factorised]`) against the twin's Δt over the same update: the least-squares factor r of
 /// Δe ≈ r Δt and what it leaves, each relative to the twin's ||t(k)||.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Scaled {
@@ -535,7 +542,7 @@ pub fn attribute(
     let records = errs.records();
     let mut fits = Vec::new();
     let mut envs = BTreeMap::new();
-    for c in Candidate::ALL {
+    for &c in errs.candidates.keys() {
         let env = errs.envelopes(c);
         let stop = errs.stopped_at.get(&c).copied().unwrap_or(records);
         let ratio = |k: usize, q: Quantity| {
@@ -816,14 +823,19 @@ fn locate(
     outside_at: &dyn Fn(Quantity, usize) -> Option<bool>,
     limit: impl Fn(Quantity) -> f64,
 ) -> Located {
-    use Quantity::{Attention, GradQ, Loss, Output, P, Q, Rest, Scores, W};
+    use Quantity::{Attention, BK, BQ, GradQ, Loss, Output, P, Q, Rest, Scores, W, WK, WQ};
     let rec = |q: Quantity| errs.external.contains_key(&q) && errs.has(q, k);
     let wrong = |q: Quantity| rec(q) && outside(q);
     let right = |q: Quantity| rec(q) && !outside(q);
-    let params = [P, Q, W];
-    // the recorded parameter that fixes q = W^T p at this record, right
+    // (the factorised blocks before the q they fix)
+    let params = [P, WQ, WK, BQ, BK, Q, W];
+    let factorised = !errs.q_inputs.is_empty();
+    // the recorded parameter that fixes q (W^T p; W_K^T (W_Q p + b_Q) for
+    // [factorised]) at this record, right
     let q_from = if right(Q) {
         Some(Q)
+    } else if factorised {
+        errs.q_inputs.iter().all(|&q| right(q)).then_some(WK)
     } else {
         match errs.mode {
             Mode::P if right(P) => Some(P),
@@ -838,7 +850,11 @@ fn locate(
         }
         // its consequences: the scores at this step, its next record
         // (q = W^T p is computed from p where W is fixed or right)
-        let q_too = p == P && errs.mode != Mode::W && !wrong(W);
+        let q_too = if factorised {
+            errs.q_inputs.contains(&p)
+        } else {
+            p == P && errs.mode != Mode::W && !wrong(W)
+        };
         let same = [Scores, Q]
             .into_iter()
             .filter(|&s| s != Q || q_too)
@@ -868,16 +884,18 @@ fn locate(
         }
         let stored_not_excluded = !consistent;
         // one update from a right record: is it a multiple of the truth's?
-        let tq = if errs.mode == Mode::W { Q } else { P };
+        let tq = errs.trained;
         let one_update = k > 0 && errs.steps[k - 1] + 1 == errs.steps[k];
         let before =
             |q: Quantity| one_update && errs.external.contains_key(&q) && errs.has(q, k - 1);
         if p == tq && before(tq) {
             let lim = limit(tq);
             if let Some(s) = errs.scaled[k].filter(|s| s.residual <= lim && s.scaling > lim) {
+                // (a factorised block's gradient, e.g. u (dL/dq)^T, is not excluded
+                // by a right dL/dq: it is not recorded)
                 return Located::ScaledUpdate {
                     ratio: s.ratio,
-                    gradient_right: before(GradQ),
+                    gradient_right: before(GradQ) && !factorised,
                     stored_not_excluded,
                 };
             }
@@ -918,7 +936,7 @@ fn locate(
 fn located_text(errs: &Errors, dep: &Departure, k: usize, chosen: &[Candidate]) -> String {
     let before = if k > 0 { errs.steps[k - 1] } else { 0 };
     let step = dep.step;
-    let tq = if errs.mode == Mode::W { "q" } else { "p" };
+    let tq = errs.trained.name();
     match &dep.located {
         Located::InitialParameters { quantity } => format!(
             "the initial parameters: `{quantity}` at step 0 is not the data's (read or recorded otherwise)"
@@ -952,9 +970,18 @@ fn located_text(errs: &Errors, dep: &Departure, k: usize, chosen: &[Candidate]) 
             let what = match (*ratio < 0.0, *gradient_right) {
                 (true, true) => format!("the update's sign (`{tq}` and `grad_q` are right at step {before})"),
                 (false, true) => format!("{scale} (`{tq}` and `grad_q` are right at step {before})"),
+                (true, false) if !errs.q_inputs.is_empty() => format!(
+                    "the sign of `{tq}`'s update or of its gradient (`{tq}` is right at step {before})"
+                ),
                 (true, false) => format!(
                     "the update's sign, or the gradient's (`{tq}` is right at step {before}; record grad_q to tell them apart)"
                 ),
+                (false, false) if !errs.q_inputs.is_empty() => match errs.gradient_factor {
+                    Some(q) => format!(
+                        "{scale} of `{tq}`, or a constant factor in `{tq}`'s gradient{q} (`{tq}` is right at step {before}; its gradient is not a recorded quantity)"
+                    ),
+                    None => format!("{scale} of `{tq}` (`{tq}` is right at step {before})"),
+                },
                 (false, false) => match errs.gradient_factor {
                     Some(q) => format!(
                         "{scale}, or a constant factor in the gradient{q} (`{tq}` is right at step {before}; record grad_q to tell them apart)"
@@ -1221,6 +1248,8 @@ mod tests {
             dtype,
             recorded: BTreeMap::new(),
             mode: Mode::P,
+            q_inputs: Vec::new(),
+            trained: Quantity::P,
             scaled: vec![None; 4],
             scales: vec!["the step size"],
             gradient_factor: Some(""),

@@ -83,8 +83,39 @@ impl std::fmt::Display for Candidate {
     }
 }
 
-/// Where a replay's updates were absorbed: some (or every) coordinate of the trained
-/// parameter (p; q in W-mode) did not change in an update (with real data no update
+/// A candidate that `judge` does not run for a config, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotRun {
+    /// The candidate.
+    pub candidate: Candidate,
+    /// Why it is not run.
+    pub reason: String,
+}
+
+/// The candidates not run for `cfg`, and why: the naive formulations for a
+/// `[factorised]` config (its query map implements the stable formulation only:
+/// `model::factorised`); empty otherwise (every candidate runs).
+pub fn not_run(cfg: &Config) -> Vec<NotRun> {
+    if cfg.factorised.is_none() {
+        return Vec::new();
+    }
+    [Candidate::F64Naive, Candidate::F32Naive]
+        .into_iter()
+        .map(|candidate| NotRun {
+            candidate,
+            reason: format!(
+                "{} is not replayed: the factorised query map ([factorised]) implements the \
+                 stable formulation only (the naive one is the p / W / joint query's), so \
+                 an implementation's naive softmax gradient is not told from other faults",
+                candidate.describe()
+            ),
+        })
+        .collect()
+}
+
+/// Where a replay's updates were absorbed (not watched for `[factorised]`: see
+/// `Replay::trained`): some (or every) coordinate of the trained parameter (p; q in
+/// W-mode) did not change in an update (with real data no update
 /// direction has an exactly zero coordinate, so this is absorption: |alpha g_k| at most
 /// half an ulp of p_k).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -135,9 +166,14 @@ impl<'a, A: Arith> Replay<'a, A> {
         self.stopped.is_none()
     }
 
-    /// The trained parameter of the direct engine (p, or q in W-mode), if direct.
+    /// The trained parameter of the direct engine (p, or q in W-mode), if direct and
+    /// not factorised: a factorised block's update can be exactly zero without
+    /// absorption (W_K's first update u (dL/dq)^T from W_Q(0) = 0, b_Q = 0 is 0), so
+    /// the absorption watch does not run for `[factorised]` (its report has no
+    /// absorption note).
     fn trained(&self) -> Option<&[A::Real]> {
         match &self.tr.engine {
+            Engine::Direct(e) if e.fact().is_some() => None,
             Engine::Direct(e) if self.tr.cfg.mode == Mode::W => Some(&e.q),
             Engine::Direct(e) => Some(e.p()),
             Engine::Span(_) => None,

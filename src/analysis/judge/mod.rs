@@ -40,7 +40,7 @@ mod enclosure;
 mod measure;
 
 pub use attribute::{BELOW_DTYPE, Coarseness, Diagnosis, FACTOR, Fit};
-pub use candidate::{Absorption, Candidate};
+pub use candidate::{Absorption, Candidate, NotRun};
 
 use attribute::Errors;
 use candidate::Replay;
@@ -78,12 +78,17 @@ impl Options {
         if let Some(p) = self.enclosure {
             check_memory(cfg, Ball::new(p)?.kind(), p, Method::Span)?;
         }
-        let naive = Config {
-            formulation: Formulation::Naive,
+        // the naive candidates' state where they run (it holds the per-sample gradients)
+        let largest = Config {
+            formulation: if candidate::not_run(cfg).is_empty() {
+                Formulation::Naive
+            } else {
+                Formulation::Stable
+            },
             ..cfg.clone()
         };
-        check_memory(&naive, F64.kind(), 53, Method::Direct)?;
-        check_memory(&naive, F32.kind(), 24, Method::Direct)
+        check_memory(&largest, F64.kind(), 53, Method::Direct)?;
+        check_memory(&largest, F32.kind(), 24, Method::Direct)
     }
 }
 
@@ -219,8 +224,12 @@ pub struct Report {
     /// ran). An error below it passes as that dtype's rounding: a fault whose effect on
     /// the records stays below it is not seen.
     pub resolution: BTreeMap<Quantity, f64>,
-    /// How the external relates to each candidate.
+    /// How the external relates to each candidate that ran.
     pub candidates: Vec<Fit>,
+    /// The candidates not run for this config, and why (e.g. the naive formulations
+    /// for `[factorised]`); absent from the JSON where every candidate ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_run: Vec<NotRun>,
     /// Which candidates explain it, and where it departs from them.
     pub diagnosis: Diagnosis,
     /// What the ball enclosure proves (none when not run: `--no-enclosure`, or no
@@ -249,7 +258,9 @@ impl<'t, 'a> Twin<'t, 'a> {
     ///
     /// The twin takes the span step where the run allows it; where the optimizer needs
     /// the direct step (Adam, AdamW, clipping: [`crate::config::Optimizer::needs_direct`])
-    /// it keeps p, q and W itself in MPFR, and every reference is its own MPFR value.
+    /// or the query map is factorised (`[factorised]`: direct step only) it keeps p, q
+    /// and its blocks itself in MPFR, and every reference is its own MPFR value (the
+    /// factorised blocks through [`Trainer::quantity`]).
     fn reference(&self, q: Quantity) -> (Reference<'t>, Option<dd::Bound>) {
         let b = self.b;
         let mpfr = |v: Vec<Float>| (Reference::Mpfr(v), None);
@@ -329,13 +340,33 @@ impl<'t, 'a> Twin<'t, 'a> {
 /// Per-record measurements of one source, per quantity, before the scales are known.
 type Series = BTreeMap<Quantity, Vec<Pending>>;
 
-/// The trained parameter of a run (p; q in W-mode) and whether it is recorded.
-fn trained(mode: Mode) -> Quantity {
-    if mode == Mode::W {
+/// The trained parameter of a run whose updates are compared with the twin's: p; q
+/// in W-mode; W_K for `[factorised]` (every factorised run trains it, and its GD
+/// update -eta u (dL/dq)^T is linear in the step size, as p's and W's are).
+fn trained(cfg: &Config) -> Quantity {
+    if cfg.factorised.is_some() {
+        Quantity::WK
+    } else if cfg.mode == Mode::W {
         Quantity::Q
     } else {
         Quantity::P
     }
+}
+
+/// The parameters that fix q in a `[factorised]` run (q = W_K^T (W_Q p + b_Q)): W_Q,
+/// W_K, b_Q with biases, p where it trains; empty without `[factorised]`.
+fn q_inputs(cfg: &Config) -> Vec<Quantity> {
+    let Some(f) = cfg.factorised else {
+        return Vec::new();
+    };
+    let mut v = vec![Quantity::WQ, Quantity::WK];
+    if f.bias {
+        v.push(Quantity::BQ);
+    }
+    if f.train_p {
+        v.push(Quantity::P);
+    }
+    v
 }
 
 /// A candidate's distances from the reference parts (`None` once it has stopped), and
@@ -356,7 +387,7 @@ fn measure_candidate<A: Arith>(
 /// The trained parameter's values of a running candidate.
 fn trained_values<A: Arith>(c: &Replay<'_, A>, identity: &[f64]) -> Option<Vec<f64>> {
     c.running()
-        .then(|| candidate::values(&c.tr, trained(c.tr.cfg.mode), identity))
+        .then(|| candidate::values(&c.tr, trained(c.tr.cfg), identity))
 }
 
 /// Bitwise equality of two f64 vectors.
@@ -451,13 +482,24 @@ pub fn judge(
         Some(p) if enclosed => Some(Replay::span(cfg, data, Ball::new(p)?)?),
         _ => None,
     };
+    // the naive candidates only where the config has them (not for [factorised])
+    let not_run = candidate::not_run(cfg);
+    let naive = not_run.is_empty();
+    let run: Vec<Candidate> = Candidate::ALL
+        .into_iter()
+        .filter(|c| not_run.iter().all(|n| n.candidate != *c))
+        .collect();
     let cands = (
         Replay::new(cfg, data, F64, Formulation::Stable)?,
         (
-            Replay::new(cfg, data, F64, Formulation::Naive)?,
+            naive
+                .then(|| Replay::new(cfg, data, F64, Formulation::Naive))
+                .transpose()?,
             (
                 Replay::new(cfg, data, F32, Formulation::Stable)?,
-                Replay::new(cfg, data, F32, Formulation::Naive)?,
+                naive
+                    .then(|| Replay::new(cfg, data, F32, Formulation::Naive))
+                    .transpose()?,
             ),
         ),
     );
@@ -519,7 +561,7 @@ pub fn judge(
                     zero_ref: Vec::new(),
                 };
                 m.external.entry(q).or_default().push(absent.clone());
-                for c in Candidate::ALL {
+                for &c in &run {
                     m.candidates
                         .entry(c)
                         .or_default()
@@ -549,13 +591,17 @@ pub fn judge(
                 .entry(q)
                 .or_default()
                 .push(measure::pending(&dist, &norms));
+            // (None: the candidate does not run; Some(None): it has stopped)
             let measured = [
-                measure_candidate(c0, q, &reference, parts, &identity),
-                measure_candidate(c1, q, &reference, parts, &identity),
-                measure_candidate(c2, q, &reference, parts, &identity),
-                measure_candidate(c3, q, &reference, parts, &identity),
+                Some(measure_candidate(c0, q, &reference, parts, &identity)),
+                c1.as_ref()
+                    .map(|c| measure_candidate(c, q, &reference, parts, &identity)),
+                Some(measure_candidate(c2, q, &reference, parts, &identity)),
+                c3.as_ref()
+                    .map(|c| measure_candidate(c, q, &reference, parts, &identity)),
             ];
             for (c, dist) in Candidate::ALL.into_iter().zip(measured) {
+                let Some(dist) = dist else { continue };
                 let p = match dist {
                     Some(dist) => measure::pending(&dist, &norms),
                     None => {
@@ -594,22 +640,25 @@ pub fn judge(
                 m.ball.entry(q).or_default().push(Some(pend));
             }
         }
-        let tq = trained(cfg.mode);
+        let tq = trained(cfg);
         m.twin_trained
             .push(index.get(&tq).and_then(|i| i[k]).map(|_| {
                 let v = match tq {
                     Quantity::Q => b.q(),
-                    _ => twin.p().to_vec(),
+                    Quantity::P => twin.p().to_vec(),
+                    _ => b.quantity(tq).unwrap_or_default(),
                 };
                 v.iter().map(Float::to_f64).collect()
             }));
+        // (None: the candidate does not run)
         let moved = [
-            trained_values(c0, &identity),
-            trained_values(c1, &identity),
-            trained_values(c2, &identity),
-            trained_values(c3, &identity),
+            Some(trained_values(c0, &identity)),
+            c1.as_ref().map(|c| trained_values(c, &identity)),
+            Some(trained_values(c2, &identity)),
+            c3.as_ref().map(|c| trained_values(c, &identity)),
         ];
         for (c, now) in Candidate::ALL.into_iter().zip(moved) {
+            let Some(now) = now else { continue };
             let changed = match (&now, m.last_trained.get(&c)) {
                 (Some(now), Some(before)) => !same_bits(now, before),
                 _ => false,
@@ -624,15 +673,21 @@ pub fn judge(
     let (twin, (ball, cands)) = lockstep;
     m.twin_method = twin.method();
     let (c0, (c1, (c2, c3))) = cands;
-    let absorption: BTreeMap<Candidate, Absorption> = Candidate::ALL
-        .into_iter()
-        .zip([c0.absorption, c1.absorption, c2.absorption, c3.absorption])
-        .collect();
-    let stops: BTreeMap<Candidate, (u64, String)> = Candidate::ALL
-        .into_iter()
-        .zip([c0.stopped, c1.stopped, c2.stopped, c3.stopped])
-        .filter_map(|(c, s)| s.map(|s| (c, s)))
-        .collect();
+    let done = [
+        Some((c0.absorption, c0.stopped)),
+        c1.map(|c| (c.absorption, c.stopped)),
+        Some((c2.absorption, c2.stopped)),
+        c3.map(|c| (c.absorption, c.stopped)),
+    ];
+    let (mut absorption, mut stops) = (BTreeMap::new(), BTreeMap::new());
+    for (c, d) in Candidate::ALL.into_iter().zip(done) {
+        if let Some((a, s)) = d {
+            absorption.insert(c, a);
+            if let Some(s) = s {
+                stops.insert(c, s);
+            }
+        }
+    }
     Ok(assemble(cfg, ext, opts, m, absorption, stops, ball))
 }
 
@@ -730,12 +785,14 @@ fn assemble(
             .map(|(&q, _)| (q, index[&q].iter().map(Option::is_some).collect()))
             .collect(),
         mode: cfg.mode,
-        scaled: scaled_updates(ext, trained(cfg.mode), &m.twin_trained),
+        q_inputs: q_inputs(cfg),
+        trained: trained(cfg),
+        scaled: scaled_updates(ext, trained(cfg), &m.twin_trained),
         scales: step_scales(&cfg.optimizer),
         gradient_factor: gradient_factor(&cfg.optimizer),
     };
     // the external's trained parameter unchanged (bitwise) between consecutive records
-    let tq = trained(cfg.mode);
+    let tq = trained(cfg);
     // (recorded at both: at records k - 1 and k)
     let frozen: Vec<bool> = (0..steps.len())
         .map(|k| {
@@ -751,8 +808,9 @@ fn assemble(
         .collect();
     let (fits, diagnosis) = attribute::attribute(&errs, &absorption, &stops, &frozen, &m.moved);
     let mut resolution: BTreeMap<Quantity, f64> = BTreeMap::new();
-    for c in Candidate::ALL
-        .into_iter()
+    for &c in errs
+        .candidates
+        .keys()
         .filter(|c| c.dtype() == ext.header.dtype)
     {
         for (q, env) in errs.envelopes(c) {
@@ -781,8 +839,10 @@ fn assemble(
         })
         .collect();
     let proof = ball.map(|ball| {
-        let dtype_cands: Vec<Candidate> = Candidate::ALL
-            .into_iter()
+        let dtype_cands: Vec<Candidate> = errs
+            .candidates
+            .keys()
+            .copied()
             .filter(|c| c.dtype() == ext.header.dtype)
             .collect();
         let envs: Vec<BTreeMap<Quantity, Vec<f64>>> =
@@ -922,6 +982,7 @@ fn assemble(
         envelope_factor: FACTOR,
         resolution,
         candidates: fits,
+        not_run: candidate::not_run(cfg),
         diagnosis,
         proof,
         dense_bounds: m.bounds,
@@ -1049,6 +1110,9 @@ impl std::fmt::Display for Report {
                 fit.candidate,
                 if fit.explains { "yes" } else { "no" }
             )?;
+        }
+        for n in &self.not_run {
+            writeln!(f, "  {:<12}not run: {}", n.candidate, n.reason)?;
         }
         if !self.resolution.is_empty() {
             let each: Vec<String> = self
