@@ -37,7 +37,7 @@ prompts in both notebooks). `--notebook-w` runs the notebooks' diag(1, 1, 0) key
 query instead, to show what the judge says of it against tokensel's W = I.
 
 --notebook single|multi writes DATA_DIR as a tokensel supplied data directory (needs
-tokensel's Python bindings, README "From Python"; and torch, whose seeded generator the
+tokensel's Python bindings, docs/python.md; and torch, whose seeded generator the
 multi-input notebook draws its tokens from): the notebook's tokens X, labels Y = +1 and
 head v = e_3, built as the notebook's `data_generator` builds them (float32 tensors;
 stored as float64, exactly), with the training set repeated as the required test set,

@@ -14,7 +14,7 @@ step in microseconds. `direct`: the scores as one (nT x d) @ p and the gradient 
 c @ X (OpenBLAS), as step_bench.py does; `span`: the scores as H @ a with the Gram
 matrix H = X X^T formed once (SPEC section 9; its precompute is not timed). Both also
 form the loss, as tokensel's step does. A measurement, not a test: the numbers depend
-on the machine and its load (README "Cost").
+on the machine and its load (docs/benchmarks.md, "Cost").
 
 The maths (float64): z = X p, s = softmax(z) per sample; G_tc = <nu_c, x_t> with
 nu_c = (mu_c - mean_c mu_c) / (sqrt 2 ||mu||^2); f_c = sum_t s_t G_tc; loss =

@@ -3,7 +3,7 @@
 
 It reads a `tokensel data` directory (the NPY arrays, config.toml), trains p by full-batch
 gradient descent with W fixed (the paper's first version, p-mode), and writes an
-external trajectory (README "Check your own implementation"):
+external trajectory (docs/judge.md):
 
     python examples/numpy_reference.py DATA_DIR --out EXT.json [--steps N] [--every K]
         [--float32] [--naive-softmax] [--bug wrong-sign|untransposed-w] [--step-scale S]

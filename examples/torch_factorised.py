@@ -12,7 +12,7 @@ z_it = (W_Q p + b_Q)^T (W_K x_it + b_K)), loads the data and the initial blocks 
 the query token p, trains them by full-batch gradient descent with autograd (every
 parameter by its own gradient, b_K too: PyTorch forms b_K's gradient, exactly 0 in exact
 arithmetic, so b_K moves by rounding noise; tokensel keeps it at its init), and writes
-an external trajectory (README "Check your own implementation") with p, q = W_K^T u
+an external trajectory (docs/judge.md) with p, q = W_K^T u
 (u = W_Q p + b_Q), the blocks W_Q, W_K, b_Q, b_K, the scores, attention, outputs, loss
 and grad_q = dL/dq (sum_it dL/dz_it x_it, from autograd's dL/dz).
 

@@ -6,7 +6,7 @@
 
 It reads a `tokensel data` directory, trains p by full-batch gradient descent with W
 fixed (p-mode), takes the gradient from autograd, and writes an external trajectory for
-`tokensel judge` (README "Check your own implementation").
+`tokensel judge` (docs/judge.md).
 
 --float32        compute in float32 (data, parameters, arithmetic).
 --naive-softmax  use torch.softmax's own backward, the textbook form s * (G - <s, G>)

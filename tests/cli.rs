@@ -870,7 +870,7 @@ fn the_53_bit_refusal_names_a_command_line_the_cli_accepts() {
     }
 }
 
-/// examples/numpy_multiclass_step.py (the NumPy peer of the K-class step, README "Cost";
+/// examples/numpy_multiclass_step.py (the NumPy peer of the K-class step, docs/benchmarks.md, "Cost";
 /// where the CI's NumPy venv is there: TOKENSEL_PYTHON): `--help` answers with its usage,
 /// bad arguments are refused argparse style (exit 2, naming the flag, no traceback),
 /// and a tiny timing (one BLAS thread, `--threads 1` as the README measures) prints one

@@ -1,4 +1,4 @@
-"""`tokensel.protocol` (README "The fine-tuning protocol of Section I"): the binding's report
+"""`tokensel.protocol` (docs/protocol.md): the binding's report
 is the command line's, bit for bit; a pool given as arrays is used as given (its blocks
 drawn from it); bad pools are refused before any work; and examples/protocol_real.py runs
 end to end at small sizes where scikit-learn and matplotlib are installed."""

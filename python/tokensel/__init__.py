@@ -80,7 +80,7 @@ class Run:
     class Y (positive exactly where Y is predicted) and ``outputs`` (k, n, K) holds the K
     outputs f_0, ..., f_{K-1} of every training sample. With a ``direction`` section
     (``direction={"pattern": "theorem"}``: the run against the proved attention SVM
-    solution, README "Direction against the attention SVM"): ``direction_one_minus_corr``,
+    solution, docs/svm.md, "The direction of a run"): ``direction_one_minus_corr``,
     ``direction_norm``, ``direction_margin``, ``direction_support_deviation`` and
     ``direction_on_pattern`` (k,), NaN where not defined (step 0), and
     ``summary["direction"]`` holds the limit and the last record. A K-class run's
@@ -341,7 +341,7 @@ def certify(
 
 def protocol(config: Config, *, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The fine-tuning protocol of the paper's Section I over the seeds of ``config``'s
-    ``[protocol]`` section (README "The fine-tuning protocol of Section I"): per seed, a head fitted on
+    ``[protocol]`` section (docs/protocol.md): per seed, a head fitted on
     a clean block with the attention fixed (phase 1), then the attention reset and trained
     on a noisy block with the head fixed (phase 2). On ``config``'s generated data, or on
     the pool ``data``: ``X_train`` (N, T, d) with its TRUE labels ``y_train`` (N >=

@@ -3,7 +3,7 @@
 //! the exit codes and what several commands share (where a config comes from, output
 //! options, progress bars, printing a report).
 //!
-//! Exit codes (README "Exit codes"): 0 success; 1 a claim failed, two trajectories
+//! Exit codes (docs/exit-codes.md): 0 success; 1 a claim failed, two trajectories
 //! differ, or a certificate leaves a decision undecided; 2 bad input (unknown flag, bad config value, unreadable, garbage or directory
 //! input, unusable output path), found before any work; 3 a run stopped (a non-finite
 //! value) or was refused (a size over a limit). Commands return their code; nothing

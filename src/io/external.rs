@@ -1,7 +1,7 @@
 //! The external-trajectory format: what another implementation writes so that
 //! `tokensel judge` can replay its run in the twin and compare.
 //!
-//! Two encodings carry the same content (README "Check your own implementation"):
+//! Two encodings carry the same content (docs/judge.md):
 //!
 //! * **JSON**: one object with the header keys (`format`, `dtype`, optional
 //!   `implementation` and `config`), `steps` (the recorded step numbers, increasing) and

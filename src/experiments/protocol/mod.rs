@@ -186,8 +186,7 @@ pub fn settings(cfg: &Config) -> Result<&Protocol> {
     cfg.protocol.as_ref().ok_or_else(|| {
         Error::config(
             "protocol",
-            "the config has no [protocol] section (at least `n_clean`): see README \"The \
-             fine-tuning protocol of Section I\"",
+            "the config has no [protocol] section (at least `n_clean`): see docs/protocol.md",
         )
     })
 }
