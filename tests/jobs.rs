@@ -5,6 +5,8 @@
 use std::process::Output;
 use std::time::Duration;
 
+use serde_json::json;
+
 mod common;
 use common::{stderr, tokensel, tokensel_within};
 
@@ -154,8 +156,42 @@ fn out_writes_the_json_report_and_refuses_what_is_not_a_file() {
     let written: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(written, json(&o));
-    // the readable table says where it went; a regular file is replaced
-    std::fs::write(&file, b"old").unwrap();
+    // a file that is not a compare report (a config, a trajectory, any other file given
+    // as --out by mistake) is refused before any work and left as it was
+    let other = tmp.path().join("config.toml");
+    for content in [
+        &b"steps = 3\n"[..],
+        b"old",
+        b"{\"format\": \"tokensel-trajectory/2\"}",
+    ] {
+        std::fs::write(&other, content).unwrap();
+        let o = tokensel_within(
+            &[
+                "compare",
+                "--steps",
+                "1000000",
+                "--quiet",
+                "--out",
+                other.to_str().unwrap(),
+            ],
+            Duration::from_secs(60),
+        )
+        .expect("refused at once");
+        assert_eq!(code(&o), 2, "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("is not a `compare --json` report"),
+            "{}",
+            stderr(&o)
+        );
+        assert_eq!(std::fs::read(&other).unwrap(), content);
+    }
+    // the readable table says where it went; an earlier report is replaced
+    std::fs::write(
+        &file,
+        serde_json::to_vec(&json!({"prec_bits": 1, "steps": 1, "tolerance": 1, "max_rel_err": {}}))
+            .unwrap(),
+    )
+    .unwrap();
     let t = tokensel(&[
         "compare",
         "--steps",

@@ -2039,7 +2039,7 @@ const INLINE: &[Form] = &[
             compare_table(o, "20");
             let text = stdout(o);
             assert!(
-                text.contains("gate: passed --fail-above 1e-8 (every compared quantity"),
+                text.contains("gate: held --fail-above 1e-8 (every compared quantity"),
                 "{text}"
             );
         },
@@ -2465,7 +2465,10 @@ fn printed(text: &str) -> std::collections::BTreeMap<String, Vec<String>> {
         let Some((block, rest)) = part.split_once("```") else {
             continue;
         };
-        let Some(shown) = rest.trim_start_matches(['\n', ' ']).strip_prefix("```text\n") else {
+        let Some(shown) = rest
+            .trim_start_matches(['\n', ' '])
+            .strip_prefix("```text\n")
+        else {
             continue;
         };
         let shown = shown.split("```").next().unwrap();

@@ -817,7 +817,7 @@ impl std::fmt::Display for Report {
                     g.fail_above, x.quantity, x.step, x.rel_err
                 ),
                 None => format!(
-                    "  gate: passed --fail-above {:e} (every compared quantity within it at every step compared)\n",
+                    "  gate: held --fail-above {:e} (every compared quantity within it at every step compared)\n",
                     g.fail_above
                 ),
             };

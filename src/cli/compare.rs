@@ -118,7 +118,11 @@ pub(super) fn compare(args: &CompareArgs) -> Result<i32> {
         certify: args.certify.then_some(crate::arith::DEFAULT_BALL_PREC),
     };
     opts.check(&cfg)?;
-    check_report_file(args.out.as_deref())?;
+    check_report_file(
+        args.out.as_deref(),
+        "compare",
+        &["prec_bits", "steps", "tolerance", "max_rel_err"],
+    )?;
     let t0 = Instant::now();
     let data = data.unwrap_or_else(|| Dataset::generate(&cfg));
     let bar = progress_bar(cfg.steps, args.quiet, "steps");

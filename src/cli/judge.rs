@@ -14,8 +14,8 @@ use crate::model::caps::{Capability, require};
 
 #[derive(Args, Debug)]
 pub(super) struct JudgeCmdArgs {
-    /// The external trajectory (`.json`, or `.npz` with a `header` array): README
-    /// "Check your own implementation".
+    /// The external trajectory (`.json`, or `.npz` with a `header` array):
+    /// docs/judge.md.
     #[arg(value_name = "EXT")]
     external: PathBuf,
     /// The `tokensel data` directory the implementation ran on.

@@ -520,10 +520,39 @@ fn print_report<T: serde::Serialize + std::fmt::Display>(report: &T, json: bool)
     }
 }
 
-/// A one-file JSON report's `--out FILE` (`svm`, `compare`): checked before any work
-/// (absent or a regular file, never a directory or link: `io::files::check_output_file`).
-fn check_report_file(out: Option<&Path>) -> Result<()> {
-    out.map_or(Ok(()), crate::io::files::check_output_file)
+/// A one-file JSON report's `--out FILE` (`svm`, `compare`): checked before any work:
+/// absent, or a regular file that is already a report of this command (a JSON object
+/// holding every key of `keys`), never a directory or link
+/// (`io::files::check_output_file`). Any other file is refused, not replaced: a config,
+/// a data set's member or a trajectory given as `--out` by mistake stays as it was.
+fn check_report_file(out: Option<&Path>, command: &str, keys: &[&str]) -> Result<()> {
+    let Some(out) = out else {
+        return Ok(());
+    };
+    if std::fs::symlink_metadata(out).is_ok_and(|m| m.is_file()) {
+        let report = crate::io::files::read_text(out, crate::io::files::SMALL_INPUT)
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
+        let is_report = report
+            .as_ref()
+            .and_then(serde_json::Value::as_object)
+            .is_some_and(|o| keys.iter().all(|k| o.contains_key(*k)));
+        if !is_report {
+            return Err(Error::path(
+                out,
+                format!(
+                    "exists and is not a `{command} --json` report (no JSON object with \
+                     {}): --out replaces only an earlier report; remove the file or \
+                     choose another path",
+                    keys.iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+    }
+    crate::io::files::check_output_file(out)
 }
 
 /// Write `report` as pretty JSON to `out` atomically (`io::files::write_atomic`; a

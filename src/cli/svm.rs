@@ -65,7 +65,11 @@ pub(super) fn svm_cmd(args: &SvmArgs) -> Result<i32> {
     let _ = args.quiet;
     let (cfg, data) = args.data.load(&args.config)?;
     require(&cfg, "svm", &[Capability::Svm])?;
-    check_report_file(args.out.as_deref())?;
+    check_report_file(
+        args.out.as_deref(),
+        "svm",
+        &["command", "pattern", "selected"],
+    )?;
     let choice = choice(&args.pattern)?;
     let dense = cfg.init.w == WInit::KaimingUniform;
     svm::check_sizes(cfg.n_train, cfg.layout.tokens, cfg.d, dense)?;
