@@ -1219,6 +1219,26 @@ fn plot_says_why_it_draws_nothing() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("only step 0"), "{}", stderr(&o));
     assert!(!fig.exists(), "no empty chart is written");
+    // the same for a certificate of 0 steps (it drew empty polylines, exit 0)
+    let cout = dir.join("c0");
+    let o = tokensel(&[
+        "certify",
+        "--quiet",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        cout.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c0 = cout.join("certificate.json");
+    let o = tokensel(&["plot", c0.to_str().unwrap(), "--out", fig.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the certificate holds only step 0"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!fig.exists(), "no empty chart is written");
     // the same under --direction
     let dcfg = dir.join("d.toml");
     std::fs::write(

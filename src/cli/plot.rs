@@ -51,6 +51,8 @@ pub(super) fn plot(args: &PlotArgs) -> Result<i32> {
     // a file that names the certificate format is read as one, with its own errors
     if names_format(&text, crate::analysis::certify::FORMAT) {
         let c = crate::analysis::certify::Certificate::from_json(&text, &args.input)?;
+        let steps = c.checkpoints.iter().map(|k| k.step);
+        drawable(steps, c.config.steps, "certificate", &args.input)?;
         return draw(plot::radius_chart(&c).to_svg(), &args.out, ext);
     }
     if names_format(&text, "tokensel-certificate/") {
@@ -59,7 +61,7 @@ pub(super) fn plot(args: &PlotArgs) -> Result<i32> {
     }
     let svg = match Trajectory::from_json(&text, &args.input) {
         Ok(t) => {
-            drawable(&t, &args.input)?;
+            drawable_trajectory(&t, &args.input)?;
             plot::trajectory_svg(&t)
         }
         Err(first) => match Report::from_json(&text, &args.input) {
@@ -72,22 +74,34 @@ pub(super) fn plot(args: &PlotArgs) -> Result<i32> {
     draw(svg, &args.out, ext)
 }
 
-/// A trajectory has something to draw: a checkpoint after step 0 (the charts are
-/// against step on a log axis, which step 0 is not on). A run of 0 steps, or one
-/// stopped at step 0, is refused with that reason rather than drawn as an empty chart.
-fn drawable(t: &Trajectory, path: &std::path::Path) -> Result<()> {
-    if t.checkpoints.iter().any(|c| c.step > 0) {
+/// A trajectory or a certificate (`what`) has something to draw: a checkpoint (of
+/// `steps`) after step 0 (the charts are against step on a log axis, which step 0 is
+/// not on). A run of 0 steps (`run_steps`), or one stopped at step 0, is refused with
+/// that reason rather than drawn as an empty chart.
+fn drawable(
+    mut steps: impl Iterator<Item = u64>,
+    run_steps: u64,
+    what: &str,
+    path: &std::path::Path,
+) -> Result<()> {
+    if steps.any(|s| s > 0) {
         return Ok(());
     }
     Err(Error::path(
         path,
         format!(
-            "the trajectory holds only step 0 (its run has {} step{}): plot draws against \
-             step on a log axis, where step 0 has no place, so there is nothing to draw",
-            t.config.steps,
-            if t.config.steps == 1 { "" } else { "s" }
+            "the {what} holds only step 0 (its run has {run_steps} step{}): plot draws \
+             against step on a log axis, where step 0 has no place, so there is nothing to \
+             draw",
+            if run_steps == 1 { "" } else { "s" }
         ),
     ))
+}
+
+/// [`drawable`] for a trajectory.
+fn drawable_trajectory(t: &Trajectory, path: &std::path::Path) -> Result<()> {
+    let steps = t.checkpoints.iter().map(|k| k.step);
+    drawable(steps, t.config.steps, "trajectory", path)
 }
 
 /// Where `text` is the JSON output of a command whose output plot does not draw (a
@@ -159,7 +173,7 @@ fn direction(args: &PlotArgs, ext: &str) -> Result<i32> {
                 ),
             ));
         }
-        drawable(&t, path)?;
+        drawable_trajectory(&t, path)?;
         ts.push(t);
     }
     let fig = plot::direction_figure(&ts).expect("every input has direction records");
