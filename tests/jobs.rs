@@ -146,6 +146,25 @@ fn bad_fail_above_is_refused_before_any_work() {
 /// `--out FILE` writes the report `--json` prints (pretty), atomically, replacing an
 /// existing regular file; a directory, a symbolic link or a FIFO there is refused with
 /// exit 2 before any work and left as it was.
+/// `compare --steps 1000000 --out PATH` is refused at once (exit 2, before the
+/// million-step work), saying `what`.
+fn refused_out(path: &std::path::Path, what: &str) {
+    let o = tokensel_within(
+        &[
+            "compare",
+            "--steps",
+            "1000000",
+            "--quiet",
+            "--out",
+            path.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    )
+    .expect("refused at once");
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains(what), "{}", stderr(&o));
+}
+
 #[test]
 fn out_writes_the_json_report_and_refuses_what_is_not_a_file() {
     let tmp = tempfile::tempdir().unwrap();
@@ -165,24 +184,7 @@ fn out_writes_the_json_report_and_refuses_what_is_not_a_file() {
         b"{\"format\": \"tokensel-trajectory/2\"}",
     ] {
         std::fs::write(&other, content).unwrap();
-        let o = tokensel_within(
-            &[
-                "compare",
-                "--steps",
-                "1000000",
-                "--quiet",
-                "--out",
-                other.to_str().unwrap(),
-            ],
-            Duration::from_secs(60),
-        )
-        .expect("refused at once");
-        assert_eq!(code(&o), 2, "{}", stderr(&o));
-        assert!(
-            stderr(&o).contains("is not a `compare --json` report"),
-            "{}",
-            stderr(&o)
-        );
+        refused_out(&other, "is not a `compare --json` report");
         assert_eq!(std::fs::read(&other).unwrap(), content);
     }
     // the readable table says where it went; an earlier report is replaced
@@ -215,20 +217,7 @@ fn out_writes_the_json_report_and_refuses_what_is_not_a_file() {
     let link = tmp.path().join("link.json");
     std::os::unix::fs::symlink(&target, &link).unwrap();
     for (path, what) in [(&dir, "is a directory"), (&link, "symbolic link")] {
-        let o = tokensel_within(
-            &[
-                "compare",
-                "--steps",
-                "1000000",
-                "--quiet",
-                "--out",
-                path.to_str().unwrap(),
-            ],
-            Duration::from_secs(60),
-        )
-        .expect("refused at once");
-        assert_eq!(code(&o), 2, "{}", stderr(&o));
-        assert!(stderr(&o).contains(what), "{}", stderr(&o));
+        refused_out(path, what);
     }
     assert_eq!(std::fs::read(dir.join("keep")).unwrap(), b"mine");
     assert_eq!(std::fs::read(&target).unwrap(), b"mine");
