@@ -1156,6 +1156,13 @@ fn summary(errs: &Errors, t: &Told<'_>, fits: &[Fit]) -> String {
             "beyond any multiple of the widest limit {:.2e} ({}x a replay's deviation)",
             dep.limit, FACTOR
         )
+    } else if dep.limit > 0.0 && (dep.rel_err / dep.limit).is_infinite() {
+        // the ratio is past f64's range (a finite error over a tiny limit): say so
+        // rather than print "inf times"
+        format!(
+            "more than 1.8e308 times the widest limit {:.2e} ({}x a replay's deviation)",
+            dep.limit, FACTOR
+        )
     } else if dep.limit > 0.0 {
         format!(
             "{:.1e} times the widest limit {:.2e} ({}x a replay's deviation)",
