@@ -13,7 +13,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use common::{stderr, tokensel};
+use common::{run_out as run, stderr, tokensel};
 use serde_json::Value;
 use tokensel::prelude::Trajectory;
 use tokensel::prelude::analysis::certify::Certificate;
@@ -34,23 +34,6 @@ const PROMPT: &str = "d = 40\nn_train = 8\nn_test = 8\nmu_norm = 6.0\neta = 0.25
 /// The direction against the attention SVM.
 const DIRECTION: &str = "d = 60\nn_train = 6\nn_test = 20\nmu_norm = 6.0\neta = 0.25\nsteps = 20\n\
                          [direction]\npattern = \"theorem\"\n";
-
-/// Run `config` through the CLI into `dir/name`; the trajectory's JSON file.
-fn run(dir: &Path, name: &str, config: &str) -> std::path::PathBuf {
-    let cfg = dir.join(format!("{name}.toml"));
-    std::fs::write(&cfg, config).unwrap();
-    let out = dir.join(name);
-    let o = tokensel(&[
-        "run",
-        "--quiet",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{name}: {}", stderr(&o));
-    out.join("trajectory.json")
-}
 
 fn read(path: &Path) -> Trajectory {
     Trajectory::from_json(&std::fs::read_to_string(path).unwrap(), path).unwrap()
