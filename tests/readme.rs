@@ -746,6 +746,20 @@ const BLOCKS: &[Form] = &[
         },
     },
     Form {
+        // docs/claims.md: the quick check on seed 0 passes where the five seeds fail
+        text: "cargo run --release -- check --seeds 0 claims/template.toml",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |_, o| {
+            let text = stdout(o);
+            assert!(text.contains("2 passed, 0 failed"), "{text}");
+            assert!(
+                text.contains("not on the file's own seeds: these are not the file's claims"),
+                "{text}"
+            );
+        },
+    },
+    Form {
         text: "cargo run --release -- plot traj-a/trajectory.json --out attention.svg",
         how: How::AsWritten,
         shrink: &[],
