@@ -254,6 +254,15 @@ pub mod prelude {
         pub mod caps {
             pub use crate::model::caps::{Capability, require};
         }
+        /// The encoder's operations with their backward passes (LayerNorm, the exact
+        /// GELU, a dense layer, the residual sum, the logistic loss), in every arithmetic.
+        pub mod ops {
+            pub use crate::model::ops::{
+                DenseGrad, LayerNorm, LayerNormGrad, Loss, dense, dense_backward, gelu,
+                gelu_backward, gelu_derivative, layer_norm, layer_norm_backward, loss,
+                loss_derivative, residual,
+            };
+        }
         /// Factorised query-key attention.
         pub mod factorised {
             pub use crate::model::factorised::{Factorised, QkInit, Section};

@@ -664,6 +664,24 @@ impl Arith for Ball {
             Mag::of_float(&x.mid).add_up(e).mul_up(expm1).add_up(e)
         };
     }
+    /// erf is Lipschitz with constant 2 / sqrt(pi) < 1.1284 (its derivative
+    /// 2 exp(-t^2) / sqrt(pi) is largest at 0): the radius grows by at most 1.13 r, and
+    /// the midpoint's rounding adds its error (proofs-notes/ops.md).
+    fn erf(&self, x: &mut BallReal) {
+        let r = x.rad;
+        let t = tern(x.mid.erf_round(Round::Nearest));
+        let e = err(&x.mid, t);
+        x.rad = if r.is_zero() {
+            e
+        } else {
+            r.mul_up(Mag::of_f64(1.13)).add_up(e)
+        };
+    }
+    fn pi(&self) -> BallReal {
+        let (mid, t) = Float::with_val_round(self.prec, rug::float::Constant::Pi, Round::Nearest);
+        let rad = err(&mid, tern(t));
+        BallReal { mid, rad }
+    }
     fn ln_1p(&self, x: &mut BallReal) {
         let r = if x.rad.is_zero() {
             Mag::ZERO

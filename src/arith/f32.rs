@@ -142,7 +142,14 @@ impl Arith for F32 {
     fn prec(&self) -> u32 {
         24
     }
-    hardware_scalar_ops!(f32, r32, core_math::expf, core_math::log1pf);
+    hardware_scalar_ops!(
+        f32,
+        r32,
+        core_math::expf,
+        core_math::log1pf,
+        core_math::erff,
+        std::f32::consts::PI
+    );
     /// CORE-MATH's `powf` (correctly rounded for every binary32 input, subnormals
     /// included) while `t` is a binary32 exactly (t <= 2^24); beyond (Adam at more than
     /// 2^24 steps), MPFR's pow at 24 bits rounded into binary32's range by its ternary

@@ -243,7 +243,14 @@ impl Arith for F64 {
     fn prec(&self) -> u32 {
         53
     }
-    hardware_scalar_ops!(f64, |v: f64| v, core_math::exp, core_math::log1p);
+    hardware_scalar_ops!(
+        f64,
+        |v: f64| v,
+        core_math::exp,
+        core_math::log1p,
+        core_math::erf,
+        std::f64::consts::PI
+    );
     /// CORE-MATH's `pow` (correctly rounded, subnormals included) while `t` is an f64
     /// exactly (t <= 2^53); beyond, MPFR's pow rounded into binary64's range (the
     /// predictor's: also correctly rounded).

@@ -42,10 +42,11 @@ use std::fmt::Debug;
 
 /// The scalar operations shared by the hardware arithmetics ([`F64`], [`F32`]): every
 /// operation is the IEEE operation of the type `$t`; an f64 argument is converted by
-/// `$c` (the identity for f64, rounding to nearest for f32); exp and log1p are the
-/// CORE-MATH functions `$exp` and `$log1p`. Expands to items of an `impl Arith` block.
+/// `$c` (the identity for f64, rounding to nearest for f32); exp, log1p and erf are the
+/// CORE-MATH functions `$exp`, `$log1p` and `$erf`, pi the type's constant `$pi`.
+/// Expands to items of an `impl Arith` block.
 macro_rules! hardware_scalar_ops {
-    ($t:ty, $c:expr, $exp:path, $log1p:path) => {
+    ($t:ty, $c:expr, $exp:path, $log1p:path, $erf:path, $pi:expr) => {
         #[inline(always)]
         fn zero(&self) -> $t {
             0.0
@@ -129,6 +130,14 @@ macro_rules! hardware_scalar_ops {
         #[inline(always)]
         fn ln_1p(&self, x: &mut $t) {
             *x = $log1p(*x);
+        }
+        #[inline(always)]
+        fn erf(&self, x: &mut $t) {
+            *x = $erf(*x);
+        }
+        #[inline(always)]
+        fn pi(&self) -> $t {
+            $pi
         }
         #[inline(always)]
         fn sqrt(&self, x: &mut $t) {
@@ -332,6 +341,13 @@ pub trait Arith: Copy + Send + Sync + Debug + 'static {
     fn ln_1p(&self, x: &mut Self::Real);
     /// `x = sqrt(x)`.
     fn sqrt(&self, x: &mut Self::Real);
+    /// `x = erf(x)`: correctly rounded in [`F64`] (CORE-MATH's `erf`), [`F32`]
+    /// (CORE-MATH's `erff`) and MPFR (`mpfr_erf`; in the predictor then rounded into
+    /// binary64's range, so it keeps [`F64`]'s bits); a ball encloses erf of every point
+    /// of its input (`proofs-notes/ops.md`). The exact GELU's (`model::ops`).
+    fn erf(&self, x: &mut Self::Real);
+    /// pi rounded to nearest in this arithmetic (a ball: enclosed).
+    fn pi(&self) -> Self::Real;
     /// `x = x^t` for an integer `t >= 0` (x^0 = 1 for every x, NaN included): correctly
     /// rounded in [`F64`] (CORE-MATH's `pow`), [`F32`] (CORE-MATH's `powf`) and MPFR
     /// (`mpfr_pow_ui`; in the predictor then rounded into binary64's range, so it keeps

@@ -223,6 +223,17 @@ impl Arith for Mpfr {
         let dir = x.sqrt_round(Round::Nearest);
         self.fix(x, dir);
     }
+    #[inline]
+    fn erf(&self, x: &mut Float) {
+        let dir = x.erf_round(Round::Nearest);
+        self.fix(x, dir);
+    }
+    fn pi(&self) -> Float {
+        let (mut x, dir) =
+            Float::with_val_round(self.prec, rug::float::Constant::Pi, Round::Nearest);
+        self.fix(&mut x, dir);
+        x
+    }
     /// `mpfr_pow_ui`, correctly rounded (the predictor: then into binary64's range).
     fn pow_u64(&self, x: &mut Float, t: u64) {
         let dir = x.pow_assign_round(t, Round::Nearest);
