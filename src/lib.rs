@@ -207,6 +207,10 @@ pub mod prelude {
         pub mod nonfinite {
             pub use crate::io::nonfinite::parse;
         }
+        /// Small input files read with a size bound (config, claims and grid TOML).
+        pub mod files {
+            pub use crate::io::files::{SMALL_INPUT, read_text};
+        }
         /// Output sets published atomically.
         pub mod publish {
             pub use crate::io::publish::{OutputDir, SetKind};
@@ -233,7 +237,10 @@ pub mod prelude {
         }
         /// Grids of runs: specs, presets and cells.
         pub mod grid {
-            pub use crate::experiments::grid::{GridPreset, Spec, cell, run_in_memory};
+            pub use crate::experiments::grid::{
+                Cell, CellFile, GridPreset, Outcome, Request, Spec, cell, cell_path, merge,
+                merged_dir, read_cell, run_cells, run_in_memory,
+            };
         }
         /// The training protocol (epochs, pools, seeds).
         pub mod protocol {

@@ -8,7 +8,7 @@ use pyo3::types::PyDict;
 use tokensel::prelude::{Config, Error, Preset};
 
 use crate::convert::{text_arg, to_json};
-use crate::errors::{bad_config, lib};
+use crate::errors::{bad_config, lib, py_err};
 
 /// Lay `over` onto `base`, tables key by key (a TOML overlay in JSON).
 fn overlay(base: &mut serde_json::Value, over: serde_json::Value) {
@@ -129,6 +129,39 @@ impl PyConfig {
                 "Config has no key `{name}`"
             ))),
         }
+    }
+
+    /// Pickle support: the config crosses as its canonical TOML (`to_toml`), read back
+    /// by `_from_state` (every key present, no preset underneath) and validated again, so
+    /// a pickled config comes back equal (`==`) or raises the binding's error.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (String,))> {
+        let from_state = slf.get_type().getattr("_from_state")?;
+        Ok((from_state, (slf.get().inner.to_toml(),)))
+    }
+
+    /// The config of a pickled state (the canonical TOML of `to_toml`), validated.
+    #[staticmethod]
+    fn _from_state(text: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let text = text_arg(text, "state")?;
+        let inner: Config = toml::from_str(&text).map_err(|e| {
+            py_err(Error::Parse {
+                what: "pickled config",
+                path: "<pickle>".into(),
+                message: e.to_string().trim_end().to_string(),
+            })
+        })?;
+        lib(inner.validate())?;
+        Ok(PyConfig { inner })
+    }
+
+    /// `copy.copy`: the config itself (it is immutable).
+    fn __copy__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    /// `copy.deepcopy`: an equal config (it is immutable, nothing is shared that changes).
+    fn __deepcopy__(&self, _memo: &Bound<'_, PyAny>) -> Self {
+        self.clone()
     }
 
     fn __repr__(&self) -> String {

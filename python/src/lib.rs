@@ -16,7 +16,8 @@
 //! - `supplied.rs`: a supplied data set from a dict of arrays, checked;
 //! - `config.rs`: the `Config` class;
 //! - one module per entry point: `data.rs` (`data`, `write_data`), `run.rs`, `judge.rs`
-//!   (`judge`, `format_judge`), `compare.rs`, `certify.rs`.
+//!   (`judge`, `format_judge`), `compare.rs`, `certify.rs`, `grid.rs` (`grid_cells`,
+//!   `run_cell`, `grid_merge`).
 
 use pyo3::prelude::*;
 
@@ -28,6 +29,7 @@ mod config;
 mod convert;
 mod data;
 mod errors;
+mod grid;
 mod judge;
 mod protocol;
 mod run;
@@ -47,6 +49,9 @@ fn _tokensel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(svm::svm, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::protocol, m)?)?;
     m.add_function(wrap_pyfunction!(data::write_data, m)?)?;
+    m.add_function(wrap_pyfunction!(grid::grid_cells, m)?)?;
+    m.add_function(wrap_pyfunction!(grid::run_cell, m)?)?;
+    m.add_function(wrap_pyfunction!(grid::grid_merge, m)?)?;
     m.add("DEFAULT_PREC", DEFAULT_PREC)?;
     m.add("DEFAULT_BALL_PREC", DEFAULT_BALL_PREC)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

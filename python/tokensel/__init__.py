@@ -10,6 +10,10 @@ results); the GIL is released while it computes. Bad input raises a subclass of
 >>> arrays = tokensel.data(cfg)                    # the arrays of `tokensel data`
 >>> result = tokensel.run(cfg)                     # f64; also f32, mpfr, predictor, ball
 >>> result.summary["test_accuracy"]                # the keys of `tokensel run --json`
+
+Grids run cell by cell in any Python pool (joblib, submitit, Ray): :func:`grid_cells`,
+:func:`run_cell`, :func:`grid_merge` write the files of ``tokensel grid``; a
+:class:`Config` pickles.
 """
 
 from __future__ import annotations
@@ -41,6 +45,13 @@ __all__ = [
     "certify",
     "svm",
     "protocol",
+    "GridSpec",
+    "GridCell",
+    "CellRun",
+    "GridSummary",
+    "grid_cells",
+    "run_cell",
+    "grid_merge",
     "errors",
     "DEFAULT_PREC",
     "DEFAULT_BALL_PREC",
@@ -362,3 +373,137 @@ def protocol(config: Config, *, data: Mapping[str, Any] | None = None) -> dict[s
             stacklevel=2,
         )
     return report
+
+
+GridSpec = str | os.PathLike
+"""A grid as ``tokensel grid`` reads it: a :class:`pathlib.Path` (any ``os.PathLike``) to a
+grid TOML file (``--grid FILE``), a ``str`` holding a grid TOML's text (``name``,
+``preset``, ``seeds``, ``steps``, ``[config]``, ``[axes]``: docs/grids.md), or a ``str``
+naming a preset (``--preset NAME``: a grid preset such as ``"heatmap-v1"``, or a config
+preset as a grid of one cell). A ``str`` is TOML text when it holds ``=`` or a line
+break, else a preset name; a file path goes in as ``pathlib.Path``."""
+
+
+@dataclass(frozen=True)
+class GridCell:
+    """One run of a grid, small and picklable (what a pool ships to a worker):
+    ``index`` (its position in grid order, as ``--shard`` counts), ``point`` (axis key to
+    value), ``seed``, and ``hash`` (its file is ``cells/HASH.json`` in the grid
+    directory)."""
+
+    index: int
+    point: dict[str, float]
+    seed: int
+    hash: str
+
+    def __hash__(self) -> int:
+        return hash((self.index, self.hash))
+
+    @property
+    def file(self) -> str:
+        """The cell's file, relative to the grid directory."""
+        return f"cells/{self.hash}.json"
+
+
+@dataclass(frozen=True)
+class CellRun:
+    """What :func:`run_cell` did: ``ran`` is False when the cell's file was there already
+    (a resumed grid: the cell was skipped, nothing written); ``path`` is the cell's file;
+    ``failed`` is the error that stopped or refused the run (a failed cell, listed by the
+    merge, as ``tokensel grid`` records it), else ``None``."""
+
+    index: int
+    path: str
+    ran: bool
+    failed: str | None
+
+
+class GridSummary(dict):
+    """The summary of :func:`grid_merge`: the dict of ``tokensel grid merge DIR --json``,
+    whose ``str()`` is the table ``tokensel grid merge DIR`` prints."""
+
+    def __init__(self, summary: Mapping[str, Any], text: str) -> None:
+        super().__init__(summary)
+        self._text = text
+
+    def __str__(self) -> str:
+        return self._text
+
+
+def _grid_spec(spec: Any) -> dict[str, Any]:
+    """``spec`` (:data:`GridSpec`) as the extension's keyword arguments."""
+    if isinstance(spec, str):
+        if "=" in spec or "\n" in spec:
+            return {"toml": spec}
+        if os.path.isfile(spec):
+            raise errors.ConfigError(
+                f"invalid argument `spec`: {spec!r} is read as a preset name, and a file of "
+                f"that name exists; pass a grid TOML file as pathlib.Path({spec!r})"
+            )
+        return {"preset": spec}
+    if isinstance(spec, os.PathLike):
+        return {"path": os.fspath(spec)}
+    raise errors.ConfigError(
+        "invalid argument `spec`: expected a grid TOML's text, a preset name (str) or a "
+        f"grid TOML file (pathlib.Path), got {type(spec).__name__}"
+    )
+
+
+def _out_dir(out_dir: Any) -> str:
+    try:
+        return os.fspath(out_dir)
+    except TypeError as e:
+        raise errors.ConfigError(f"invalid argument `out_dir`: {e}") from None
+
+
+def grid_cells(spec: str | os.PathLike[str]) -> list[GridCell]:
+    """Every cell of the grid ``spec`` (:data:`GridSpec`) in grid order (the first axis
+    outermost, seeds innermost: the order ``tokensel grid`` runs and ``--shard K/N``
+    splits). Every cell's config is validated here, before any run (bad input raises
+    :class:`errors.ConfigError` or :class:`errors.ParseError`; a grid over 100,000 runs
+    :class:`errors.RefusedError`)."""
+    cells = _call(lambda kw: _tokensel.grid_cells(**kw), _grid_spec(spec))
+    return [GridCell(i, dict(point), seed, h) for i, point, seed, h in cells]
+
+
+def run_cell(spec: str | os.PathLike[str], cell: GridCell | int, out_dir: str | os.PathLike[str]) -> CellRun:
+    """Run one cell of ``spec`` (a :class:`GridCell` of :func:`grid_cells` on the same
+    spec, or its index) into the grid directory ``out_dir``, the directory of ``tokensel
+    grid --out DIR``: ``grid.json`` is created (or checked to be this grid's, else
+    :class:`errors.MismatchError`), then ``cells/HASH.json`` is written atomically with
+    the bytes ``tokensel grid`` writes for that cell. A cell whose file is there already
+    is skipped (``ran`` is False): calling it again resumes. Safe to call from several
+    threads and processes at once on one directory (each cell its own file); the GIL is
+    released while the cell runs. A cell of another grid is refused before any work."""
+    if isinstance(cell, GridCell):
+        index, expected = cell.index, cell.hash
+    elif isinstance(cell, int) and not isinstance(cell, bool):
+        index, expected = cell, None
+    else:
+        raise errors.ConfigError(
+            f"invalid argument `cell`: expected a GridCell of grid_cells or an index, got {type(cell).__name__}"
+        )
+    if index < 0:
+        raise errors.ConfigError(f"invalid argument `cell`: index {index} is negative")
+    ran, path, failed = _call(
+        lambda kw: _tokensel.run_cell(index, expected, _out_dir(out_dir), **kw), _grid_spec(spec)
+    )
+    return CellRun(index, path, ran, failed)
+
+
+def grid_merge(out_dir: str | os.PathLike[str]) -> GridSummary:
+    """``tokensel grid merge DIR``: merge the cell files of the grid directory ``out_dir``
+    into ``out_dir/merged/`` (``grid.csv``, ``summary.csv``, ``summary.json`` and, for
+    two axes, the heat maps), the same bytes whichever process or machine ran which
+    cell. Returns the summary of ``grid merge --json``; while runs are missing
+    (``summary["runs_missing"] > 0``; the CLI exits 1) the merge is partial and a
+    ``RuntimeWarning`` says so."""
+    summary, text = _call(_tokensel.grid_merge, _out_dir(out_dir))
+    result = GridSummary(json.loads(summary), text)
+    if result.get("runs_missing", 0) > 0:
+        warnings.warn(
+            f"{result['runs_missing']} runs have no cell file yet: the merge is partial",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return result
