@@ -297,7 +297,7 @@ fn plot_overlays_trajectories_with_one_legend_entry_each() {
     let d = tmp.path();
     let mut inputs = Vec::new();
     for (name, eta) in [("a", "0.001"), ("b", "0.002"), ("c", "0.004")] {
-        let config = format!("{CONFIG}").replace("0.001", eta);
+        let config = CONFIG.replace("0.001", eta);
         inputs.push(common::run_out(d, name, &config));
     }
     let fig = d.join("overlay.svg");

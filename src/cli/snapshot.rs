@@ -6,8 +6,8 @@
 //! version, the declared tolerance, the digest, the steps, the config) and
 //! `trajectory.json`. `check` runs a config and compares it with the accepted snapshot
 //! by `diff`'s comparison (`analysis::diff`) under the accepted snapshot's declared
-//! tolerance; a difference (or no accepted snapshot) is written as the pending one, exit
-//! 1. `accept` publishes the pending set as the accepted one and removes the pending.
+//! tolerance; a difference (or no accepted snapshot) is written as the pending one (exit
+//! code 1). `accept` publishes the pending set as the accepted one and removes the pending.
 //! Nothing in DIR but these two sets (and writers' temporaries) is accepted: anything
 //! else is refused with exit 2 before any work, and never removed.
 
