@@ -972,8 +972,9 @@ fn argument_and_claim_errors_are_not_config_errors() {
             "invalid argument `--out`",
         ),
         (
-            vec!["plot", t, t, "--out", "x.svg"],
-            "invalid argument `MORE`",
+            // two are overlaid; nine are more than a figure draws
+            vec!["plot", t, t, t, t, t, t, t, t, t, "--out", "x.svg"],
+            "invalid argument `MORE`: 9 trajectories given; a figure overlays at most 8",
         ),
         (
             vec!["twin", "--steps", "2", "--save-every", "0", "--quiet"],

@@ -345,7 +345,7 @@ fn run_records_direction_in_csv_report_json_and_plot() {
         "{s}"
     );
     assert_eq!(s["direction"]["limit"]["pattern_choice"], "theorem");
-    // plot --direction draws it; without --direction two inputs are refused
+    // plot --direction draws it; without --direction two inputs are overlaid (attention)
     let traj = out_dir.join("trajectory.json");
     let png = dir.path().join("dir.png");
     let plot = common::tokensel(&[
@@ -365,7 +365,8 @@ fn run_records_direction_in_csv_report_json_and_plot() {
         "--out",
         png.to_str().unwrap(),
     ]);
-    assert_eq!(two.status.code(), Some(2), "{}", common::stderr(&two));
+    assert_eq!(two.status.code(), Some(0), "{}", common::stderr(&two));
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
 }
 
 #[test]

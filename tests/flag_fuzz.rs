@@ -240,6 +240,12 @@ const COMMANDS: &[(&str, Flags, bool)] = &[
         ],
         false,
     ),
+    // `snapshot check s` (a fresh snapshot directory; the run is tiny)
+    (
+        "snapshot",
+        &[("--rtol", Some(REALS)), ("--quiet", None)],
+        true,
+    ),
 ];
 
 /// Config values for the tiny base config's TOML: key, pool.
@@ -400,6 +406,9 @@ proptest! {
                 return Ok(());
             }
             args.extend(["t/trajectory.json".to_string(), "t/trajectory.json".to_string()]);
+        }
+        if name == "snapshot" {
+            args.extend(["check".to_string(), "s".to_string()]);
         }
         if config {
             args.extend(["--config".to_string(), "c.toml".to_string()]);

@@ -784,6 +784,73 @@ const BLOCKS: &[Form] = &[
         },
     },
     Form {
+        // docs/snapshots.md, "Snapshot workflow in CI": a first check records nothing
+        // accepted, writes the run as pending and fails
+        text: "cargo run --release -- snapshot check ci-snap --steps 300",
+        how: How::Exits(1),
+        shrink: &[],
+        check: |dir, o| {
+            assert!(
+                stdout(o).contains("no accepted snapshot yet"),
+                "{}",
+                stdout(o)
+            );
+            assert!(dir.join("ci-snap/pending/snapshot.toml").is_file());
+            assert!(!dir.join("ci-snap/accepted").exists());
+        },
+    },
+    Form {
+        // run twice: the first snapshot, then the reviewed change
+        text: "cargo run --release -- snapshot accept ci-snap",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |dir, o| {
+            let text = stdout(o);
+            assert!(
+                text.starts_with("accepted ci-snap/accepted: 300 steps, 24 checkpoints"),
+                "{text}"
+            );
+            assert!(text.contains("  changed: "), "{text}");
+            assert!(!dir.join("ci-snap/pending").exists());
+        },
+    },
+    Form {
+        text: "cargo run --release -- snapshot check ci-snap --steps 300 --quiet",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |_, o| assert!(stdout(o).contains("bit-identical"), "{}", stdout(o)),
+    },
+    Form {
+        text: "cargo run --release -- snapshot check ci-snap --steps 300 --seed 1 --quiet",
+        how: How::Exits(1),
+        shrink: &[],
+        check: |dir, o| {
+            assert!(stdout(o).contains("verdict: DIFFER"), "{}", stdout(o));
+            assert!(dir.join("ci-snap/pending/trajectory.json").is_file());
+        },
+    },
+    Form {
+        text: "cargo run --release -- snapshot status ci-snap",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |_, o| assert!(stdout(o).contains("pending vs accepted: "), "{}", stdout(o)),
+    },
+    Form {
+        text: "cargo run --release -- snapshot check ci-snap --steps 300 --seed 1",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |_, o| assert!(stdout(o).contains("bit-identical"), "{}", stdout(o)),
+    },
+    Form {
+        text: "cargo run --release -- plot traj-a/trajectory.json ci-snap/accepted/trajectory.json --out overlay.png",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |dir, _| {
+            let png = std::fs::read(dir.join("overlay.png")).unwrap();
+            assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        },
+    },
+    Form {
         text: "cargo run --release -- check claims/paper.toml",
         how: How::Elsewhere(
             "tests/claims.rs::paper_claims_hold runs `check claims/paper.toml --seeds 0 --json` (every claim on one seed; the ten-seed run, ~6 min of CPU, is this command: a proof, not a test) and checks every outcome is measured and every claim required of all seeds holds",
@@ -1556,6 +1623,52 @@ const INLINE: &[Form] = &[
                 "{v}"
             );
         },
+    },
+    Form {
+        text: "plot A.json B.json [C.json ...] --out FIG.svg|png",
+        how: How::Tokensel(&[
+            "plot",
+            "traj-a/trajectory.json",
+            "traj-b/trajectory.json",
+            "snap-b/trajectory.json",
+            "--out",
+            "overlay3.svg",
+        ]),
+        shrink: &[],
+        check: |dir, _| {
+            let svg = std::fs::read_to_string(dir.join("overlay3.svg")).unwrap();
+            for name in ["traj-a", "traj-b", "snap-b"] {
+                assert!(
+                    svg.contains(&format!(">{name}/trajectory.json</text>")),
+                    "{name}"
+                );
+            }
+            assert_eq!(svg.matches("<polyline").count(), 8 * 3);
+        },
+    },
+    Form {
+        text: "snapshot check DIR [--preset NAME] [--seed S] [--steps N] [--method M] [--rtol X] [--quiet]",
+        // the snapshot the guide's blocks accepted last, checked with every flag
+        how: How::Tokensel(&[
+            "snapshot", "check", "ci-snap", "--preset", "balanced", "--seed", "1", "--steps",
+            "300", "--method", "auto", "--rtol", "1e-12", "--quiet",
+        ]),
+        shrink: &[],
+        check: |_, o| assert!(stdout(o).contains("bit-identical"), "{}", stdout(o)),
+    },
+    Form {
+        text: "snapshot status DIR",
+        how: How::Tokensel(&["snapshot", "status", "ci-snap"]),
+        shrink: &[],
+        check: |_, o| assert!(stdout(o).contains("pending: none"), "{}", stdout(o)),
+    },
+    Form {
+        text: "snapshot accept DIR",
+        how: How::Elsewhere(
+            "the guide's blocks run `snapshot accept ci-snap` twice (a first snapshot and a reviewed change); tests/snapshot.rs::a_ci_records_reviews_and_accepts runs the whole workflow with its refusals",
+        ),
+        shrink: &[],
+        check: none,
     },
     Form {
         text: "plot FILE --out FIG.svg",
@@ -2447,7 +2560,7 @@ fn guide_text() -> String {
     let mut found: Vec<String> = std::fs::read_dir(&docs)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n != "README.md")
+        .filter(|n| n.ends_with(".md") && n != "README.md")
         .collect();
     found.sort();
     let mut listed: Vec<String> = DOCS.iter().map(|s| s.to_string()).collect();

@@ -86,7 +86,7 @@ pub struct ConfigChange {
 
 impl ConfigChange {
     /// `key: A -> B`, each value as TOML writes it (`absent` for a missing one).
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let show = |v: &Option<serde_json::Value>| match v {
             None => "absent".to_string(),
             Some(v) => serde_json::from_value::<toml::Value>(v.clone())

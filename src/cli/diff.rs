@@ -33,23 +33,31 @@ pub(super) fn diff(args: &DiffArgs) -> Result<i32> {
         super::plot::trajectory_only(&args.a, takes)?,
         super::plot::trajectory_only(&args.b, takes)?,
     );
-    if a.config.model != b.config.model {
-        let name = |t: &Trajectory| match t.config.model.is_multiclass() {
-            true => format!("multiclass (K = {})", t.config.model.classes),
-            false => "token-selection (binary)".to_string(),
-        };
-        return Err(crate::Error::Mismatch {
-            what: "the models of A and B".into(),
-            reason: format!(
-                "A is {} and B is {}: their outputs f and labels mean different things \
-                 (the binary f against a K-class margin; labels +-1 against class indices), \
-                 so they are not compared number by number",
-                name(&a),
-                name(&b)
-            ),
-        });
-    }
+    same_model(&a, &b, "A and B", "compared number by number")?;
     let r = crate::analysis::diff::diff(&a, &b, args.rtol, args.common_only);
     print_report(&r, args.json);
     Ok(if r.diverged { EXIT_FAILED } else { EXIT_OK })
+}
+
+/// Refuse two trajectories of different models (`who`: how the message names them,
+/// `use_`: what is not done with them).
+pub(super) fn same_model(a: &Trajectory, b: &Trajectory, who: &str, use_: &str) -> Result<()> {
+    if a.config.model == b.config.model {
+        return Ok(());
+    }
+    let name = |t: &Trajectory| match t.config.model.is_multiclass() {
+        true => format!("multiclass (K = {})", t.config.model.classes),
+        false => "token-selection (binary)".to_string(),
+    };
+    let (x, y) = who.split_once(" and ").unwrap_or((who, who));
+    Err(crate::Error::Mismatch {
+        what: format!("the models of {who}"),
+        reason: format!(
+            "{x} is {} and {y} is {}: their outputs f and labels mean different things \
+             (the binary f against a K-class margin; labels +-1 against class indices), \
+             so they are not {use_}",
+            name(a),
+            name(b)
+        ),
+    })
 }

@@ -78,6 +78,7 @@ mod plot;
 mod protocol;
 mod run;
 mod saturation;
+mod snapshot;
 mod svm;
 mod sweep;
 mod twin;
@@ -119,6 +120,10 @@ enum Command {
     Check(check::CheckArgs),
     /// Compare two saved trajectories; exit 0 when they agree within --rtol, 1 if not.
     Diff(diff::DiffArgs),
+    /// Snapshots for CI: `check DIR` runs a config against DIR's accepted snapshot (exit
+    /// 0 agrees within its declared tolerance, 1 differs: written as pending), `accept
+    /// DIR` makes the reviewed pending snapshot the accepted one, `status DIR`.
+    Snapshot(snapshot::SnapshotArgs),
     /// Draw a trajectory (attention per group; a K-class one also top tokens and per-class
     /// accuracy), a compare report (error) or a certificate (bits lost), SVG or PNG.
     Plot(plot::PlotArgs),
@@ -234,6 +239,7 @@ where
         Command::Check(args) => check::check(&args),
         Command::Cost(args) => cost::cost(&args),
         Command::Diff(args) => diff::diff(&args),
+        Command::Snapshot(args) => snapshot::snapshot(&args),
         Command::Plot(args) => plot::plot(&args),
         Command::Saturation(args) => saturation::saturation(&args),
         Command::Svm(args) => svm::svm_cmd(&args),

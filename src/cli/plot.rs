@@ -19,7 +19,8 @@ pub(super) struct PlotArgs {
     /// (`compare --json > report.json`) or a certificate (`certify --out DIR`: its
     /// certificate.json; drawn as bits lost against step).
     input: PathBuf,
-    /// More trajectories, drawn with INPUT by --direction (one curve each).
+    /// More trajectories, overlaid with INPUT (one line each, in its own colour and dash
+    /// pattern, labelled by its path and the config keys that differ); all of one model.
     #[arg(value_name = "MORE")]
     more: Vec<PathBuf>,
     /// Draw the direction of INPUT (and MORE) against the attention SVM: log10(1 -
@@ -42,10 +43,7 @@ pub(super) fn plot(args: &PlotArgs) -> Result<i32> {
         return direction(args, ext);
     }
     if !args.more.is_empty() {
-        return Err(Error::argument(
-            "MORE",
-            "more than one input is drawn only with --direction",
-        ));
+        return overlay(args, ext);
     }
     let text = read_large(&args.input)?;
     // a file that names the certificate format is read as one, with its own errors
@@ -151,33 +149,130 @@ pub(super) fn trajectory_only(path: &std::path::Path, takes: &str) -> Result<Tra
 
 /// `--direction`: every input a trajectory with direction records.
 fn direction(args: &PlotArgs, ext: &str) -> Result<i32> {
+    let ts = trajectories(args, "`tokensel plot --direction` draws trajectories")?;
+    if let Some((path, _)) = ts.iter().find(|(_, t)| t.direction.is_none()) {
+        return Err(Error::argument(
+            "--direction",
+            format!(
+                "`{}` has no direction records (its config has no [direction] section)",
+                path.display()
+            ),
+        ));
+    }
+    let ts: Vec<Trajectory> = ts.into_iter().map(|(_, t)| t).collect();
+    let fig = plot::direction_figure(&ts).expect("every input has direction records");
+    draw(fig.to_svg(), &args.out, ext)
+}
+
+/// The inputs of a figure that draws several trajectories (INPUT and MORE; at most
+/// [`MAX_DIRECTION_INPUTS`]), each read as a trajectory (a compare report, a
+/// certificate or another output refused as what it is) of one model (the first's).
+fn trajectories(args: &PlotArgs, takes: &str) -> Result<Vec<(PathBuf, Trajectory)>> {
     let inputs: Vec<&PathBuf> = std::iter::once(&args.input).chain(&args.more).collect();
     if inputs.len() > MAX_DIRECTION_INPUTS {
         return Err(Error::argument(
             "MORE",
             format!(
-                "{} trajectories given; a direction figure draws at most {MAX_DIRECTION_INPUTS}",
+                "{} trajectories given; a figure overlays at most {MAX_DIRECTION_INPUTS}",
                 inputs.len()
             ),
         ));
     }
-    let mut ts = Vec::with_capacity(inputs.len());
+    let mut ts: Vec<(PathBuf, Trajectory)> = Vec::with_capacity(inputs.len());
     for path in inputs {
-        let t = trajectory_only(path, "`tokensel plot --direction` draws trajectories")?;
-        if t.direction.is_none() {
-            return Err(Error::argument(
-                "--direction",
-                format!(
-                    "`{}` has no direction records (its config has no [direction] section)",
-                    path.display()
-                ),
-            ));
+        let t = match trajectory_only(path, takes) {
+            Ok(t) => t,
+            Err(e) => {
+                let text = read_large(path)?;
+                if serde_json::from_str::<Report>(&text).is_ok() {
+                    return Err(Error::path(
+                        path,
+                        format!(
+                            "a compare report (`tokensel compare --json`), not a trajectory: \
+                             {takes} (a compare report is drawn alone: `tokensel plot \
+                             REPORT.json --out FIG.svg`)"
+                        ),
+                    ));
+                }
+                return Err(other_output(&text, path).unwrap_or(e));
+            }
+        };
+        if let Some((first, t0)) = ts.first() {
+            let who = format!("`{}` and `{}`", first.display(), path.display());
+            super::diff::same_model(t0, &t, &who, "drawn in one figure")?;
         }
         drawable_trajectory(&t, path)?;
-        ts.push(t);
+        ts.push((path.clone(), t));
     }
-    let fig = plot::direction_figure(&ts).expect("every input has direction records");
+    Ok(ts)
+}
+
+/// Two or more trajectories overlaid (`report::plot::overlay_figure`).
+fn overlay(args: &PlotArgs, ext: &str) -> Result<i32> {
+    let ts = trajectories(args, "`tokensel plot A B ...` overlays trajectories")?;
+    let paths: Vec<&std::path::Path> = ts.iter().map(|(p, _)| p.as_path()).collect();
+    let trajs: Vec<Trajectory> = ts.iter().map(|(_, t)| t.clone()).collect();
+    let fig = plot::overlay_figure(&trajs, &overlay_labels(&paths, &trajs));
     draw(fig.to_svg(), &args.out, ext)
+}
+
+/// Legend labels of overlaid trajectories: the shortest ending of each path that tells
+/// them apart (`a/trajectory.json`, `b/trajectory.json`), and on a second line the
+/// config keys whose values differ between them (at most two, `key = value`; more are
+/// counted).
+fn overlay_labels(paths: &[&std::path::Path], ts: &[Trajectory]) -> Vec<String> {
+    let parts: Vec<Vec<String>> = paths
+        .iter()
+        .map(|p| {
+            p.components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect()
+        })
+        .collect();
+    let ending = |k: usize, n: usize| {
+        let p = &parts[k];
+        p[p.len().saturating_sub(n)..].join("/")
+    };
+    let longest = parts.iter().map(Vec::len).max().unwrap_or(1);
+    let n = (1..=longest)
+        .find(|&n| {
+            let names: std::collections::BTreeSet<String> =
+                (0..parts.len()).map(|k| ending(k, n)).collect();
+            names.len() == parts.len()
+        })
+        .unwrap_or(longest);
+    let mut keys: Vec<String> = Vec::new();
+    for t in &ts[1..] {
+        for c in crate::analysis::diff::config_changes(&ts[0].config, &t.config) {
+            if !keys.contains(&c.key) {
+                keys.push(c.key);
+            }
+        }
+    }
+    (0..ts.len())
+        .map(|k| {
+            let table: toml::Table =
+                toml::from_str(&ts[k].config.to_toml()).expect("a config is a TOML table");
+            let mut shown: Vec<String> = keys
+                .iter()
+                .take(2)
+                .map(|key| {
+                    let value = key
+                        .split('.')
+                        .try_fold(&toml::Value::Table(table.clone()), |v, part| v.get(part))
+                        .map_or("absent".to_string(), |v| v.to_string());
+                    format!("{key} = {value}")
+                })
+                .collect();
+            if keys.len() > 2 {
+                shown.push(format!("+{} more", keys.len() - 2));
+            }
+            match shown.is_empty() {
+                true => ending(k, n),
+                false => format!("{}\n{}", ending(k, n), shown.join(", ")),
+            }
+        })
+        .collect()
 }
 
 /// True when the JSON object `text` has a string `format` that starts with `prefix`.

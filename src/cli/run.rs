@@ -39,10 +39,13 @@ fn parse_arith(s: &str) -> std::result::Result<Choice, String> {
 
 /// Train `cfg` on `data` in the arithmetic visited, the progress on a bar (hidden when
 /// `quiet`).
-struct Train<'a> {
-    cfg: &'a Config,
-    data: &'a Dataset,
-    quiet: bool,
+pub(super) struct Train<'a> {
+    /// The run's config.
+    pub(super) cfg: &'a Config,
+    /// Its data set.
+    pub(super) data: &'a Dataset,
+    /// No progress bar.
+    pub(super) quiet: bool,
 }
 
 impl ArithVisitor for Train<'_> {

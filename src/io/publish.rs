@@ -52,6 +52,9 @@ pub enum SetKind {
     Certificate,
     /// `protocol.json`, `protocol.csv` and `attention.csv` (`protocol --out`).
     Protocol,
+    /// `snapshot.toml` and `trajectory.json`: an accepted or a pending snapshot
+    /// (`snapshot check`, `snapshot accept`).
+    Snapshot,
 }
 
 impl SetKind {
@@ -64,6 +67,7 @@ impl SetKind {
             SetKind::GridMerge => "grid-merge",
             SetKind::Certificate => "certificate",
             SetKind::Protocol => "protocol",
+            SetKind::Snapshot => "snapshot",
         }
     }
 }
@@ -248,6 +252,47 @@ impl OutputDir {
             let _ = std::fs::remove_dir_all(&tmp);
         }
         built
+    }
+
+    /// Remove the set at the target, if it is one of this kind and `still` holds for it
+    /// (called on the set moved aside). It is first renamed to a temporary name of its
+    /// own (atomically: a reader sees the set or nothing), then checked again; a set
+    /// that is no longer one of this kind, or for which `still` is false (another writer
+    /// published a new one in between), is renamed back, or kept as `NAME.previous-PID`
+    /// if the name was taken meanwhile, and `Ok(false)` says it was not removed.
+    /// Nothing else is ever removed.
+    pub fn remove(&self, still: impl Fn(&Path) -> bool) -> Result<bool> {
+        if matches!(inspect(&self.path, self.kind)?, Target::Absent) {
+            return Ok(false);
+        }
+        let aside = temp_path(&self.path)?;
+        match std::fs::rename(&self.path, &aside) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(source) => {
+                return Err(Error::Io {
+                    path: self.path.clone(),
+                    source,
+                });
+            }
+        }
+        if inspect(&aside, self.kind).is_ok() && still(&aside) {
+            std::fs::remove_dir_all(&aside).map_err(|source| Error::Io {
+                path: aside.clone(),
+                source,
+            })?;
+            sync_dir(parent_of(&self.path))?;
+            return Ok(true);
+        }
+        if std::fs::rename(&aside, &self.path).is_err() {
+            let keep = parent_of(&self.path).join(format!(
+                "{}.previous-{}",
+                name_of(&self.path)?,
+                std::process::id()
+            ));
+            let _ = std::fs::rename(&aside, keep);
+        }
+        Ok(false)
     }
 
     /// Write the set into the new directory `tmp`.

@@ -16,6 +16,8 @@ pub struct Series {
     pub color: &'static str,
     /// Dashed line.
     pub dashed: bool,
+    /// An SVG dash pattern of its own (`stroke-dasharray`), drawn in place of `dashed`'s.
+    pub dash: Option<&'static str>,
 }
 
 /// A chart: axes ranges, labels and series.
@@ -157,17 +159,18 @@ impl Chart {
             (y0 + y1) / 2.0,
             esc(&self.y_label)
         );
-        for (k, ser) in self.series.iter().enumerate() {
+        let mut legend_lines = 0;
+        for ser in &self.series {
             let pts: Vec<String> = ser
                 .points
                 .iter()
                 .filter(|(x, y)| x.is_finite() && y.is_finite() && (!self.log_x || *x > 0.0))
                 .map(|(x, y)| format!("{:.2},{:.2}", self.px(*x), self.py(*y)))
                 .collect();
-            let dash = if ser.dashed {
-                r#" stroke-dasharray="6 4""#
-            } else {
-                ""
+            let dash = match (ser.dash, ser.dashed) {
+                (Some(pattern), _) => format!(r#" stroke-dasharray="{pattern}""#),
+                (None, true) => r#" stroke-dasharray="6 4""#.to_string(),
+                (None, false) => String::new(),
             };
             let _ = writeln!(
                 s,
@@ -175,7 +178,11 @@ impl Chart {
                 ser.color,
                 pts.join(" ")
             );
-            let ly = y0 + 10.0 + 18.0 * k as f64;
+            if ser.label.is_empty() {
+                continue; // drawn without a legend entry
+            }
+            let ly = y0 + 10.0 + 18.0 * legend_lines as f64;
+            let mut lines = ser.label.lines();
             let _ = writeln!(
                 s,
                 r#"<line x1="{}" y1="{ly}" x2="{}" y2="{ly}" stroke="{}" stroke-width="2"{dash}/><text x="{}" y="{}">{}</text>"#,
@@ -184,8 +191,20 @@ impl Chart {
                 ser.color,
                 x1 + 40.0,
                 ly + 4.0,
-                esc(&ser.label)
+                esc(lines.next().unwrap_or(""))
             );
+            legend_lines += 1;
+            // further lines of a label: smaller, under its first
+            for line in lines {
+                let _ = writeln!(
+                    s,
+                    r#"<text x="{}" y="{}" font-size="11">{}</text>"#,
+                    x1 + 40.0,
+                    y0 + 14.0 + 18.0 * legend_lines as f64 - 3.0,
+                    esc(line)
+                );
+                legend_lines += 1;
+            }
         }
     }
 }
@@ -323,6 +342,7 @@ pub fn attention_chart(t: &crate::io::trajectory::Trajectory) -> Chart {
                     points,
                     color: COLORS[k],
                     dashed: noisy,
+                    dash: None,
                 });
             }
         }
@@ -345,6 +365,93 @@ pub fn attention_chart(t: &crate::io::trajectory::Trajectory) -> Chart {
         log_x: true,
         series,
         markers: vec![],
+    }
+}
+
+/// Dash patterns of overlaid trajectories, one per input with its colour: solid,
+/// dashed, dotted, dash-dot, then longer dashes.
+pub const DASHES: [&str; 8] = [
+    "none",
+    "8 4",
+    "2 3",
+    "8 3 2 3",
+    "12 4",
+    "4 4",
+    "12 3 2 3 2 3",
+    "1 5",
+];
+
+/// Two or more trajectories of the same model overlaid (`plot A B ...`): one chart per
+/// token group of the mean attention mass over clean samples (and a second row over
+/// noisy samples where the runs have some), steps > 0 on a log axis, one line per
+/// trajectory in its own colour and dash pattern. The legend (in the first chart) names
+/// each by `labels[k]`.
+pub fn overlay_figure(ts: &[crate::io::trajectory::Trajectory], labels: &[String]) -> Figure {
+    use crate::config::Group;
+    let last = ts.iter().map(|t| t.last().step).max().unwrap_or(10).max(10) as f64;
+    let mut charts = Vec::new();
+    for noisy in [false, true] {
+        let has = |t: &crate::io::trajectory::Trajectory| {
+            t.checkpoints.iter().any(|c| match noisy {
+                true => c.attention.noisy.is_some(),
+                false => c.attention.clean.is_some(),
+            })
+        };
+        if !ts.iter().any(has) {
+            continue;
+        }
+        for g in Group::ALL {
+            let series = ts
+                .iter()
+                .zip(labels)
+                .enumerate()
+                .map(|(k, (t, label))| Series {
+                    label: if charts.is_empty() {
+                        label.clone()
+                    } else {
+                        String::new()
+                    },
+                    points: t
+                        .checkpoints
+                        .iter()
+                        .filter(|c| c.step > 0)
+                        .filter_map(|c| {
+                            let by = match noisy {
+                                true => c.attention.noisy,
+                                false => c.attention.clean,
+                            };
+                            by.map(|p| (c.step as f64, p.get(g)))
+                        })
+                        .collect(),
+                    color: COLORS[k % COLORS.len()],
+                    dashed: false,
+                    dash: Some(DASHES[k % DASHES.len()]),
+                })
+                .collect();
+            charts.push(Chart {
+                title: format!(
+                    "{} samples: attention on {}",
+                    if noisy { "noisy" } else { "clean" },
+                    g.name()
+                ),
+                x_label: "step".into(),
+                y_label: "mean attention mass".into(),
+                x_range: (1.0, last),
+                y_range: (0.0, 1.0),
+                log_x: true,
+                series,
+                markers: vec![],
+            });
+        }
+    }
+    Figure {
+        title: format!(
+            "{} trajectories overlaid ({}): mean attention per token group",
+            ts.len(),
+            model_name(&ts[0].config)
+        ),
+        charts,
+        columns: Group::ALL.len(),
     }
 }
 
@@ -430,6 +537,7 @@ pub fn multiclass_figure(t: &crate::io::trajectory::Trajectory) -> Figure {
                     points,
                     color: COLORS[g],
                     dashed: noisy,
+                    dash: None,
                 })
             })
             .collect();
@@ -459,6 +567,7 @@ pub fn multiclass_figure(t: &crate::io::trajectory::Trajectory) -> Figure {
                 points,
                 color: COLORS[c],
                 dashed: false,
+                dash: None,
             })
             .collect()
     } else {
@@ -489,6 +598,7 @@ pub fn multiclass_figure(t: &crate::io::trajectory::Trajectory) -> Figure {
                     points,
                     color: COLORS[j],
                     dashed: false,
+                    dash: None,
                 }
             })
             .collect()
@@ -504,6 +614,7 @@ pub fn multiclass_figure(t: &crate::io::trajectory::Trajectory) -> Figure {
         points: all,
         color: "#000",
         dashed: true,
+        dash: None,
     });
     let accuracy = chart(
         match k <= CLASS_LINES {
@@ -579,6 +690,7 @@ pub fn error_chart(r: &crate::analysis::compare::Report) -> Chart {
             points,
             color: COLORS[k],
             dashed: false,
+            dash: None,
         });
     }
     let tol = Series {
@@ -589,6 +701,7 @@ pub fn error_chart(r: &crate::analysis::compare::Report) -> Chart {
         ],
         color: "#000",
         dashed: true,
+        dash: None,
     };
     series.push(tol);
     let markers = match (r.saturation.step, r.saturation.score_gap) {
@@ -660,6 +773,7 @@ pub fn direction_figure(ts: &[crate::io::trajectory::Trajectory]) -> Option<Figu
                     .collect(),
                 color: COLORS[k % COLORS.len()],
                 dashed: k >= COLORS.len(),
+                dash: None,
             })
             .collect::<Vec<_>>()
     };
@@ -742,6 +856,7 @@ pub fn radius_chart(c: &crate::analysis::certify::Certificate) -> Chart {
                 .collect(),
             color: COLORS[k],
             dashed: false,
+            dash: None,
         })
         .collect();
     let last = c.config.steps.max(10) as f64;
@@ -750,6 +865,7 @@ pub fn radius_chart(c: &crate::analysis::certify::Certificate) -> Chart {
         points: vec![(1.0, prec), (last, prec)],
         color: "#000",
         dashed: true,
+        dash: None,
     });
     let markers = match &c.first_undecided {
         Some(u) if u.step > 0 => vec![(u.step as f64, format!("undecided from step {}", u.step))],
