@@ -16,19 +16,37 @@ const K: usize = 12;
 const OUT: usize = 5;
 
 /// The inputs: x (K), gamma (K), beta (K), W (OUT x K), b (OUT), dy (K), dz (OUT), and the
-/// margins u of the loss, as exact f64 values drawn from a seeded stream.
-struct Inputs {
-    x: Vec<f64>,
-    gamma: Vec<f64>,
-    beta: Vec<f64>,
-    w: Vec<f64>,
-    b: Vec<f64>,
-    dy: Vec<f64>,
-    dz: Vec<f64>,
-    u: Vec<f64>,
+/// margins u of the loss: exact f64 values drawn from a seeded stream, or those values in
+/// an arithmetic ([`Inputs::to`]).
+struct Inputs<R> {
+    x: Vec<R>,
+    gamma: Vec<R>,
+    beta: Vec<R>,
+    w: Vec<R>,
+    b: Vec<R>,
+    dy: Vec<R>,
+    dz: Vec<R>,
+    u: Vec<R>,
 }
 
-fn draw(seed: u64) -> Inputs {
+impl Inputs<f64> {
+    /// The values in `ar` (exactly: each arithmetic here holds every f64 used).
+    fn to<A: Arith>(&self, ar: &A) -> Inputs<A::Real> {
+        let c = |v: &[f64]| ar.of_slice(v);
+        Inputs {
+            x: c(&self.x),
+            gamma: c(&self.gamma),
+            beta: c(&self.beta),
+            w: c(&self.w),
+            b: c(&self.b),
+            dy: c(&self.dy),
+            dz: c(&self.dz),
+            u: c(&self.u),
+        }
+    }
+}
+
+fn draw(seed: u64) -> Inputs<f64> {
     let mut r = rng::stream(seed, Stream::Init);
     let mut v = |n: usize, scale: f64, shift: f64| -> Vec<f64> {
         (0..n)
@@ -49,17 +67,17 @@ fn draw(seed: u64) -> Inputs {
 }
 
 /// Every output of every operation and backward pass on `inp`, in `ar`, in one list.
-fn all_outputs<A: Arith>(ar: &A, inp: &Inputs) -> Vec<A::Real> {
-    let c = |v: &[f64]| ar.of_slice(v);
-    let (x, gamma, beta, w, b, dy, dz) = (
-        c(&inp.x),
-        c(&inp.gamma),
-        c(&inp.beta),
-        c(&inp.w),
-        c(&inp.b),
-        c(&inp.dy),
-        c(&inp.dz),
-    );
+fn all_outputs<A: Arith>(ar: &A, inp: &Inputs<f64>) -> Vec<A::Real> {
+    let Inputs {
+        x,
+        gamma,
+        beta,
+        w,
+        b,
+        dy,
+        dz,
+        u,
+    } = inp.to(ar);
     let mut out = Vec::new();
     let ln = ops::layer_norm(ar, &x, &gamma, &beta, 1e-5);
     let g = ops::layer_norm_backward(ar, &ln, &gamma, &dy);
@@ -77,10 +95,10 @@ fn all_outputs<A: Arith>(ar: &A, inp: &Inputs) -> Vec<A::Real> {
     out.extend(dg.w);
     out.extend(dg.b);
     out.extend(ops::residual(ar, &x, &dy));
-    for u in c(&inp.u) {
+    for u in &u {
         for form in [Formulation::Naive, Formulation::Stable] {
-            out.push(ops::loss(ar, form, &u));
-            out.push(ops::loss_derivative(ar, form, &u));
+            out.push(ops::loss(ar, form, u));
+            out.push(ops::loss_derivative(ar, form, u));
         }
     }
     out
@@ -173,17 +191,16 @@ fn inner(ar: &Mpfr, c: &[Float], v: &[Float]) -> Float {
 fn every_backward_pass_is_the_derivative_of_its_forward_pass() {
     let ar = Mpfr::truth(512).unwrap();
     for seed in 0..3 {
-        let inp = draw(970 + seed);
-        let c = |v: &[f64]| ar.of_slice(v);
-        let (x, gamma, beta, w, b, dy, dz) = (
-            c(&inp.x),
-            c(&inp.gamma),
-            c(&inp.beta),
-            c(&inp.w),
-            c(&inp.b),
-            c(&inp.dy),
-            c(&inp.dz),
-        );
+        let Inputs {
+            x,
+            gamma,
+            beta,
+            w,
+            b,
+            dy,
+            dz,
+            u,
+        } = draw(970 + seed).to(&ar);
         // LayerNorm: L = <dy, LN(x; gamma, beta)>, theta = (x, gamma, beta)
         let theta: Vec<Float> = [x.clone(), gamma.clone(), beta.clone()].concat();
         let f_ln = |t: &[Float]| {
@@ -219,7 +236,7 @@ fn every_backward_pass_is_the_derivative_of_its_forward_pass() {
         let dg = ops::dense_backward(&ar, &w, &x, &dz);
         check_gradient("dense", &f_dense, &theta, &[dg.w, dg.x, dg.b].concat());
         // the loss, both formulations
-        for u in c(&inp.u) {
+        for u in u {
             for form in [Formulation::Naive, Formulation::Stable] {
                 let f_loss = |t: &[Float]| ops::loss(&ar, form, &t[0]);
                 let d = ops::loss_derivative(&ar, form, &u);

@@ -348,8 +348,8 @@ pub fn attention_chart(t: &crate::io::trajectory::Trajectory) -> Chart {
         }
     }
     let last = t.last().step.max(10) as f64;
-    Chart {
-        title: format!(
+    mass_chart(
+        format!(
             "attention per token group ({}, {} {} bits, d = {}, ||mu|| = {}, seed {})",
             model_name(&t.config),
             t.trainer.kind,
@@ -358,6 +358,15 @@ pub fn attention_chart(t: &crate::io::trajectory::Trajectory) -> Chart {
             t.config.mu_norm,
             t.config.seed
         ),
+        last,
+        series,
+    )
+}
+
+/// A chart of mean attention masses in [0, 1] over steps 1..=`last` on a log axis.
+fn mass_chart(title: String, last: f64, series: Vec<Series>) -> Chart {
+    Chart {
+        title,
         x_label: "step".into(),
         y_label: "mean attention mass".into(),
         x_range: (1.0, last),
@@ -428,20 +437,15 @@ pub fn overlay_figure(ts: &[crate::io::trajectory::Trajectory], labels: &[String
                     dash: Some(DASHES[k % DASHES.len()]),
                 })
                 .collect();
-            charts.push(Chart {
-                title: format!(
+            charts.push(mass_chart(
+                format!(
                     "{} samples: attention on {}",
                     if noisy { "noisy" } else { "clean" },
                     g.name()
                 ),
-                x_label: "step".into(),
-                y_label: "mean attention mass".into(),
-                x_range: (1.0, last),
-                y_range: (0.0, 1.0),
-                log_x: true,
+                last,
                 series,
-                markers: vec![],
-            });
+            ));
         }
     }
     Figure {

@@ -36,6 +36,18 @@ fn mean<A: Arith>(ar: &A, v: &[A::Real]) -> A::Real {
     s
 }
 
+/// The products `a_i b_i`.
+fn products<A: Arith>(ar: &A, a: &[A::Real], b: &[A::Real]) -> Vec<A::Real> {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| {
+            let mut v = ar.zero();
+            ar.prod(&mut v, x, y);
+            v
+        })
+        .collect()
+}
+
 /// The forward pass: sums in index order; `eps` as this arithmetic rounds the f64 value
 /// (PyTorch's `eps` is a Python float).
 pub fn layer_norm<A: Arith>(
@@ -55,14 +67,7 @@ pub fn layer_norm<A: Arith>(
             c
         })
         .collect();
-    let squares: Vec<A::Real> = centred
-        .iter()
-        .map(|c| {
-            let mut s = ar.zero();
-            ar.prod(&mut s, c, c);
-            s
-        })
-        .collect();
+    let squares = products(ar, &centred, &centred);
     let mut inv_std = mean(ar, &squares);
     ar.add_f64(&mut inv_std, eps);
     ar.sqrt(&mut inv_std);
@@ -96,24 +101,8 @@ pub fn layer_norm_backward<A: Arith>(
     gamma: &[A::Real],
     dy: &[A::Real],
 ) -> LayerNormGrad<A::Real> {
-    let g: Vec<A::Real> = dy
-        .iter()
-        .zip(gamma)
-        .map(|(d, w)| {
-            let mut v = ar.zero();
-            ar.prod(&mut v, d, w);
-            v
-        })
-        .collect();
-    let gx: Vec<A::Real> = g
-        .iter()
-        .zip(&ln.xhat)
-        .map(|(a, h)| {
-            let mut v = ar.zero();
-            ar.prod(&mut v, a, h);
-            v
-        })
-        .collect();
+    let g = products(ar, dy, gamma);
+    let gx = products(ar, &g, &ln.xhat);
     let (mg, mgx) = (mean(ar, &g), mean(ar, &gx));
     let x = g
         .into_iter()
@@ -127,15 +116,7 @@ pub fn layer_norm_backward<A: Arith>(
             v
         })
         .collect();
-    let gamma = dy
-        .iter()
-        .zip(&ln.xhat)
-        .map(|(d, h)| {
-            let mut v = ar.zero();
-            ar.prod(&mut v, d, h);
-            v
-        })
-        .collect();
+    let gamma = products(ar, dy, &ln.xhat);
     LayerNormGrad {
         x,
         gamma,
