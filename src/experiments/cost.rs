@@ -310,9 +310,7 @@ pub fn flops_per_step(cfg: &Config) -> f64 {
 /// Saturating: an absurd K gives an absurd (invalid) layout, never a wrapped one.
 pub fn with_classes(cfg: &Config, k: usize) -> Config {
     let mut c = cfg.clone();
-    let extra = cfg.layout.weak_opposite.saturating_mul(k.saturating_sub(2));
-    c.layout.weak_opposite = cfg.layout.weak_opposite.saturating_mul(k.saturating_sub(1));
-    c.layout.tokens = cfg.layout.tokens.saturating_add(extra);
+    c.layout = cfg.layout.for_classes(k);
     c.model = ModelSpec {
         kind: ModelKind::Multiclass,
         classes: k,
