@@ -608,3 +608,61 @@ fn cost_follow_is_compares_first_exceedance() {
         assert!(stderr(&o).contains(words), "{extra:?}: {}", stderr(&o));
     }
 }
+
+/// `twin --state` says where it wrote the state and `--resume` from which step (issue
+/// 42: both were silent), one line each on stderr, none with --quiet: a run that crashes
+/// after step 3 (state saved every 2 steps: at step 2) resumes from step 2 and writes
+/// its last state at step 6.
+#[test]
+fn twin_says_what_it_did_with_the_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("s.json");
+    let s = state.to_str().unwrap();
+    let cfg = dir.path().join("small.toml");
+    std::fs::write(&cfg, "d = 40\n").unwrap();
+    let c = cfg.to_str().unwrap();
+    let twin = |extra: &[&str]| {
+        let base = [
+            "twin",
+            "--prec",
+            "64",
+            "--steps",
+            "6",
+            "--config",
+            c,
+            "--state",
+            s,
+            "--save-every",
+            "2",
+        ];
+        tokensel_within(&[&base[..], extra].concat(), Duration::from_secs(60)).expect("no hang")
+    };
+    let o = twin(&["--stop-after", "3"]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    assert!(!stderr(&o).contains("wrote state"), "{}", stderr(&o));
+    let o = twin(&["--resume"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("resumed from step 2 of {s}\n")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("wrote state at step 6 to {s}\n")),
+        "{err}"
+    );
+    std::fs::remove_file(&state).unwrap();
+    let o = twin(&["--quiet"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(!stderr(&o).contains("state"), "{}", stderr(&o));
+    let o = twin(&["--quiet", "--resume"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(!stderr(&o).contains("resumed"), "{}", stderr(&o));
+    std::fs::remove_file(&state).unwrap();
+    let o = twin(&[]);
+    assert!(
+        stderr(&o).contains(&format!("wrote state at step 6 to {s}\n")),
+        "{}",
+        stderr(&o)
+    );
+}

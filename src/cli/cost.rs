@@ -4,7 +4,7 @@ use clap::Args;
 
 use super::{ConfigArgs, EXIT_OK, print_report};
 use crate::config::Method;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::experiments::cost;
 use crate::model::caps::{Capability, require};
 
@@ -37,11 +37,11 @@ pub(super) struct CostArgs {
     #[arg(long, value_name = "STEPS")]
     follow: Option<u64>,
     /// The twin's precision for --follow (default: the highest of --precs).
-    #[arg(long, value_name = "BITS", requires = "follow")]
+    #[arg(long, value_name = "BITS")]
     follow_prec: Option<u32>,
-    /// The relative error that counts as leaving the twin for --follow.
-    #[arg(long, value_name = "X", default_value_t = 1e-8, requires = "follow")]
-    tol: f64,
+    /// The relative error that counts as leaving the twin for --follow (default 1e-8).
+    #[arg(long, value_name = "X")]
+    tol: Option<f64>,
     /// Print exactly one JSON object on stdout.
     #[arg(long)]
     json: bool,
@@ -77,17 +77,22 @@ pub(super) fn cost(args: &CostArgs) -> Result<i32> {
     )?;
     cost::check_classes(&cfg, &args.classes, &args.precs, &methods)?;
     let follow = match args.follow {
+        None if args.tol.is_some() || args.follow_prec.is_some() => {
+            let flag = if args.tol.is_some() {
+                "--tol"
+            } else {
+                "--follow-prec"
+            };
+            return Err(Error::argument(flag, "needs --follow STEPS"));
+        }
         Some(steps) => {
-            crate::analysis::check_tol("tol", args.tol)?;
+            let tol = args.tol.unwrap_or(1e-8);
+            crate::analysis::check_tol("tol", tol)?;
             let prec = match args.follow_prec {
                 Some(p) => p,
                 None => args.precs.iter().copied().max().unwrap_or(0),
             };
-            let f = cost::FollowOptions {
-                steps,
-                prec,
-                tol: args.tol,
-            };
+            let f = cost::FollowOptions { steps, prec, tol };
             f.check(&cfg, &methods)?;
             Some(f)
         }
