@@ -583,19 +583,7 @@ fn cost_follow_is_compares_first_exceedance() {
     );
     assert!(line("  mpfr ").ends_with('\u{2014}'), "{text}");
     // without --follow, no column and no key (the table as before)
-    let o = tokensel(&[
-        "cost",
-        "--quiet",
-        "--precs",
-        "256",
-        "--reps",
-        "1",
-        "--twin-reps",
-        "1",
-        "--method",
-        "span",
-        "--json",
-    ]);
+    let o = tokensel(&[&args[..args.len() - 2], &["--json"]].concat());
     assert!(json(&o)["rows"][0].get("follow").is_none());
     // --tol and --follow-prec need --follow; a bad --follow is refused before any work
     for (extra, words) in [

@@ -1043,6 +1043,19 @@ fn compare_measures_the_k_outputs() {
 #[test]
 fn the_layout_follows_k_unless_set() {
     let dir = tempfile::tempdir().unwrap();
+    // `run` 3 steps of the config `text`, written to `name`
+    let run = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        common::tokensel(&[
+            "run",
+            "--quiet",
+            "--steps",
+            "3",
+            "--config",
+            path.to_str().unwrap(),
+        ])
+    };
     for k in [2usize, 3, 5] {
         let text = format!("[model]\nkind = \"multiclass\"\nclasses = {k}\n");
         let cfg = Config::from_toml_str(&text, std::path::Path::new("k.toml")).unwrap();
@@ -1053,31 +1066,13 @@ fn the_layout_follows_k_unless_set() {
             (1, 1, 5),
             "K = {k}"
         );
-        let path = dir.path().join(format!("k{k}.toml"));
-        std::fs::write(&path, &text).unwrap();
-        let o = common::tokensel(&[
-            "run",
-            "--quiet",
-            "--steps",
-            "3",
-            "--config",
-            path.to_str().unwrap(),
-        ]);
+        let o = run(&format!("k{k}.toml"), &text);
         assert!(o.status.success(), "K = {k}: {}", common::stderr(&o));
     }
     let wrong = "[model]\nkind = \"multiclass\"\nclasses = 3\n[layout]\ntokens = 8\nrelevant = 1\nweak_same = 1\nweak_opposite = 1\nirrelevant = 5\n";
     let e = Config::from_toml_str(wrong, std::path::Path::new("w.toml")).unwrap_err();
     assert!(e.to_string().contains("multiple of K - 1 = 2"), "{e}");
-    let path = dir.path().join("wrong.toml");
-    std::fs::write(&path, wrong).unwrap();
-    let o = common::tokensel(&[
-        "run",
-        "--quiet",
-        "--steps",
-        "3",
-        "--config",
-        path.to_str().unwrap(),
-    ]);
+    let o = run("wrong.toml", wrong);
     assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
     let kept = wrong
         .replace("tokens = 8", "tokens = 9")
