@@ -677,7 +677,8 @@ fn bad_model_sections_are_refused_with_the_field() {
             "model.classes",
         ),
         (
-            "[model]\nkind = \"multiclass\"\nclasses = 3\n",
+            // a layout the user sets is kept (and checked); without one it follows K
+            "[model]\nkind = \"multiclass\"\nclasses = 3\n[layout]\ntokens = 8\n",
             "layout.weak_opposite",
         ),
         ("[model]\nkind = \"softmax\"\n", "kind"),

@@ -132,8 +132,10 @@ impl Config {
         merge(&mut table, overlay);
         let mut config: Config = Config::deserialize(toml::Value::Table(table))
             .map_err(|e| parse_err(e.to_string().trim_end().to_string()))?;
-        if !layout_set && config.model.is_multiclass() {
-            config.layout = config.layout.for_classes(config.model.classes);
+        // (only a valid K: an invalid one is refused as `model.classes` by validate)
+        let k = config.model.classes;
+        if !layout_set && config.model.is_multiclass() && (2..=super::MAX_CLASSES).contains(&k) {
+            config.layout = config.layout.for_classes(k);
         }
         config.validate()?;
         Ok(config)
