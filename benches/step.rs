@@ -7,7 +7,9 @@ use criterion::{
     BenchmarkGroup, Criterion, criterion_group, criterion_main, measurement::WallTime,
 };
 use tokensel::prelude::experiments::cost::with_classes;
-use tokensel::prelude::{Arith, Ball, Config, Dataset, F32, F64, Method, Mpfr, Preset, Trainer};
+use tokensel::prelude::{
+    Arith, Ball, Config, Dataset, F32, F64, Formulation, Method, Mpfr, Preset, Trainer,
+};
 
 /// Bench one step of `ar` in `method` on `cfg` under `name`.
 fn bench_step<A: Arith>(
@@ -27,8 +29,10 @@ fn bench_step<A: Arith>(
     });
 }
 
-/// The default (balanced) setting: f64, f32 and MPFR, direct and span; the ball
-/// arithmetic against the MPFR twin at the same precisions (span).
+/// The default (balanced) setting, one bench per row kind of `tokensel cost`'s table:
+/// f64, f32 and the predictor, direct and span; f64 and f32 naive (direct); MPFR direct
+/// at 256 bits and span at `cost`'s default precisions; the ball arithmetic against the
+/// MPFR twin at the same precisions (span).
 fn step(c: &mut Criterion) {
     let cfg = Config::default();
     let data = Dataset::generate(&cfg);
@@ -47,7 +51,18 @@ fn step(c: &mut Criterion) {
             method,
         );
     }
-    for prec in [128u32, 256, 1024] {
+    // the naive softmax gradient (`cost`'s naive rows: direct step only)
+    let naive = Config {
+        formulation: Formulation::Naive,
+        ..cfg.clone()
+    };
+    let direct = Method::Direct;
+    bench_step(&mut group, "f64/direct-naive", &naive, &data, F64, direct);
+    bench_step(&mut group, "f32/direct-naive", &naive, &data, F32, direct);
+    // the twin's direct step at one twin precision (`cost`'s MPFR direct rows)
+    let ar = Mpfr::truth(256).unwrap();
+    bench_step(&mut group, "mpfr-256/direct", &cfg, &data, ar, direct);
+    for prec in [64u32, 128, 256, 512, 1024] {
         let ar = Mpfr::truth(prec).unwrap();
         bench_step(
             &mut group,

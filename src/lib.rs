@@ -158,7 +158,7 @@ pub mod prelude {
         pub mod compare {
             pub use crate::analysis::compare::{
                 COMPARED, DEFAULT_PREDICTOR_STEPS, Exceedance, Gate, Options, Report, compare,
-                compare_gated, predictor_mismatch,
+                compare_gated, compare_in, predictor_mismatch,
             };
         }
         /// Trajectory diff.

@@ -677,7 +677,8 @@ fn bad_model_sections_are_refused_with_the_field() {
             "model.classes",
         ),
         (
-            "[model]\nkind = \"multiclass\"\nclasses = 3\n",
+            // a layout the user sets is kept (and checked); without one it follows K
+            "[model]\nkind = \"multiclass\"\nclasses = 3\n[layout]\ntokens = 8\n",
             "layout.weak_opposite",
         ),
         ("[model]\nkind = \"softmax\"\n", "kind"),
@@ -1033,4 +1034,52 @@ fn compare_measures_the_k_outputs() {
     assert_eq!(out.compared, k as u64 * rest.compared, "{out:?} {rest:?}");
     assert_eq!(e.twin[&Quantity::Output].outside, 0, "{e:?}");
     assert!(r.error_ulps.contains_key(&Quantity::Output));
+}
+
+/// The layout follows K unless the user sets it (issue 42): `kind = "multiclass"` with
+/// `classes = 3` (or 5) and nothing else was refused ("weak_opposite must be a multiple
+/// of K - 1"); it now gets one weakly relevant token per other class (T = K + 6 on the
+/// balanced sizes, `cost --classes`'s layout) and runs. A layout the user sets is kept
+/// and still validated (a wrong one refused, exit 2); K = 2 keeps the binary layout.
+#[test]
+fn the_layout_follows_k_unless_set() {
+    let dir = tempfile::tempdir().unwrap();
+    // `run` 3 steps of the config `text`, written to `name`
+    let run = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        common::tokensel(&[
+            "run",
+            "--quiet",
+            "--steps",
+            "3",
+            "--config",
+            path.to_str().unwrap(),
+        ])
+    };
+    for k in [2usize, 3, 5] {
+        let text = format!("[model]\nkind = \"multiclass\"\nclasses = {k}\n");
+        let cfg = Config::from_toml_str(&text, std::path::Path::new("k.toml")).unwrap();
+        let l = cfg.layout;
+        assert_eq!((l.tokens, l.weak_opposite), (k + 6, k - 1), "K = {k}");
+        assert_eq!(
+            (l.relevant, l.weak_same, l.irrelevant),
+            (1, 1, 5),
+            "K = {k}"
+        );
+        let o = run(&format!("k{k}.toml"), &text);
+        assert!(o.status.success(), "K = {k}: {}", common::stderr(&o));
+    }
+    let wrong = "[model]\nkind = \"multiclass\"\nclasses = 3\n[layout]\ntokens = 8\nrelevant = 1\nweak_same = 1\nweak_opposite = 1\nirrelevant = 5\n";
+    let e = Config::from_toml_str(wrong, std::path::Path::new("w.toml")).unwrap_err();
+    assert!(e.to_string().contains("multiple of K - 1 = 2"), "{e}");
+    let o = run("wrong.toml", wrong);
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    let kept = wrong
+        .replace("tokens = 8", "tokens = 9")
+        .replace("weak_opposite = 1", "weak_opposite = 2");
+    let l = Config::from_toml_str(&kept, std::path::Path::new("k.toml"))
+        .unwrap()
+        .layout;
+    assert_eq!((l.tokens, l.weak_opposite, l.irrelevant), (9, 2, 5));
 }

@@ -634,6 +634,11 @@ const BLOCKS: &[Form] = &[
             run_report(o, "3");
             let st = json_file(&dir.join("twin-state.json"));
             assert_eq!(st["step"], 3);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains("wrote state at step 3 to twin-state.json\n"),
+                "{err}"
+            );
             std::fs::write(dir.join("twin-first.txt"), &o.stdout).unwrap();
         },
     },
@@ -645,6 +650,11 @@ const BLOCKS: &[Form] = &[
             // the resumed run reports what the uninterrupted one did, digest included
             let first = std::fs::read(dir.join("twin-first.txt")).unwrap();
             assert_eq!(String::from_utf8_lossy(&first), stdout(o));
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains("resumed from step 3 of twin-state.json\n"),
+                "{err}"
+            );
         },
     },
     Form {
@@ -1345,6 +1355,19 @@ const BLOCKS: &[Form] = &[
                 let us: f64 = line.strip_prefix(&head).expect(line).parse().unwrap();
                 assert!(us > 0.0 && us.is_finite(), "{line}");
             }
+        },
+    },
+    Form {
+        text: "cargo run --release -- cost --method span --precs 256 --reps 2 --twin-reps 1 --follow 100",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |_, o| {
+            let text = stdout(o);
+            let line = |t: &str| text.lines().find(|l| l.starts_with(t)).unwrap_or_default();
+            assert!(text.contains("CPU vs f64  follows the twin"), "{text}");
+            assert!(line("  f64 ").contains("  all 100 (max "), "{text}");
+            assert!(line("  f32 ").contains("  step 0 (output "), "{text}");
+            assert!(line("  mpfr ").ends_with('\u{2014}'), "{text}");
         },
     },
     Form {

@@ -305,9 +305,9 @@ impl Stepper for Balls<'_> {
 impl Enclosure {
     /// Measure the values of `a` (f64) and `b` (twin) against `e`'s enclosures, in
     /// [`COMPARED`] order; q and grad_q only when `d_space`.
-    fn measure(
+    fn measure<A: Arith>(
         &mut self,
-        a: &Trainer<'_, F64>,
+        a: &Trainer<'_, A>,
         b: &Trainer<'_, Mpfr>,
         e: &Trainer<'_, Ball>,
         d_space: bool,
@@ -320,7 +320,7 @@ impl Enclosure {
             };
             for ((x, t), ball) in xs.iter().zip(&ts).zip(&bs) {
                 let enc = ar.enclose(ball);
-                self.f64.entry(q).or_default().measure(*x, enc);
+                self.f64.entry(q).or_default().measure(a.ar.to_f64(x), enc);
                 self.twin.entry(q).or_default().measure(t.to_f64(), enc);
             }
         }
@@ -438,7 +438,8 @@ fn componentwise<'a>(pairs: impl Iterator<Item = (f64, &'a rug::Float)>) -> f64 
 /// each by its declared [`Quantity::measure`] over the values of [`Trainer::quantity`]
 /// (`output`: the model's outputs, a K-class run's K per sample); q and grad_q only when
 /// `d_space` (NaN otherwise: not measured).
-pub fn errors(a: &Trainer<'_, F64>, b: &Trainer<'_, Mpfr>, d_space: bool) -> [f64; 7] {
+/// The hardware trainer `a` may be f32 (its values widened to f64 exactly).
+pub fn errors<A: Arith>(a: &Trainer<'_, A>, b: &Trainer<'_, Mpfr>, d_space: bool) -> [f64; 7] {
     let t_len = a.data.train.x.dim().1;
     COMPARED.map(|q| {
         if q.in_d_space() && !d_space {
@@ -447,6 +448,7 @@ pub fn errors(a: &Trainer<'_, F64>, b: &Trainer<'_, Mpfr>, d_space: bool) -> [f6
         let (Some(xs), Some(ys)) = (a.quantity(q), b.quantity(q)) else {
             return f64::NAN;
         };
+        let xs: Vec<f64> = xs.iter().map(|x| a.ar.to_f64(x)).collect();
         match q.measure() {
             Measure::Normwise => normwise_rel_err(&xs, &ys),
             Measure::Componentwise => componentwise(xs.iter().copied().zip(&ys)),
@@ -484,21 +486,26 @@ fn sample_normwise(xs: &[f64], ys: &[rug::Float], t_len: usize) -> f64 {
 /// First quantity whose f64 bits differ from the predictor's, by name: `scores`,
 /// `attention`, `rest`, `output`, `loss`, then `coefficients` (the token coefficients)
 /// and `engine state` (q and dL/dq for the direct step, the span coefficients).
-pub fn predictor_mismatch(a: &Trainer<'_, F64>, p: &Trainer<'_, Mpfr>) -> Option<&'static str> {
-    let same = |x: f64, y: &rug::Float| x.to_bits() == y.to_f64().to_bits();
-    let all = |xs: &[f64], ys: &[rug::Float]| {
-        xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| same(*x, y))
+/// (Generic over the hardware arithmetic, whose values are widened to f64 exactly; the
+/// bit equality is meaningful for [`F64`].)
+pub fn predictor_mismatch<A: Arith>(
+    a: &Trainer<'_, A>,
+    p: &Trainer<'_, Mpfr>,
+) -> Option<&'static str> {
+    let same = |x: &A::Real, y: &rug::Float| a.ar.to_f64(x).to_bits() == y.to_f64().to_bits();
+    let all = |xs: &[A::Real], ys: &[rug::Float]| {
+        xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| same(x, y))
     };
     let rest = a
         .samples
         .iter()
         .zip(&p.samples)
-        .all(|(x, y)| same(x.softmax.rest, &y.softmax.rest));
+        .all(|(x, y)| same(&x.softmax.rest, &y.softmax.rest));
     let f = a
         .samples
         .iter()
         .zip(&p.samples)
-        .all(|(x, y)| same(x.f, &y.f) && all(&x.outputs, &y.outputs));
+        .all(|(x, y)| same(&x.f, &y.f) && all(&x.outputs, &y.outputs));
     let engine = match (&a.engine, &p.engine) {
         (Engine::Direct(x), Engine::Direct(y)) => all(&x.q, &y.q) && all(&x.grad_q, &y.grad_q),
         (Engine::Span(x), Engine::Span(y)) => all(&x.a, &y.a) && all(&x.m, &y.m),
@@ -509,7 +516,7 @@ pub fn predictor_mismatch(a: &Trainer<'_, F64>, p: &Trainer<'_, Mpfr>) -> Option
         (Quantity::Attention.name(), all(&a.attention, &p.attention)),
         (Quantity::Rest.name(), rest),
         (Quantity::Output.name(), f),
-        (Quantity::Loss.name(), same(a.loss, &p.loss)),
+        (Quantity::Loss.name(), same(&a.loss, &p.loss)),
         ("coefficients", all(&a.c, &p.c)),
         ("engine state", engine),
     ]
@@ -538,9 +545,23 @@ pub fn compare_gated(
     fail_above: Option<f64>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Report> {
+    compare_in(cfg, data, F64, opts, fail_above, progress)
+}
+
+/// [`compare_gated`] with the hardware trainer in the arithmetic `hw` (f64 for
+/// `compare`; f32 for `cost --follow`'s rows), in the config's formulation and method;
+/// its values are widened to f64 exactly before they are measured against the twin.
+pub fn compare_in<A: Arith>(
+    cfg: &Config,
+    data: &Dataset,
+    hw: A,
+    opts: Options,
+    fail_above: Option<f64>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Report> {
     require(cfg, "compare", &[Capability::Compare])?;
     let truth = Mpfr::truth(opts.prec)?;
-    let a = Trainer::new(cfg, data, F64, cfg.formulation)?;
+    let a = Trainer::new(cfg, data, hw, cfg.formulation)?;
     let b = Trainer::with_method(cfg, data, truth, Formulation::Stable, opts.twin_method)?;
     let until = opts.predictor_steps.unwrap_or(cfg.steps).min(cfg.steps);
     let p = match opts.predictor {
@@ -606,7 +627,7 @@ pub fn compare_gated(
     let mut judge_out_of_range = None;
     let gap_limit = -(rug::float::exp_min() as f64) * std::f64::consts::LN_2;
     // the f64 q before an update (direct f64 trainer), for the absorption check
-    let mut q_before: Option<Vec<f64>> = None;
+    let mut q_before: Option<Vec<A::Real>> = None;
     // the f64 trainer, the truth twin, the optional predictor and ball trainer, in
     // lockstep (the ball trainer's own stop ends the enclosure only: `Balls`)
     let mut all = (a, (b, (p, e)));
@@ -616,12 +637,13 @@ pub fn compare_gated(
             if let (Some(q_before), Engine::Direct(e)) = (q_before.take(), &a.engine) {
                 // the gradient that was just applied is still the engine's grad_q
                 let step = a.step - 1;
-                let moving = e.grad_q.iter().filter(|g| **g != 0.0).count();
+                let (ar, nonzero) = (a.ar, |g: &A::Real| a.ar.to_f64(g) != 0.0);
+                let moving = e.grad_q.iter().filter(|g| nonzero(g)).count();
                 let absorbed =
                     e.q.iter()
                         .zip(&q_before)
                         .zip(&e.grad_q)
-                        .filter(|((new, old), g)| new == old && **g != 0.0)
+                        .filter(|((new, old), g)| ar.to_f64(new) == ar.to_f64(old) && nonzero(g))
                         .count();
                 if absorbed > 0 {
                     absorption.first_partial_step.get_or_insert(step);

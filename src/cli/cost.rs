@@ -4,7 +4,7 @@ use clap::Args;
 
 use super::{ConfigArgs, EXIT_OK, print_report};
 use crate::config::Method;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::experiments::cost;
 use crate::model::caps::{Capability, require};
 
@@ -31,6 +31,17 @@ pub(super) struct CostArgs {
     /// Timed twin steps per precision (median reported).
     #[arg(long, value_name = "N", default_value_t = 3)]
     twin_reps: usize,
+    /// Also compare each f64 and f32 row's trajectory with the MPFR twin over STEPS steps
+    /// (compare's lockstep, span twin): the step at which it first leaves --tol, or
+    /// that it followed all STEPS. Off by default (the twin runs STEPS steps per row).
+    #[arg(long, value_name = "STEPS")]
+    follow: Option<u64>,
+    /// The twin's precision for --follow (default: the highest of --precs).
+    #[arg(long, value_name = "BITS")]
+    follow_prec: Option<u32>,
+    /// The relative error that counts as leaving the twin for --follow (default 1e-8).
+    #[arg(long, value_name = "X")]
+    tol: Option<f64>,
     /// Print exactly one JSON object on stdout.
     #[arg(long)]
     json: bool,
@@ -65,6 +76,28 @@ pub(super) fn cost(args: &CostArgs) -> Result<i32> {
         args.twin_reps,
     )?;
     cost::check_classes(&cfg, &args.classes, &args.precs, &methods)?;
+    let follow = match args.follow {
+        None if args.tol.is_some() || args.follow_prec.is_some() => {
+            let flag = if args.tol.is_some() {
+                "--tol"
+            } else {
+                "--follow-prec"
+            };
+            return Err(Error::argument(flag, "needs --follow STEPS"));
+        }
+        Some(steps) => {
+            let tol = args.tol.unwrap_or(1e-8);
+            crate::analysis::check_tol("tol", tol)?;
+            let prec = match args.follow_prec {
+                Some(p) => p,
+                None => args.precs.iter().copied().max().unwrap_or(0),
+            };
+            let f = cost::FollowOptions { steps, prec, tol };
+            f.check(&cfg, &methods)?;
+            Some(f)
+        }
+        None => None,
+    };
     let mut r = cost::measure(
         &cfg,
         &args.precs,
@@ -84,6 +117,9 @@ pub(super) fn cost(args: &CostArgs) -> Result<i32> {
         args.twin_reps,
         &mut |name| progress(args.quiet, name),
     )?;
+    if let Some(f) = follow {
+        cost::follow_rows(&cfg, &mut r, f, &mut |name| progress(args.quiet, name))?;
+    }
     print_report(&r, args.json);
     Ok(EXIT_OK)
 }

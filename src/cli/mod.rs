@@ -498,7 +498,8 @@ fn finish(t0: Instant, steps: Option<u64>) {
     }
 }
 
-/// A progress bar with ETA over `total` units (steps, runs), hidden with `quiet`.
+/// A progress bar over `total` units (steps, runs), hidden with `quiet`; its time left
+/// from measured throughput only ([`MeasuredEta`]).
 fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
     if quiet {
         return ProgressBar::hidden();
@@ -506,12 +507,71 @@ fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
     let bar = ProgressBar::new(total);
     bar.set_style(
         ProgressStyle::with_template(&format!(
-            "{{elapsed_precise}} [{{bar:40}}] {{pos}}/{{len}} {unit} ({{eta}} left)"
+            "{{elapsed_precise}} [{{bar:40}}] {{pos}}/{{len}} {unit} ({{left}})"
         ))
         .expect("valid template")
+        .with_key("left", MeasuredEta::default())
         .progress_chars("=> "),
     );
     bar
+}
+
+/// Units a progress bar must have measured before it shows a time left.
+const ETA_MIN_UNITS: u64 = 3;
+/// Seconds a progress bar must have measured before it shows a time left.
+const ETA_MIN_SECS: f64 = 1.0;
+
+/// Seconds left to reach `len` at the throughput measured from `base` to `now` (each a
+/// position and the seconds elapsed then); `None` until at least [`ETA_MIN_UNITS`] units
+/// over at least [`ETA_MIN_SECS`] seconds were measured (indicatif's own estimate
+/// before any step read "2h left" for an 18 s `compare`).
+fn eta_secs(base: (u64, f64), now: (u64, f64), len: u64) -> Option<f64> {
+    let done = now.0.checked_sub(base.0)?;
+    let secs = now.1 - base.1;
+    if done < ETA_MIN_UNITS || secs < ETA_MIN_SECS {
+        return None;
+    }
+    Some(secs / done as f64 * len.saturating_sub(now.0) as f64)
+}
+
+/// The `{left}` key of [`progress_bar`]: the time left from the throughput measured
+/// since the first position past the start (a resumed run's first position is its
+/// resume step, not a burst of steps), [`eta_secs`]; "estimating time left" before.
+#[derive(Debug, Clone, Default)]
+struct MeasuredEta {
+    /// The first position > 0 seen and the seconds elapsed then.
+    base: Option<(u64, f64)>,
+}
+
+impl indicatif::style::ProgressTracker for MeasuredEta {
+    fn clone_box(&self) -> Box<dyn indicatif::style::ProgressTracker> {
+        Box::new(self.clone())
+    }
+
+    fn tick(&mut self, state: &indicatif::ProgressState, _: std::time::Instant) {
+        if self.base.is_none() && state.pos() > 0 {
+            self.base = Some((state.pos(), state.elapsed().as_secs_f64()));
+        }
+    }
+
+    fn reset(&mut self, _: &indicatif::ProgressState, _: std::time::Instant) {
+        self.base = None;
+    }
+
+    fn write(&self, state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write) {
+        let now = (state.pos(), state.elapsed().as_secs_f64());
+        let left = self
+            .base
+            .and_then(|base| eta_secs(base, now, state.len().unwrap_or(0)));
+        let _ = match left {
+            Some(s) => write!(
+                w,
+                "{:#} left",
+                indicatif::HumanDuration(std::time::Duration::from_secs_f64(s))
+            ),
+            None => write!(w, "estimating time left"),
+        };
+    }
 }
 
 /// Print a report: one JSON object with `json`, else its readable table.
@@ -602,6 +662,23 @@ mod tests {
 
     use super::Cli;
 
+    /// The progress bar's time left is from measured throughput only: none before
+    /// [`super::ETA_MIN_UNITS`] units over [`super::ETA_MIN_SECS`] seconds were measured
+    /// (at step 0, after 2 steps, after 10 steps in 0.5 s), then the rate measured from
+    /// the first position (a resume step is not counted as work): 10 steps in 2 s with
+    /// 90 left is 18 s, from a resume at step 500 the same.
+    #[test]
+    fn eta_is_measured() {
+        use super::eta_secs;
+        assert_eq!(eta_secs((1, 0.0), (1, 0.0), 100), None);
+        assert_eq!(eta_secs((1, 0.0), (3, 5.0), 100), None);
+        assert_eq!(eta_secs((1, 0.0), (11, 0.5), 100), None);
+        assert_eq!(eta_secs((0, 0.0), (10, 2.0), 100), Some(18.0));
+        assert_eq!(eta_secs((500, 1.0), (510, 3.0), 600), Some(18.0));
+        assert_eq!(eta_secs((5, 0.0), (105, 1.0), 100), Some(0.0));
+        assert_eq!(eta_secs((5, 0.0), (4, 9.0), 100), None);
+    }
+
     /// Valid values for a flag or argument, by its value name: every form the README
     /// documents (a flag whose value name is missing here fails the test below).
     fn samples(value_name: &str) -> Option<&'static [&'static str]> {
@@ -617,6 +694,7 @@ mod tests {
             "a..b|s1,s2" => &["0..2", "0,3"],
             "f64|f32" => &["f64", "f32"],
             "X" => &["1e-8"],
+            "STEPS" => &["3"],
             "DIR" => &["out"],
             "SEEDS" => &["0..4", "0,3,7", "5"],
             "ETAS" => &["0.2", "0.7"],

@@ -84,6 +84,9 @@ pub(super) fn twin(args: &TwinArgs) -> Result<i32> {
             // its values before any work (the data, the trainer): no unknown key, every
             // parameter and moment finite
             crate::train::resume::check_values(&st)?;
+            if let (Some(path), false) = (&args.state, args.output.quiet) {
+                eprintln!("resumed from step {} of {}", st.step, path.display());
+            }
             Some(st)
         }
         Start::Fresh => {
@@ -100,27 +103,34 @@ pub(super) fn twin(args: &TwinArgs) -> Result<i32> {
         path,
         every: args.save_every,
     });
+    let saved = std::cell::Cell::new(None);
     let traj = arith.with(Twin {
         cfg: &cfg,
         data: &data,
         resume: resume.as_deref(),
         saver,
+        saved: &saved,
         bar: &bar,
         stop: args.stop_after,
     })?;
     bar.finish_and_clear();
+    if let (Some(path), Some(step), false) = (&args.state, saved.get(), args.output.quiet) {
+        eprintln!("wrote state at step {step} to {}", path.display());
+    }
     report_trajectory(&traj, out.as_ref(), args.output.json)?;
     finish(t0, None);
     Ok(EXIT_OK)
 }
 
 /// The twin's run in the arithmetic visited: from `resume` (or step 0), the state saved
-/// by `saver`, the progress on `bar`, an abrupt exit (code 3) after step `stop`.
+/// by `saver` (the step of the last save in `saved`), the progress on `bar`, an abrupt exit (code 3) after step `stop`.
 struct Twin<'a> {
     cfg: &'a Config,
     data: &'a Dataset,
     resume: Option<&'a State>,
     saver: Option<Saver<'a>>,
+    /// The step of the last state saved.
+    saved: &'a std::cell::Cell<Option<u64>>,
     bar: &'a indicatif::ProgressBar,
     stop: Option<u64>,
 }
@@ -133,6 +143,7 @@ impl ArithVisitor for Twin<'_> {
             data,
             resume,
             saver,
+            saved,
             bar,
             stop,
         } = self;
@@ -140,6 +151,7 @@ impl ArithVisitor for Twin<'_> {
         tr.record(resume, &mut |tr, rec| {
             if let Some(s) = saver.filter(|s| s.due(tr.step, cfg.steps)) {
                 tr.state(rec).save(s.path)?;
+                saved.set(Some(tr.step));
             }
             bar.set_position(tr.step);
             if stop == Some(tr.step) {

@@ -100,7 +100,10 @@ fn merge(base: &mut toml::Table, overlay: toml::Table) {
 }
 
 impl Config {
-    /// Parse a TOML overlay on the default config and validate it.
+    /// Parse a TOML overlay on the default config and validate it. A K-class model
+    /// (`[model] kind = "multiclass"`) whose overlay sets no `[layout]` gets the
+    /// default layout for K ([`Layout::for_classes`](super::Layout::for_classes): one
+    /// weakly relevant token per other class).
     ///
     /// `origin` names the source in error messages.
     pub fn from_toml_str(text: &str, origin: &Path) -> Result<Config> {
@@ -123,10 +126,17 @@ impl Config {
             message,
         };
         let overlay: toml::Table = toml::from_str(text).map_err(|e| parse_err(e.to_string()))?;
+        // the layout follows K unless the user sets it (a layout set is kept, validated)
+        let layout_set = overlay.contains_key("layout");
         let mut table: toml::Table = toml::from_str(base).expect("embedded default parses");
         merge(&mut table, overlay);
-        let config: Config = Config::deserialize(toml::Value::Table(table))
+        let mut config: Config = Config::deserialize(toml::Value::Table(table))
             .map_err(|e| parse_err(e.to_string().trim_end().to_string()))?;
+        // (only a valid K: an invalid one is refused as `model.classes` by validate)
+        let k = config.model.classes;
+        if !layout_set && config.model.is_multiclass() && (2..=super::MAX_CLASSES).contains(&k) {
+            config.layout = config.layout.for_classes(k);
+        }
         config.validate()?;
         Ok(config)
     }

@@ -215,6 +215,20 @@ impl Group {
 }
 
 impl Layout {
+    /// This (binary) layout for the K-class model of SPEC section 14: each weakly
+    /// relevant token of the opposite class becomes one per other class (`weak_opposite`
+    /// times K - 1), so T grows by (K - 2) `weak_opposite` tokens; K = 2 keeps it. The
+    /// default layout of a K-class config that sets no `[layout]`, and `cost --classes`'s.
+    /// Saturating: an absurd K gives an absurd (invalid) layout, never a wrapped one.
+    pub fn for_classes(self, k: usize) -> Layout {
+        let extra = self.weak_opposite.saturating_mul(k.saturating_sub(2));
+        Layout {
+            weak_opposite: self.weak_opposite.saturating_mul(k.saturating_sub(1)),
+            tokens: self.tokens.saturating_add(extra),
+            ..self
+        }
+    }
+
     /// Group sizes in [`Group::ALL`] order.
     pub fn sizes(&self) -> [usize; 4] {
         [

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::compare;
 use crate::arith::{Arith, Ball, F32, F64, Kind, Mpfr};
 use crate::config::{Config, Formulation, MAX_CLASSES, Method, ModelKind, ModelSpec};
 use crate::data::Dataset;
@@ -39,6 +40,182 @@ pub struct Row {
     /// the CPU time the steps used, independent of the machine's load (a wall-time ratio
     /// is not: other processes stretch the rows measured while they run).
     pub ratio_to_f64: f64,
+    /// Where this row's trajectory leaves the tolerance against the twin
+    /// (`tokensel cost --follow N`; absent without it): a [`Follow`] for the f64 and f32
+    /// rows, `null` for the rows it does not apply to (the twin, the predictor, the
+    /// balls: they are the high-precision side, not a hardware arithmetic that follows
+    /// it).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub follow: Option<Option<Follow>>,
+}
+
+/// A key that is present: `null` is `Some(None)` (absent: `None`, by `default`).
+fn present<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<Option<Follow>>, D::Error> {
+    Option::<Follow>::deserialize(d).map(Some)
+}
+
+/// What `cost --follow` compares: the steps, the twin's precision, the tolerance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FollowOptions {
+    /// Steps of the compared run (its `steps`).
+    pub steps: u64,
+    /// The twin's precision in bits (a truth twin: `Mpfr::truth`).
+    pub prec: u32,
+    /// Relative error that counts as leaving the twin.
+    pub tol: f64,
+}
+
+impl FollowOptions {
+    /// `compare`'s options for this follow: the span twin at `prec` (compare's
+    /// default), no predictor, no balls.
+    fn compare(&self) -> compare::Options {
+        compare::Options {
+            prec: self.prec,
+            tol: self.tol,
+            predictor: false,
+            predictor_steps: Some(0),
+            twin_method: Method::Span,
+            certify: None,
+        }
+    }
+
+    /// `cfg` run for `steps` steps in `form` and `method`.
+    fn config(&self, cfg: &Config, form: Formulation, method: Method) -> Config {
+        Config {
+            steps: self.steps,
+            formulation: form,
+            method,
+            ..cfg.clone()
+        }
+    }
+
+    /// Check, before any work, that every follow run can be made: at least one step
+    /// and at most the config's limit, compare's options valid on each hardware row's
+    /// config (a truth precision, a tolerance, the memory limit, compare's
+    /// capabilities).
+    pub fn check(&self, cfg: &Config, methods: &[Method]) -> Result<()> {
+        if self.steps == 0 || self.steps > crate::config::MAX_STEPS {
+            return Err(Error::argument(
+                "--follow",
+                format!(
+                    "must lie in 1..={}, got {}",
+                    crate::config::MAX_STEPS,
+                    self.steps
+                ),
+            ));
+        }
+        for (form, m) in hardware_steps(cfg, methods) {
+            self.compare().check(&self.config(cfg, form, m))?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a hardware row's trajectory first leaves the tolerance against the twin:
+/// `compare`'s report ([`compare::compare_in`]) of that arithmetic, formulation and
+/// method against the MPFR twin over [`Follow::steps`] steps, with its gate at the
+/// tolerance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Follow {
+    /// Steps compared.
+    pub steps: u64,
+    /// The twin's precision in bits.
+    pub prec_bits: u32,
+    /// The tolerance.
+    #[serde(with = "crate::io::nonfinite")]
+    pub tolerance: f64,
+    /// The first step at which a compared quantity's relative error passed the
+    /// tolerance, that quantity and its error (compare's `gate.first`; the earliest of
+    /// its `first_exceed`); `null`: the row followed the twin over all the steps.
+    pub first_exceed: Option<compare::Exceedance>,
+    /// Largest relative error over the compared quantities and steps (compare's
+    /// `max_rel_err`, the largest of them).
+    #[serde(with = "crate::io::nonfinite")]
+    pub max_rel_err: f64,
+    /// Where the comparison ended early because a trainer stopped (compare's
+    /// `stopped`); absent when it ran every step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<compare::Stopped>,
+}
+
+impl Follow {
+    /// The text table's cell: `step S (QUANTITY 1.2e-7)` or `all N (max 3.4e-12)`.
+    fn cell(&self) -> String {
+        let stop = self
+            .stopped
+            .as_ref()
+            .map_or(String::new(), |s| format!(", stopped at {}", s.last_step));
+        match &self.first_exceed {
+            Some(e) => format!(
+                "step {} ({} {:.1e}){stop}",
+                e.step,
+                e.quantity.name(),
+                e.rel_err
+            ),
+            None => format!("all {} (max {:.1e}){stop}", self.steps, self.max_rel_err),
+        }
+    }
+}
+
+/// Run `compare`'s lockstep ([`compare::compare_in`]) of `hw` in `form` and `method`
+/// against the twin of `opts` and reduce its report to a [`Follow`].
+pub fn follow<A: Arith>(
+    cfg: &Config,
+    data: &Dataset,
+    hw: A,
+    (form, method): (Formulation, Method),
+    opts: FollowOptions,
+) -> Result<Follow> {
+    let c = opts.config(cfg, form, method);
+    let r = compare::compare_in(&c, data, hw, opts.compare(), Some(opts.tol), &mut |_| {})?;
+    Ok(Follow {
+        steps: opts.steps,
+        prec_bits: opts.prec,
+        tolerance: opts.tol,
+        first_exceed: r.gate.and_then(|g| g.first),
+        max_rel_err: r.max_rel_err.values().copied().fold(0.0, f64::max),
+        stopped: r.stopped,
+    })
+}
+
+/// Fill every row's [`Row::follow`]: the f64 and f32 rows' [`follow`] in their
+/// formulation and method, `None` (not applicable) for the others.
+pub fn follow_rows(
+    cfg: &Config,
+    report: &mut Report,
+    opts: FollowOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<()> {
+    let data = Dataset::generate(cfg);
+    for row in &mut report.rows {
+        let step = (row.formulation, row.method);
+        let name = format!(
+            "{} {} {:?} against mpfr-{} over {} steps",
+            row.trainer.name(),
+            row.method.name(),
+            row.formulation,
+            opts.prec,
+            opts.steps
+        );
+        row.follow = Some(match row.trainer {
+            Kind::F64 => {
+                progress(&name);
+                Some(follow(cfg, &data, F64, step, opts)?)
+            }
+            Kind::F32 => {
+                progress(&name);
+                Some(follow(cfg, &data, F32, step, opts)?)
+            }
+            _ => None,
+        });
+    }
+    Ok(())
 }
 
 /// The cost report.
@@ -133,9 +310,7 @@ pub fn flops_per_step(cfg: &Config) -> f64 {
 /// Saturating: an absurd K gives an absurd (invalid) layout, never a wrapped one.
 pub fn with_classes(cfg: &Config, k: usize) -> Config {
     let mut c = cfg.clone();
-    let extra = cfg.layout.weak_opposite.saturating_mul(k.saturating_sub(2));
-    c.layout.weak_opposite = cfg.layout.weak_opposite.saturating_mul(k.saturating_sub(1));
-    c.layout.tokens = cfg.layout.tokens.saturating_add(extra);
+    c.layout = cfg.layout.for_classes(k);
     c.model = ModelSpec {
         kind: ModelKind::Multiclass,
         classes: k,
@@ -363,6 +538,7 @@ pub fn measure(
             seconds_per_step: t.wall,
             cpu_per_step_s: t.cpu,
             ratio_to_f64: f64::NAN,
+            follow: None,
         });
     };
     for (form, method) in hardware_steps(cfg, methods) {
@@ -624,6 +800,12 @@ impl std::fmt::Display for Report {
             "CPU per step",
             "CPU vs f64"
         );
+        // the follow column (`--follow`): its title on the header line
+        let follows = self.rows.iter().any(|r| r.follow.is_some());
+        if follows {
+            out.pop();
+            out += "  follows the twin\n";
+        }
         let shown = |t: f64| {
             if t < 1e-3 {
                 format!("{:.1} us", t * 1e6)
@@ -637,7 +819,7 @@ impl std::fmt::Display for Report {
                 Formulation::Naive => "naive",
             };
             out += &format!(
-                "  {:<12}{:>6}{:>8}{form:>8}{:>12.3} s{:>16}{:>16}{:>14.3}\n",
+                "  {:<12}{:>6}{:>8}{form:>8}{:>12.3} s{:>16}{:>16}{:>14.3}",
                 row.trainer,
                 row.prec_bits,
                 row.method,
@@ -646,12 +828,26 @@ impl std::fmt::Display for Report {
                 shown(row.cpu_per_step_s),
                 row.ratio_to_f64
             );
+            if follows {
+                let cell = match &row.follow {
+                    Some(Some(f)) => f.cell(),
+                    _ => "\u{2014}".to_string(),
+                };
+                out += &format!("  {cell}");
+            }
+            out.push('\n');
         }
         let m = &self.model;
         out += &format!(
             "\n  cost model (flops): direct step {:.3e}, span step {:.3e}, span setup {:.3e}; auto runs {} for this config\n",
             m.direct_step, m.span_step, m.span_setup, self.auto
         );
+        if let Some(f) = self.rows.iter().find_map(|r| r.follow.clone().flatten()) {
+            out += &format!(
+                "  follows the twin: compare's lockstep of the row's arithmetic, formulation and method against the MPFR twin at {} bits (span step) over {} steps: the first step at which a compared quantity's relative error passes {:e} (that quantity and error), or `all N` with the largest error; \u{2014}: the row is not a hardware arithmetic (the twin, the predictor, a ball)\n",
+                f.prec_bits, f.steps, f.tolerance
+            );
+        }
         if !self.multiclass.is_empty() {
             out += &format!(
                 "\n  the K-class model (SPEC section 14), n = {}, d = {}: T grown by K - 2 weakly relevant tokens (one per other class); the binary model at that T (irrelevant tokens added) as a baseline; ratios of the CPU time per step to the binary step above (T = {}) and to the binary step at the same T, in the same trainer, bits and method\n\n  {:<10}{:>4}  {:<12}{:>6}{:>8}{:>14}{:>16}{:>16}{:>14}{:>13}\n",
@@ -710,6 +906,7 @@ mod tests {
             seconds_per_step: 2e-3,
             cpu_per_step_s: 3e-4,
             ratio_to_f64: 1.0,
+            follow: None,
         };
         let r = Report {
             n: 20,
@@ -870,6 +1067,7 @@ mod tests {
             seconds_per_step: wall,
             cpu_per_step_s: cpu,
             ratio_to_f64: f64::NAN,
+            follow: None,
         };
         let mut rows = vec![
             row(Kind::F64, Method::Direct, 1e-4, 1e-4),

@@ -749,7 +749,9 @@ pub fn direction_figure(ts: &[crate::io::trajectory::Trajectory]) -> Option<Figu
         let o = &t.config.optimizer;
         let rule = match (o.kind, o.eps) {
             (crate::config::OptimizerKind::Gd, _) => "GD".to_string(),
-            (crate::config::OptimizerKind::NormalizedGd, 0.0) => "NGD".to_string(),
+            // eps said for every NGD run (0 too): an overlay of runs with different
+            // eps labels both
+            (crate::config::OptimizerKind::NormalizedGd, 0.0) => "NGD eps 0".to_string(),
             (crate::config::OptimizerKind::NormalizedGd, e) => format!("NGD eps {e:e}"),
             (crate::config::OptimizerKind::Adam, _) => "Adam".to_string(),
             (crate::config::OptimizerKind::Adamw, _) => "AdamW".to_string(),
