@@ -791,7 +791,15 @@ fn diff_reports_trainer_differences() {
     assert_eq!(r["bit_identical"], false, "{r}");
     let o = tokensel(&["diff", a, b]);
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains("trainers differ in: method"), "{text}");
+    assert!(
+        text.contains(r#"trainers differ in: method: "direct" -> "span""#),
+        "{text}"
+    );
+    assert_eq!(
+        r["trainer_changes"],
+        serde_json::json!([{"key": "method", "a": "direct", "b": "span"}]),
+        "{r}"
+    );
     assert!(!text.contains("bit-identical"), "{text}");
     let same = tokensel(&["diff", "--json", a, a]);
     let r: serde_json::Value = serde_json::from_slice(&same.stdout).unwrap();
@@ -1311,4 +1319,41 @@ fn plot_says_why_it_draws_nothing() {
         "{}",
         stderr(&o)
     );
+}
+
+/// `plot` refuses an `--out` that is one of its inputs, however it is spelled (it
+/// replaced the input with the figure), and leaves the input as it was.
+#[test]
+fn plot_refuses_to_write_over_its_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = small_trajectory(tmp.path());
+    // a trajectory under a figure's name, as the adversary's test had it
+    let fig = tmp.path().join("traj.svg");
+    std::fs::copy(&a, &fig).unwrap();
+    let before = std::fs::read(&fig).unwrap();
+    let dotted = format!("{}/./traj.svg", tmp.path().display());
+    for args in [
+        vec![
+            "plot",
+            fig.to_str().unwrap(),
+            "--out",
+            fig.to_str().unwrap(),
+        ],
+        vec![
+            "plot",
+            a.to_str().unwrap(),
+            fig.to_str().unwrap(),
+            "--out",
+            &dotted,
+        ],
+    ] {
+        let o = tokensel(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("writing it would replace that input"),
+            "{}",
+            stderr(&o)
+        );
+        assert_eq!(std::fs::read(&fig).unwrap(), before, "{args:?}");
+    }
 }

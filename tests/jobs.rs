@@ -628,6 +628,10 @@ fn twin_says_what_it_did_with_the_state() {
     let o = twin(&["--stop-after", "3"]);
     assert_eq!(code(&o), 3, "{}", stderr(&o));
     assert!(!stderr(&o).contains("wrote state"), "{}", stderr(&o));
+    // a state of another config is refused before any step, and nothing says it resumed
+    let o = twin(&["--resume", "--seed", "5"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(!stderr(&o).contains("resumed"), "{}", stderr(&o));
     let o = twin(&["--resume"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let err = stderr(&o);

@@ -219,7 +219,9 @@ fn bad_snapshot_directories_are_refused_before_any_work() {
     assert!(refused(&link, "a link").contains("symbolic link"));
     // a foreign file in DIR
     std::fs::write(snap.join("notes.txt"), "mine").unwrap();
-    assert!(refused(&snap, "a foreign file").contains("`notes.txt`, which is not tokensel's"));
+    assert!(
+        refused(&snap, "a foreign file").contains("`notes.txt`, which is not part of a snapshot")
+    );
     assert_eq!(
         std::fs::read_to_string(snap.join("notes.txt")).unwrap(),
         "mine"

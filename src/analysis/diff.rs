@@ -29,6 +29,9 @@ pub struct Report {
     /// rtol is a use of diff), and never "bit-identical" runs of different trainers.
     #[serde(default)]
     pub trainer_differences: Vec<String>,
+    /// The same fields with both values (`key`, `a`, `b`), as [`Report::config_changes`].
+    #[serde(default)]
+    pub trainer_changes: Vec<ConfigChange>,
     /// Fields of the trajectories' direction summary (`direction`: the attention SVM's
     /// limit and the run's end against it) whose values differ, or `direction` when one
     /// trajectory has it and the other not: a divergence.
@@ -253,25 +256,43 @@ pub fn config_changes(a: &crate::Config, b: &crate::Config) -> Vec<ConfigChange>
     out
 }
 
-/// The top-level fields of `a` and `b` (serialised) whose values differ, each as
-/// `prefix` + its key (in key order), or `[whole]` when they are not both objects and
-/// differ (one absent, say).
-fn differing_fields<T: Serialize>(a: &T, b: &T, whole: &str, prefix: &str) -> Vec<String> {
+/// The top-level fields of `a` and `b` (serialised) whose values differ, with both
+/// values (a field one of them lacks: `None` there), in key order; `None` when they
+/// are not both objects.
+fn field_changes<T: Serialize>(a: &T, b: &T) -> Option<Vec<ConfigChange>> {
     let (va, vb) = (
         serde_json::to_value(a).expect("records serialise"),
         serde_json::to_value(b).expect("records serialise"),
     );
-    match (va.as_object(), vb.as_object()) {
-        (Some(x), Some(y)) => x
-            .keys()
+    let (x, y) = (va.as_object()?, vb.as_object()?);
+    Some(
+        x.keys()
             .chain(y.keys())
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .filter(|k| x.get(*k) != y.get(*k))
-            .map(|k| format!("{prefix}{k}"))
+            .map(|k| ConfigChange {
+                key: k.clone(),
+                a: x.get(k).cloned(),
+                b: y.get(k).cloned(),
+            })
             .collect(),
-        _ if va != vb => vec![whole.to_string()],
-        _ => Vec::new(),
+    )
+}
+
+/// The top-level fields of `a` and `b` (serialised) whose values differ, each as
+/// `prefix` + its key (in key order), or `[whole]` when they are not both objects and
+/// differ (one absent, say).
+fn differing_fields<T: Serialize>(a: &T, b: &T, whole: &str, prefix: &str) -> Vec<String> {
+    match field_changes(a, b) {
+        Some(changes) => changes
+            .into_iter()
+            .map(|c| format!("{prefix}{}", c.key))
+            .collect(),
+        None if serde_json::to_value(a).ok() != serde_json::to_value(b).ok() => {
+            vec![whole.to_string()]
+        }
+        None => Vec::new(),
     }
 }
 
@@ -321,7 +342,8 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Rep
     let config_changes = config_changes(&a.config, &b.config);
     let config_differences: Vec<String> = config_changes.iter().map(|c| c.key.clone()).collect();
     let labels_differ = a.y != b.y || a.y_true != b.y_true;
-    let trainer_differences = differing_fields(&a.trainer, &b.trainer, "trainer", "");
+    let trainer_changes = field_changes(&a.trainer, &b.trainer).unwrap_or_default();
+    let trainer_differences: Vec<String> = trainer_changes.iter().map(|c| c.key.clone()).collect();
     let limit_differences = differing_fields(&a.direction, &b.direction, "direction", "direction.");
     let sets_differ = !(only_in_a.is_empty() && only_in_b.is_empty());
     Report {
@@ -338,6 +360,7 @@ pub fn diff(a: &Trajectory, b: &Trajectory, rtol: f64, common_only: bool) -> Rep
         labels_differ,
         bit_identical: bits && common > 0 && trainer_differences.is_empty(),
         trainer_differences,
+        trainer_changes,
         common_steps: common,
         only_in_a,
         only_in_b,
@@ -443,10 +466,19 @@ impl std::fmt::Display for Report {
             out += "  training labels differ\n";
         }
         if !self.trainer_differences.is_empty() {
-            out += &format!(
-                "  trainers differ in: {}\n",
-                self.trainer_differences.join(", ")
-            );
+            // both values where the report has them (`trainer_changes`; a report
+            // written before it names the fields only)
+            let changes: Vec<String> = self
+                .trainer_differences
+                .iter()
+                .map(|k| {
+                    self.trainer_changes
+                        .iter()
+                        .find(|c| c.key == *k)
+                        .map_or_else(|| k.clone(), ConfigChange::describe)
+                })
+                .collect();
+            out += &format!("  trainers differ in: {}\n", changes.join(", "));
         }
         let list = |v: &[u64]| {
             v.iter()

@@ -53,11 +53,20 @@ pub(super) fn same_model(a: &Trajectory, b: &Trajectory, who: &str, use_: &str) 
     Err(crate::Error::Mismatch {
         what: format!("the models of {who}"),
         reason: format!(
-            "{x} is {} and {y} is {}: their outputs f and labels mean different things \
-             (the binary f against a K-class margin; labels +-1 against class indices), \
-             so they are not {use_}",
+            "{x} is {} and {y} is {}: their outputs and labels mean different things \
+             ({}), so they are not {use_}",
             name(a),
-            name(b)
+            name(b),
+            match (
+                a.config.model.is_multiclass(),
+                b.config.model.is_multiclass()
+            ) {
+                (true, true) if a.config.model.classes != b.config.model.classes => {
+                    "K outputs per sample against another K"
+                }
+                (true, true) => "their [model] sections differ",
+                _ => "the binary f against a K-class margin; labels +-1 against class indices",
+            }
         ),
     })
 }

@@ -39,6 +39,11 @@ pub(super) fn plot(args: &PlotArgs) -> Result<i32> {
         return Err(Error::argument("--out", "must end in .svg or .png"));
     }
     check_output_file(&args.out)?;
+    let inputs: Vec<&std::path::Path> = std::iter::once(&args.input)
+        .chain(&args.more)
+        .map(PathBuf::as_path)
+        .collect();
+    crate::io::files::check_not_an_input(&args.out, &inputs)?;
     if args.direction {
         return direction(args, ext);
     }

@@ -183,9 +183,9 @@ impl SnapshotDir {
                         return Err(Error::path(
                             dir,
                             format!(
-                                "holds `{name}`, which is not tokensel's: a snapshot directory \
-                                 holds only `accepted/` and `pending/` (docs/files.md); move \
-                                 it away or choose another directory"
+                                "holds `{name}`, which is not part of a snapshot: a snapshot \
+                                 directory holds only `accepted/` and `pending/` \
+                                 (docs/files.md); move it away or choose another directory"
                             ),
                         ));
                     }
@@ -301,8 +301,9 @@ fn check(args: &CheckArgs) -> Result<i32> {
     }
     let sd = SnapshotDir::open(&args.dir)?;
     let accepted = read_set(sd.accepted.path())?;
-    // a pending set that is not a valid snapshot is refused too (it is replaced below)
-    read_set(sd.pending.path())?;
+    // a pending set that is not a valid snapshot is refused too (it is replaced below);
+    // the one there now is the only one a passing check may remove as stale
+    let seen = read_set(sd.pending.path())?.map(|p| (p.manifest.digest, p.manifest.rtol));
     let cfg = args.config.load()?;
     crate::train::check_memory(&cfg, Choice::F64.kind(), Choice::F64.prec(), cfg.method)?;
     crate::train::record::check_size(&cfg)?;
@@ -357,9 +358,15 @@ fn check(args: &CheckArgs) -> Result<i32> {
                 acc.manifest.digest
             ),
         }
-        // a pending snapshot of an earlier check that differed is stale now
-        let stale = |set: &Path| read_set(set).is_ok_and(|s| s.is_some());
-        if sd.pending.remove(stale)? {
+        // the pending snapshot of an earlier check that differed is stale now; one
+        // written while this check ran (a concurrent check's) is not this check's to
+        // remove: only the set seen before the run, if it is still there
+        let stale = |set: &Path| {
+            read_set(set).is_ok_and(|s| {
+                s.is_some_and(|s| seen.as_ref() == Some(&(s.manifest.digest, s.manifest.rtol)))
+            })
+        };
+        if seen.is_some() && sd.pending.remove(stale)? {
             println!(
                 "  removed the stale pending snapshot {} (an earlier check's)",
                 sd.path("pending")

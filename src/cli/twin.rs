@@ -84,9 +84,6 @@ pub(super) fn twin(args: &TwinArgs) -> Result<i32> {
             // its values before any work (the data, the trainer): no unknown key, every
             // parameter and moment finite
             crate::train::resume::check_values(&st)?;
-            if let (Some(path), false) = (&args.state, args.output.quiet) {
-                eprintln!("resumed from step {} of {}", st.step, path.display());
-            }
             Some(st)
         }
         Start::Fresh => {
@@ -114,6 +111,11 @@ pub(super) fn twin(args: &TwinArgs) -> Result<i32> {
         stop: args.stop_after,
     })?;
     bar.finish_and_clear();
+    // said once the trainer took the state (it refuses one of another config or
+    // trainer, exit 2, before any step)
+    if let (Some(path), Some(st), false) = (&args.state, &resume, args.output.quiet) {
+        eprintln!("resumed from step {} of {}", st.step, path.display());
+    }
     if let (Some(path), Some(step), false) = (&args.state, saved.get(), args.output.quiet) {
         eprintln!("wrote state at step {step} to {}", path.display());
     }

@@ -579,6 +579,30 @@ pub fn check_output_file(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Refuse an output file that is one of the command's inputs (the same file: device
+/// and inode, whatever the spelling of either path), which writing it would replace.
+pub fn check_not_an_input(out: &Path, inputs: &[&Path]) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(o) = std::fs::metadata(out) else {
+        return Ok(()); // not there yet: no input is it
+    };
+    for input in inputs {
+        if let Ok(i) = std::fs::metadata(input)
+            && (i.dev(), i.ino()) == (o.dev(), o.ino())
+        {
+            return Err(Error::argument(
+                "--out",
+                format!(
+                    "`{}` is the input `{}`: writing it would replace that input",
+                    out.display(),
+                    input.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Check, before any work, that `dir` can receive files: create it if missing, then
 /// create and remove a probe (a temporary of this writer) in it.
 pub fn check_output_dir(dir: &Path) -> Result<()> {
