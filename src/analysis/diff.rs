@@ -99,6 +99,21 @@ impl ConfigChange {
     }
 }
 
+/// The differing `keys`, each with both values where `changes` has them (`key: A -> B`;
+/// a report written before the changes were recorded names the keys only), comma
+/// separated.
+fn described(keys: &[String], changes: &[ConfigChange]) -> String {
+    keys.iter()
+        .map(|k| {
+            changes
+                .iter()
+                .find(|c| c.key == *k)
+                .map_or_else(|| k.clone(), ConfigChange::describe)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// When a quantity's deviation over the common steps was largest and when it first
 /// differed.
 #[derive(Debug, Clone, Copy, Default)]
@@ -442,19 +457,8 @@ impl std::fmt::Display for Report {
             self.common_steps, self.rtol
         );
         if !self.config_differences.is_empty() {
-            // both values where the report has them (reports of versions before
-            // `config_changes` name the keys only)
-            let changes: Vec<String> = self
-                .config_differences
-                .iter()
-                .map(|k| {
-                    self.config_changes
-                        .iter()
-                        .find(|c| c.key == *k)
-                        .map_or_else(|| k.clone(), ConfigChange::describe)
-                })
-                .collect();
-            out += &format!("  configs differ in: {}\n", changes.join(", "));
+            let changes = described(&self.config_differences, &self.config_changes);
+            out += &format!("  configs differ in: {changes}\n");
         }
         if !self.limit_differences.is_empty() {
             out += &format!(
@@ -466,19 +470,8 @@ impl std::fmt::Display for Report {
             out += "  training labels differ\n";
         }
         if !self.trainer_differences.is_empty() {
-            // both values where the report has them (`trainer_changes`; a report
-            // written before it names the fields only)
-            let changes: Vec<String> = self
-                .trainer_differences
-                .iter()
-                .map(|k| {
-                    self.trainer_changes
-                        .iter()
-                        .find(|c| c.key == *k)
-                        .map_or_else(|| k.clone(), ConfigChange::describe)
-                })
-                .collect();
-            out += &format!("  trainers differ in: {}\n", changes.join(", "));
+            let changes = described(&self.trainer_differences, &self.trainer_changes);
+            out += &format!("  trainers differ in: {changes}\n");
         }
         let list = |v: &[u64]| {
             v.iter()
