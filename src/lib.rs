@@ -270,6 +270,11 @@ pub mod prelude {
                 loss_derivative, residual,
             };
         }
+        /// Models that own every parameter as blocks: the network trait and its pass.
+        pub mod network {
+            pub use crate::model::blocks::{Block, BlockInit, BlockStream, Blocks};
+            pub use crate::model::network::{Network, Pass};
+        }
         /// Factorised query-key attention.
         pub mod factorised {
             pub use crate::model::factorised::{Factorised, QkInit, Section};

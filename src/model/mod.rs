@@ -28,6 +28,7 @@ pub(crate) mod blocks;
 pub(crate) mod caps;
 pub(crate) mod factorised;
 pub(crate) mod multiclass;
+pub(crate) mod network;
 pub(crate) mod ops;
 pub(crate) mod query;
 pub(crate) mod token_selection;
