@@ -28,9 +28,13 @@ pub struct Pass<R> {
     pub scores: Vec<R>,
     /// Its attention, the softmax of `scores` (n x positions).
     pub attention: Vec<R>,
-    /// The binary output f of each sample (n).
+    /// Outputs per sample: 1 (a binary model's f) or K (a K-class model's f_0, ...,
+    /// f_{K-1}).
+    pub classes: usize,
+    /// The outputs of each sample (n x classes, row-major).
     pub outputs: Vec<R>,
-    /// Each sample's loss term l(Y f) (n), not divided by n.
+    /// Each sample's loss term (n), not divided by n: l(Y f) of a binary model, the
+    /// cross-entropy -log softmax(f)_Y of a K-class one.
     pub losses: Vec<R>,
     /// The mean loss, sum of `losses` in sample order divided by n.
     pub loss: R,
@@ -47,6 +51,7 @@ impl<R: Clone> Pass<R> {
     pub fn new<A: Arith<Real = R>>(ar: &A) -> Self {
         Pass {
             positions: 0,
+            classes: 1,
             scores: Vec::new(),
             attention: Vec::new(),
             outputs: Vec::new(),
@@ -72,7 +77,8 @@ pub trait Network: std::fmt::Debug + Send + Sync {
     /// Attention positions per sample of [`Pass`] (in-sequence positions + T).
     fn positions(&self) -> usize;
 
-    /// One pass over the samples `x` (n, T, d) with labels `y` (+-1) at the parameters
+    /// One pass over the samples `x` (n, T, d) with labels `y` (+-1 for a binary model,
+    /// 0..K for a K-class one) at the parameters
     /// `theta` (declared by [`Network::blocks`]): fills `out` (its vectors resized).
     /// With `grad`, also the gradient of the mean loss with respect to every block into
     /// `grad` (one vector per block, in declaration order, each of its block's length;
