@@ -44,6 +44,13 @@ pub struct ModelSpec {
     /// position 0 (`"in-sequence"`, the rebuttal's bridge A''1; proofs-notes/prompt.md).
     #[serde(default, skip_serializing_if = "Prompt::is_separate")]
     pub prompt: Prompt,
+    /// The encoder's MLP width m (`kind = "encoder"` only; absent: m = d).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlp: Option<usize>,
+    /// The encoder's residual connections (`kind = "encoder"` only; absent: true, the
+    /// official `use_skip_connection`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub residual: Option<bool>,
 }
 
 /// Where the tunable token p sits (`[model] prompt`).
@@ -84,6 +91,8 @@ impl Default for ModelSpec {
             kind: ModelKind::TokenSelection,
             classes: 2,
             prompt: Prompt::Separate,
+            mlp: None,
+            residual: None,
         }
     }
 }
@@ -92,6 +101,12 @@ impl ModelSpec {
     /// True for the default (the binary token-selection model).
     pub fn is_default(&self) -> bool {
         *self == ModelSpec::default()
+    }
+
+    /// True for a network model (`model::network`: a model that owns every parameter,
+    /// trained by the block trainer), such as the encoder.
+    pub fn is_network(&self) -> bool {
+        self.kind == ModelKind::Encoder
     }
 
     /// True for the multi-class model.
@@ -153,6 +168,9 @@ pub enum ModelKind {
     /// The multi-class model of the paper's Section F (SPEC section 14): a fixed head nu
     /// in R^{d x K}, f in R^K, softmax cross-entropy, labels in [0, K).
     Multiclass,
+    /// The authors' one-layer Transformer encoder (SPEC section 18, `model::encoder`):
+    /// every parameter trained, labels in {+1, -1}, `[model] mlp` and `residual`.
+    Encoder,
 }
 
 impl ModelKind {
@@ -161,6 +179,7 @@ impl ModelKind {
         match self {
             ModelKind::TokenSelection => "token-selection",
             ModelKind::Multiclass => "multiclass",
+            ModelKind::Encoder => "encoder",
         }
     }
 }

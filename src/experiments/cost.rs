@@ -314,7 +314,7 @@ pub fn with_classes(cfg: &Config, k: usize) -> Config {
     c.model = ModelSpec {
         kind: ModelKind::Multiclass,
         classes: k,
-        prompt: cfg.model.prompt,
+        ..cfg.model
     };
     c.formulation = Formulation::Stable;
     c
@@ -702,6 +702,7 @@ pub fn measure_classes(
         let label = match c.model.kind {
             ModelKind::Multiclass => format!("K = {k}"),
             ModelKind::TokenSelection => format!("binary, T = {t}"),
+            ModelKind::Encoder => format!("encoder, T = {t}"),
         };
         let mut push = |trainer: Kind, prec: u32, tm: Timing| {
             rows.push(ClassRow {
@@ -870,6 +871,7 @@ impl std::fmt::Display for Report {
                 let model = match row.model {
                     ModelKind::Multiclass => format!("K = {}", row.classes),
                     ModelKind::TokenSelection => "binary".to_string(),
+                    ModelKind::Encoder => "encoder".to_string(),
                 };
                 out += &format!(
                     "  {model:<10}{:>4}  {:<12}{:>6}{:>8}{:>12.3} s{:>16}{:>16}{:>14}{:>13}\n",

@@ -101,19 +101,19 @@ impl Capability {
 
     /// The config features it takes, in the order [`require`] checks them.
     pub fn needs(self) -> &'static [Feature] {
-        use Feature::{Binary, FullBatch, PlainQuery, SeparatePrompt};
+        use Feature::{Binary, Engines, FullBatch, PlainQuery, SeparatePrompt};
         match self {
-            Capability::NaiveFormulation => &[Binary, SeparatePrompt, PlainQuery],
-            Capability::SpanForm => &[SeparatePrompt, PlainQuery],
-            Capability::Svm => &[Binary, SeparatePrompt, PlainQuery],
-            Capability::Saturation => &[Binary, SeparatePrompt, PlainQuery],
-            Capability::GridMetrics => &[Binary, FullBatch, SeparatePrompt, PlainQuery],
-            Capability::Compare => &[FullBatch, SeparatePrompt],
-            Capability::JudgeReplay => &[FullBatch, SeparatePrompt],
-            Capability::Certify => &[FullBatch, SeparatePrompt],
-            Capability::Protocol => &[SeparatePrompt, PlainQuery],
-            Capability::Export => &[],
-            Capability::Theory => &[PlainQuery],
+            Capability::NaiveFormulation => &[Engines, Binary, SeparatePrompt, PlainQuery],
+            Capability::SpanForm => &[Engines, SeparatePrompt, PlainQuery],
+            Capability::Svm => &[Engines, Binary, SeparatePrompt, PlainQuery],
+            Capability::Saturation => &[Engines, Binary, SeparatePrompt, PlainQuery],
+            Capability::GridMetrics => &[Engines, Binary, FullBatch, SeparatePrompt, PlainQuery],
+            Capability::Compare => &[Engines, FullBatch, SeparatePrompt],
+            Capability::JudgeReplay => &[Engines, FullBatch, SeparatePrompt],
+            Capability::Certify => &[Engines, FullBatch, SeparatePrompt],
+            Capability::Protocol => &[Engines, SeparatePrompt, PlainQuery],
+            Capability::Export => &[Engines],
+            Capability::Theory => &[Engines, PlainQuery],
         }
     }
 }
@@ -127,6 +127,9 @@ impl fmt::Display for Capability {
 /// A feature of a config that capabilities take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Feature {
+    /// A token-selection model, trained by the engines' trainer (not a network model
+    /// such as the encoder: `run` and `twin` train those).
+    Engines,
     /// The binary token-selection model (`[model] kind`).
     Binary,
     /// Every training sample at every step (no `optimizer.batch` below `n_train`).
@@ -143,6 +146,10 @@ impl Feature {
     /// `None` where `cfg` has the feature, else the config key that lacks it and why.
     pub fn missing(self, cfg: &Config) -> Option<(&'static str, String)> {
         match self {
+            Feature::Engines => cfg
+                .model
+                .is_network()
+                .then(|| ("model.kind", super::network::refusal(cfg))),
             Feature::Binary => cfg.model.is_multiclass().then(|| {
                 (
                     "model.kind",

@@ -178,10 +178,12 @@ pub enum AnyModel {
 }
 
 impl AnyModel {
-    /// The model of `cfg`'s `[model]` section.
+    /// The model of `cfg`'s `[model]` section; a network model (the encoder) is none of
+    /// these: its binary head's shape (one output) stands for it here, and the trainer
+    /// refuses it (`Trainer::from_params`; the block trainer runs it).
     pub fn of(cfg: &Config) -> AnyModel {
         match cfg.model.kind {
-            ModelKind::TokenSelection => AnyModel::TokenSelection(TokenSelection),
+            ModelKind::TokenSelection | ModelKind::Encoder => AnyModel::TokenSelection(TokenSelection),
             ModelKind::Multiclass => AnyModel::Multiclass(Multiclass {
                 classes: cfg.model.classes,
             }),

@@ -95,3 +95,14 @@ pub trait Network: std::fmt::Debug + Send + Sync {
         grad: Option<&mut [Vec<A::Real>]>,
     );
 }
+
+/// Why a network model (the encoder) is not taken by the token-selection trainer and
+/// the analyses written for it: the message of their refusal.
+pub fn refusal(cfg: &crate::config::Config) -> String {
+    format!(
+        "the {} is a network model (every parameter a trained block): `run` and `twin` \
+         train it (the block trainer); this command is written for the token-selection \
+         models' trainer",
+        cfg.model.kind.name()
+    )
+}

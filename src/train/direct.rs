@@ -27,7 +27,7 @@ use crate::linalg;
 use super::adam;
 use super::step_rule::{StepRule, Stopped, clip_factor};
 use crate::model::factorised::Factorised;
-use crate::model::query::{Grad, Query, QueryMap};
+use crate::model::query::{Query, QueryMap};
 use crate::model::{self, Model};
 
 /// The query map's blocks and the d-space buffers of the direct step.
@@ -292,78 +292,14 @@ impl<R: Clone + Send + Sync> Direct<R> {
         let clip = rule
             .clip
             .map(|c| clip_factor(ar, c, &self.map.clip_norms(ar, &grads)));
-        if let Some(h) = rule.adam {
-            let st = self
-                .adam
-                .as_mut()
-                .expect("an Adam run's engine holds Adam's state");
-            st.t += 1;
-            let s = h.scalars(ar, &rule.lr(ar), st.t);
-            let blocks = &mut self.map.blocks_mut().values;
-            for ((g, v), mom) in grads.iter().zip(blocks).zip(&mut st.moments) {
-                let (Some(g), Some(mom)) = (g, mom) else {
-                    continue;
-                };
-                let scale = |g: &mut [R]| {
-                    if let Some(c) = &clip {
-                        g.iter_mut().for_each(|x| ar.mul(x, c));
-                    }
-                };
-                match g {
-                    Grad::Dense(g) => {
-                        let mut g = g.clone();
-                        scale(&mut g);
-                        adam::step(ar, &s, v, &g, &mut mom.m, &mut mom.v);
-                    }
-                    // an exact zero gradient: the moments stay exactly 0 and the step is
-                    // exactly 0 (eps > 0), AdamW's decoupled decay still applies
-                    Grad::Zero(n) => adam::step(ar, &s, v, &ar.zeros(*n), &mut mom.m, &mut mom.v),
-                    // a factored gradient row by row (row j: the rounded products
-                    // left_j right_k), never the whole matrix at once: the memory
-                    // check (`train::plan::state_bytes`) counts a block and its two
-                    // moments, not a dense copy of its gradient
-                    Grad::Outer(l, r) => {
-                        let k = r.len();
-                        let mut row = ar.zeros(k);
-                        let rows = v.chunks_mut(k).zip(mom.m.chunks_mut(k));
-                        for ((lj, (vj, mj)), sj) in l.iter().zip(rows).zip(mom.v.chunks_mut(k)) {
-                            Grad::row(ar, lj, r, &mut row);
-                            scale(&mut row);
-                            adam::step(ar, &s, vj, &row, mj, sj);
-                        }
-                    }
-                }
-            }
-            self.compute_q(ar);
-            return Ok(());
-        }
-        // every factor before any block moves (a stop leaves them as they were)
-        let mut factors = Vec::with_capacity(grads.len());
-        for (g, b) in grads.iter().zip(&self.map.blocks().decl) {
-            factors.push(match g {
-                // a gradient exactly 0 by structure: the exact update is 0 (for every
-                // eps > 0, and by that limit for eps = 0), so no factor is formed
-                None | Some(Grad::Zero(_)) => None,
-                Some(g) => Some(rule.neg_factor(ar, b.name, clip.as_ref(), || g.norm(ar))?),
-            });
-        }
-        let blocks = &mut self.map.blocks_mut().values;
-        for ((g, f), v) in grads.iter().zip(&factors).zip(blocks) {
-            let (Some(g), Some(f)) = (g, f) else {
-                continue;
-            };
-            match g {
-                Grad::Dense(g) => ar.axpy(f, g, v),
-                Grad::Zero(_) => {}
-                Grad::Outer(l, r) => {
-                    linalg::for_each_row(ar, v, r.len(), r.len(), |j, row| {
-                        let mut a = ar.zero();
-                        ar.prod(&mut a, f, &l[j]);
-                        ar.axpy(&a, r, row);
-                    });
-                }
-            }
-        }
+        super::step_rule::apply(
+            ar,
+            rule,
+            clip.as_ref(),
+            &grads,
+            self.map.blocks_mut(),
+            self.adam.as_deref_mut(),
+        )?;
         self.compute_q(ar);
         Ok(())
     }

@@ -176,6 +176,9 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
         init: &Params,
         model: M,
     ) -> Result<Self> {
+        if cfg.model.is_network() {
+            return Err(Error::config("model.kind", crate::model::network::refusal(cfg)));
+        }
         if model.spec() != cfg.model.head() {
             return Err(Error::config(
                 "model",

@@ -20,7 +20,11 @@
 
 use crate::arith::Arith;
 use crate::config::Config;
-use crate::linalg::euclidean_norm;
+use crate::linalg::{self, euclidean_norm};
+use crate::model::blocks::Blocks;
+use crate::model::query::Grad;
+
+use super::adam;
 
 /// Step size alpha and, under normalised GD, its eps; the schedule's position, the
 /// clip norm and Adam's hyperparameters of one step.
@@ -144,6 +148,98 @@ pub fn clip_factor<A: Arith>(ar: &A, clip: f64, norms: &[A::Real]) -> A::Real {
     ar.max(&mut c, &ar.of(-1.0));
     ar.neg(&mut c);
     c
+}
+
+/// One step of `rule` on `blocks` from their gradients `grads` (one per block, in
+/// declaration order; `None`: the block does not train), `clip` the clip factor
+/// ([`clip_factor`]) or `None`, `adam` Adam's state (an Adam rule's; `None` otherwise):
+/// every factor formed at the old blocks before any block moves (a [`Stopped`] leaves
+/// them as they were), then each block moved in declaration order:
+///
+/// ```text
+/// dense:    v <- v + f g               (an fma per entry)
+/// factored: row j <- row j + (f left_j) right   (one rounded product, then an fma per
+///           entry)
+/// Adam:     adam::step per block, its gradient entries as rounded products
+/// ```
+///
+/// The one block update of every trainer: the direct engine's query maps and the block
+/// trainer's networks (`train::network`).
+pub fn apply<A: Arith>(
+    ar: &A,
+    rule: &StepRule,
+    clip: Option<&A::Real>,
+    grads: &[Option<Grad<A::Real>>],
+    blocks: &mut Blocks<A::Real>,
+    adam: Option<&mut adam::State<A::Real>>,
+) -> Result<(), Stopped> {
+    if let Some(h) = rule.adam {
+        let st = adam.expect("an Adam run's trainer holds Adam's state");
+        st.t += 1;
+        let s = h.scalars(ar, &rule.lr(ar), st.t);
+        for ((g, v), mom) in grads.iter().zip(&mut blocks.values).zip(&mut st.moments) {
+            let (Some(g), Some(mom)) = (g, mom) else {
+                continue;
+            };
+            let scale = |g: &mut [A::Real]| {
+                if let Some(c) = clip {
+                    g.iter_mut().for_each(|x| ar.mul(x, c));
+                }
+            };
+            match g {
+                Grad::Dense(g) => {
+                    let mut g = g.clone();
+                    scale(&mut g);
+                    adam::step(ar, &s, v, &g, &mut mom.m, &mut mom.v);
+                }
+                // an exact zero gradient: the moments stay exactly 0 and the step is
+                // exactly 0 (eps > 0), AdamW's decoupled decay still applies
+                Grad::Zero(n) => adam::step(ar, &s, v, &ar.zeros(*n), &mut mom.m, &mut mom.v),
+                // a factored gradient row by row (row j: the rounded products
+                // left_j right_k), never the whole matrix at once: the memory
+                // check (`train::plan::state_bytes`) counts a block and its two
+                // moments, not a dense copy of its gradient
+                Grad::Outer(l, r) => {
+                    let k = r.len();
+                    let mut row = ar.zeros(k);
+                    let rows = v.chunks_mut(k).zip(mom.m.chunks_mut(k));
+                    for ((lj, (vj, mj)), sj) in l.iter().zip(rows).zip(mom.v.chunks_mut(k)) {
+                        Grad::row(ar, lj, r, &mut row);
+                        scale(&mut row);
+                        adam::step(ar, &s, vj, &row, mj, sj);
+                    }
+                }
+            }
+        }
+        return Ok(());
+    }
+    // every factor before any block moves (a stop leaves them as they were)
+    let mut factors = Vec::with_capacity(grads.len());
+    for (g, b) in grads.iter().zip(&blocks.decl) {
+        factors.push(match g {
+            // a gradient exactly 0 by structure: the exact update is 0 (for every
+            // eps > 0, and by that limit for eps = 0), so no factor is formed
+            None | Some(Grad::Zero(_)) => None,
+            Some(g) => Some(rule.neg_factor(ar, b.name, clip, || g.norm(ar))?),
+        });
+    }
+    for ((g, f), v) in grads.iter().zip(&factors).zip(&mut blocks.values) {
+        let (Some(g), Some(f)) = (g, f) else {
+            continue;
+        };
+        match g {
+            Grad::Dense(g) => ar.axpy(f, g, v),
+            Grad::Zero(_) => {}
+            Grad::Outer(l, r) => {
+                linalg::for_each_row(ar, v, r.len(), r.len(), |j, row| {
+                    let mut a = ar.zero();
+                    ar.prod(&mut a, f, &l[j]);
+                    ar.axpy(&a, r, row);
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Normalised GD could not form a block's factor alpha / (||G|| + eps)
