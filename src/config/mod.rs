@@ -45,6 +45,11 @@ pub const MAX_STEPS: u64 = 1_000_000_000;
 /// class indices; K-class data needs d >= K and K - 1 weakly relevant tokens).
 pub const MAX_CLASSES: usize = 100;
 
+/// The largest parameter count of a network model (`[model] kind = "encoder"`): 10^8
+/// (the official size, d = m = 2000, has 20,020,001); the memory of a run's arithmetic
+/// is checked before it starts.
+pub const MAX_NETWORK_PARAMETERS: u64 = 100_000_000;
+
 /// A complete description of one training run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -109,6 +109,28 @@ impl ModelSpec {
         self.kind == ModelKind::Encoder
     }
 
+    /// The encoder's MLP width m (`mlp`, or d when absent).
+    pub fn mlp_width(&self, d: usize) -> usize {
+        self.mlp.unwrap_or(d)
+    }
+
+    /// The encoder's parameter count at token dimension `d`: 3 d^2 (W_qkv) + 2 m d (the
+    /// MLP's weights) + m + d (their biases) + 6 d (three LayerNorms) + d + 1 (the head)
+    /// + d (the cls token) = 3 d^2 + 2 m d + m + 9 d + 1, saturating (20,020,001 at d =
+    /// m = 2000, as the official code's).
+    pub fn encoder_parameters(&self, d: usize) -> u64 {
+        let (d, m) = (d as u64, self.mlp_width(d) as u64);
+        [
+            d.saturating_mul(d).saturating_mul(3),
+            m.saturating_mul(d).saturating_mul(2),
+            m,
+            d.saturating_mul(9),
+            1,
+        ]
+        .into_iter()
+        .fold(0u64, u64::saturating_add)
+    }
+
     /// True for the multi-class model.
     pub fn is_multiclass(&self) -> bool {
         self.kind == ModelKind::Multiclass

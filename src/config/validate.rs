@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 
 use super::{
-    Config, Formulation, MAX_CHECKPOINTS_PER_DECADE, MAX_CLASSES, MAX_MU_NORM, MAX_STEPS, Method,
+    Config, Formulation, MAX_CHECKPOINTS_PER_DECADE, MAX_CLASSES, MAX_NETWORK_PARAMETERS, MAX_MU_NORM, MAX_STEPS, Method,
     Mode, PInit, PatternSpec, Signals,
 };
 
@@ -266,10 +266,83 @@ impl Config {
         Ok(())
     }
 
+    /// A network model (`[model] kind = "encoder"`): its own keys (`mlp`, `residual`) only
+    /// with it, a size whose parameter count is bounded, and none of the sections written
+    /// for the token-selection models (the cls token is the encoder's own prompt).
+    fn validate_network(&self) -> Result<()> {
+        let m = &self.model;
+        if !m.is_network() {
+            for (key, set) in [("model.mlp", m.mlp.is_some()), ("model.residual", m.residual.is_some())] {
+                if set {
+                    return Err(Error::config(
+                        key,
+                        format!(
+                            "is a key of the encoder (model.kind = \"encoder\"); this config's \
+                             model is {}",
+                            m.kind.name()
+                        ),
+                    ));
+                }
+            }
+            return Ok(());
+        }
+        let why = |key: &str, what: &str| {
+            Err(Error::config(
+                key,
+                format!("the {} {what}", m.kind.name()),
+            ))
+        };
+        if m.in_sequence() {
+            return why(
+                "model.prompt",
+                "prepends its own cls token; model.prompt = \"in-sequence\" does not apply \
+                 (remove it)",
+            );
+        }
+        let mlp = m.mlp_width(self.d);
+        if mlp == 0 {
+            return why("model.mlp", "needs an MLP width m >= 1 (absent: m = d)");
+        }
+        let params = m.encoder_parameters(self.d);
+        if params > MAX_NETWORK_PARAMETERS {
+            return why(
+                "model.mlp",
+                &format!(
+                    "at d = {} and m = {mlp} has {params} parameters, above the limit of \
+                     {MAX_NETWORK_PARAMETERS}",
+                    self.d
+                ),
+            );
+        }
+        if self.factorised.is_some() {
+            return why(
+                "factorised",
+                "has its own query-key attention (remove [factorised])",
+            );
+        }
+        if self.direction.is_some() {
+            return why(
+                "direction",
+                "has no attention SVM of fixed tokens (remove [direction])",
+            );
+        }
+        if self.protocol.is_some() {
+            return why("protocol", "has no fine-tuning protocol (remove [protocol])");
+        }
+        if self.optimizer.minibatch(self.n_train).is_some() {
+            return why(
+                "optimizer.batch",
+                "trains full batch, as the official code does (remove optimizer.batch)",
+            );
+        }
+        Ok(())
+    }
+
     /// The `[model]` section against the rest: K in range, d >= K signals, K - 1 weakly
     /// relevant tokens per multiple (one per other class), the stable formulation.
     fn validate_model(&self) -> Result<()> {
         self.validate_prompt()?;
+        self.validate_network()?;
         let m = &self.model;
         let k = m.classes;
         if !m.is_multiclass() {

@@ -110,6 +110,8 @@ pub struct RecordParts {
     pub prompt: bool,
     /// The config's `[direction]` section: the `direction` record.
     pub direction: bool,
+    /// A network model (the encoder): the test set's mean loss `test_loss`.
+    pub test_loss: bool,
 }
 
 impl RecordParts {
@@ -119,14 +121,18 @@ impl RecordParts {
         classes: Some(3),
         prompt: true,
         direction: true,
+        test_loss: true,
     };
 
     /// The parts of `cfg`'s record.
     pub fn of(cfg: &Config) -> RecordParts {
         RecordParts {
             classes: cfg.model.is_multiclass().then_some(cfg.model.classes),
-            prompt: cfg.model.in_sequence(),
+            // a network's attending row has its own in-sequence position (the
+            // encoder's cls token)
+            prompt: cfg.model.in_sequence() || cfg.model.is_network(),
             direction: cfg.direction.is_some(),
+            test_loss: cfg.model.is_network(),
         }
     }
 
@@ -200,6 +206,17 @@ impl RecordParts {
             "a direction record (`direction`)",
             c.direction.is_some(),
             self.direction,
+            why,
+        )?;
+        let why = if self.test_loss {
+            "the config's network model"
+        } else {
+            "a token-selection model"
+        };
+        presence(
+            "the test set's loss (`test_loss`)",
+            c.test_loss.is_some(),
+            self.test_loss,
             why,
         )
     }
@@ -301,6 +318,9 @@ pub const SELECTION_NAMES: [&str; 3] = ["decided", "tie", "undecided"];
 pub fn visit<V: Value, X: Extras<V>>(c: &Checkpoint<V, X>, tokens: usize, v: &mut impl Visitor<V>) {
     v.count("step", c.step);
     v.real("train_loss", Range::NonNegative, c.train_loss);
+    if let Some(x) = c.test_loss {
+        v.real("test_loss", Range::NonNegative, x);
+    }
     v.real("train_accuracy", Range::Share, c.train_accuracy);
     v.real("test_accuracy", Range::Share, c.test_accuracy);
     v.real("q_norm", Range::NonNegative, c.q_norm);

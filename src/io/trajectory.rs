@@ -315,6 +315,14 @@ pub struct Checkpoint<V: Value = f64, X: Extras<V> = ()> {
     /// Empirical logistic risk on the training set.
     #[serde(with = "crate::io::nonfinite::value")]
     pub train_loss: V,
+    /// Mean loss on the test set (recorded by the network models, the encoder; absent
+    /// for the token-selection models, whose record predates it).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::io::nonfinite::value_option"
+    )]
+    pub test_loss: Option<V>,
     /// Fraction of training samples with sign(f) = Y (observed labels).
     #[serde(with = "crate::io::nonfinite::value")]
     pub train_accuracy: V,
@@ -362,6 +370,7 @@ impl<V: Value, X: Extras<V>> Checkpoint<V, X> {
         Checkpoint {
             step: 0,
             train_loss: z,
+            test_loss: parts.test_loss.then_some(z),
             train_accuracy: z,
             test_accuracy: z,
             q_norm: z,

@@ -40,6 +40,7 @@ pub(crate) mod batch;
 pub(crate) mod direct;
 pub(crate) mod direction;
 pub(crate) mod drive;
+pub(crate) mod network;
 pub(crate) mod plan;
 pub(crate) mod record;
 pub(crate) mod resume;

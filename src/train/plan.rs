@@ -258,6 +258,15 @@ pub fn state_bytes(cfg: &Config, kind: Kind, prec: u32, method: Method) -> u64 {
         cfg.layout.tokens as u128,
         cfg.d as u128,
     );
+    if cfg.model.is_network() {
+        // the blocks and their gradient (Adam: two moments more), and per sample of both
+        // sets its T + 1 normalised tokens and its scores, attention and intermediates
+        let params = u128::from(cfg.model.encoder_parameters(cfg.d));
+        let copies = if cfg.optimizer.is_adam() { 4 } else { 2 };
+        let samples = (n + cfg.n_test as u128) * (t + 1);
+        let count = params * copies + samples * (d + 4);
+        return u64::try_from(count.saturating_mul(per)).unwrap_or(u64::MAX);
+    }
     let r = n * t;
     let w = if cfg.dense_w() { d * d } else { 0 };
     let common = 4 * r + cfg.n_test as u128 * t;

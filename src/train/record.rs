@@ -154,24 +154,36 @@ pub fn selection_by_noise(
     mean_by_noise(&one_hot, y, y_true).map(SelectionShare::from_array)
 }
 
+/// The attention mass of each group, in [`Group::ALL`] order, of one sample's
+/// attention `s` on its T tokens (position order; `groups` their groups), summed in
+/// `ar` in token order.
+pub fn group_mass<A: Arith>(ar: &A, s: &[A::Real], groups: &[Group]) -> [A::Real; 4] {
+    let mut m: [A::Real; 4] = std::array::from_fn(|_| ar.zero());
+    for (st, grp) in s.iter().zip(groups) {
+        ar.add(&mut m[grp.index()], st);
+    }
+    m
+}
+
+/// The Definition 4.1 score S = m_R (m_W_same + m_W_opposite + m_I) of one sample's
+/// group masses `m` ([`group_mass`]; 1 - m_R as the sum of the other groups: no
+/// cancellation), in `ar`.
+pub fn selection_score<A: Arith>(ar: &A, m: [A::Real; 4]) -> A::Real {
+    let [r, mut ws, wo, irr] = m;
+    ar.add(&mut ws, &wo);
+    ar.add(&mut ws, &irr);
+    ar.mul(&mut ws, &r);
+    ws
+}
+
 impl<A: Arith, M: Model> Trainer<'_, A, M> {
     /// Group masses of training sample `i` (last forward pass), in [`Group::ALL`] order,
     /// summed in this arithmetic in token order: the attention on the tokens 1..=T of
     /// each group where the prompt is in the sequence (the prompt's s_0 in no group).
     pub fn group_mass(&self, i: usize) -> [A::Real; 4] {
-        let ar = &self.ar;
-        let groups = &self.data.groups;
-        let t = groups.len();
+        let t = self.data.groups.len();
         let pos = self.positions();
-        let off = pos - t;
-        let mut m: [A::Real; 4] = std::array::from_fn(|_| ar.zero());
-        for (st, grp) in self.attention[i * pos + off..(i + 1) * pos]
-            .iter()
-            .zip(groups)
-        {
-            ar.add(&mut m[grp.index()], st);
-        }
-        m
+        group_mass(&self.ar, &self.attention[i * pos + pos - t..(i + 1) * pos], &self.data.groups)
     }
 
     /// Attention mass per group of training sample `i` (last forward pass), rounded.
@@ -199,12 +211,7 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
     /// The Definition 4.1 score of training sample `i` in this arithmetic (its last
     /// forward pass).
     pub fn selection_score_value(&self, i: usize) -> A::Real {
-        let ar = &self.ar;
-        let [r, mut ws, wo, irr] = self.group_mass(i);
-        ar.add(&mut ws, &wo);
-        ar.add(&mut ws, &irr);
-        ar.mul(&mut ws, &r);
-        ws
+        selection_score(&self.ar, self.group_mass(i))
     }
 
     /// Training samples whose prediction (in this arithmetic, proved: [`Model::predict`])
@@ -299,6 +306,7 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
         });
         Checkpoint {
             proof: (),
+            test_loss: None,
             step: self.step,
             train_loss: ar.to_f64(&self.loss),
             train_accuracy: self.train_correct() as f64 / self.samples.len() as f64,
@@ -462,13 +470,9 @@ impl Recorder {
         let (y, y_true) = (&tr.data.train.y, &tr.data.train.y_true);
         let first = tr.cfg.model.first_label();
         match tr.batch_indices() {
-            None => accumulate(
-                &mut self.cumulative,
-                &tr.selection_scores(),
-                y,
-                y_true,
-                first,
-            ),
+            None => self.observe_with(tr.step, &tr.selection_scores(), y, y_true, first, |c| {
+                tr.checkpoint(c)
+            }),
             Some(idx) => {
                 let ar = &tr.ar;
                 let scores: Vec<f64> = idx
@@ -477,11 +481,26 @@ impl Recorder {
                     .collect();
                 let yb: Vec<i8> = idx.iter().map(|&i| y[i]).collect();
                 let tb: Vec<i8> = idx.iter().map(|&i| y_true[i]).collect();
-                accumulate(&mut self.cumulative, &scores, &yb, &tb, first);
+                self.observe_with(tr.step, &scores, &yb, &tb, first, |c| tr.checkpoint(c));
             }
         }
-        if self.schedule.binary_search(&tr.step).is_ok() {
-            self.checkpoints.push(tr.checkpoint(self.cumulative));
+    }
+
+    /// Observe the forward pass at `step` of any trainer: add the S_i `scores` of the
+    /// samples it computed (labels `y`, true labels `y_true`, `first` the model's first
+    /// label) to the sums, and record `checkpoint(sums)` when the step is scheduled.
+    pub fn observe_with(
+        &mut self,
+        step: u64,
+        scores: &[f64],
+        y: &[i8],
+        y_true: &[i8],
+        first: i8,
+        checkpoint: impl FnOnce(Cumulative) -> Checkpoint,
+    ) {
+        accumulate(&mut self.cumulative, scores, y, y_true, first);
+        if self.schedule.binary_search(&step).is_ok() {
+            self.checkpoints.push(checkpoint(self.cumulative));
         }
     }
 

@@ -262,6 +262,7 @@ impl Observer {
         let selection =
             selection_counts.map(|c| SelectionShare::from_array(c.to_array().map(|k| k.share())));
         Checkpoint {
+            test_loss: None,
             step,
             train_loss: iv(&tr.loss).within(0.0, f64::INFINITY),
             train_accuracy: train_correct.share(),
