@@ -273,6 +273,7 @@ pub mod prelude {
         /// Models that own every parameter as blocks: the network trait and its pass.
         pub mod network {
             pub use crate::model::blocks::{Block, BlockInit, BlockStream, Blocks};
+            pub use crate::model::encoder::{BLOCK_NAMES, EPS, Encoder, FIRST_ENCODER_STREAM};
             pub use crate::model::network::{Network, Pass};
         }
         /// Factorised query-key attention.

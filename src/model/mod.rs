@@ -26,6 +26,7 @@ use crate::data::Dataset;
 pub(crate) mod attention;
 pub(crate) mod blocks;
 pub(crate) mod caps;
+pub(crate) mod encoder;
 pub(crate) mod factorised;
 pub(crate) mod multiclass;
 pub(crate) mod network;
