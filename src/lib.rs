@@ -141,6 +141,10 @@ pub mod prelude {
         pub mod record {
             pub use crate::train::record::{Recorder, check_size, scaled_norm, schedule};
         }
+        /// The block trainer of the network models (the encoder).
+        pub mod network {
+            pub use crate::train::network::{NetTrainer, run};
+        }
         /// The step rules (GD, normalised GD, Adam).
         pub mod step_rule {
             pub use crate::train::step_rule::StepRule;

@@ -52,7 +52,11 @@ impl ArithVisitor for Train<'_> {
     type Output = Trajectory;
     fn visit<A: Arith>(self, ar: A) -> Result<Trajectory> {
         let bar = progress_bar(self.cfg.steps, self.quiet, "steps");
-        let traj = Trainer::run(self.cfg, self.data, ar, &mut |s| bar.set_position(s))?;
+        let mut progress = |s| bar.set_position(s);
+        let traj = match self.cfg.model.is_network() {
+            true => crate::train::network::run(self.cfg, self.data, ar, &mut progress)?,
+            false => Trainer::run(self.cfg, self.data, ar, &mut progress)?,
+        };
         bar.finish_and_clear();
         Ok(traj)
     }

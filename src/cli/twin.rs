@@ -57,6 +57,15 @@ pub(super) fn twin(args: &TwinArgs) -> Result<i32> {
     if args.save_every == 0 {
         return Err(Error::argument("--save-every", "must be at least 1"));
     }
+    if let (true, Some(_)) = (cfg.model.is_network(), &args.state) {
+        return Err(Error::argument(
+            "--state",
+            format!(
+                "the {}'s twin keeps no resumable state yet (run it without --state)",
+                cfg.model.kind.name()
+            ),
+        ));
+    }
     if args.resume && args.state.is_none() {
         return Err(Error::argument("--resume", "needs --state FILE"));
     }
@@ -149,6 +158,9 @@ impl ArithVisitor for Twin<'_> {
             bar,
             stop,
         } = self;
+        if cfg.model.is_network() {
+            return crate::train::network::run(cfg, data, ar, &mut |s| bar.set_position(s));
+        }
         let mut tr = Trainer::new(cfg, data, ar, cfg.formulation)?;
         tr.record(resume, &mut |tr, rec| {
             if let Some(s) = saver.filter(|s| s.due(tr.step, cfg.steps)) {

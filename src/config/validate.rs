@@ -4,8 +4,8 @@
 use crate::error::{Error, Result};
 
 use super::{
-    Config, Formulation, MAX_CHECKPOINTS_PER_DECADE, MAX_CLASSES, MAX_NETWORK_PARAMETERS, MAX_MU_NORM, MAX_STEPS, Method,
-    Mode, PInit, PatternSpec, Signals,
+    Config, Formulation, MAX_CHECKPOINTS_PER_DECADE, MAX_CLASSES, MAX_MU_NORM,
+    MAX_NETWORK_PARAMETERS, MAX_STEPS, Method, Mode, PInit, PatternSpec, Signals,
 };
 
 impl Config {
@@ -272,7 +272,10 @@ impl Config {
     fn validate_network(&self) -> Result<()> {
         let m = &self.model;
         if !m.is_network() {
-            for (key, set) in [("model.mlp", m.mlp.is_some()), ("model.residual", m.residual.is_some())] {
+            for (key, set) in [
+                ("model.mlp", m.mlp.is_some()),
+                ("model.residual", m.residual.is_some()),
+            ] {
                 if set {
                     return Err(Error::config(
                         key,
@@ -287,10 +290,7 @@ impl Config {
             return Ok(());
         }
         let why = |key: &str, what: &str| {
-            Err(Error::config(
-                key,
-                format!("the {} {what}", m.kind.name()),
-            ))
+            Err(Error::config(key, format!("the {} {what}", m.kind.name())))
         };
         if m.in_sequence() {
             return why(
@@ -327,7 +327,10 @@ impl Config {
             );
         }
         if self.protocol.is_some() {
-            return why("protocol", "has no fine-tuning protocol (remove [protocol])");
+            return why(
+                "protocol",
+                "has no fine-tuning protocol (remove [protocol])",
+            );
         }
         if self.optimizer.minibatch(self.n_train).is_some() {
             return why(

@@ -880,6 +880,13 @@ pub struct Summary {
     /// Final empirical risk.
     #[serde(with = "crate::io::nonfinite")]
     pub train_loss: f64,
+    /// Final mean loss on the test set (a network model's record; absent otherwise).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::io::nonfinite::option"
+    )]
+    pub test_loss: Option<f64>,
     /// Steps done.
     pub steps: u64,
     /// Master seed.
@@ -963,6 +970,7 @@ impl Summary {
             train_accuracy: c.train_accuracy,
             test_accuracy: c.test_accuracy,
             train_loss: c.train_loss,
+            test_loss: c.test_loss,
             steps: c.step,
             seed: t.config.seed,
             selection: c.selection,

@@ -184,7 +184,9 @@ impl AnyModel {
     /// refuses it (`Trainer::from_params`; the block trainer runs it).
     pub fn of(cfg: &Config) -> AnyModel {
         match cfg.model.kind {
-            ModelKind::TokenSelection | ModelKind::Encoder => AnyModel::TokenSelection(TokenSelection),
+            ModelKind::TokenSelection | ModelKind::Encoder => {
+                AnyModel::TokenSelection(TokenSelection)
+            }
             ModelKind::Multiclass => AnyModel::Multiclass(Multiclass {
                 classes: cfg.model.classes,
             }),

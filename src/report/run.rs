@@ -148,13 +148,23 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
     let c = &s.config;
     let n_clean = c.n_train - s.n_noisy;
     let mode = match (c.mode, &c.factorised) {
+        _ if c.model.is_network() => format!(
+            "{} (m = {}, residual {}; every block trained)",
+            c.model.kind.name(),
+            c.model.mlp_width(c.d),
+            if c.model.residual.unwrap_or(true) {
+                "on"
+            } else {
+                "off"
+            }
+        ),
         (_, Some(f)) => f.describe(),
         (Mode::P, None) => "p-mode (W fixed)".into(),
         (Mode::W, None) => "W-mode (p fixed)".into(),
         (Mode::Joint, None) => "joint (p and W trained)".into(),
     };
     let mut out = format!(
-        "tokensel {}: {} steps, seed {}, {mode}{}{}, {} {:?}, {} step{}\n  d = {}, ||mu|| = {}, T = {}, n = {} ({} noisy), rho = {}, eta = {}, sigma = {}, alpha = {:e}\n\n",
+        "tokensel {}: {} steps, seed {}, {mode}{}{}, {} {}, {} step{}\n  d = {}, ||mu|| = {}, T = {}, n = {} ({} noisy), rho = {}, eta = {}, sigma = {}, alpha = {:e}\n\n",
         match trainer.kind {
             crate::arith::Kind::F64 | crate::arith::Kind::F32 => "run",
             _ => "twin",
@@ -176,9 +186,16 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
             format!(", {}", c.optimizer.name_with(Some(c.step_size)))
         },
         trainer_name(trainer),
-        trainer.formulation,
-        trainer.method,
-        if c.method == crate::config::Method::Auto {
+        // a network's formulation is its loss's; it has no engines' method
+        match c.model.is_network() {
+            true => format!("{:?} loss", trainer.formulation),
+            false => format!("{:?}", trainer.formulation),
+        },
+        match c.model.is_network() {
+            true => "full-batch".to_string(),
+            false => trainer.method.to_string(),
+        },
+        if c.method == crate::config::Method::Auto && !c.model.is_network() {
             " (auto)"
         } else {
             ""
@@ -194,9 +211,13 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
         c.step_size
     );
     out += &format!(
-        "  train accuracy {:>8.4}   (against observed labels Y)\n  test accuracy  {:>8.4}   (against true labels Y*, {} samples)\n  train loss     {:>8.4}\n\n",
+        "  train accuracy {:>8.4}   (against observed labels Y)\n  test accuracy  {:>8.4}   (against true labels Y*, {} samples)\n  train loss     {:>8.4}\n",
         s.train_accuracy, s.test_accuracy, c.n_test, s.train_loss
     );
+    if let Some(l) = s.test_loss {
+        out += &format!("  test loss      {l:>8.4}\n");
+    }
+    out += "\n";
     let selection = s.selection.map(SelectionShare::to_array);
     let names = SelectionShare::NAMES;
     out += &group_table("top-token group", names, selection, n_clean, s.n_noisy);
@@ -212,7 +233,11 @@ fn summary_table(s: &Summary, trainer: &TrainerInfo) -> String {
         };
         out += "\n";
         out += &group_table(
-            "prompt (position 0)",
+            if c.model.is_network() {
+                "cls token (position 0)"
+            } else {
+                "prompt (position 0)"
+            },
             ["attention", "top share"],
             by,
             n_clean,

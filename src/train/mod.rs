@@ -178,7 +178,10 @@ impl<'a, A: Arith, M: Model> Trainer<'a, A, M> {
         model: M,
     ) -> Result<Self> {
         if cfg.model.is_network() {
-            return Err(Error::config("model.kind", crate::model::network::refusal(cfg)));
+            return Err(Error::config(
+                "model.kind",
+                crate::model::network::refusal(cfg),
+            ));
         }
         if model.spec() != cfg.model.head() {
             return Err(Error::config(

@@ -17,13 +17,14 @@
 //! set's mean loss. The blocks are never named here.
 
 use crate::arith::Arith;
-use crate::config::{Config, Formulation, Method};
+use crate::config::{Config, Formulation, Method, ModelKind};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::io::trajectory::{
-    self, Checkpoint, Cumulative, PromptState, SampleState, Trajectory, TrainerInfo,
+    self, Checkpoint, Cumulative, PromptState, SampleState, TrainerInfo, Trajectory,
 };
 use crate::model::blocks::Blocks;
+use crate::model::encoder::Encoder;
 use crate::model::network::{Network, Pass};
 use crate::model::query::Grad;
 use crate::model::{Model, Softmax, TokenSelection};
@@ -81,7 +82,13 @@ impl<'a, A: Arith, N: Network> NetTrainer<'a, A, N> {
                 ),
             ));
         }
-        if let Some(y) = data.train.y.iter().chain(&data.test.y).find(|y| !matches!(y, 1 | -1)) {
+        if let Some(y) = data
+            .train
+            .y
+            .iter()
+            .chain(&data.test.y)
+            .find(|y| !matches!(y, 1 | -1))
+        {
             return Err(Error::config(
                 "model.kind",
                 format!("the {} takes labels +1 or -1, got {y}", net.name()),
@@ -192,7 +199,9 @@ impl<'a, A: Arith, N: Network> NetTrainer<'a, A, N> {
         pass.outputs
             .iter()
             .zip(y)
-            .filter(|(f, y)| TokenSelection.predict(&self.ar, std::slice::from_ref(*f)) == Some(**y))
+            .filter(|(f, y)| {
+                TokenSelection.predict(&self.ar, std::slice::from_ref(*f)) == Some(**y)
+            })
             .count()
     }
 
@@ -263,6 +272,23 @@ impl<'a, A: Arith, N: Network> NetTrainer<'a, A, N> {
             checkpoints: rec.checkpoints,
             direction: None,
         })
+    }
+}
+
+/// Train the network model `cfg` names (`[model] kind`: the encoder) on `data` in `ar`
+/// for `cfg.steps` steps, recording its trajectory; `progress(step)` after each update.
+pub fn run<A: Arith>(
+    cfg: &Config,
+    data: &Dataset,
+    ar: A,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Trajectory> {
+    match cfg.model.kind {
+        ModelKind::Encoder => NetTrainer::new(cfg, data, ar, Encoder::of(cfg))?.record(progress),
+        kind => Err(Error::config(
+            "model.kind",
+            format!("{} is not a network model", kind.name()),
+        )),
     }
 }
 

@@ -183,7 +183,11 @@ impl<A: Arith, M: Model> Trainer<'_, A, M> {
     pub fn group_mass(&self, i: usize) -> [A::Real; 4] {
         let t = self.data.groups.len();
         let pos = self.positions();
-        group_mass(&self.ar, &self.attention[i * pos + pos - t..(i + 1) * pos], &self.data.groups)
+        group_mass(
+            &self.ar,
+            &self.attention[i * pos + pos - t..(i + 1) * pos],
+            &self.data.groups,
+        )
     }
 
     /// Attention mass per group of training sample `i` (last forward pass), rounded.

@@ -28,7 +28,9 @@ use rug::Float;
 use tokensel::prelude::formats::state::State;
 use tokensel::prelude::kernels::worth_parallel;
 use tokensel::prelude::models::factorised::Factorised;
+use tokensel::prelude::models::network::Encoder;
 use tokensel::prelude::train::drive::{Control, Event, drive};
+use tokensel::prelude::train::network::NetTrainer;
 use tokensel::prelude::train::record::schedule;
 use tokensel::prelude::{
     Arith, Ball, Config, Dataset, Engine, F64, Formulation, Method, Mode, Mpfr, Optimizer, Trainer,
@@ -92,6 +94,15 @@ impl Report {
 /// lists every leaf it found unreported before it fails.
 pub fn conform(cfg: &Config, checks: Checks) -> Report {
     cfg.validate().expect("a valid config");
+    if cfg.model.is_network() {
+        // a network's pass is checked where it is declared (its gradient against
+        // Richardson in the twin and its balls against a 1024-bit twin: tests/encoder.rs);
+        // its trainer keeps no resumable state
+        assert!(
+            !(checks.balls || checks.gradient || checks.resume),
+            "a network model's conformance runs the predictor, thread and diff checks"
+        );
+    }
     let data = Dataset::generate(cfg);
     let mut report = Report::default();
     let mut time = |what: &'static str, f: &mut dyn FnMut(&mut Report)| {
@@ -215,6 +226,19 @@ fn fact<'t, A: Arith>(tr: &'t Trainer<'_, A>) -> Option<&'t Factorised<A::Real>>
 /// The recorded trajectory of `cfg` in `ar` (the config's formulation and method) and
 /// the parameters at its end.
 fn record<A: Arith>(ar: A, cfg: &Config, data: &Dataset) -> Run {
+    if cfg.model.is_network() {
+        let mut tr = NetTrainer::new(cfg, data, ar, Encoder::of(cfg)).unwrap();
+        let traj = tr.record(&mut |_| ()).unwrap();
+        let params = tr
+            .theta
+            .iter()
+            .map(|(b, v)| {
+                let bits = v.iter().map(|x| tr.ar.to_f64(x).to_bits()).collect();
+                (b.name.to_string(), bits)
+            })
+            .collect();
+        return Run { traj, params };
+    }
     let mut tr = Trainer::new(cfg, data, ar, cfg.formulation).unwrap();
     let traj = tr.record(None, &mut |_, _| Ok(())).unwrap();
     Run {
@@ -312,6 +336,19 @@ fn predictor_and_threads(cfg: &Config, data: &Dataset, f64_run: &Run, checks: Ch
         assert_same("the predictor against f64", f64_run, &one);
     }
     if !checks.threads {
+        return;
+    }
+    if cfg.model.is_network() {
+        // the pass's sample loop and its sums of outer products, on 2 threads
+        let enc = Encoder::of(cfg);
+        in_pool(2, || {
+            assert!(enc.parallel_samples(&pred, cfg.n_train), "grow the config");
+            assert!(enc.parallel_rows(&pred, cfg.n_train), "grow the config");
+        });
+        let two = in_pool(2, || record(pred, cfg, data));
+        assert_same("the predictor on 2 threads against 1", &one, &two);
+        let two = in_pool(2, || record(F64, cfg, data));
+        assert_same("f64 on 2 threads against 1", f64_run, &two);
         return;
     }
     assert_above_thresholds(&Trainer::new(cfg, data, pred, cfg.formulation).unwrap());

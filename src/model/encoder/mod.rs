@@ -128,6 +128,18 @@ impl Encoder {
         }
     }
 
+    /// The encoder a config describes (`[model] kind = "encoder"`: d, T, `mlp` (absent:
+    /// d), `residual` (absent: true), the loss in the config's `formulation`).
+    pub fn of(cfg: &crate::config::Config) -> Self {
+        Encoder::new(
+            cfg.d,
+            cfg.layout.tokens,
+            cfg.model.mlp_width(cfg.d),
+            cfg.model.residual.unwrap_or(true),
+            cfg.formulation,
+        )
+    }
+
     /// Whether a pass over `n` samples in `ar` runs its samples on several threads
     /// (each sample's forward and backward pass is independent of the others').
     pub fn parallel_samples<A: Arith>(&self, ar: &A, n: usize) -> bool {
