@@ -364,9 +364,9 @@ fn balls_enclose_the_1024_bit_twin() {
 /// and d^6 for the gradient); a trajectory does not: each step multiplies the
 /// parameters' radii by the ball-evaluated gain of the pass (every ball treated as
 /// independent of the others it was computed from: LayerNorm's x - mean(x), the
-/// backward pass' reuse of the forward values), 17 bits per step at d = 16, 36 at
+/// backward pass' reuse of the forward values), 16 bits per step at d = 16, 36 at
 /// d = 128, far above the exact step map's 1 + lr ||H||. So 128-bit balls certify a
-/// trajectory of a few steps only, and K steps need about 17 K bits at d = 16
+/// trajectory of a few steps only, and K steps need about 16 K bits at d = 16
 /// (docs/encoder.md).
 #[test]
 fn ball_radii_as_d_grows() {

@@ -1232,6 +1232,27 @@ const BLOCKS: &[Form] = &[
             assert!(cfg.optimizer.is_normalized() && cfg.optimizer.eps == 1e-9);
         },
     },
+    // docs/encoder.md: the official encoder judged, a one-off with PyTorch and the
+    // user's checkout of the official repository (not in CI); the example's output is
+    // only the Python check's input
+    Form {
+        text: "cargo run --example encoder_pass -- out=enc-check d=32 m=24 t=8 n=20 steps=5",
+        how: How::Torch,
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "python examples/encoder_official.py --official ../benign-attention --dir enc-check",
+        how: How::Torch,
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "python examples/encoder_official.py --official ../benign-attention --dir enc-check --plant scale",
+        how: How::Torch,
+        shrink: &[],
+        check: none,
+    },
     // needs PyTorch and the user's checkout of the max-margin repository (README)
     Form {
         text: "python examples/max_margin_adapter.py nd-data --mma ../max_margin_attention --out mm-f32.npz --every 10",
@@ -2380,6 +2401,18 @@ const OTHER_PROGRAMS: &[(&str, &str)] = &[
     ),
     ("--bench", "cargo's (`cargo bench --bench step`)"),
     (
+        "--example",
+        "cargo's (`cargo run --example encoder_pass`, docs/encoder.md: PyTorch check, not in CI)",
+    ),
+    (
+        "--dir",
+        "examples/encoder_official.py's (PyTorch, not in CI)",
+    ),
+    (
+        "--plant",
+        "examples/encoder_official.py's (PyTorch, not in CI)",
+    ),
+    (
         "--threads",
         "examples/numpy_multiclass_step.py's, run by tests/cli.rs::numpy_multiclass_step_peer_answers_and_checks_its_arguments",
     ),
@@ -2568,6 +2601,7 @@ const DOCS: &[&str] = &[
     "protocol.md",
     "grids.md",
     "judge.md",
+    "encoder.md",
     "certify.md",
     "svm.md",
     "python.md",

@@ -115,6 +115,15 @@ fn outer_sum<A: Arith, F, G>(
             ar.axpy(&a(s)[r], b(s), o);
         }
     };
+    rows(out, cols, par, row);
+}
+
+/// `row(r, out_r)` for every row of width `cols` of `out`, on several threads when `par`
+/// (rows are independent: the same bits for any split).
+fn rows<T: Send, F>(out: &mut [T], cols: usize, par: bool, row: F)
+where
+    F: Fn(usize, &mut [T]) + Sync + Send,
+{
     if par {
         out.par_chunks_mut(cols)
             .enumerate()
@@ -420,13 +429,5 @@ fn rank_one<A: Arith>(ar: &A, a: &[A::Real], b: &[A::Real], out: &mut [A::Real],
         }
     };
     let cols = b.len();
-    if par {
-        out.par_chunks_mut(cols)
-            .enumerate()
-            .for_each(|(r, o)| row(r, o));
-    } else {
-        out.chunks_mut(cols)
-            .enumerate()
-            .for_each(|(r, o)| row(r, o));
-    }
+    rows(out, cols, par, row);
 }
