@@ -467,6 +467,22 @@ const BLOCKS: &[Form] = &[
             );
         },
     },
+    // docs/encoder.md: the encoder's example as written (about 25 s in a debug build);
+    // its printed lines are checked by the text block after it
+    Form {
+        text: "cargo run --release -- run --config examples/encoder.toml --out runs/encoder",
+        how: How::AsWritten,
+        shrink: &[],
+        check: |dir, o| {
+            run_report(o, "1000");
+            let t = std::fs::read_to_string(dir.join("runs/encoder/trajectory.json")).unwrap();
+            let v: serde_json::Value = serde_json::from_str(&t).unwrap();
+            assert_eq!(v["config"]["model"]["kind"], "encoder");
+            let last = v["checkpoints"].as_array().unwrap().last().unwrap().clone();
+            assert!(last["test_loss"].as_f64().is_some_and(|l| l > 0.0));
+            assert!(last["samples"][0]["prompt"]["attention"].is_number());
+        },
+    },
     Form {
         text: "cargo run --release -- run --config examples/multiclass.toml",
         how: How::AsWritten,

@@ -320,6 +320,13 @@ impl Config {
                 "has its own query-key attention (remove [factorised])",
             );
         }
+        if self.method == Method::Span {
+            return why(
+                "method",
+                "has no span step (its tokens are normalised by a trained LayerNorm): \
+                 remove method = \"span\"",
+            );
+        }
         if self.direction.is_some() {
             return why(
                 "direction",
