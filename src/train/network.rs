@@ -303,6 +303,17 @@ impl<A: Arith, N: Network> Stepper for NetTrainer<'_, A, N> {
             &mut self.pass,
             Some(&mut self.grad),
         );
+        if self.pass.classes != 1 {
+            return Err(Error::config(
+                "model.kind",
+                format!(
+                    "the {} has {} outputs per sample; the block trainer records binary \
+                     models only",
+                    self.net.name(),
+                    self.pass.classes
+                ),
+            ));
+        }
         self.check_finite()
     }
 
