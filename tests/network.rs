@@ -204,3 +204,83 @@ fn commands_refuse_an_encoder_config() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("model.mlp"));
 }
+
+/// Two encoder runs that differ in `mlp` or `residual` are the same model to `diff` (a
+/// config difference, exit 1, named with both values) and to `plot` (one overlay,
+/// titled with the encoder); an encoder against the token-selection model is refused
+/// with exit 2, naming both models; the encoder's figure is titled with it.
+#[test]
+fn diff_and_plot_name_the_encoder() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut small = encoder(48, None);
+    small.steps = 3;
+    let mut narrow = small.clone();
+    narrow.model.mlp = Some(40);
+    let mut plain = small.clone();
+    plain.model = tokensel::prelude::ModelSpec::default();
+    plain.formulation = Formulation::Stable;
+    let mut trajs = Vec::new();
+    for (name, cfg) in [("a", &small), ("b", &narrow), ("t", &plain)] {
+        let c = write_config(dir.path(), name, cfg);
+        let out = dir.path().join(name).to_str().unwrap().to_string();
+        let o = common::tokensel(&["run", "--config", &c, "--out", &out, "--quiet"]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        trajs.push(format!("{out}/trajectory.json"));
+    }
+    let o = common::tokensel(&["diff", &trajs[0], &trajs[1]]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(text.contains("model.mlp: 48 -> 40"), "{text}");
+    let o = common::tokensel(&["diff", &trajs[0], &trajs[2]]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the encoder (binary)") && err.contains("token-selection (binary)"),
+        "{err}"
+    );
+    let svg = dir.path().join("o.svg").to_str().unwrap().to_string();
+    let o = common::tokensel(&["plot", &trajs[0], &trajs[1], "--out", &svg]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let fig = std::fs::read_to_string(&svg).unwrap();
+    assert!(fig.contains("encoder") && !fig.contains("binary token selection"));
+    let one = dir.path().join("one.svg").to_str().unwrap().to_string();
+    let o = common::tokensel(&["plot", &trajs[0], "--out", &one]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        std::fs::read_to_string(&one)
+            .unwrap()
+            .contains("one-layer encoder, m = 48")
+    );
+}
+
+/// The keys of the token-selection models are refused on an encoder config for the
+/// encoder's reason (mode, [init], classes), before any other section's check.
+#[test]
+fn token_selection_keys_are_refused_for_the_encoder() {
+    let base = encoder(48, None);
+    let mut w = base.clone();
+    w.mode = tokensel::prelude::Mode::W;
+    let mut init = base.clone();
+    init.init.p_scale = 3.0;
+    let mut k3 = base.clone();
+    k3.model.classes = 3;
+    for (cfg, key) in [(w, "mode"), (init, "init"), (k3, "model.classes")] {
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains("the encoder"), "{key}: {e}");
+    }
+}

@@ -40,33 +40,42 @@ pub(super) fn diff(args: &DiffArgs) -> Result<i32> {
 }
 
 /// Refuse two trajectories of different models (`who`: how the message names them,
-/// `use_`: what is not done with them).
+/// `use_`: what is not done with them). The same model is the same kind, K and prompt
+/// position; the encoder's `mlp` and `residual` are config differences (diff reports
+/// them), not another record.
 pub(super) fn same_model(a: &Trajectory, b: &Trajectory, who: &str, use_: &str) -> Result<()> {
-    if a.config.model == b.config.model {
+    let (ma, mb) = (&a.config.model, &b.config.model);
+    if (ma.kind, ma.classes, ma.prompt) == (mb.kind, mb.classes, mb.prompt) {
         return Ok(());
     }
-    let name = |t: &Trajectory| match t.config.model.is_multiclass() {
-        true => format!("multiclass (K = {})", t.config.model.classes),
-        false => "token-selection (binary)".to_string(),
+    let name = |m: &crate::config::ModelSpec| {
+        let kind = match m.kind {
+            crate::config::ModelKind::Multiclass => format!("multiclass (K = {})", m.classes),
+            crate::config::ModelKind::TokenSelection => "token-selection (binary)".to_string(),
+            crate::config::ModelKind::Encoder => "the encoder (binary)".to_string(),
+        };
+        match m.in_sequence() {
+            true => format!("{kind} with the prompt in sequence"),
+            false => kind,
+        }
+    };
+    let why = if ma.kind != mb.kind && (ma.is_multiclass() || mb.is_multiclass()) {
+        "the binary f against a K-class margin; labels +-1 against class indices"
+    } else if ma.kind != mb.kind {
+        "another model's output and attention: the encoder's over its cls token and T tokens"
+    } else if ma.classes != mb.classes {
+        "K outputs per sample against another K"
+    } else {
+        "the prompt's attention is a position of the sequence in one and not in the other"
     };
     let (x, y) = who.split_once(" and ").unwrap_or((who, who));
     Err(crate::Error::Mismatch {
         what: format!("the models of {who}"),
         reason: format!(
-            "{x} is {} and {y} is {}: their outputs and labels mean different things \
-             ({}), so they are not {use_}",
-            name(a),
-            name(b),
-            match (
-                a.config.model.is_multiclass(),
-                b.config.model.is_multiclass()
-            ) {
-                (true, true) if a.config.model.classes != b.config.model.classes => {
-                    "K outputs per sample against another K"
-                }
-                (true, true) => "their [model] sections differ",
-                _ => "the binary f against a K-class margin; labels +-1 against class indices",
-            }
+            "{x} is {} and {y} is {}: their outputs and attention mean different things \
+             ({why}), so they are not {use_}",
+            name(ma),
+            name(mb),
         ),
     })
 }

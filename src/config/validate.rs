@@ -31,6 +31,9 @@ impl Config {
             return Err(Error::config("d", "two orthogonal signals need d >= 2"));
         }
         crate::seeds::check("seed", self.seed)?;
+        // a network's own keys first: the sections written for the token-selection
+        // models would otherwise be refused for their reasons
+        self.validate_network()?;
         self.optimizer.validate(self.n_train, self.method)?;
         if let Some(f) = &self.factorised {
             f.validate(self)?;
@@ -292,6 +295,29 @@ impl Config {
         let why = |key: &str, what: &str| {
             Err(Error::config(key, format!("the {} {what}", m.kind.name())))
         };
+        if m.classes != 2 {
+            return why(
+                "model.classes",
+                &format!(
+                    "is binary (labels +1 and -1): classes must be 2, got {}",
+                    m.classes
+                ),
+            );
+        }
+        if self.mode != Mode::P {
+            return why(
+                "mode",
+                "trains every one of its blocks: mode (which of p and W the token-selection \
+                 models train) does not apply (remove it)",
+            );
+        }
+        if self.init != Config::default().init {
+            return why(
+                "init",
+                "draws every block from its own seeded stream: [init] (p(0) and W(0) of the \
+                 token-selection models) does not apply (remove it)",
+            );
+        }
         if m.in_sequence() {
             return why(
                 "model.prompt",
@@ -352,7 +378,6 @@ impl Config {
     /// relevant tokens per multiple (one per other class), the stable formulation.
     fn validate_model(&self) -> Result<()> {
         self.validate_prompt()?;
-        self.validate_network()?;
         let m = &self.model;
         let k = m.classes;
         if !m.is_multiclass() {

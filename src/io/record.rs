@@ -180,7 +180,11 @@ impl RecordParts {
                 }
             }
         }
-        let prompt = "the config's prompt (`in-sequence`)";
+        let prompt = match self.test_loss {
+            // a network's attending row has its own position 0 (the encoder's cls token)
+            true => "the config's network model (its cls token at position 0)",
+            false => "the config's prompt (`in-sequence`)",
+        };
         let separate = "the config's separate prompt";
         let why = if self.prompt { prompt } else { separate };
         presence(

@@ -452,20 +452,40 @@ pub fn overlay_figure(ts: &[crate::io::trajectory::Trajectory], labels: &[String
         title: format!(
             "{} trajectories overlaid ({}): mean attention per token group",
             ts.len(),
-            model_name(&ts[0].config)
+            // the model's name where every input names the same one (the legend gives
+            // the keys that differ)
+            match ts
+                .iter()
+                .all(|t| model_name(&t.config) == model_name(&ts[0].config))
+            {
+                true => model_name(&ts[0].config),
+                false => format!(
+                    "{}, models as in the legend",
+                    ts[0].config.model.kind.name()
+                ),
+            }
         ),
         charts,
         columns: Group::ALL.len(),
     }
 }
 
-/// The model a config trains, as figure titles name it: "binary token selection" or
-/// "multiclass, K = ...", followed by the step rule where it is not constant-step GD
+/// The model a config trains, as figure titles name it: "binary token selection",
+/// "multiclass, K = ..." or "one-layer encoder, m = ...", followed by the step rule where it is not constant-step GD
 /// (", normalized-gd").
 pub fn model_name(cfg: &crate::config::Config) -> String {
-    let model = match cfg.model.is_multiclass() {
-        true => format!("multiclass, K = {}", cfg.model.classes),
-        false => "binary token selection".into(),
+    let model = match cfg.model.kind {
+        crate::config::ModelKind::Multiclass => format!("multiclass, K = {}", cfg.model.classes),
+        crate::config::ModelKind::TokenSelection => "binary token selection".into(),
+        crate::config::ModelKind::Encoder => format!(
+            "one-layer encoder, m = {}{}",
+            cfg.model.mlp_width(cfg.d),
+            if cfg.model.residual == Some(false) {
+                ", no residual"
+            } else {
+                ""
+            }
+        ),
     };
     match cfg.optimizer.is_default() {
         true => model,
