@@ -274,6 +274,7 @@ pub mod prelude {
         pub mod network {
             pub use crate::model::blocks::{Block, BlockInit, BlockStream, Blocks};
             pub use crate::model::network::{Network, Pass};
+            pub use crate::model::real_setting::{Head, RealSetting};
         }
         /// Factorised query-key attention.
         pub mod factorised {
