@@ -195,7 +195,7 @@ pub mod prelude {
     pub mod formats {
         /// The NPY export of a run's data and initial parameters.
         pub mod export {
-            pub use crate::io::export::{InitialBlock, files, initial_blocks};
+            pub use crate::io::export::{InitialBlock, files, initial_blocks, npy_f64};
         }
         /// The external trajectory format (judge's input).
         pub mod external {
