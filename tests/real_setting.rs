@@ -95,21 +95,6 @@ fn quantities<R: Clone>(out: &Pass<R>, grad: &[Vec<R>]) -> Vec<(String, Vec<R>)>
     v
 }
 
-/// Richardson's extrapolation of central differences of `f` at `theta` along coordinate
-/// `j` (as tests/ops.rs): D(h) = (f(theta + h e_j) - f(theta - h e_j)) / 2h, R = (4 D(h/2)
-/// - D(h)) / 3, whose error is h^4 f^(5) / 480 plus the rounding error 2^-512 |f| / h.
-fn richardson(f: &dyn Fn(&[Float]) -> Float, theta: &[Float], j: usize, h: &Float) -> Float {
-    let d = |h: &Float| {
-        let mut plus = theta.to_vec();
-        let mut minus = theta.to_vec();
-        plus[j] += h;
-        minus[j] -= h;
-        (f(&plus) - f(&minus)) / Float::with_val(512, h * 2u32)
-    };
-    let half = Float::with_val(512, h / 2u32);
-    (d(&half) * 4u32 - d(h)) / 3u32
-}
-
 /// (a) Every trained block's gradient against Richardson's derivative of the twin's mean
 /// loss, at d = 8, T = 5, K = 3, n = 4; a fixed block's gradient is exactly 0. With h =
 /// 2^-24 the truncation error is h^4 |L^(5)| / 480 < 2^-96 |L^(5)| and the rounding error
@@ -153,7 +138,7 @@ fn every_block_gradient_is_the_derivative_of_the_mean_loss() {
                     assert!(g.iter().all(|v| v.is_zero()), "{what}: a fixed block moves");
                 } else {
                     for (j, gj) in g.iter().enumerate() {
-                        let r = richardson(&loss, &flat, at + j, &h);
+                        let r = common::richardson(&loss, &flat, at + j, &h);
                         let err = Float::with_val(512, &r - gj).abs().to_f64();
                         assert!(
                             err <= 1e-20 * (1.0 + gj.to_f64().abs()),

@@ -61,7 +61,7 @@ pub enum BlockInit {
         scale: f64,
     },
     /// A (semi-)orthogonal matrix times `gain`: PyTorch's `nn.init.orthogonal_`. The
-    /// block's shape is read as (rows, cols) = (shape[0], product of the rest); a
+    /// block's shape is read as (rows, cols) = (`shape[0]`, the product of the rest); a
     /// Gaussian (rows, cols) matrix is drawn from the block's stream (Box-Muller pairs in
     /// entry order, [`crate::rng::fill_normal`]), transposed when rows < cols, factored
     /// A = Q R by a Householder QR in f64 ([`crate::linalg::householder_q`]), the
