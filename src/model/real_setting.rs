@@ -238,6 +238,8 @@ impl Network for RealSetting {
         let k = self.classes;
         debug_assert_eq!((t, d), (self.tokens, self.d));
         debug_assert_eq!(y.len(), n);
+        // labels are class indices in [0, K): the config and the data check them
+        debug_assert!(y.iter().all(|c| (0..k as i64).contains(&(*c as i64))));
         let x = x.as_standard_layout();
         let rows = x.as_slice().expect("standard layout");
         let (w, p, nu) = (theta.get("W"), theta.get("p"), theta.get("nu"));
