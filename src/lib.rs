@@ -199,7 +199,7 @@ pub mod prelude {
     pub mod formats {
         /// The NPY export of a run's data and initial parameters.
         pub mod export {
-            pub use crate::io::export::{InitialBlock, files, initial_blocks};
+            pub use crate::io::export::{InitialBlock, files, initial_blocks, npy_f64};
         }
         /// The external trajectory format (judge's input).
         pub mod external {
@@ -279,6 +279,7 @@ pub mod prelude {
             pub use crate::model::blocks::{Block, BlockInit, BlockStream, Blocks};
             pub use crate::model::encoder::{BLOCK_NAMES, EPS, Encoder, FIRST_ENCODER_STREAM};
             pub use crate::model::network::{Network, Pass};
+            pub use crate::model::real_setting::{Head, RealSetting};
         }
         /// Factorised query-key attention.
         pub mod factorised {

@@ -6,6 +6,8 @@
 //!   Richardson-extrapolated central differences of the forward pass in the 512-bit twin;
 //! - a 128-bit ball of every output contains the 1024-bit twin's value.
 
+mod common;
+
 use rug::Float;
 use tokensel::prelude::models::ops;
 use tokensel::prelude::rng::Stream;
@@ -147,21 +149,6 @@ fn balls_enclose_the_1024_bit_twin() {
     }
 }
 
-/// Richardson's extrapolation of central differences of `f` at `theta` along coordinate
-/// `j`: D(h) = (f(theta + h e_j) - f(theta - h e_j)) / 2h, R = (4 D(h/2) - D(h)) / 3,
-/// whose error is h^4 f^(5) / 480 plus the rounding error 2^-512 |f| / h.
-fn richardson(f: &dyn Fn(&[Float]) -> Float, theta: &[Float], j: usize, h: &Float) -> Float {
-    let d = |h: &Float| {
-        let mut plus = theta.to_vec();
-        let mut minus = theta.to_vec();
-        plus[j] += h;
-        minus[j] -= h;
-        (f(&plus) - f(&minus)) / Float::with_val(512, h * 2u32)
-    };
-    let half = Float::with_val(512, h / 2u32);
-    (d(&half) * 4u32 - d(h)) / 3u32
-}
-
 /// Compare `grad` with the Richardson derivative of `f` at every coordinate. With h =
 /// 2^-24 the truncation error is h^4 |f^(5)| / 480 < 2^-96 |f^(5)|, and the rounding error
 /// 2^-512 |f| / h negligible: a tolerance of 1e-20 (1 + |g|) leaves |f^(5)| up to about
@@ -169,7 +156,7 @@ fn richardson(f: &dyn Fn(&[Float]) -> Float, theta: &[Float], j: usize, h: &Floa
 fn check_gradient(what: &str, f: &dyn Fn(&[Float]) -> Float, theta: &[Float], grad: &[Float]) {
     let h = Float::with_val(512, Float::i_exp(1, -24));
     for (j, g) in grad.iter().enumerate() {
-        let r = richardson(f, theta, j, &h);
+        let r = common::richardson(f, theta, j, &h);
         let err = Float::with_val(512, &r - g).abs().to_f64();
         assert!(
             err <= 1e-20 * (1.0 + g.to_f64().abs()),

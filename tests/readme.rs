@@ -412,6 +412,22 @@ const BLOCKS: &[Form] = &[
             assert!(!text.contains("b_K") && !text.contains("b_Q"), "{text}");
         },
     },
+    // docs/models.md, the real-setting model: the official check, a one-off (the
+    // example writes files only the PyTorch script reads; examples/real_setting_pass.rs
+    // is built by `cargo clippy --all-targets` and its pass tested by
+    // tests/real_setting.rs)
+    Form {
+        text: "cargo run --example real_setting_pass -- out=rs-check d=32 tokens=8 classes=3 n=20 steps=5 lr=0.5",
+        how: How::Torch,
+        shrink: &[],
+        check: none,
+    },
+    Form {
+        text: "python examples/real_setting_official.py rs-check --official ../benign-attention --steps 5 --lr 0.5",
+        how: How::Torch,
+        shrink: &[],
+        check: none,
+    },
     Form {
         text: "cargo run --release -- run --config examples/direction.toml --out ngd-f64",
         how: How::AsWritten,
@@ -2491,7 +2507,15 @@ const OTHER_PROGRAMS: &[(&str, &str)] = &[
     ),
     (
         "--official",
-        "examples/official_adapter.py's (PyTorch, not in CI)",
+        "examples/official_adapter.py's and real_setting_official.py's (PyTorch, not in CI)",
+    ),
+    (
+        "--example",
+        "cargo's own: the real-setting check's Rust half (docs/models.md; PyTorch, not in CI)",
+    ),
+    (
+        "--lr",
+        "examples/real_setting_official.py's (PyTorch, not in CI)",
     ),
     (
         "--model",

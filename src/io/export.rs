@@ -84,6 +84,17 @@ fn npy<A: WritableElement, D: Dimension>(a: ArrayView<'_, A, D>) -> Vec<u8> {
     bytes
 }
 
+/// The NPY bytes of a float64 array of `shape` holding `values` (row-major): the
+/// export's own writer, for examples that write arrays of their own. `Err` where the
+/// shape's product is not `values.len()`.
+pub fn npy_f64(shape: &[usize], values: &[f64]) -> Result<Vec<u8>> {
+    let a = ArrayViewD::from_shape(IxDyn(shape), values).map_err(|e| Error::InvalidArgument {
+        name: "shape".into(),
+        reason: format!("{shape:?} does not hold {} values: {e}", values.len()),
+    })?;
+    Ok(npy(a))
+}
+
 /// One initial parameter block of a run: its declared name, shape and values (f64,
 /// row-major).
 pub type InitialBlock = (&'static str, Vec<usize>, Vec<f64>);

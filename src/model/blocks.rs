@@ -60,6 +60,19 @@ pub enum BlockInit {
         /// The standard deviation.
         scale: f64,
     },
+    /// A (semi-)orthogonal matrix times `gain`: PyTorch's `nn.init.orthogonal_`. The
+    /// block's shape is read as (rows, cols) = (`shape[0]`, the product of the rest); a
+    /// Gaussian (rows, cols) matrix is drawn from the block's stream (Box-Muller pairs in
+    /// entry order, [`crate::rng::fill_normal`]), transposed when rows < cols, factored
+    /// A = Q R by a Householder QR in f64 ([`crate::linalg::householder_q`]), the
+    /// columns of Q multiplied by sign(R_kk) (so that Q is the unique factor with a
+    /// positive diagonal of R: Haar-distributed), transposed back when rows < cols and
+    /// multiplied by `gain`. The draw is torch's in distribution, not in bits (torch's
+    /// generator is not ChaCha20).
+    Orthogonal {
+        /// The factor applied to Q (torch's `gain`, 1 by default).
+        gain: f64,
+    },
     /// Values given by the caller (e.g. the config's p(0), drawn from the `init` stream
     /// as every mode draws it), f64, row-major.
     Given(Vec<f64>),
@@ -120,10 +133,33 @@ impl Block {
                 rng::fill_normal(&mut r, *scale, &mut v);
                 v
             }
+            BlockInit::Orthogonal { gain } => {
+                let rows = self.shape.first().copied().unwrap_or(1);
+                let cols = n / rows.max(1);
+                let mut a = vec![0.0; n];
+                rng::fill_normal(&mut self.stream.rng(seed), 1.0, &mut a);
+                // torch: factor the tall orientation (rows >= cols)
+                let (m, k) = if rows < cols {
+                    a = transpose(&a, rows, cols);
+                    (cols, rows)
+                } else {
+                    (rows, cols)
+                };
+                let q = crate::linalg::householder_q(&a, m, k);
+                let q = if rows < cols { transpose(&q, m, k) } else { q };
+                q.into_iter().map(|v| v * gain).collect()
+            }
             BlockInit::Given(v) => v.clone(),
             BlockInit::Initial => return None,
         })
     }
+}
+
+/// The transpose of the row-major (rows, cols) matrix `a`.
+fn transpose(a: &[f64], rows: usize, cols: usize) -> Vec<f64> {
+    (0..cols)
+        .flat_map(|j| (0..rows).map(move |i| a[i * cols + j]))
+        .collect()
 }
 
 /// The values of a model's blocks in the arithmetic, in declaration order (no hash
@@ -243,5 +279,60 @@ mod tests {
             blocks.iter().map(|(b, _)| b.name).collect::<Vec<_>>(),
             ["x", "y"]
         );
+    }
+
+    /// `Orthogonal` is torch's `orthogonal_`: seeded by the block's stream and seed
+    /// only, orthonormal columns (rows for a wide block) to the bound of
+    /// [`crate::linalg::householder_q`] (8 m k u), times the gain.
+    #[test]
+    fn orthogonal_blocks_are_seeded_orthonormal_and_scaled() {
+        let s = BlockStream {
+            name: "W",
+            id: FIRST_BLOCK_STREAM + 3,
+        };
+        let block = |shape: Vec<usize>, gain: f64, stream: BlockStream| Block {
+            name: "W",
+            shape,
+            init: BlockInit::Orthogonal { gain },
+            stream,
+            trained: true,
+            zero_grad: false,
+        };
+        for (rows, cols) in [(16, 16), (9, 4), (3, 7)] {
+            let b = block(vec![rows, cols], 1.0, s);
+            let w = b.draw(11).unwrap();
+            assert_eq!(Some(&w), b.draw(11).as_ref());
+            assert_ne!(Some(&w), b.draw(12).as_ref());
+            let other = block(
+                vec![rows, cols],
+                1.0,
+                BlockStream {
+                    name: "V",
+                    id: FIRST_BLOCK_STREAM + 4,
+                },
+            );
+            assert_ne!(Some(&w), other.draw(11).as_ref());
+            // the orthonormal side: columns of a tall block, rows of a wide one
+            let (m, k) = (rows.max(cols), rows.min(cols));
+            let at = |l: usize, i: usize| {
+                if rows >= cols {
+                    w[l * cols + i]
+                } else {
+                    w[i * cols + l]
+                }
+            };
+            let tol = 8.0 * (m * k) as f64 * f64::EPSILON / 2.0;
+            for i in 0..k {
+                for j in 0..k {
+                    let g: f64 = (0..m).map(|l| at(l, i) * at(l, j)).sum();
+                    let want = if i == j { 1.0 } else { 0.0 };
+                    assert!((g - want).abs() <= tol, "{rows}x{cols}: {i},{j}: {g:e}");
+                }
+            }
+            let scaled = block(vec![rows, cols], 2.5, s).draw(11).unwrap();
+            for (a, b) in scaled.iter().zip(&w) {
+                assert_eq!(*a, 2.5 * b);
+            }
+        }
     }
 }

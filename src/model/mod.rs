@@ -32,6 +32,7 @@ pub(crate) mod multiclass;
 pub(crate) mod network;
 pub(crate) mod ops;
 pub(crate) mod query;
+pub(crate) mod real_setting;
 pub(crate) mod token_selection;
 
 pub use attention::{Selection, Softmax, argmax, output, scores, softmax};

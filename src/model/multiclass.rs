@@ -75,7 +75,7 @@ fn lse<A: Arith>(ar: &A, f: &[A::Real], y: usize, e: &mut [A::Real]) -> (A::Real
 /// sum_{j != top} s_j (G_jc - G_top,c); `Naive`, the fma chain over t from 0. The
 /// classes run side by side, token by token, as one [`Arith::axpy`] per token (a vector
 /// fma in f64), with no copy of a column.
-fn outputs_into<A: Arith>(
+pub(crate) fn outputs_into<A: Arith>(
     ar: &A,
     s: &[A::Real],
     g: &[A::Real],
@@ -109,6 +109,66 @@ fn outputs_into<A: Arith>(
             }
         }
     }
+}
+
+/// The cross-entropy l = -log softmax(f)_Y of outputs `f` for class `y` (returned), and
+/// its gradient gamma = softmax(f) - e_Y into `gamma`, with `e` (K values) as working
+/// space. gamma_Y = p_Y - 1 is formed as -(sum_{c != Y} e_c) / (1 + S), without the
+/// subtraction. Shared by the fixed-head model and the real-setting model
+/// ([`super::real_setting`]).
+pub(crate) fn cross_entropy<A: Arith>(
+    ar: &A,
+    f: &[A::Real],
+    y: usize,
+    e: &mut [A::Real],
+    gamma: &mut [A::Real],
+) -> A::Real {
+    let (loss, den) = lse(ar, f, y, e);
+    let mut rest = ar.zero();
+    for (cl, (gc, ec)) in gamma.iter_mut().zip(e.iter()).enumerate() {
+        if cl != y {
+            ar.set(gc, ec);
+            ar.div(gc, &den);
+            ar.add(&mut rest, ec);
+        }
+    }
+    ar.neg(&mut rest);
+    ar.div(&mut rest, &den);
+    gamma[y] = rest;
+    loss
+}
+
+/// The backward pass from the output gradient `gamma` (K) to the scores of one sample:
+/// the head values h_t = sum_c gamma_c G_tc into `h` (T; the fma chain over c from 0 for
+/// every t at once: one axpy per class on the column G_.c, G transposed into `gt`, K x
+/// T), then c_t = coef s_t (h_t - sum_u s_u h_u) into `c` by the centred
+/// [`grad_scores`]. Shared by the fixed-head model and the real-setting model.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn head_coefficients<A: Arith>(
+    ar: &A,
+    s: &[A::Real],
+    g: &[A::Real],
+    gamma: &[A::Real],
+    top: usize,
+    coef: &A::Real,
+    gt: &mut [A::Real],
+    h: &mut [A::Real],
+    c: &mut [A::Real],
+) {
+    let (k, t) = (gamma.len(), s.len());
+    for (tt, gtok) in g.chunks(k).enumerate() {
+        for (cl, v) in gtok.iter().enumerate() {
+            ar.set(&mut gt[cl * t + tt], v);
+        }
+    }
+    let zero = ar.zero();
+    h.iter_mut().for_each(|ht| ar.set(ht, &zero));
+    for (gc, col) in gamma.iter().zip(gt.chunks(t)) {
+        ar.axpy(gc, col, h);
+    }
+    let mut hbar = ar.zero();
+    output(ar, s, h, top, Formulation::Stable, &mut hbar);
+    grad_scores(ar, s, h, top, &hbar, coef, c);
 }
 
 /// Length of a sample's working space ([`Sample::scratch`]) for K classes and T tokens:
@@ -164,8 +224,7 @@ impl Model for Multiclass {
         let (gt, centre) = rest.split_at_mut(k * t);
         outputs_into(ar, s, g, top, form, &mut out.outputs, d);
         let f = &out.outputs;
-        let (loss, den) = lse(ar, f, y, e);
-        out.loss = loss;
+        out.loss = cross_entropy(ar, f, y, e, gamma);
         // the margin f_Y - max_{c != Y} f_c
         let mut best: Option<A::Real> = None;
         for (_, fc) in f.iter().enumerate().filter(|(cl, _)| *cl != y) {
@@ -175,41 +234,15 @@ impl Model for Multiclass {
             }
         }
         ar.diff(&mut out.f, &f[y], &best.expect("K >= 2"));
-        // gamma = softmax(f) - e_Y
-        let mut rest = ar.zero();
-        for (cl, (gc, ec)) in gamma.iter_mut().zip(e.iter()).enumerate() {
-            if cl != y {
-                ar.set(gc, ec);
-                ar.div(gc, &den);
-                ar.add(&mut rest, ec);
-            }
-        }
-        ar.neg(&mut rest);
-        ar.div(&mut rest, &den);
-        gamma[y] = rest;
-        // h_t = sum_c gamma_c G_tc, the fma chain over c from 0 for every t at once: one
-        // axpy per class on the column G_.c (G transposed into `gt`)
-        for (tt, gtok) in g.chunks(k).enumerate() {
-            for (cl, v) in gtok.iter().enumerate() {
-                ar.set(&mut gt[cl * t + tt], v);
-            }
-        }
-        let zero = ar.zero();
-        h.iter_mut().for_each(|ht| ar.set(ht, &zero));
-        for (gc, col) in gamma.iter().zip(gt.chunks(t)) {
-            ar.axpy(gc, col, h);
-        }
         // c_t = (1/n) s_t (h_t - hbar)
-        let mut hbar = ar.zero();
-        output(ar, s, h, top, Formulation::Stable, &mut hbar);
+        ar.set_f64(&mut out.coef, 1.0);
+        ar.div_f64(&mut out.coef, n as f64);
+        head_coefficients(ar, s, g, gamma, top, &out.coef, gt, h, c);
         if form == Formulation::Naive {
             // the naive gradient's centre sum_t s_t h_t, the fma chain over t from 0 (as
             // the binary naive f): [`Model::naive_terms`]
             output(ar, s, h, top, Formulation::Naive, &mut centre[0]);
         }
-        ar.set_f64(&mut out.coef, 1.0);
-        ar.div_f64(&mut out.coef, n as f64);
-        grad_scores(ar, s, h, top, &hbar, &out.coef, c);
     }
 
     fn head_rows<A: Arith>(&self, ar: &A, data: &Dataset) -> Vec<A::Real> {
