@@ -135,7 +135,7 @@ where
     }
 }
 
-/// The shared values of a pass: the blocks' views, zhat_0 = LN_a(c), W_q zhat_0, q.
+/// The shared values of a pass: the blocks' values, zhat_0 = LN_a(c) and the query q.
 struct Shared<'a, R> {
     v: &'a [Vec<R>],
     zhat0: LayerNorm<R>,
