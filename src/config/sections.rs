@@ -114,10 +114,10 @@ impl ModelSpec {
         self.mlp.unwrap_or(d)
     }
 
-    /// The encoder's parameter count at token dimension `d`: 3 d^2 (W_qkv) + 2 m d (the
-    /// MLP's weights) + m + d (their biases) + 6 d (three LayerNorms) + d + 1 (the head)
-    /// + d (the cls token) = 3 d^2 + 2 m d + m + 9 d + 1, saturating (20,020,001 at d =
-    /// m = 2000, as the official code's).
+    /// The encoder's parameter count at token dimension `d`: 3 d^2 (W_qkv), 2 m d (the
+    /// MLP's weights), m and d (their biases), 6 d (three LayerNorms), d and 1 (the head),
+    /// d (the cls token): 3 d^2 + 2 m d + m + 9 d + 1 in all, saturating (20,020,001 at
+    /// d = m = 2000, as the official code's).
     pub fn encoder_parameters(&self, d: usize) -> u64 {
         let (d, m) = (d as u64, self.mlp_width(d) as u64);
         [
