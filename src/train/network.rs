@@ -153,8 +153,17 @@ impl<'a, A: Arith, N: Network> NetTrainer<'a, A, N> {
         }
     }
 
-    /// Training sample `i`'s record at the last pass, with its Definition 4.1 score.
-    fn sample_state(&self, i: usize) -> (SampleState, A::Real) {
+    /// Training sample `i`'s group masses at the last pass: the attention on its T tokens
+    /// (the attending row's last T positions), by group.
+    fn group_mass(&self, i: usize) -> [A::Real; 4] {
+        let pos = self.pass.positions;
+        let t = self.data.groups.len();
+        let s = &self.pass.attention[i * pos + pos - t..(i + 1) * pos];
+        group_mass(&self.ar, s, &self.data.groups)
+    }
+
+    /// Training sample `i`'s record at the last pass.
+    fn sample_state(&self, i: usize) -> SampleState {
         let ar = &self.ar;
         let p = &self.pass;
         let pos = p.positions;
@@ -173,10 +182,10 @@ impl<'a, A: Arith, N: Network> NetTrainer<'a, A, N> {
             Formulation::Stable,
             &mut tok,
         );
-        let m = group_mass(ar, &s[pos - t..], &self.data.groups);
+        let m = self.group_mass(i);
         let mass = crate::io::trajectory::PerGroup::from_array(m.clone().map(|v| ar.to_f64(&v)));
         let score = selection_score(ar, m);
-        let state = SampleState {
+        SampleState {
             f: ar.to_f64(&p.outputs[i]),
             outputs: None,
             proof: (),
@@ -190,8 +199,7 @@ impl<'a, A: Arith, N: Network> NetTrainer<'a, A, N> {
                 attention: ar.to_f64(&s[0]),
                 top: full.top == 0,
             }),
-        };
-        (state, score)
+        }
     }
 
     /// Samples of `pass` whose proved prediction sign(f) is their label `y`.
@@ -210,7 +218,7 @@ impl<'a, A: Arith, N: Network> NetTrainer<'a, A, N> {
     pub fn checkpoint(&self, cumulative: Cumulative) -> Checkpoint {
         let ar = &self.ar;
         let (y, y_true) = (&self.data.train.y, &self.data.train.y_true);
-        let samples: Vec<SampleState> = (0..y.len()).map(|i| self.sample_state(i).0).collect();
+        let samples: Vec<SampleState> = (0..y.len()).map(|i| self.sample_state(i)).collect();
         let mass: Vec<[f64; 4]> = samples.iter().map(|s| s.mass.to_array()).collect();
         let groups = &self.data.groups;
         let test = self.test_pass();
@@ -239,9 +247,11 @@ impl<'a, A: Arith, N: Network> NetTrainer<'a, A, N> {
     }
 
     /// The Definition 4.1 scores of every training sample at the last pass, rounded.
+    /// (Every step: the group masses only, not the checkpoint's softmax summaries.)
     pub fn selection_scores(&self) -> Vec<f64> {
+        let ar = &self.ar;
         (0..self.data.train.y.len())
-            .map(|i| self.ar.to_f64(&self.sample_state(i).1))
+            .map(|i| ar.to_f64(&selection_score(ar, self.group_mass(i))))
             .collect()
     }
 
